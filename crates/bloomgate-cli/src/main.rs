@@ -1,1 +1,54 @@
-fn main() {}
+//! The one `bloomgate` binary. Thin: argument parsing and output formatting only; the work is
+//! done by the library crates.
+
+use clap::{Parser, Subcommand};
+
+mod build;
+mod calc;
+mod demo;
+mod info;
+mod query;
+mod remove;
+mod serve;
+
+#[derive(Parser)]
+#[command(name = "bloomgate", version, about = "Bloom filters as a production lever")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Size a filter: any sufficient subset of items, FPR, bits and hashes.
+    Calc(calc::Args),
+    /// Build a filter file from one key per line.
+    Build(build::Args),
+    /// Ask a filter file whether keys are present.
+    Query(query::Args),
+    /// Describe a filter file.
+    Info(info::Args),
+    /// Remove keys from a counting or cuckoo filter file.
+    Remove(remove::Args),
+    /// Run the Redis-protocol server (RedisBloom-compatible BF.*/CF.* commands).
+    Serve(serve::Args),
+    /// Reproducible demonstrations (`demo feed`).
+    Demo(demo::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Calc(args) => calc::run(args),
+        Command::Build(args) => build::run(args),
+        Command::Query(args) => query::run(args),
+        Command::Info(args) => info::run(args),
+        Command::Remove(args) => remove::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Demo(args) => demo::run(args),
+    };
+    if let Err(err) = result {
+        eprintln!("bloomgate: {err:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,1 +1,6 @@
-//! placeholder
+//! bloomgate: Bloom filters as a production lever.
+//!
+//! Answer "is this key in the set?" in memory: "definitely not" is always right, "maybe" is
+//! wrong at a chosen, measured rate.
+
+pub mod bits;

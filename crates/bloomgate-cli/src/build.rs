@@ -1,0 +1,8 @@
+//! Not implemented yet (owned by a work-in-progress change).
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("not implemented yet")
+}

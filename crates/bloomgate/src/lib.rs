@@ -4,3 +4,6 @@
 //! wrong at a chosen, measured rate.
 
 pub mod bits;
+pub mod error;
+
+pub use error::{Error, Result};

@@ -4,6 +4,14 @@
 //! wrong at a chosen, measured rate.
 
 pub mod bits;
+pub mod codec;
 pub mod error;
+pub mod filters;
+pub mod hash;
+pub mod params;
 
+pub use codec::FilterCodec;
 pub use error::{Error, Result};
+pub use filters::*;
+pub use hash::KeyHash;
+pub use params::{Layout, Params};

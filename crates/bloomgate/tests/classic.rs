@@ -1,0 +1,225 @@
+//! Classic BloomFilter: no false negatives (proptest), FPR against the model with a stated
+//! tolerance, the power-of-two pitfall, union/intersect, file round trips.
+
+mod core_fpr;
+
+use bloomgate::{BloomFilter, Error, FilterCodec, Layout, Params};
+use core_fpr::{
+    absent_key, assert_fpr_within_tolerance, exact_classic_fpr, present_key, trial_seed,
+};
+use proptest::prelude::*;
+
+/// Builds `trials` filters (independent seeds) of `n` keys each and queries `queries_each` absent
+/// keys per filter; returns the false positives. Averaging over seeds removes the per-instance
+/// spread of small filters.
+fn false_positives(params: Params, trials: u64, queries_each: u64) -> u64 {
+    let mut fp = 0;
+    for trial in 0..trials {
+        let mut f = BloomFilter::with_params(params, trial_seed(trial)).unwrap();
+        for i in 0..params.items {
+            f.insert(present_key(i));
+        }
+        for i in 0..params.items {
+            assert!(f.contains(present_key(i)), "false negative");
+        }
+        fp += (0..queries_each)
+            .filter(|&i| f.contains(absent_key(i)))
+            .count() as u64;
+    }
+    fp
+}
+
+/// FPR within tolerance (see `core_fpr::assert_fpr_within_tolerance`: max(4σ + 3, 5%)) of the
+/// model for several n and bits per key.
+#[test]
+fn fpr_matches_model_across_sizes() {
+    for (n, bits_per_key, trials) in [
+        (1_000u64, 10u64, 200u64),
+        (100_000, 8, 2),
+        (100_000, 16, 4),
+        (1_000_000, 10, 1),
+    ] {
+        let params = Params::for_bits(Layout::Classic, n * bits_per_key, n).unwrap();
+        let queries = 2_000_000 / trials;
+        let model = if params.hashes as u64 * n <= 20_000 {
+            exact_classic_fpr(params.bits, params.hashes, n)
+        } else {
+            params.fpr()
+        };
+        let fp = false_positives(params, trials, queries);
+        assert_fpr_within_tolerance(
+            &format!("n={n} {bits_per_key} bits/key k={}", params.hashes),
+            fp,
+            trials * queries,
+            model,
+        );
+    }
+}
+
+/// Power-of-two m with k = 1..=8 and a sparse filter: plain double hashing with multiply-shift
+/// reduction would put every probe of ~1/m of all keys on one bit (FPR floor ≈ fill/m ≈ 1.4e-4
+/// here); the remix keeps the measured rate at the model (≈1e-7..1e-1).
+#[test]
+fn power_of_two_bits_have_no_fpr_floor() {
+    for k in 1..=8u32 {
+        let params = Params::new(Layout::Classic, 1 << 10, k, 20).unwrap();
+        let model = exact_classic_fpr(params.bits, k, 20);
+        let fp = false_positives(params, 100, 20_000);
+        assert_fpr_within_tolerance(&format!("m=1024 n=20 k={k}"), fp, 100 * 20_000, model);
+    }
+    // A larger power of two at 10 bits/key.
+    let params = Params::new(Layout::Classic, 1 << 20, 7, 104_857).unwrap();
+    let fp = false_positives(params, 1, 2_000_000);
+    assert_fpr_within_tolerance("m=2^20 k=7", fp, 2_000_000, params.fpr());
+}
+
+/// k = 1 is a legal configuration and behaves like a bitmap hash set.
+#[test]
+fn single_hash() {
+    let params = Params::new(Layout::Classic, 64_000, 1, 10_000).unwrap();
+    let fp = false_positives(params, 4, 500_000);
+    assert_fpr_within_tolerance("k=1", fp, 2_000_000, params.fpr());
+}
+
+/// n = 1..=10 at 1%: filters of one or two words, measured over many seeds against the exact
+/// small-filter model.
+#[test]
+fn tiny_filters() {
+    for n in 1..=10u64 {
+        let params = Params::for_items(Layout::Classic, n, 0.01).unwrap();
+        let model = exact_classic_fpr(params.bits, params.hashes, n);
+        let fp = false_positives(params, 4_000, 500);
+        assert_fpr_within_tolerance(
+            &format!("tiny n={n} m={} k={}", params.bits, params.hashes),
+            fp,
+            2_000_000,
+            model,
+        );
+        assert!(
+            model < 0.03,
+            "tiny filters still deliver about the target: {model}"
+        );
+    }
+}
+
+/// ≥10M items (runs in a few seconds at opt-level 3).
+#[test]
+fn ten_million_items() {
+    let n = 10_000_000u64;
+    let mut f = BloomFilter::new(n, 0.01).unwrap();
+    for i in 0..n {
+        f.insert(present_key(i));
+    }
+    let q = 5_000_000;
+    let fp = (0..q).filter(|&i| f.contains(absent_key(i))).count() as u64;
+    assert_fpr_within_tolerance("classic 10M at 1%", fp, q, f.params().fpr());
+    assert!((0..n).step_by(97).all(|i| f.contains(present_key(i))));
+    let relative = (f.estimated_len() - n as f64).abs() / n as f64;
+    assert!(relative < 0.01, "estimated_len {}", f.estimated_len());
+    assert!((f.estimated_fpr() - f.params().fpr()).abs() < 0.0005);
+    assert!(f.len() <= n && f.len() > n - n / 50, "len {}", f.len());
+}
+
+#[test]
+fn insert_reports_possible_presence_and_len_counts_new_bits() {
+    let mut f = BloomFilter::new(1000, 0.001).unwrap();
+    assert!(f.is_empty());
+    assert!(!f.insert(b"a"));
+    assert!(f.insert(b"a"));
+    assert_eq!(f.len(), 1);
+    f.insert_batch(&[b"b", b"c", b"a"]);
+    assert_eq!(f.len(), 3);
+    let mut out = Vec::new();
+    f.contains_batch(&[&b"a"[..], b"zzz", b"c"], &mut out);
+    assert!(out[0]);
+    assert!(out[2]);
+    let h = f.hash(b"c");
+    assert!(f.contains_hash(h));
+    out.clear();
+    f.contains_batch_hashes(&[h], &mut out);
+    assert_eq!(out, [true]);
+    assert!(f.memory_bytes() >= f.params().bytes() as usize);
+    f.clear();
+    assert!(f.is_empty() && f.count_ones() == 0 && !f.contains(b"a"));
+}
+
+#[test]
+fn union_and_intersect_check_compatibility() {
+    let params = Params::for_items(Layout::Classic, 1000, 0.01).unwrap();
+    let mut a = BloomFilter::with_params(params, 1).unwrap();
+    let mut b = BloomFilter::with_params(params, 1).unwrap();
+    a.insert(b"left");
+    a.insert(b"both");
+    b.insert(b"right");
+    b.insert(b"both");
+    let mut u = a.clone();
+    u.union(&b).unwrap();
+    assert!(u.contains(b"left") && u.contains(b"right") && u.contains(b"both"));
+    assert_eq!(u.len(), 3);
+    a.intersect(&b).unwrap();
+    assert!(a.contains(b"both"));
+    assert!(a.len() <= 2);
+
+    let other_seed = BloomFilter::with_params(params, 2).unwrap();
+    assert!(matches!(u.union(&other_seed), Err(Error::Incompatible(_))));
+    let other_size = BloomFilter::new(5000, 0.01).unwrap();
+    assert!(matches!(
+        u.intersect(&other_size),
+        Err(Error::Incompatible(_))
+    ));
+    let other_k = BloomFilter::with_params(
+        Params {
+            hashes: params.hashes + 1,
+            ..params
+        },
+        1,
+    )
+    .unwrap();
+    assert!(matches!(u.union(&other_k), Err(Error::Incompatible(_))));
+    assert!(
+        BloomFilter::with_params(Params::for_items(Layout::Blocked, 10, 0.1).unwrap(), 0).is_err()
+    );
+}
+
+#[test]
+fn decode_rejects_inconsistent_bodies() {
+    let mut f = BloomFilter::new(100, 0.01).unwrap();
+    f.insert(b"x");
+    let bytes = f.to_bytes();
+    assert_eq!(BloomFilter::from_bytes(&bytes).unwrap(), f);
+    // A blocked decoder refuses a classic file.
+    assert!(bloomgate::BlockedBloomFilter::from_bytes(&bytes).is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Every inserted key is found: directly, after a file round trip, and after union.
+    #[test]
+    fn no_false_negatives(
+        keys in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..300),
+        others in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..100),
+        fpr in 0.0001f64..0.5,
+        seed in any::<u64>(),
+    ) {
+        let params = Params::for_items(Layout::Classic, keys.len() as u64, fpr).unwrap();
+        let mut f = BloomFilter::with_params(params, seed).unwrap();
+        f.insert_batch(&keys);
+        for k in &keys {
+            prop_assert!(f.contains(k));
+        }
+        let g = BloomFilter::from_bytes(&f.to_bytes()).unwrap();
+        prop_assert_eq!(&g, &f);
+        let mut h = BloomFilter::with_params(params, seed).unwrap();
+        for k in &others {
+            h.insert(k);
+        }
+        h.union(&g).unwrap();
+        for k in keys.iter().chain(&others) {
+            prop_assert!(h.contains(k));
+        }
+        let mut out = Vec::new();
+        h.contains_batch(&keys, &mut out);
+        prop_assert!(out.iter().all(|&b| b));
+    }
+}

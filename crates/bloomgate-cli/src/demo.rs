@@ -1,8 +1,82 @@
-//! Not implemented yet (owned by a work-in-progress change).
+//! `bloomgate demo …`: reproducible demonstrations. The work is in `bloomgate_gate::demo`; this
+//! file only parses flags and prints.
+
+use std::net::SocketAddr;
+
+use bloomgate_gate::demo::{run_feed, FeedConfig, FilterSpec, StoreSpec};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    demo: Demo,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+#[derive(clap::Subcommand)]
+enum Demo {
+    /// The feed-service case study: exact vs verify vs trust on a real store.
+    Feed(FeedArgs),
+}
+
+#[derive(clap::Args)]
+struct FeedArgs {
+    /// Users (scopes) [default: 10000, --quick 1000]
+    #[arg(long)]
+    users: Option<u64>,
+    /// Mean items per user seen within the retention window at the start.
+    #[arg(long)]
+    history: Option<u64>,
+    /// Requests in the stream [default: 500000, --quick 50000]
+    #[arg(long)]
+    requests: Option<u64>,
+    /// Candidate items per request.
+    #[arg(long, default_value_t = 120)]
+    candidates: usize,
+    /// Share of candidates the user has already seen.
+    #[arg(long, default_value_t = 0.025)]
+    seen_ratio: f64,
+    /// Request worker threads.
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Exact store: sqlite:PATH or redis://HOST:PORT [default: sqlite in the temp dir]
+    #[arg(long)]
+    store: Option<StoreSpec>,
+    /// Scope filters: local or resp://HOST:PORT (a bloomgate server).
+    #[arg(long, default_value = "local")]
+    filters: FilterSpec,
+    /// Fixed delay added to every store query, in microseconds (models a networked store).
+    #[arg(long, default_value_t = 0)]
+    store_latency_us: u64,
+    /// Smaller run: finishes in under two minutes on two cores.
+    #[arg(long)]
+    quick: bool,
+    /// Print only JSON on stdout (table and progress go to stderr).
+    #[arg(long)]
+    json: bool,
+    /// Serve Prometheus metrics of the running mode at http://ADDR/metrics.
+    #[arg(long)]
+    metrics_addr: Option<SocketAddr>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let Demo::Feed(args) = args.demo;
+    let defaults = FeedConfig::defaults(args.quick);
+    let config = FeedConfig {
+        users: args.users.unwrap_or(defaults.users),
+        history: args.history.unwrap_or(defaults.history),
+        requests: args.requests.unwrap_or(defaults.requests),
+        candidates: args.candidates,
+        seen_ratio: args.seen_ratio,
+        concurrency: args.concurrency.unwrap_or(defaults.concurrency),
+        store: args.store.unwrap_or(defaults.store),
+        filters: args.filters,
+        store_latency_us: args.store_latency_us,
+        metrics_addr: args.metrics_addr,
+        ..defaults
+    };
+    let report = run_feed(&config)?;
+    eprint!("{}", report.table());
+    if args.json {
+        println!("{}", report.json());
+    }
+    Ok(())
 }

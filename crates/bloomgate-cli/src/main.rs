@@ -7,12 +7,18 @@ mod build;
 mod calc;
 mod demo;
 mod info;
+mod input;
 mod query;
 mod remove;
 mod serve;
+mod units;
 
 #[derive(Parser)]
-#[command(name = "bloomgate", version, about = "Bloom filters as a production lever")]
+#[command(
+    name = "bloomgate",
+    version,
+    about = "Bloom filters as a production lever"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -34,6 +40,31 @@ enum Command {
     Serve(serve::Args),
     /// Reproducible demonstrations (`demo feed`).
     Demo(demo::Args),
+}
+
+/// `--layout` / `--kind` values shared by several subcommands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LayoutArg {
+    Classic,
+    Blocked,
+}
+
+impl LayoutArg {
+    fn name(self) -> &'static str {
+        match self {
+            LayoutArg::Classic => "classic",
+            LayoutArg::Blocked => "blocked",
+        }
+    }
+}
+
+impl From<LayoutArg> for bloomgate::Layout {
+    fn from(arg: LayoutArg) -> Self {
+        match arg {
+            LayoutArg::Classic => bloomgate::Layout::Classic,
+            LayoutArg::Blocked => bloomgate::Layout::Blocked,
+        }
+    }
 }
 
 fn main() {

@@ -1,8 +1,65 @@
-//! Not implemented yet (owned by a work-in-progress change).
+//! `bloomgate query`: asks a filter file about keys given as arguments and/or one per line.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use serde_json::json;
+
+use crate::input::{for_each_line, load_filter, open_input, with_stdout};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Filter file.
+    filter: PathBuf,
+    /// Keys to look up.
+    keys: Vec<String>,
+    /// More keys, one per line (`-` for stdin).
+    #[arg(long, short = 'i')]
+    input: Option<PathBuf>,
+    /// Print only `{"queried": N, "present": P}`.
+    #[arg(long)]
+    count: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub fn run(args: Args) -> Result<()> {
+    if args.keys.is_empty() && args.input.is_none() {
+        bail!("no keys: give keys as arguments or --input PATH|-");
+    }
+    let filter = load_filter(&args.filter)?;
+    let (mut queried, mut present) = (0u64, 0u64);
+    let input = args.input.as_deref().map(open_input).transpose()?;
+    let mut failure = None;
+    with_stdout(|out| {
+        let mut answer = |key: &[u8], out: &mut dyn Write| -> std::io::Result<()> {
+            let hit = filter.contains(key);
+            queried += 1;
+            present += u64::from(hit);
+            if !args.count {
+                out.write_all(key)?;
+                out.write_all(if hit { b"\tpresent\n" } else { b"\tabsent\n" })?;
+            }
+            Ok(())
+        };
+        for key in &args.keys {
+            answer(key.as_bytes(), out)?;
+        }
+        if let Some(reader) = input {
+            let result = for_each_line(reader, |key| Ok(answer(key, out)?));
+            if let Err(err) = result {
+                match err.downcast::<std::io::Error>() {
+                    Ok(io) => return Err(io),
+                    Err(other) => failure = Some(other),
+                }
+            }
+        }
+        if args.count {
+            writeln!(out, "{}", json!({"queried": queried, "present": present}))?;
+        }
+        Ok(())
+    })?;
+    match failure {
+        Some(err) => Err(err),
+        None => Ok(()),
+    }
 }

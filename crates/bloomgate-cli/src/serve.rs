@@ -1,8 +1,8 @@
-//! Not implemented yet (owned by a work-in-progress change).
+//! `bloomgate serve`: the Redis-protocol server (RedisBloom-compatible BF.* commands). Options
+//! and behaviour live in `bloomgate_server`.
 
-#[derive(clap::Args)]
-pub struct Args {}
+pub use bloomgate_server::ServeArgs as Args;
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    bloomgate_server::run(args)
 }

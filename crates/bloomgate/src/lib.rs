@@ -3,6 +3,7 @@
 //! Answer "is this key in the set?" in memory: "definitely not" is always right, "maybe" is
 //! wrong at a chosen, measured rate.
 
+pub mod any;
 pub mod bits;
 pub mod codec;
 pub mod error;
@@ -15,3 +16,8 @@ pub use error::{Error, Result};
 pub use filters::*;
 pub use hash::KeyHash;
 pub use params::{Layout, Params};
+
+/// Compiles and runs the Rust examples in the workspace README, so they stay true.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,0 +1,763 @@
+//! End-to-end tests of `bloomgate serve`: the real binary on a free loopback port, driven by the
+//! `redis` crate (and raw sockets for protocol limits). Covers BF.* replies and errors as
+//! RedisBloom gives them, keyspace/server commands, transactions, pipelining, RESP3, restart
+//! persistence, kill -9 with `appendfsync always`, torn-log repair and corrupt-snapshot refusal.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bloomgate-serve-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    /// Starts the binary on a free port (retrying on a port race) and waits until it answers
+    /// PING (i.e. it finished loading).
+    fn start(dir: &Path, extra: &[&str]) -> Server {
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
+                .args(["serve", "--port", &port.to_string(), "--dir"])
+                .arg(dir)
+                .args(extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                    let _ = s.write_all(b"PING\r\n");
+                    let mut buf = [0u8; 64];
+                    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    let n = s.read(&mut buf).unwrap_or(0);
+                    if buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH") {
+                        return Server { child, port };
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("server did not start");
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// SHUTDOWN (final snapshot) and wait for a clean exit.
+    fn shutdown(mut self) {
+        let _ = redis::cmd("SHUTDOWN").exec(&mut self.conn());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn build(line: &str) -> redis::Cmd {
+    let mut words = line.split(' ');
+    let mut c = redis::cmd(words.next().unwrap());
+    for arg in words {
+        c.arg(arg);
+    }
+    c
+}
+
+fn cmd(con: &mut redis::Connection, line: &str) -> Value {
+    build(line)
+        .query::<Value>(con)
+        .unwrap_or_else(|e| panic!("{line}: {e}"))
+}
+
+/// The error line (without `-`) of a command that must fail.
+fn error_of(con: &mut redis::Connection, line: &str) -> String {
+    match build(line).query::<Value>(con) {
+        Ok(v) => panic!("{line}: expected an error, got {v:?}"),
+        Err(e) => wire_error(&e),
+    }
+}
+
+/// Rebuilds the wire text of an error reply from the crate's (code, detail) split.
+fn wire_error(e: &redis::RedisError) -> String {
+    match (e.code().unwrap_or(""), e.detail().unwrap_or("")) {
+        ("", detail) => detail.to_string(),
+        (code, "") => code.to_string(),
+        (code, detail) => format!("{code} {detail}"),
+    }
+}
+
+fn int(v: i64) -> Value {
+    Value::Int(v)
+}
+
+fn raw_exchange(port: u16, request: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+#[test]
+fn bf_commands_match_redisbloom() {
+    let dir = temp_dir("bf");
+    let server = Server::start(&dir, &[]);
+    let mut con = server.conn();
+    let c = &mut con;
+
+    // BF.RESERVE argument errors, in RedisBloom's words (some without ERR).
+    assert_eq!(error_of(c, "BF.RESERVE k x 100"), "ERR bad error rate");
+    assert_eq!(
+        error_of(c, "BF.RESERVE k 1 100"),
+        "ERR error rate must be in the range (0.000000, 1.000000)"
+    );
+    assert_eq!(error_of(c, "BF.RESERVE k 0.01 x"), "ERR bad capacity");
+    assert_eq!(
+        error_of(c, "BF.RESERVE k 0.01 0"),
+        "ERR capacity must be in the range [1, 1073741824]"
+    );
+    assert_eq!(
+        error_of(c, "BF.RESERVE k 0.01 100 EXPANSION"),
+        "ERR no expansion"
+    );
+    assert_eq!(
+        error_of(c, "BF.RESERVE k 0.01 100 expansion x"),
+        "ERR bad expansion"
+    );
+    assert_eq!(
+        error_of(c, "BF.RESERVE k 0.01 100 EXPANSION 40000"),
+        "ERR expansion must be in the range [0, 32768]"
+    );
+    assert_eq!(
+        error_of(c, "BF.RESERVE k 0.01 100 NONSCALING EXPANSION 2"),
+        "Nonscaling filters cannot expand"
+    );
+    assert_eq!(
+        error_of(c, "BF.RESERVE k 0.01"),
+        "ERR wrong number of arguments for 'bf.reserve' command"
+    );
+    assert_eq!(cmd(c, "BF.RESERVE k 0.01 100 whatever"), Value::Okay);
+    assert_eq!(error_of(c, "BF.RESERVE k 0.01 100"), "ERR item exists");
+    assert_eq!(cmd(c, "TYPE k"), Value::SimpleString("MBbloom--".into()));
+
+    // BF.INFO: simple-string field names, exact sizes.
+    assert_eq!(
+        cmd(c, "BF.INFO k"),
+        Value::Array(vec![
+            Value::SimpleString("Capacity".into()),
+            int(100),
+            Value::SimpleString("Size".into()),
+            int(240),
+            Value::SimpleString("Number of filters".into()),
+            int(1),
+            Value::SimpleString("Number of items inserted".into()),
+            int(0),
+            Value::SimpleString("Expansion rate".into()),
+            int(2),
+        ])
+    );
+    assert_eq!(cmd(c, "BF.INFO k size"), Value::Array(vec![int(240)]));
+    assert_eq!(error_of(c, "BF.INFO k bogus"), "Invalid information value");
+    assert_eq!(error_of(c, "BF.INFO missing"), "ERR not found");
+    cmd(c, "BF.RESERVE k3 0.001 100");
+    assert_eq!(cmd(c, "BF.INFO k3 SIZE"), Value::Array(vec![int(296)]));
+    cmd(c, "BF.RESERVE ns 0.01 2 NONSCALING");
+    assert_eq!(
+        cmd(c, "BF.INFO ns EXPANSION"),
+        Value::Array(vec![Value::Nil])
+    );
+
+    // ADD / MADD / EXISTS / MEXISTS / CARD.
+    assert_eq!(cmd(c, "BF.ADD k a"), int(1));
+    assert_eq!(cmd(c, "BF.ADD k a"), int(0));
+    assert_eq!(
+        cmd(c, "BF.MADD k a b c"),
+        Value::Array(vec![int(0), int(1), int(1)])
+    );
+    assert_eq!(cmd(c, "BF.EXISTS k b"), int(1));
+    assert_eq!(cmd(c, "BF.EXISTS k zz"), int(0));
+    assert_eq!(cmd(c, "BF.EXISTS nokey a"), int(0));
+    assert_eq!(
+        cmd(c, "BF.MEXISTS k a zz"),
+        Value::Array(vec![int(1), int(0)])
+    );
+    assert_eq!(cmd(c, "BF.CARD k"), int(3));
+    assert_eq!(cmd(c, "BF.CARD nokey"), int(0));
+    assert_eq!(cmd(c, "BF.ADD auto x"), int(1));
+    assert_eq!(
+        cmd(c, "BF.INFO auto CAPACITY"),
+        Value::Array(vec![int(100)])
+    );
+
+    // A full non-scaling filter: the error is the last element of the MADD array, which stops
+    // there. Raw bytes, so the exact shape is checked (and INFO's simple-string labels).
+    let out = raw_exchange(server.port, b"BF.MADD ns n1 n2 n3 n4\r\nBF.INFO ns ITEMS\r\nQUIT\r\n");
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.starts_with("*3\r\n:1\r\n:1\r\n-ERR non scaling filter is full\r\n*1\r\n:2\r\n"),
+        "{text}"
+    );
+    let out = raw_exchange(server.port, b"BF.INFO k3\r\nQUIT\r\n");
+    assert!(out.starts_with(b"*10\r\n+Capacity\r\n:100\r\n+Size\r\n:296\r\n+Number of filters\r\n"));
+    assert_eq!(error_of(c, "BF.ADD ns n9"), "ERR non scaling filter is full");
+
+    // BF.INSERT option quirks (options recognised by their first letters).
+    assert_eq!(
+        error_of(c, "BF.INSERT i1 CAPACITY x ITEMS a"),
+        "Bad capacity"
+    );
+    assert_eq!(
+        error_of(c, "BF.INSERT i1 ERROR 2 ITEMS a"),
+        "Bad error rate"
+    );
+    assert_eq!(
+        error_of(c, "BF.INSERT i1 EXPANSION x ITEMS a"),
+        "Bad expansion"
+    );
+    assert_eq!(
+        error_of(c, "BF.INSERT i1 FOO ITEMS a"),
+        "Unknown argument received"
+    );
+    assert_eq!(
+        error_of(c, "BF.INSERT i1 NOCREATE ITEMS a"),
+        "ERR not found"
+    );
+    assert_eq!(
+        error_of(c, "BF.INSERT i1 ITEMS"),
+        "ERR wrong number of arguments for 'bf.insert' command"
+    );
+    assert_eq!(
+        cmd(c, "BF.INSERT i1 cap 50 err 0.001 exp 4 ITEMS a b"),
+        Value::Array(vec![int(1), int(1)])
+    );
+    assert_eq!(cmd(c, "BF.INFO i1 CAPACITY"), Value::Array(vec![int(50)]));
+    assert_eq!(cmd(c, "BF.INFO i1 EXPANSION"), Value::Array(vec![int(4)]));
+    assert_eq!(
+        cmd(c, "BF.INSERT i2 NONSCALING ITEMS a"),
+        Value::Array(vec![int(1)])
+    );
+    assert_eq!(
+        cmd(c, "BF.INFO i2 EXPANSION"),
+        Value::Array(vec![Value::Nil])
+    );
+
+    // Scaling chain and BF.DEBUG lines (the reference's example).
+    cmd(c, "BF.RESERVE chain 0.01 10");
+    for i in 0..100 {
+        cmd(c, &format!("BF.ADD chain item{i}"));
+    }
+    let lines: Vec<String> = redis::cmd("BF.DEBUG").arg("chain").query(c).unwrap();
+    assert!(
+        lines[1].starts_with("bytes:16 bits:128 hashes:8 hashwidth:64 capacity:10 "),
+        "{lines:?}"
+    );
+    assert!(lines[2].starts_with("bytes:32 bits:256 hashes:9 hashwidth:64 capacity:20 "));
+    assert!(lines[3].starts_with("bytes:72 bits:576 hashes:10 hashwidth:64 capacity:40 "));
+    assert!(lines[4].starts_with("bytes:160 bits:1280 hashes:11 hashwidth:64 capacity:80 "));
+    assert!(lines[4].ends_with("ratio:0.000625"));
+    assert_eq!(error_of(c, "BF.DEBUG missing"), "ERR not found");
+
+    // SCANDUMP → LOADCHUNK into a new key reproduces the same filter.
+    assert_eq!(
+        error_of(c, "BF.SCANDUMP chain x"),
+        "Second argument must be numeric"
+    );
+    let mut chunks = Vec::new();
+    let mut iter = 0i64;
+    loop {
+        let (next, data): (i64, Vec<u8>) = redis::cmd("BF.SCANDUMP")
+            .arg("chain")
+            .arg(iter)
+            .query(c)
+            .unwrap();
+        if next == 0 {
+            assert!(data.is_empty());
+            break;
+        }
+        chunks.push((next, data));
+        iter = next;
+    }
+    assert_eq!(chunks.len(), 5, "header + 4 links");
+    for (it, data) in &chunks {
+        let reply: Value = redis::cmd("BF.LOADCHUNK")
+            .arg("copy")
+            .arg(*it)
+            .arg(data.as_slice())
+            .query(c)
+            .unwrap();
+        assert_eq!(reply, Value::Okay);
+    }
+    for i in 0..100 {
+        assert_eq!(cmd(c, &format!("BF.EXISTS copy item{i}")), int(1));
+    }
+    assert_eq!(cmd(c, "BF.DEBUG copy"), cmd(c, "BF.DEBUG chain"));
+    assert_eq!(
+        error_of(c, "BF.LOADCHUNK copy2 x y"),
+        "ERR Second argument must be numeric"
+    );
+    assert_eq!(
+        error_of(c, "BF.LOADCHUNK copy2 1 garbage"),
+        "ERR received bad data"
+    );
+    assert_eq!(error_of(c, "BF.LOADCHUNK copy2 5 abc"), "ERR not found");
+    assert_eq!(
+        error_of(c, "BF.LOADCHUNK copy 99999 abc"),
+        "ERR invalid offset - no link found"
+    );
+    let e = redis::cmd("BF.LOADCHUNK")
+        .arg("copy")
+        .arg(57)
+        .arg(vec![0u8; 40])
+        .query::<Value>(c)
+        .unwrap_err();
+    assert_eq!(
+        wire_error(&e),
+        "ERR invalid chunk - Too big for current filter"
+    );
+
+    // Arity errors use the lower-case name; unknown commands use Redis' wording.
+    assert_eq!(
+        error_of(c, "BF.ADD k"),
+        "ERR wrong number of arguments for 'bf.add' command"
+    );
+    assert_eq!(
+        error_of(c, "BF.EXISTS k"),
+        "ERR wrong number of arguments for 'bf.exists' command"
+    );
+    assert_eq!(
+        error_of(c, "BF.NOPE a b"),
+        "ERR unknown command 'BF.NOPE', with args beginning with: 'a' 'b' "
+    );
+}
+
+#[test]
+fn keyspace_server_and_transactions() {
+    let dir = temp_dir("keys");
+    let server = Server::start(&dir, &[]);
+    let mut con = server.conn();
+    let c = &mut con;
+    assert_eq!(cmd(c, "PING"), Value::SimpleString("PONG".into()));
+    assert_eq!(cmd(c, "ECHO hi"), Value::BulkString(b"hi".to_vec()));
+    assert_eq!(cmd(c, "SELECT 0"), Value::Okay);
+    assert_eq!(error_of(c, "SELECT 1"), "ERR DB index is out of range");
+    for k in ["a", "b", "c"] {
+        cmd(c, &format!("BF.ADD {k} x"));
+    }
+    assert_eq!(cmd(c, "DBSIZE"), int(3));
+    assert_eq!(cmd(c, "EXISTS a b nope a"), int(3));
+    assert_eq!(cmd(c, "TYPE nope"), Value::SimpleString("none".into()));
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(c).unwrap();
+    keys.sort();
+    assert_eq!(keys, ["a", "b", "c"]);
+    // SCAN with COUNT 1 visits every key.
+    let mut seen = Vec::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(1)
+            .query(c)
+            .unwrap();
+        seen.extend(batch);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    seen.sort();
+    assert_eq!(seen, ["a", "b", "c"]);
+    assert_eq!(cmd(c, "RENAME a a2"), Value::Okay);
+    assert_eq!(error_of(c, "RENAME nope x"), "ERR no such key");
+    assert_eq!(cmd(c, "BF.EXISTS a2 x"), int(1));
+    assert_eq!(cmd(c, "TTL a2"), int(-1));
+    assert_eq!(cmd(c, "EXPIRE a2 100"), int(1));
+    assert_eq!(cmd(c, "TTL a2"), int(100));
+    assert!(matches!(cmd(c, "PTTL a2"), Value::Int(ms) if ms > 99_000));
+    assert_eq!(cmd(c, "PERSIST a2"), int(1));
+    assert_eq!(cmd(c, "TTL nope"), int(-2));
+    assert_eq!(cmd(c, "PEXPIRE b 50"), int(1));
+    std::thread::sleep(Duration::from_millis(120));
+    assert_eq!(cmd(c, "EXISTS b"), int(0));
+    assert_eq!(
+        error_of(c, "EXPIRE c x"),
+        "ERR value is not an integer or out of range"
+    );
+    assert!(matches!(cmd(c, "MEMORY USAGE c"), Value::Int(n) if n > 240));
+    assert_eq!(cmd(c, "MEMORY USAGE nope"), Value::Nil);
+    assert_eq!(cmd(c, "DEL c nope"), int(1));
+    assert_eq!(cmd(c, "UNLINK a2"), int(1));
+
+    cmd(c, "BF.ADD d x");
+    let info: String = redis::cmd("INFO").query(c).unwrap();
+    for field in [
+        "redis_version:",
+        "used_memory:",
+        "rdb_bgsave_in_progress:0",
+        "aof_enabled:1",
+        "connected_clients:",
+        "db0:keys=",
+    ] {
+        assert!(info.contains(field), "{field} missing from INFO");
+    }
+    let persistence: String = redis::cmd("INFO").arg("persistence").query(c).unwrap();
+    assert!(persistence.starts_with("# Persistence") && !persistence.contains("# Server"));
+
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("bf-error-rate")
+        .query(c)
+        .unwrap();
+    assert_eq!(got, ["bf-error-rate", "0.01"]);
+    assert_eq!(cmd(c, "CONFIG SET bf-initial-size 1000"), Value::Okay);
+    cmd(c, "BF.ADD big x");
+    assert_eq!(
+        cmd(c, "BF.INFO big CAPACITY"),
+        Value::Array(vec![int(1000)])
+    );
+    assert!(error_of(c, "CONFIG SET bf-initial-size 0").starts_with("ERR CONFIG SET failed"));
+    assert_eq!(cmd(c, "CLIENT SETNAME me"), Value::Okay);
+    assert_eq!(cmd(c, "CLIENT GETNAME"), Value::BulkString(b"me".to_vec()));
+    assert!(matches!(cmd(c, "CLIENT ID"), Value::Int(_)));
+    assert!(matches!(cmd(c, "COMMAND COUNT"), Value::Int(n) if n > 40));
+    assert!(matches!(cmd(c, "COMMAND INFO bf.add"), Value::Array(v) if v.len() == 1));
+    assert_eq!(
+        error_of(c, "NOPE"),
+        "ERR unknown command 'NOPE', with args beginning with: "
+    );
+
+    // Client pipelines with transactions are MULTI/EXEC.
+    let (added, exists): (i64, i64) = redis::pipe()
+        .atomic()
+        .cmd("BF.ADD")
+        .arg("t")
+        .arg("x")
+        .cmd("BF.EXISTS")
+        .arg("t")
+        .arg("x")
+        .query(c)
+        .unwrap();
+    assert_eq!((added, exists), (1, 1));
+    // WATCH: a concurrent change aborts EXEC (nil reply).
+    cmd(c, "WATCH t");
+    let mut other = server.conn();
+    cmd(&mut other, "BF.ADD t y");
+    cmd(c, "MULTI");
+    cmd(c, "BF.ADD t z");
+    assert_eq!(cmd(c, "EXEC"), Value::Nil);
+    assert_eq!(cmd(c, "BF.EXISTS t z"), int(0));
+    assert_eq!(error_of(c, "EXEC"), "ERR EXEC without MULTI");
+    assert_eq!(cmd(c, "FLUSHDB"), Value::Okay);
+    assert_eq!(cmd(c, "DBSIZE"), int(0));
+}
+
+#[test]
+fn pipelining_resp3_and_protocol_limits() {
+    let dir = temp_dir("pipe");
+    let server = Server::start(&dir, &[]);
+    let mut con = server.conn();
+    let mut pipe = redis::pipe();
+    for i in 0..20_000 {
+        pipe.cmd("BF.ADD").arg("p").arg(format!("item{i}"));
+    }
+    let added: Vec<i64> = pipe.query(&mut con).unwrap();
+    assert_eq!(added.len(), 20_000);
+    // One MEXISTS with 100k arguments.
+    let mut mexists = redis::cmd("BF.MEXISTS");
+    mexists.arg("p");
+    for i in 0..100_000 {
+        mexists.arg(format!("item{}", i % 20_000));
+    }
+    let found: Vec<i64> = mexists.query(&mut con).unwrap();
+    assert!(found.iter().all(|&f| f == 1));
+
+    // RESP3: booleans and maps.
+    let mut con3 = redis::Client::open(format!("{}?protocol=resp3", server.url()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    assert_eq!(cmd(&mut con3, "BF.EXISTS p item1"), Value::Boolean(true));
+    assert!(matches!(cmd(&mut con3, "BF.INFO p"), Value::Map(m) if m.len() == 5));
+
+    // Bulk longer than 512 MiB: protocol error, then the connection is closed.
+    let out = raw_exchange(server.port, b"*2\r\n$4\r\nECHO\r\n$536870913\r\n");
+    assert_eq!(out, b"-ERR Protocol error: invalid bulk length\r\n");
+    let out = raw_exchange(server.port, b"*1\r\n:1\r\n");
+    assert_eq!(out, b"-ERR Protocol error: expected '$', got ':'\r\n");
+    // Inline commands work.
+    let out = raw_exchange(server.port, b"PING\r\nECHO \"a b\"\r\nQUIT\r\n");
+    assert_eq!(out, b"+PONG\r\n$3\r\na b\r\n+OK\r\n");
+}
+
+#[test]
+fn restart_keeps_data_and_debug_reload() {
+    let dir = temp_dir("restart");
+    let server = Server::start(&dir, &[]);
+    let mut c = server.conn();
+    cmd(&mut c, "BF.RESERVE r 0.001 1000");
+    for i in 0..300 {
+        cmd(&mut c, &format!("BF.ADD r k{i}"));
+    }
+    cmd(&mut c, "EXPIRE r 1000");
+    assert_eq!(cmd(&mut c, "DEBUG RELOAD"), Value::Okay);
+    assert_eq!(cmd(&mut c, "BF.EXISTS r k7"), int(1));
+    let before = cmd(&mut c, "BF.DEBUG r");
+    cmd(&mut c, "BF.ADD r after-reload");
+    assert_eq!(cmd(&mut c, "SAVE"), Value::Okay);
+    cmd(&mut c, "BF.ADD r after-save");
+    server.shutdown();
+
+    let server = Server::start(&dir, &[]);
+    let mut c = server.conn();
+    for i in 0..300 {
+        assert_eq!(cmd(&mut c, &format!("BF.EXISTS r k{i}")), int(1));
+    }
+    assert_eq!(cmd(&mut c, "BF.EXISTS r after-reload"), int(1));
+    assert_eq!(cmd(&mut c, "BF.EXISTS r after-save"), int(1));
+    assert!(matches!(cmd(&mut c, "TTL r"), Value::Int(t) if t > 900));
+    assert_ne!(cmd(&mut c, "BF.DEBUG r"), before);
+}
+
+#[test]
+fn kill9_with_appendfsync_always_loses_no_acknowledged_add() {
+    let dir = temp_dir("kill9");
+    let server = Server::start(&dir, &["--appendfsync", "always"]);
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for w in 0..4 {
+        let url = server.url();
+        let acked = acked.clone();
+        let stop = stop.clone();
+        workers.push(std::thread::spawn(move || {
+            let Ok(mut c) = redis::Client::open(url).unwrap().get_connection() else {
+                return;
+            };
+            for i in 0..100_000 {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let item = format!("w{w}-{i}");
+                match redis::cmd("BF.ADD")
+                    .arg("crash")
+                    .arg(&item)
+                    .query::<i64>(&mut c)
+                {
+                    Ok(_) => acked.lock().unwrap().push(item),
+                    Err(_) => return,
+                }
+            }
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while acked.lock().unwrap().len() < 2_000 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.kill9();
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() >= 100, "only {} adds acknowledged", acked.len());
+
+    let server = Server::start(&dir, &[]);
+    let mut c = server.conn();
+    let mut check = redis::cmd("BF.MEXISTS");
+    check.arg("crash");
+    for item in &acked {
+        check.arg(item);
+    }
+    let found: Vec<i64> = check.query(&mut c).unwrap();
+    let lost = found.iter().filter(|&&f| f == 0).count();
+    assert_eq!(lost, 0, "{lost} of {} acknowledged adds lost", acked.len());
+}
+
+#[test]
+fn torn_log_tail_is_repaired_and_corrupt_snapshot_refused() {
+    let dir = temp_dir("torn");
+    let server = Server::start(&dir, &["--appendfsync", "always"]);
+    let mut c = server.conn();
+    for i in 0..50 {
+        cmd(&mut c, &format!("BF.ADD t k{i}"));
+    }
+    server.kill9();
+    // Simulate a crash in the middle of writing a record.
+    let log = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "aof"))
+        .unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .unwrap()
+        .write_all(&[40, 0, 0, 0, 1, 2, 3])
+        .unwrap();
+    let server = Server::start(&dir, &[]);
+    let mut c = server.conn();
+    for i in 0..50 {
+        assert_eq!(cmd(&mut c, &format!("BF.EXISTS t k{i}")), int(1));
+    }
+    server.shutdown();
+
+    // Damage the snapshot: the server must refuse to start and say why.
+    let snapshot = dir.join("dump.bgs");
+    let mut bytes = std::fs::read(&snapshot).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0xff;
+    std::fs::write(&snapshot, &bytes).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
+        .args(["serve", "--port", &free_port().to_string(), "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("dump.bgs") && stderr.contains("corrupt"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn auth_maxmemory_metrics_env_and_config_file() {
+    let dir = temp_dir("auth");
+    let conf = dir.join("bloomgate.conf");
+    std::fs::write(
+        &conf,
+        "# test config\nbf-error-rate 0.05\nrequirepass fromfile\n",
+    )
+    .unwrap();
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let server = Server::start(
+        &dir,
+        &[
+            "--config",
+            conf.to_str().unwrap(),
+            "--requirepass",
+            "s3cret",
+            "--maxmemory",
+            "1mb",
+            "--metrics-addr",
+            &metrics,
+        ],
+    );
+    let mut c = server.conn();
+    assert_eq!(
+        error_of(&mut c, "BF.ADD k x"),
+        "NOAUTH Authentication required."
+    );
+    assert_eq!(
+        error_of(&mut c, "AUTH fromfile"),
+        "WRONGPASS invalid username-password pair or user is disabled."
+    );
+    assert_eq!(cmd(&mut c, "AUTH s3cret"), Value::Okay);
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("bf-error-rate")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got[1], "0.05");
+    // A reservation past maxmemory is refused before allocating.
+    assert_eq!(
+        error_of(&mut c, "BF.RESERVE huge 0.001 10000000"),
+        "OOM command not allowed when used memory > 'maxmemory'."
+    );
+    assert_eq!(cmd(&mut c, "BF.ADD k x"), int(1));
+    let mut http = TcpStream::connect(&metrics).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    http.read_to_string(&mut body).unwrap();
+    assert!(
+        body.contains("bloomgate_commands_total{cmd=\"bf.add\"}"),
+        "{body}"
+    );
+    assert!(body.contains("bloomgate_bloom_estimated_fpr_max"));
+    drop(server);
+
+    // Environment variables configure the server too.
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
+        .arg("serve")
+        .env("BLOOMGATE_PORT", port.to_string())
+        .env("BLOOMGATE_DIR", dir.join("env"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut ok = false;
+    while Instant::now() < deadline && !ok {
+        ok = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .and_then(|c| c.get_connection())
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+            .is_ok_and(|p| p == "PONG");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(ok, "server configured by environment did not answer");
+
+    // Non-loopback bind without a password is refused (protected mode).
+    let out = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
+        .args([
+            "serve",
+            "--bind",
+            "0.0.0.0",
+            "--port",
+            &free_port().to_string(),
+            "--dir",
+        ])
+        .arg(dir.join("open"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("protected mode"));
+}

@@ -1,0 +1,447 @@
+//! BF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (see
+//! `shared/reference/redisbloom.md`). Arity is checked here, as a module command would.
+
+use super::{flags::*, is, parse_f64, wrong_arity, Args, CommandSpec, Ctx, ERR_OOM};
+use crate::compat::sbchain::BloomChain;
+use crate::keyspace::Value;
+use crate::resp::{parse_i64, Reply};
+
+const ERR_NOT_FOUND: &str = "ERR not found";
+const MAX_CAPACITY: i64 = 1 << 30;
+const MAX_EXPANSION: i64 = 32768;
+
+pub fn commands() -> Vec<CommandSpec> {
+    let spec = |name, flags, handler| CommandSpec {
+        name,
+        arity: -1,
+        flags: flags | MODULE,
+        first_key: 1,
+        last_key: 1,
+        step: 1,
+        handler,
+    };
+    vec![
+        spec("BF.RESERVE", WRITE | DENYOOM, reserve),
+        spec("BF.ADD", WRITE | DENYOOM, add),
+        spec("BF.MADD", WRITE | DENYOOM, madd),
+        spec("BF.INSERT", WRITE | DENYOOM, insert),
+        spec("BF.EXISTS", READONLY | FAST, exists),
+        spec("BF.MEXISTS", READONLY | FAST, mexists),
+        spec("BF.CARD", READONLY | FAST, card),
+        spec("BF.INFO", READONLY | FAST, info),
+        spec("BF.SCANDUMP", READONLY, scandump),
+        spec("BF.LOADCHUNK", WRITE | DENYOOM, loadchunk),
+        spec("BF.DEBUG", READONLY, debug),
+    ]
+}
+
+/// Creation parameters for a chain (explicit or from the bf-* configuration).
+#[derive(Clone, Copy)]
+struct CreateParams {
+    capacity: u64,
+    error: f64,
+    expansion: u32,
+    nonscaling: bool,
+}
+
+impl CreateParams {
+    fn from_config(ctx: &Ctx) -> Self {
+        let c = &ctx.store.config;
+        Self {
+            capacity: c.bf_initial_size,
+            error: c.bf_error_rate,
+            expansion: c.bf_expansion,
+            nonscaling: c.bf_expansion == 0,
+        }
+    }
+
+    /// The BF.INSERT options that recreate exactly this chain on log replay (the config in force
+    /// at replay time may differ). `{}` formatting of f64 round-trips exactly.
+    fn as_insert_options(&self, key: &[u8]) -> Vec<Vec<u8>> {
+        let mut args: Vec<Vec<u8>> = vec![
+            b"BF.INSERT".to_vec(),
+            key.to_vec(),
+            b"CAPACITY".to_vec(),
+            self.capacity.to_string().into_bytes(),
+            b"ERROR".to_vec(),
+            self.error.to_string().into_bytes(),
+            b"EXPANSION".to_vec(),
+            self.expansion.to_string().into_bytes(),
+        ];
+        if self.nonscaling {
+            args.push(b"NONSCALING".to_vec());
+        }
+        args.push(b"ITEMS".to_vec());
+        args
+    }
+}
+
+/// Borrows the chain at `key`: `Ok(None)` if missing, WRONGTYPE if another type.
+fn chain<'a>(ctx: &'a Ctx, key: &[u8]) -> Result<Option<&'a BloomChain>, Reply> {
+    match ctx.store.db.value(key, ctx.now_ms) {
+        Some(Value::Bloom(chain)) => Ok(Some(chain)),
+        None => Ok(None),
+    }
+}
+
+fn chain_or_not_found<'a>(ctx: &'a Ctx, key: &[u8]) -> Result<&'a BloomChain, Reply> {
+    chain(ctx, key)?.ok_or_else(|| Reply::error(ERR_NOT_FOUND))
+}
+
+/// Creates a chain at `key` after the maxmemory check.
+fn create(ctx: &mut Ctx, key: &[u8], p: CreateParams) -> Result<(), Reply> {
+    let planned = BloomChain::planned_bytes(p.capacity, p.error, p.nonscaling)
+        .ok_or_else(|| Reply::error("ERR could not create filter"))?;
+    if planned > ctx.store.memory_budget() {
+        return Err(Reply::error(ERR_OOM));
+    }
+    let chain = BloomChain::new(p.capacity, p.error, p.expansion, p.nonscaling)
+        .ok_or_else(|| Reply::error("ERR could not create filter"))?;
+    ctx.store.db.insert(key.to_vec(), Value::Bloom(chain), None);
+    ctx.changed(1);
+    Ok(())
+}
+
+/// Adds items in order, stopping at the first error (placed as the last element), as MADD and
+/// INSERT reply. Creates the filter with `create_with` if missing, or fails with `ERR not found`.
+fn add_items(ctx: &mut Ctx, key: &[u8], items: &Args, create_with: Option<CreateParams>) -> Reply {
+    match chain(ctx, key) {
+        Err(reply) => return reply,
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            let Some(params) = create_with else { return Reply::error(ERR_NOT_FOUND) };
+            if let Err(reply) = create(ctx, key, params) {
+                return reply;
+            }
+            // Replay must rebuild the same chain whatever the config is then.
+            let mut logged = params.as_insert_options(key);
+            logged.extend(items.iter().cloned());
+            ctx.log_as = Some(vec![logged]);
+        }
+    }
+    let mut replies = Vec::with_capacity(items.len());
+    let mut added = 0;
+    for item in items {
+        let budget = ctx.store.memory_budget();
+        let now = ctx.now_ms;
+        let result = ctx.store.db.update(key, now, |value| match value {
+            Value::Bloom(chain) => chain.add(item, budget),
+        });
+        match result.expect("key exists") {
+            Ok(new) => {
+                added += u64::from(new);
+                replies.push(Reply::Bool(new));
+            }
+            Err(e) => {
+                replies.push(Reply::error(e.message()));
+                break;
+            }
+        }
+    }
+    ctx.changed(added);
+    Reply::Array(replies)
+}
+
+fn reserve(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() < 4 {
+        return wrong_arity("bf.reserve");
+    }
+    let Some(error) = parse_f64(&args[2]) else { return Reply::error("ERR bad error rate") };
+    if !(error > 0.0 && error < 1.0) {
+        return Reply::error("ERR error rate must be in the range (0.000000, 1.000000)");
+    }
+    let Some(capacity) = parse_i64(&args[3]) else { return Reply::error("ERR bad capacity") };
+    if !(1..=MAX_CAPACITY).contains(&capacity) {
+        return Reply::error("ERR capacity must be in the range [1, 1073741824]");
+    }
+    // Options are matched anywhere after the capacity; unknown words are ignored (quirk).
+    let options = &args[4..];
+    let mut expansion = i64::from(ctx.store.config.bf_expansion);
+    let expansion_at = options.iter().position(|a| is(a, "EXPANSION"));
+    if let Some(at) = expansion_at {
+        let Some(value) = options.get(at + 1) else { return Reply::error("ERR no expansion") };
+        let Some(value) = parse_i64(value) else { return Reply::error("ERR bad expansion") };
+        if !(0..=MAX_EXPANSION).contains(&value) {
+            return Reply::error("ERR expansion must be in the range [0, 32768]");
+        }
+        expansion = value;
+    }
+    let mut nonscaling = options.iter().any(|a| is(a, "NONSCALING"));
+    if nonscaling && expansion_at.is_some() && expansion > 0 {
+        // RedisBloom's wording, without the ERR prefix.
+        return Reply::error("Nonscaling filters cannot expand");
+    }
+    nonscaling |= expansion == 0;
+    let key = &args[1];
+    match chain(ctx, key) {
+        Err(reply) => return reply,
+        Ok(Some(_)) => return Reply::error("ERR item exists"),
+        Ok(None) => {}
+    }
+    let params = CreateParams { capacity: capacity as u64, error, expansion: expansion as u32, nonscaling };
+    match create(ctx, key, params) {
+        Ok(()) => Reply::ok(),
+        Err(reply) => reply,
+    }
+}
+
+fn add(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() != 3 {
+        return wrong_arity("bf.add");
+    }
+    let params = CreateParams::from_config(ctx);
+    match add_items(ctx, &args[1], &args[2..], Some(params)) {
+        Reply::Array(mut replies) => replies.pop().expect("one item"),
+        other => other,
+    }
+}
+
+fn madd(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() < 3 {
+        return wrong_arity("bf.madd");
+    }
+    let params = CreateParams::from_config(ctx);
+    add_items(ctx, &args[1], &args[2..], Some(params))
+}
+
+/// BF.INSERT options are recognised by their first letters (RedisBloom quirk): `i` ITEMS,
+/// `e`+`r` ERROR else EXPANSION, `c` CAPACITY, `n` with third letter `c` NOCREATE else
+/// NONSCALING.
+fn insert(ctx: &mut Ctx, args: &Args) -> Reply {
+    let mut params = CreateParams::from_config(ctx);
+    let mut nocreate = false;
+    let mut items_at = None;
+    let mut i = 2;
+    let lower = |arg: &[u8], at: usize| arg.get(at).map(u8::to_ascii_lowercase);
+    while i < args.len() {
+        let arg = &args[i];
+        match lower(arg, 0) {
+            Some(b'i') => {
+                items_at = Some(i + 1);
+                break;
+            }
+            Some(b'e') | Some(b'c') => {
+                let Some(value) = args.get(i + 1) else { return wrong_arity("bf.insert") };
+                if lower(arg, 0) == Some(b'c') {
+                    match parse_i64(value) {
+                        Some(c) if c >= 1 => params.capacity = c as u64,
+                        _ => return Reply::error("Bad capacity"),
+                    }
+                } else if lower(arg, 1) == Some(b'r') {
+                    match parse_f64(value) {
+                        Some(e) if e > 0.0 && e < 1.0 => params.error = e,
+                        _ => return Reply::error("Bad error rate"),
+                    }
+                } else {
+                    match parse_i64(value) {
+                        Some(x) if (0..=MAX_EXPANSION).contains(&x) => params.expansion = x as u32,
+                        _ => return Reply::error("Bad expansion"),
+                    }
+                }
+                i += 2;
+            }
+            Some(b'n') => {
+                if lower(arg, 2) == Some(b'c') {
+                    nocreate = true;
+                } else {
+                    params.nonscaling = true;
+                }
+                i += 1;
+            }
+            _ => return Reply::error("Unknown argument received"),
+        }
+    }
+    let Some(items_at) = items_at.filter(|&at| at < args.len()) else {
+        return wrong_arity("bf.insert");
+    };
+    params.nonscaling |= params.expansion == 0;
+    add_items(ctx, &args[1], &args[items_at..], (!nocreate).then_some(params))
+}
+
+/// EXISTS/MEXISTS answer 0 for a missing key and for a key of another type.
+fn probe(ctx: &Ctx, key: &[u8], item: &[u8]) -> Reply {
+    let found = matches!(chain(ctx, key), Ok(Some(chain)) if chain.contains(item));
+    Reply::Bool(found)
+}
+
+fn exists(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() != 3 {
+        return wrong_arity("bf.exists");
+    }
+    probe(ctx, &args[1], &args[2])
+}
+
+fn mexists(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() < 3 {
+        return wrong_arity("bf.mexists");
+    }
+    Reply::Array(args[2..].iter().map(|item| probe(ctx, &args[1], item)).collect())
+}
+
+fn card(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() != 2 {
+        return wrong_arity("bf.card");
+    }
+    match chain(ctx, &args[1]) {
+        Ok(Some(chain)) => Reply::Int(chain.items() as i64),
+        Ok(None) => Reply::Int(0),
+        Err(reply) => reply,
+    }
+}
+
+fn info(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() != 2 && args.len() != 3 {
+        return wrong_arity("bf.info");
+    }
+    let chain = match chain_or_not_found(ctx, &args[1]) {
+        Ok(chain) => chain,
+        Err(reply) => return reply,
+    };
+    let expansion = if chain.is_scaling() { Reply::Int(i64::from(chain.growth())) } else { Reply::Nil };
+    let fields = [
+        ("Capacity", "CAPACITY", Reply::Int(chain.capacity() as i64)),
+        ("Size", "SIZE", Reply::Int(chain.size_bytes() as i64)),
+        ("Number of filters", "FILTERS", Reply::Int(chain.links().len() as i64)),
+        ("Number of items inserted", "ITEMS", Reply::Int(chain.items() as i64)),
+        ("Expansion rate", "EXPANSION", expansion),
+    ];
+    if let Some(selector) = args.get(2) {
+        // RESP2: an array of one element; RESP3: a one-entry map.
+        return match fields.into_iter().find(|(_, name, _)| is(selector, name)) {
+            Some((label, _, value)) if ctx.session.proto >= 3 => {
+                Reply::Map(vec![(Reply::Simple(label.into()), value)])
+            }
+            Some((_, _, value)) => Reply::Array(vec![value]),
+            None => Reply::error("Invalid information value"),
+        };
+    }
+    Reply::Map(fields.into_iter().map(|(label, _, value)| (Reply::Simple(label.into()), value)).collect())
+}
+
+fn scandump(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() != 3 {
+        return wrong_arity("bf.scandump");
+    }
+    let Some(iter) = parse_i64(&args[2]) else {
+        return Reply::error("Second argument must be numeric");
+    };
+    let chain = match chain_or_not_found(ctx, &args[1]) {
+        Ok(chain) => chain,
+        Err(reply) => return reply,
+    };
+    let (next, data) = if iter == 0 { (1, chain.dump_header()) } else { chain.dump_chunk(iter) };
+    Reply::Array(vec![Reply::Int(next), Reply::Bulk(data)])
+}
+
+fn loadchunk(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() != 4 {
+        return wrong_arity("bf.loadchunk");
+    }
+    let Some(iter) = parse_i64(&args[2]) else {
+        return Reply::error("ERR Second argument must be numeric");
+    };
+    let (key, data) = (&args[1], &args[3]);
+    match chain(ctx, key) {
+        Err(reply) => reply,
+        Ok(None) if iter == 1 => {
+            let bytes = match BloomChain::header_bytes(data) {
+                Ok(bytes) => bytes,
+                Err(msg) => return Reply::error(msg),
+            };
+            if bytes > ctx.store.memory_budget() {
+                return Reply::error(ERR_OOM);
+            }
+            match BloomChain::from_header(data) {
+                Ok(chain) => {
+                    ctx.store.db.insert(key.to_vec(), Value::Bloom(chain), None);
+                    ctx.changed(1);
+                    Reply::ok()
+                }
+                Err(msg) => Reply::error(msg),
+            }
+        }
+        Ok(None) => Reply::error(ERR_NOT_FOUND),
+        Ok(Some(_)) => {
+            let now = ctx.now_ms;
+            let result = ctx.store.db.update(key, now, |value| match value {
+                Value::Bloom(chain) => chain.load_chunk(iter, data),
+            });
+            match result.expect("key exists") {
+                Ok(()) => {
+                    ctx.changed(1);
+                    Reply::ok()
+                }
+                Err(msg) => Reply::error(msg),
+            }
+        }
+    }
+}
+
+fn debug(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() != 2 {
+        return wrong_arity("bf.debug");
+    }
+    match chain_or_not_found(ctx, &args[1]) {
+        Ok(chain) => Reply::Array(chain.debug_lines().into_iter().map(Reply::bulk).collect()),
+        Err(reply) => reply,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::commands::testing::*;
+    use crate::commands::{execute, Config, Session, Store};
+    use crate::resp::Reply;
+
+    #[test]
+    fn reserve_checks_arguments_before_existence() {
+        let mut h = Harness::new();
+        assert_eq!(h.run("BF.RESERVE k 0.01 100"), Reply::ok());
+        assert_eq!(h.run("BF.RESERVE k 0 100"), err("ERR error rate must be in the range (0.000000, 1.000000)"));
+        assert_eq!(h.run("BF.RESERVE k 0.01 2000000000"), err("ERR capacity must be in the range [1, 1073741824]"));
+        assert_eq!(h.run("BF.RESERVE k 0.01 100"), err("ERR item exists"));
+        assert_eq!(h.run("BF.RESERVE z 0.01 100 EXPANSION 0"), Reply::ok());
+        assert_eq!(h.run("BF.INFO z EXPANSION"), Reply::Array(vec![Reply::Nil]));
+    }
+
+    #[test]
+    fn info_is_a_map_of_simple_strings() {
+        let mut h = Harness::new();
+        h.run("BF.ADD k a");
+        let Reply::Map(pairs) = h.run("BF.INFO k") else { panic!() };
+        let labels: Vec<Reply> = pairs.iter().map(|(k, _)| k.clone()).collect();
+        let want = ["Capacity", "Size", "Number of filters", "Number of items inserted", "Expansion rate"];
+        assert_eq!(labels, want.map(|s| Reply::Simple(s.into())).to_vec());
+        assert_eq!(pairs[1].1, Reply::Int(240));
+    }
+
+    /// An auto-created filter is logged with explicit parameters, so replay under a different
+    /// configuration rebuilds the same bytes.
+    #[test]
+    fn auto_create_is_logged_deterministically() {
+        let mut store = Store::new(Config::default());
+        store.config.bf_error_rate = 0.02;
+        store.config.bf_initial_size = 7;
+        let mut session = Session::new(1, false);
+        let args: Vec<Vec<u8>> = ["BF.MADD", "k", "a", "b"].iter().map(|s| s.as_bytes().to_vec()).collect();
+        let outcome = execute(&mut store, &mut session, &args, false);
+        assert_eq!(outcome.log.len(), 1);
+        let mut replayed = Store::new(Config::default());
+        for cmd in &outcome.log {
+            execute(&mut replayed, &mut session, cmd, true);
+        }
+        let dump = |s: &Store| match s.db.value(b"k", 0) {
+            Some(crate::keyspace::Value::Bloom(c)) => (c.dump_header(), c.dump_chunk(1)),
+            None => panic!("missing"),
+        };
+        assert_eq!(dump(&store), dump(&replayed));
+    }
+
+    #[test]
+    fn maxmemory_refuses_growth_and_reservations() {
+        let mut h = Harness::new();
+        h.store.config.maxmemory = 4096;
+        assert_eq!(h.run("BF.RESERVE big 0.0001 100000"), err(crate::commands::ERR_OOM));
+        assert_eq!(h.run("BF.RESERVE small 0.01 10"), Reply::ok());
+    }
+}

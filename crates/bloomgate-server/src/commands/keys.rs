@@ -1,0 +1,246 @@
+//! Generic keyspace commands (DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, the expiry family,
+//! FLUSHDB/FLUSHALL, DBSIZE, MEMORY USAGE) with Redis' replies and errors.
+
+use super::{
+    flags::*, glob_match, is, text, Args, CommandSpec, Ctx, ERR_NOT_INTEGER, ERR_SYNTAX,
+};
+use crate::compat::murmur::murmur64a;
+use crate::resp::{parse_i64, Reply};
+
+pub fn commands() -> Vec<CommandSpec> {
+    let spec = |name, arity, flags, first_key, last_key, handler| CommandSpec {
+        name,
+        arity,
+        flags,
+        first_key,
+        last_key,
+        step: 1,
+        handler,
+    };
+    vec![
+        spec("DEL", -2, WRITE, 1, -1, del),
+        spec("UNLINK", -2, WRITE | FAST, 1, -1, del),
+        spec("EXISTS", -2, READONLY | FAST, 1, -1, exists),
+        spec("TYPE", 2, READONLY | FAST, 1, 1, type_),
+        spec("KEYS", 2, READONLY, 0, 0, keys),
+        spec("SCAN", -2, READONLY, 0, 0, scan),
+        spec("RENAME", 3, WRITE, 1, 2, rename),
+        spec("EXPIRE", -3, WRITE | FAST, 1, 1, expire),
+        spec("PEXPIRE", -3, WRITE | FAST, 1, 1, expire),
+        spec("EXPIREAT", -3, WRITE | FAST, 1, 1, expire),
+        spec("PEXPIREAT", -3, WRITE | FAST, 1, 1, expire),
+        spec("TTL", 2, READONLY | FAST, 1, 1, ttl),
+        spec("PTTL", 2, READONLY | FAST, 1, 1, ttl),
+        spec("PERSIST", 2, WRITE | FAST, 1, 1, persist),
+        spec("FLUSHDB", -1, WRITE, 0, 0, flush),
+        spec("FLUSHALL", -1, WRITE, 0, 0, flush),
+        spec("DBSIZE", 1, READONLY | FAST, 0, 0, dbsize),
+        spec("MEMORY", -2, READONLY, 0, 0, memory),
+    ]
+}
+
+fn del(ctx: &mut Ctx, args: &Args) -> Reply {
+    let now = ctx.now_ms;
+    let removed = args[1..].iter().filter(|key| ctx.db().remove(key, now)).count() as u64;
+    ctx.changed(removed);
+    Reply::Int(removed as i64)
+}
+
+fn exists(ctx: &mut Ctx, args: &Args) -> Reply {
+    let n = args[1..].iter().filter(|k| ctx.store.db.get(k, ctx.now_ms).is_some()).count();
+    Reply::Int(n as i64)
+}
+
+fn type_(ctx: &mut Ctx, args: &Args) -> Reply {
+    let name = ctx.store.db.value(&args[1], ctx.now_ms).map_or("none", |v| v.type_name());
+    Reply::Simple(name.into())
+}
+
+fn keys(ctx: &mut Ctx, args: &Args) -> Reply {
+    let pattern = &args[1];
+    Reply::Array(
+        ctx.store
+            .db
+            .iter_live(ctx.now_ms)
+            .filter(|(k, _)| glob_match(pattern, k, false))
+            .map(|(k, _)| Reply::bulk(k.clone()))
+            .collect(),
+    )
+}
+
+/// SCAN's cursor is a position in a fixed hash order of keys (MurmurHash64A with a constant
+/// seed), so a full iteration returns every key present throughout it, across restarts too.
+fn scan_order(key: &[u8]) -> u64 {
+    murmur64a(key, 0x5ca9_5ca9_5ca9_5ca9)
+}
+
+fn scan(ctx: &mut Ctx, args: &Args) -> Reply {
+    let Some(cursor) = text(&args[1]).parse::<u64>().ok() else {
+        return Reply::error("ERR invalid cursor");
+    };
+    let (mut pattern, mut count, mut type_filter) = (None, 10usize, None);
+    let mut i = 2;
+    while i < args.len() {
+        let Some(value) = args.get(i + 1) else { return Reply::error(ERR_SYNTAX) };
+        if is(&args[i], "MATCH") {
+            pattern = Some(value.clone());
+        } else if is(&args[i], "COUNT") {
+            match parse_i64(value) {
+                Some(n) if n >= 1 => count = n as usize,
+                Some(_) => return Reply::error(ERR_SYNTAX),
+                None => return Reply::error(ERR_NOT_INTEGER),
+            }
+        } else if is(&args[i], "TYPE") {
+            type_filter = Some(text(value));
+        } else {
+            return Reply::error(ERR_SYNTAX);
+        }
+        i += 2;
+    }
+    let mut candidates: Vec<(u64, &Vec<u8>, &str)> = ctx
+        .store
+        .db
+        .iter_live(ctx.now_ms)
+        .map(|(k, e)| (scan_order(k), k, e.value.type_name()))
+        .filter(|(h, _, _)| *h >= cursor)
+        .collect();
+    candidates.sort_unstable_by_key(|(h, _, _)| *h);
+    let next = candidates.get(count).map_or(0, |(h, _, _)| *h);
+    let keys = candidates
+        .iter()
+        .take(count)
+        .filter(|(_, k, _)| pattern.as_ref().is_none_or(|p| glob_match(p, k, false)))
+        .filter(|(_, _, t)| type_filter.as_ref().is_none_or(|f| f.eq_ignore_ascii_case(t)))
+        .map(|(_, k, _)| Reply::bulk((*k).clone()))
+        .collect();
+    Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(keys)])
+}
+
+fn rename(ctx: &mut Ctx, args: &Args) -> Reply {
+    let now = ctx.now_ms;
+    if ctx.store.db.get(&args[1], now).is_none() {
+        return Reply::error("ERR no such key");
+    }
+    if args[1] != args[2] {
+        ctx.db().rename(&args[1], &args[2], now);
+        ctx.changed(1);
+    }
+    Reply::ok()
+}
+
+/// EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT with NX/XX/GT/LT. Logged as an absolute PEXPIREAT (or DEL
+/// when the time is already past) so replay is independent of when it happens.
+fn expire(ctx: &mut Ctx, args: &Args) -> Reply {
+    let name = text(&args[0]).to_lowercase();
+    let (unit, absolute) = match name.as_str() {
+        "expire" => (1000, false),
+        "pexpire" => (1, false),
+        "expireat" => (1000, true),
+        _ => (1, true),
+    };
+    let Some(when) = parse_i64(&args[2]) else { return Reply::error(ERR_NOT_INTEGER) };
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for opt in &args[3..] {
+        match text(opt).to_uppercase().as_str() {
+            "NX" => nx = true,
+            "XX" => xx = true,
+            "GT" => gt = true,
+            "LT" => lt = true,
+            _ => return Reply::error(format!("ERR Unsupported option {}", text(opt))),
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Reply::error("ERR NX and XX, GT or LT options at the same time are not compatible");
+    }
+    if gt && lt {
+        return Reply::error("ERR GT and LT options at the same time are not compatible");
+    }
+    let now = ctx.now_ms;
+    let at = when
+        .checked_mul(unit)
+        .and_then(|ms| if absolute { Some(ms) } else { ms.checked_add(now) });
+    let Some(at) = at else {
+        return Reply::error(format!("ERR invalid expire time in '{name}' command"));
+    };
+    let Some(entry) = ctx.store.db.get(&args[1], now) else { return Reply::Int(0) };
+    let current = entry.expires_at;
+    let allowed = match current {
+        _ if nx => current.is_none(),
+        None if xx || gt => false,
+        Some(cur) if gt => at > cur,
+        Some(cur) if lt => at < cur,
+        _ => true,
+    };
+    if !allowed {
+        return Reply::Int(0);
+    }
+    if at <= now {
+        ctx.db().remove(&args[1], now);
+        ctx.log_as = Some(vec![vec![b"DEL".to_vec(), args[1].clone()]]);
+    } else {
+        ctx.db().set_expiry(&args[1], Some(at), now);
+        ctx.log_as =
+            Some(vec![vec![b"PEXPIREAT".to_vec(), args[1].clone(), at.to_string().into_bytes()]]);
+    }
+    ctx.changed(1);
+    Reply::Int(1)
+}
+
+fn ttl(ctx: &mut Ctx, args: &Args) -> Reply {
+    let Some(entry) = ctx.store.db.get(&args[1], ctx.now_ms) else { return Reply::Int(-2) };
+    let Some(at) = entry.expires_at else { return Reply::Int(-1) };
+    let ms = (at - ctx.now_ms).max(0);
+    if is(&args[0], "TTL") {
+        Reply::Int((ms + 500) / 1000)
+    } else {
+        Reply::Int(ms)
+    }
+}
+
+fn persist(ctx: &mut Ctx, args: &Args) -> Reply {
+    let now = ctx.now_ms;
+    match ctx.store.db.get(&args[1], now) {
+        Some(entry) if entry.expires_at.is_some() => {
+            ctx.db().set_expiry(&args[1], None, now);
+            ctx.changed(1);
+            Reply::Int(1)
+        }
+        _ => Reply::Int(0),
+    }
+}
+
+fn flush(ctx: &mut Ctx, args: &Args) -> Reply {
+    match args.get(1) {
+        None => {}
+        Some(mode) if args.len() == 2 && (is(mode, "ASYNC") || is(mode, "SYNC")) => {}
+        Some(_) => return Reply::error(ERR_SYNTAX),
+    }
+    let n = ctx.store.db.len() as u64;
+    ctx.db().clear();
+    ctx.changed(n.max(1));
+    Reply::ok()
+}
+
+fn dbsize(ctx: &mut Ctx, _args: &Args) -> Reply {
+    Reply::Int(ctx.store.db.len() as i64)
+}
+
+fn memory(ctx: &mut Ctx, args: &Args) -> Reply {
+    if !is(&args[1], "USAGE") {
+        return Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try MEMORY HELP.",
+            text(&args[1])
+        ));
+    }
+    if args.len() != 3 && !(args.len() == 5 && is(&args[3], "SAMPLES")) {
+        return Reply::error(if args.len() < 3 {
+            "ERR wrong number of arguments for 'memory|usage' command"
+        } else {
+            ERR_SYNTAX
+        });
+    }
+    match ctx.store.db.get(&args[2], ctx.now_ms) {
+        Some(entry) => Reply::Int(entry.memory(&args[2]) as i64),
+        None => Reply::Nil,
+    }
+}

@@ -1,0 +1,550 @@
+//! The command layer: the command table (names, arity, flags), dispatch with Redis' checks
+//! (unknown command, arity, authentication, loading, maxmemory, MULTI queueing) and the state
+//! commands run against. Plain synchronous code with no I/O or async types, so the same layer can
+//! run behind the tokio server or inside a Redis/Valkey module. One module per command family.
+
+pub mod bloom;
+pub mod keys;
+pub mod server;
+pub mod transaction;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::keyspace::Db;
+use crate::resp::Reply;
+
+pub type Args = [Vec<u8>];
+
+pub const ERR_OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const ERR_NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+pub const ERR_SYNTAX: &str = "ERR syntax error";
+pub const ERR_NOAUTH: &str = "NOAUTH Authentication required.";
+pub const ERR_LOADING: &str = "LOADING Redis is loading the dataset in memory";
+
+/// How the append-only log is flushed to disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FsyncPolicy {
+    /// fsync before acknowledging each write (group commit).
+    Always,
+    /// fsync once a second.
+    Everysec,
+    /// Leave flushing to the OS.
+    No,
+}
+
+impl FsyncPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            FsyncPolicy::Always => "always",
+            FsyncPolicy::Everysec => "everysec",
+            FsyncPolicy::No => "no",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Some(FsyncPolicy::Always),
+            "everysec" => Some(FsyncPolicy::Everysec),
+            "no" => Some(FsyncPolicy::No),
+            _ => None,
+        }
+    }
+}
+
+/// Runtime configuration visible through CONFIG GET/SET.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub bf_error_rate: f64,
+    pub bf_initial_size: u64,
+    pub bf_expansion: u32,
+    pub cf_bucket_size: u64,
+    pub cf_initial_size: u64,
+    pub cf_max_iterations: u64,
+    pub cf_expansion: u64,
+    pub cf_max_expansions: u64,
+    /// Bytes; 0 = no limit.
+    pub maxmemory: u64,
+    pub appendfsync: FsyncPolicy,
+    pub requirepass: Option<String>,
+    pub dir: String,
+    pub bind: String,
+    pub port: u16,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            bf_error_rate: 0.01,
+            bf_initial_size: 100,
+            bf_expansion: 2,
+            cf_bucket_size: 2,
+            cf_initial_size: 1024,
+            cf_max_iterations: 20,
+            cf_expansion: 1,
+            cf_max_expansions: 32,
+            maxmemory: 0,
+            appendfsync: FsyncPolicy::Everysec,
+            requirepass: None,
+            dir: String::new(),
+            bind: "127.0.0.1".into(),
+            port: 6379,
+        }
+    }
+}
+
+/// Counters for INFO stats and metrics.
+#[derive(Default, Debug)]
+pub struct Stats {
+    pub commands_processed: u64,
+    pub connections_received: u64,
+    pub connected_clients: u64,
+    pub expired_keys: u64,
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+    pub rejected_oom: u64,
+    /// Per command name: (calls, errors).
+    pub per_command: std::collections::BTreeMap<String, (u64, u64)>,
+}
+
+/// Persistence status the network layer keeps up to date (INFO persistence).
+#[derive(Default, Debug, Clone)]
+pub struct PersistenceInfo {
+    pub aof_enabled: bool,
+    pub bgsave_in_progress: bool,
+    pub last_save_unix: i64,
+    pub last_bgsave_ok: bool,
+    pub changes_since_save: u64,
+    pub aof_size: u64,
+    pub last_snapshot_ms: u64,
+}
+
+/// Everything commands execute against.
+pub struct Store {
+    pub db: Db,
+    pub config: Config,
+    pub stats: Stats,
+    pub persistence: PersistenceInfo,
+    pub loading: bool,
+    pub started_unix: i64,
+    /// Write commands since start (Redis' `server.dirty`).
+    pub dirty: u64,
+}
+
+impl Store {
+    pub fn new(config: Config) -> Self {
+        Self {
+            db: Db::default(),
+            config,
+            stats: Stats::default(),
+            persistence: PersistenceInfo { last_bgsave_ok: true, ..Default::default() },
+            loading: false,
+            started_unix: now_ms() / 1000,
+            dirty: 0,
+        }
+    }
+
+    /// Bytes a new allocation may take under `maxmemory` (unbounded when unset).
+    pub fn memory_budget(&self) -> u64 {
+        match self.config.maxmemory {
+            0 => u64::MAX,
+            max => max.saturating_sub(self.db.used_memory()),
+        }
+    }
+}
+
+/// Per-connection state.
+#[derive(Debug)]
+pub struct Session {
+    pub id: u64,
+    pub name: Option<Vec<u8>>,
+    pub proto: u8,
+    pub authenticated: bool,
+    /// Commands queued after MULTI.
+    pub multi: Option<Vec<Vec<Vec<u8>>>>,
+    /// A queued command was rejected: EXEC will abort.
+    pub multi_failed: bool,
+    pub watched: Vec<(Vec<u8>, u64)>,
+}
+
+impl Session {
+    pub fn new(id: u64, needs_auth: bool) -> Self {
+        Self {
+            id,
+            name: None,
+            proto: 2,
+            authenticated: !needs_auth,
+            multi: None,
+            multi_failed: false,
+            watched: Vec::new(),
+        }
+    }
+
+    /// Drops WATCHes (EXEC, DISCARD, UNWATCH, disconnect).
+    pub fn unwatch_all(&mut self, db: &mut Db) {
+        for (key, _) in self.watched.drain(..) {
+            db.unwatch(&key);
+        }
+    }
+}
+
+/// Work the network layer must do after a command (the command layer does no I/O).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Save,
+    Bgsave,
+    /// `save`: `Some(false)` = NOSAVE, otherwise snapshot before exiting.
+    Shutdown { save: bool },
+    DebugReload,
+}
+
+/// The result of running one command.
+#[derive(Debug)]
+pub struct Outcome {
+    pub reply: Reply,
+    /// Commands to append to the log (already rewritten to be deterministic on replay).
+    pub log: Vec<Vec<Vec<u8>>>,
+    pub action: Option<Action>,
+    pub close: bool,
+}
+
+/// What a handler sees.
+pub struct Ctx<'a> {
+    pub store: &'a mut Store,
+    pub session: &'a mut Session,
+    pub now_ms: i64,
+    /// Set by handlers whose effect must be logged differently from their arguments.
+    pub log_as: Option<Vec<Vec<Vec<u8>>>>,
+    pub action: Option<Action>,
+    pub close: bool,
+}
+
+impl Ctx<'_> {
+    /// Records that the command changed the dataset.
+    pub fn changed(&mut self, n: u64) {
+        self.store.dirty += n;
+        self.store.persistence.changes_since_save += n;
+    }
+
+    pub fn db(&mut self) -> &mut Db {
+        &mut self.store.db
+    }
+}
+
+pub type Handler = fn(&mut Ctx, &Args) -> Reply;
+
+/// Command flags (a subset of Redis').
+pub mod flags {
+    pub const WRITE: u32 = 1;
+    pub const READONLY: u32 = 2;
+    /// Refused when used memory exceeds maxmemory.
+    pub const DENYOOM: u32 = 4;
+    pub const ADMIN: u32 = 8;
+    /// Allowed before AUTH.
+    pub const NOAUTH: u32 = 16;
+    /// Allowed while the dataset is loading.
+    pub const LOADING: u32 = 32;
+    pub const FAST: u32 = 64;
+    /// Runs immediately even inside MULTI (MULTI/EXEC/DISCARD/WATCH/QUIT/RESET).
+    pub const TRANSACTION: u32 = 128;
+    /// Module-style command: the handler checks its own arity.
+    pub const MODULE: u32 = 256;
+}
+
+pub struct CommandSpec {
+    pub name: &'static str,
+    /// Redis arity: N = exactly N arguments (with the name), -N = at least N.
+    pub arity: i32,
+    pub flags: u32,
+    pub first_key: i32,
+    pub last_key: i32,
+    pub step: i32,
+    pub handler: Handler,
+}
+
+impl CommandSpec {
+    fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i32;
+        if self.arity >= 0 {
+            argc == self.arity
+        } else {
+            argc >= -self.arity
+        }
+    }
+
+    pub fn flag_names(&self) -> Vec<&'static str> {
+        let names = [
+            (flags::WRITE, "write"),
+            (flags::READONLY, "readonly"),
+            (flags::DENYOOM, "denyoom"),
+            (flags::ADMIN, "admin"),
+            (flags::NOAUTH, "no_auth"),
+            (flags::LOADING, "loading"),
+            (flags::FAST, "fast"),
+            (flags::MODULE, "module"),
+        ];
+        names.iter().filter(|(f, _)| self.flags & f != 0).map(|(_, n)| *n).collect()
+    }
+}
+
+/// All commands, from every family.
+pub fn table() -> &'static [CommandSpec] {
+    static TABLE: std::sync::OnceLock<Vec<CommandSpec>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut all = Vec::new();
+        all.extend(bloom::commands());
+        all.extend(keys::commands());
+        all.extend(server::commands());
+        all.extend(transaction::commands());
+        all
+    })
+}
+
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    table().iter().find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// Redis' unknown-command wording: each argument quoted and followed by a space, the argument
+/// list cut once it reaches 128 characters.
+pub fn unknown_command(args: &Args) -> Reply {
+    let mut listed = String::new();
+    for arg in &args[1..] {
+        if listed.len() >= 128 {
+            break;
+        }
+        let room = 128 - listed.len();
+        let text = String::from_utf8_lossy(arg);
+        let shown: String = text.chars().take(room).collect();
+        listed.push_str(&format!("'{shown}' "));
+    }
+    let name: String = String::from_utf8_lossy(&args[0]).chars().take(128).collect();
+    Reply::error(format!("ERR unknown command '{name}', with args beginning with: {listed}"))
+}
+
+pub fn wrong_arity(name: &str) -> Reply {
+    Reply::error(format!("ERR wrong number of arguments for '{}' command", name.to_lowercase()))
+}
+
+/// Runs one command for `session`. `replaying` is set while the log is replayed at start (no
+/// auth, no logging, no MULTI state).
+pub fn execute(store: &mut Store, session: &mut Session, args: &Args, replaying: bool) -> Outcome {
+    let plain = |reply| Outcome { reply, log: Vec::new(), action: None, close: false };
+    let Some(first) = args.first() else { return plain(Reply::error(ERR_SYNTAX)) };
+    let Some(spec) = lookup(first) else {
+        if session.multi.is_some() {
+            session.multi_failed = true;
+        }
+        return plain(unknown_command(args));
+    };
+    if !replaying {
+        if !session.authenticated && spec.flags & flags::NOAUTH == 0 {
+            if session.multi.is_some() {
+                session.multi_failed = true;
+            }
+            return plain(Reply::error(ERR_NOAUTH));
+        }
+        if store.loading && spec.flags & flags::LOADING == 0 {
+            return plain(Reply::error(ERR_LOADING));
+        }
+    }
+    if spec.flags & flags::MODULE == 0 && !spec.arity_ok(args.len()) {
+        if session.multi.is_some() {
+            session.multi_failed = true;
+        }
+        return plain(wrong_arity(spec.name));
+    }
+    if session.multi.is_some() && spec.flags & flags::TRANSACTION == 0 {
+        session.multi.as_mut().expect("in multi").push(args.to_vec());
+        return plain(Reply::Simple("QUEUED".into()));
+    }
+    run(store, session, spec, args, replaying)
+}
+
+/// Executes a resolved command (also used by EXEC for queued commands).
+pub fn run(
+    store: &mut Store,
+    session: &mut Session,
+    spec: &CommandSpec,
+    args: &Args,
+    replaying: bool,
+) -> Outcome {
+    if !replaying
+        && spec.flags & flags::DENYOOM != 0
+        && store.config.maxmemory > 0
+        && store.db.used_memory() > store.config.maxmemory
+    {
+        store.stats.rejected_oom += 1;
+        return Outcome { reply: Reply::error(ERR_OOM), log: Vec::new(), action: None, close: false };
+    }
+    let dirty_before = store.dirty;
+    let mut ctx =
+        Ctx { store, session, now_ms: now_ms(), log_as: None, action: None, close: false };
+    let reply = (spec.handler)(&mut ctx, args);
+    let Ctx { store, log_as, action, close, .. } = ctx;
+    let log = if replaying || store.dirty == dirty_before {
+        Vec::new()
+    } else {
+        log_as.unwrap_or_else(|| vec![args.to_vec()])
+    };
+    store.stats.commands_processed += 1;
+    let counters = store.stats.per_command.entry(spec.name.to_lowercase()).or_default();
+    counters.0 += 1;
+    if reply.is_error() {
+        counters.1 += 1;
+    }
+    Outcome { reply, log, action, close }
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Case-insensitive ASCII comparison of an argument with an option name.
+pub fn is(arg: &[u8], name: &str) -> bool {
+    arg.eq_ignore_ascii_case(name.as_bytes())
+}
+
+pub fn text(arg: &[u8]) -> String {
+    String::from_utf8_lossy(arg).into_owned()
+}
+
+/// Redis' `string2d`-like double parsing: no surrounding spaces, no NaN.
+pub fn parse_f64(arg: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(arg).ok()?;
+    if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
+        return None;
+    }
+    s.parse::<f64>().ok().filter(|v| !v.is_nan())
+}
+
+/// Redis glob matching (`*`, `?`, `[...]` with ranges and `^`, `\` escapes).
+pub fn glob_match(pattern: &[u8], text: &[u8], nocase: bool) -> bool {
+    let eq = |a: u8, b: u8| if nocase { a.eq_ignore_ascii_case(&b) } else { a == b };
+    let (mut p, mut t) = (0, 0);
+    let (mut star_p, mut star_t) = (None, 0);
+    while t < text.len() {
+        let mut matched = false;
+        let mut next_p = p;
+        if p < pattern.len() {
+            match pattern[p] {
+                b'*' => {
+                    star_p = Some(p);
+                    star_t = t;
+                    p += 1;
+                    continue;
+                }
+                b'?' => {
+                    matched = true;
+                    next_p = p + 1;
+                }
+                b'[' => {
+                    let mut i = p + 1;
+                    let negate = pattern.get(i) == Some(&b'^');
+                    if negate {
+                        i += 1;
+                    }
+                    let mut hit = false;
+                    while i < pattern.len() && pattern[i] != b']' {
+                        if pattern[i] == b'\\' && i + 1 < pattern.len() {
+                            hit |= eq(pattern[i + 1], text[t]);
+                            i += 2;
+                        } else if i + 2 < pattern.len() && pattern[i + 1] == b'-' && pattern[i + 2] != b']' {
+                            let (lo, hi) = (pattern[i].min(pattern[i + 2]), pattern[i].max(pattern[i + 2]));
+                            let c = if nocase { text[t].to_ascii_lowercase() } else { text[t] };
+                            hit |= (lo..=hi).contains(&c) || (lo..=hi).contains(&text[t]);
+                            i += 3;
+                        } else {
+                            hit |= eq(pattern[i], text[t]);
+                            i += 1;
+                        }
+                    }
+                    matched = hit != negate;
+                    next_p = (i + 1).min(pattern.len());
+                }
+                b'\\' if p + 1 < pattern.len() => {
+                    matched = eq(pattern[p + 1], text[t]);
+                    next_p = p + 2;
+                }
+                c => {
+                    matched = eq(c, text[t]);
+                    next_p = p + 1;
+                }
+            }
+        }
+        if matched {
+            p = next_p;
+            t += 1;
+        } else if let Some(sp) = star_p {
+            p = sp + 1;
+            star_t += 1;
+            t = star_t;
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// A store and an authenticated RESP2 session for unit tests.
+    pub struct Harness {
+        pub store: Store,
+        pub session: Session,
+    }
+
+    impl Harness {
+        pub fn new() -> Self {
+            Self { store: Store::new(Config::default()), session: Session::new(1, false) }
+        }
+
+        pub fn run(&mut self, line: &str) -> Reply {
+            let args: Vec<Vec<u8>> = line.split_whitespace().map(|w| w.as_bytes().to_vec()).collect();
+            self.run_args(&args)
+        }
+
+        pub fn run_args(&mut self, args: &[Vec<u8>]) -> Reply {
+            execute(&mut self.store, &mut self.session, args, false).reply
+        }
+    }
+
+    pub fn err(msg: &str) -> Reply {
+        Reply::error(msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::*;
+    use super::*;
+
+    #[test]
+    fn unknown_command_wording() {
+        let mut h = Harness::new();
+        assert_eq!(
+            h.run("FOO a b"),
+            err("ERR unknown command 'FOO', with args beginning with: 'a' 'b' ")
+        );
+        assert_eq!(h.run("foo"), err("ERR unknown command 'foo', with args beginning with: "));
+    }
+
+    #[test]
+    fn arity_errors_use_lower_case_names() {
+        let mut h = Harness::new();
+        assert_eq!(h.run("BF.ADD k"), err("ERR wrong number of arguments for 'bf.add' command"));
+        assert_eq!(h.run("ECHO"), err("ERR wrong number of arguments for 'echo' command"));
+    }
+
+    #[test]
+    fn glob() {
+        assert!(glob_match(b"bf-*", b"bf-error-rate", false));
+        assert!(glob_match(b"h?llo", b"hello", false));
+        assert!(glob_match(b"h[ae]llo", b"hallo", false));
+        assert!(!glob_match(b"h[^e]llo", b"hello", false));
+        assert!(glob_match(b"*", b"", false));
+        assert!(!glob_match(b"a*b", b"acbd", false));
+        assert!(glob_match(b"a\\*", b"a*", false));
+        assert!(glob_match(b"MAXMEM*", b"maxmemory", true));
+    }
+}

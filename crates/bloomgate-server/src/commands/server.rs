@@ -1,0 +1,635 @@
+//! Connection and server commands: PING, ECHO, HELLO, AUTH, QUIT, SELECT, CLIENT, INFO, CONFIG,
+//! COMMAND, TIME, and the persistence triggers (SAVE, BGSAVE, LASTSAVE, SHUTDOWN, DEBUG RELOAD),
+//! which only request an [`Action`] from the network layer.
+
+use super::{
+    flags::*, glob_match, is, lookup, table, text, wrong_arity, Action, Args, CommandSpec, Config,
+    Ctx, FsyncPolicy, ERR_NOT_INTEGER, ERR_SYNTAX,
+};
+use crate::resp::{parse_i64, Reply};
+
+/// The Redis version reported to clients (feature gates in client libraries key off it).
+pub const REDIS_VERSION: &str = "7.2.4";
+/// RedisBloom version whose dialect is served, in its module-version encoding.
+pub const BF_MODULE_VERSION: i64 = 20_807;
+
+pub fn commands() -> Vec<CommandSpec> {
+    let spec = |name, arity, flags, handler| CommandSpec {
+        name,
+        arity,
+        flags,
+        first_key: 0,
+        last_key: 0,
+        step: 0,
+        handler,
+    };
+    vec![
+        spec("PING", -1, FAST, ping),
+        spec("ECHO", 2, FAST, echo),
+        spec("HELLO", -1, NOAUTH | FAST | LOADING, hello),
+        spec("AUTH", -2, NOAUTH | FAST | LOADING, auth),
+        spec("QUIT", -1, NOAUTH | FAST | LOADING | TRANSACTION, quit),
+        spec("SELECT", 2, FAST | LOADING, select),
+        spec("CLIENT", -2, LOADING, client),
+        spec("INFO", -1, LOADING, info),
+        spec("CONFIG", -2, ADMIN | LOADING, config),
+        spec("COMMAND", -1, LOADING, command),
+        spec("TIME", 1, FAST | LOADING, time),
+        spec("SAVE", 1, ADMIN, save),
+        spec("BGSAVE", -1, ADMIN, bgsave),
+        spec("LASTSAVE", 1, FAST | LOADING, lastsave),
+        spec("SHUTDOWN", -1, ADMIN | LOADING, shutdown),
+        spec("DEBUG", -2, ADMIN, debug),
+    ]
+}
+
+fn ping(ctx: &mut Ctx, args: &Args) -> Reply {
+    match args.len() {
+        1 => Reply::Simple("PONG".into()),
+        2 => Reply::bulk(args[1].clone()),
+        _ => {
+            let _ = ctx;
+            wrong_arity("ping")
+        }
+    }
+}
+
+fn echo(_ctx: &mut Ctx, args: &Args) -> Reply {
+    Reply::bulk(args[1].clone())
+}
+
+/// Password check in constant time (no early exit on the first differing byte).
+fn password_matches(expected: &str, given: &[u8]) -> bool {
+    let expected = expected.as_bytes();
+    let mut diff = (expected.len() ^ given.len()) as u8 | u8::from(expected.len() != given.len());
+    for (i, &b) in given.iter().enumerate() {
+        diff |= b ^ expected.get(i % expected.len().max(1)).copied().unwrap_or(0);
+    }
+    diff == 0
+}
+
+/// AUTH [user] pass; only the `default` user exists.
+fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), Reply> {
+    let Some(expected) = ctx.store.config.requirepass.clone() else {
+        if user.is_none() {
+            return Err(Reply::error(
+                "ERR AUTH <password> called without any password configured for the default \
+                 user. Are you sure your configuration is correct?",
+            ));
+        }
+        // With no password, `default` accepts any password (Redis' nopass user).
+        return if user.is_some_and(|u| u == b"default") {
+            Ok(())
+        } else {
+            Err(Reply::error("WRONGPASS invalid username-password pair or user is disabled."))
+        };
+    };
+    let user_ok = user.is_none_or(|u| u == b"default");
+    if user_ok && password_matches(&expected, pass) {
+        ctx.session.authenticated = true;
+        Ok(())
+    } else {
+        Err(Reply::error("WRONGPASS invalid username-password pair or user is disabled."))
+    }
+}
+
+fn auth(ctx: &mut Ctx, args: &Args) -> Reply {
+    let result = match args.len() {
+        2 => authenticate(ctx, None, &args[1]),
+        3 => authenticate(ctx, Some(&args[1]), &args[2]),
+        _ => return Reply::error(ERR_SYNTAX),
+    };
+    result.map_or_else(|e| e, |()| Reply::ok())
+}
+
+fn hello(ctx: &mut Ctx, args: &Args) -> Reply {
+    let mut proto = ctx.session.proto;
+    let mut i = 1;
+    if let Some(version) = args.get(1) {
+        match parse_i64(version) {
+            Some(v @ 2..=3) => proto = v as u8,
+            Some(_) => return Reply::error("NOPROTO unsupported protocol version"),
+            None => return Reply::error("ERR Protocol version is not an integer or out of range"),
+        }
+        i = 2;
+    }
+    let mut setname = None;
+    while i < args.len() {
+        if is(&args[i], "AUTH") && i + 2 < args.len() {
+            if let Err(reply) = authenticate(ctx, Some(&args[i + 1]), &args[i + 2]) {
+                return reply;
+            }
+            i += 3;
+        } else if is(&args[i], "SETNAME") && i + 1 < args.len() {
+            setname = Some(args[i + 1].clone());
+            i += 2;
+        } else {
+            return Reply::error(format!("ERR Syntax error in HELLO option '{}'", text(&args[i])));
+        }
+    }
+    if !ctx.session.authenticated {
+        return Reply::error(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
+             HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and \
+             select the RESP protocol version at the same time",
+        );
+    }
+    if let Some(name) = setname {
+        if let Err(reply) = set_client_name(ctx, name) {
+            return reply;
+        }
+    }
+    ctx.session.proto = proto;
+    let s = |v: &str| Reply::bulk(v.as_bytes().to_vec());
+    let module = Reply::Map(vec![
+        (s("name"), s("bf")),
+        (s("ver"), Reply::Int(BF_MODULE_VERSION)),
+        (s("path"), s("builtin")),
+        (s("args"), Reply::Array(vec![])),
+    ]);
+    Reply::Map(vec![
+        (s("server"), s("redis")),
+        (s("version"), s(REDIS_VERSION)),
+        (s("proto"), Reply::Int(i64::from(proto))),
+        (s("id"), Reply::Int(ctx.session.id as i64)),
+        (s("mode"), s("standalone")),
+        (s("role"), s("master")),
+        (s("modules"), Reply::Array(vec![module])),
+    ])
+}
+
+fn quit(ctx: &mut Ctx, _args: &Args) -> Reply {
+    ctx.close = true;
+    Reply::ok()
+}
+
+fn select(_ctx: &mut Ctx, args: &Args) -> Reply {
+    match parse_i64(&args[1]) {
+        Some(0) => Reply::ok(),
+        Some(_) => Reply::error("ERR DB index is out of range"),
+        None => Reply::error(ERR_NOT_INTEGER),
+    }
+}
+
+fn set_client_name(ctx: &mut Ctx, name: Vec<u8>) -> Result<(), Reply> {
+    if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+        return Err(Reply::error(
+            "ERR Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    ctx.session.name = (!name.is_empty()).then_some(name);
+    Ok(())
+}
+
+fn client(ctx: &mut Ctx, args: &Args) -> Reply {
+    let sub = text(&args[1]).to_uppercase();
+    let arity = |n: usize| args.len() == n;
+    match sub.as_str() {
+        "SETNAME" if arity(3) => match set_client_name(ctx, args[2].clone()) {
+            Ok(()) => Reply::ok(),
+            Err(reply) => reply,
+        },
+        "GETNAME" if arity(2) => ctx.session.name.clone().map_or(Reply::Nil, Reply::Bulk),
+        "ID" if arity(2) => Reply::Int(ctx.session.id as i64),
+        "SETINFO" if arity(4) => Reply::ok(),
+        "INFO" if arity(2) => Reply::bulk(client_line(ctx).into_bytes()),
+        "LIST" => Reply::bulk(client_line(ctx).into_bytes()),
+        "SETNAME" | "GETNAME" | "ID" | "SETINFO" | "INFO" => {
+            wrong_arity(&format!("client|{}", sub.to_lowercase()))
+        }
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+            text(&args[1])
+        )),
+    }
+}
+
+fn client_line(ctx: &Ctx) -> String {
+    let name = ctx.session.name.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+    format!("id={} name={} db=0 resp={}\n", ctx.session.id, name, ctx.session.proto)
+}
+
+fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2}G", b / (1024.0 * 1024.0 * 1024.0))
+    } else if b >= 1024.0 * 1024.0 {
+        format!("{:.2}M", b / (1024.0 * 1024.0))
+    } else if b >= 1024.0 {
+        format!("{:.2}K", b / 1024.0)
+    } else {
+        format!("{bytes}B")
+    }
+}
+
+const INFO_SECTIONS: [&str; 7] =
+    ["server", "clients", "memory", "persistence", "stats", "keyspace", "modules"];
+
+fn info(ctx: &mut Ctx, args: &Args) -> Reply {
+    let wanted: Vec<String> = args[1..].iter().map(|a| text(a).to_lowercase()).collect();
+    let all = wanted.is_empty()
+        || wanted.iter().any(|w| w == "all" || w == "everything" || w == "default");
+    let store = &ctx.store;
+    let uptime = (super::now_ms() / 1000 - store.started_unix).max(0);
+    let p = &store.persistence;
+    let mut out = String::new();
+    for section in INFO_SECTIONS {
+        if !all && !wanted.iter().any(|w| w == section) {
+            continue;
+        }
+        let body: Vec<String> = match section {
+            "server" => vec![
+                format!("redis_version:{REDIS_VERSION}"),
+                format!("bloomgate_version:{}", env!("CARGO_PKG_VERSION")),
+                "redis_mode:standalone".into(),
+                format!("os:{} {}", std::env::consts::OS, std::env::consts::ARCH),
+                "arch_bits:64".into(),
+                format!("process_id:{}", std::process::id()),
+                format!("tcp_port:{}", store.config.port),
+                format!("uptime_in_seconds:{uptime}"),
+                format!("uptime_in_days:{}", uptime / 86400),
+            ],
+            "clients" => vec![
+                format!("connected_clients:{}", store.stats.connected_clients),
+                "maxclients:10000".into(),
+                "blocked_clients:0".into(),
+            ],
+            "memory" => vec![
+                format!("used_memory:{}", store.db.used_memory()),
+                format!("used_memory_human:{}", human(store.db.used_memory())),
+                format!("used_memory_dataset:{}", store.db.used_memory()),
+                format!("maxmemory:{}", store.config.maxmemory),
+                format!("maxmemory_human:{}", human(store.config.maxmemory)),
+                "maxmemory_policy:noeviction".into(),
+            ],
+            "persistence" => vec![
+                format!("loading:{}", u8::from(store.loading)),
+                format!("rdb_changes_since_last_save:{}", p.changes_since_save),
+                format!("rdb_bgsave_in_progress:{}", u8::from(p.bgsave_in_progress)),
+                format!("rdb_last_save_time:{}", p.last_save_unix),
+                format!("rdb_last_bgsave_status:{}", if p.last_bgsave_ok { "ok" } else { "err" }),
+                format!("rdb_last_snapshot_ms:{}", p.last_snapshot_ms),
+                format!("aof_enabled:{}", u8::from(p.aof_enabled)),
+                "aof_rewrite_in_progress:0".into(),
+                format!("aof_current_size:{}", p.aof_size),
+                format!("aof_fsync_policy:{}", store.config.appendfsync.name()),
+                "aof_last_write_status:ok".into(),
+            ],
+            "stats" => vec![
+                format!("total_connections_received:{}", store.stats.connections_received),
+                format!("total_commands_processed:{}", store.stats.commands_processed),
+                format!("expired_keys:{}", store.stats.expired_keys),
+                format!("keyspace_hits:{}", store.stats.keyspace_hits),
+                format!("keyspace_misses:{}", store.stats.keyspace_misses),
+                format!("rejected_oom_commands:{}", store.stats.rejected_oom),
+            ],
+            "keyspace" if !store.db.is_empty() => vec![format!(
+                "db0:keys={},expires={},avg_ttl=0",
+                store.db.len(),
+                store.db.keys_with_expiry()
+            )],
+            "keyspace" => vec![],
+            _ => vec![format!("module:name=bf,ver={BF_MODULE_VERSION},api=1,filters=0,usedby=[],using=[],options=[]")],
+        };
+        let title = section[..1].to_uppercase() + &section[1..];
+        out.push_str(&format!("# {title}\r\n"));
+        for line in body {
+            out.push_str(&line);
+            out.push_str("\r\n");
+        }
+        out.push_str("\r\n");
+    }
+    Reply::bulk(out.trim_end_matches("\r\n").to_string() + "\r\n")
+}
+
+/// Parses Redis memory sizes: plain bytes or with b/k/kb/m/mb/g/gb (k = 1000, kb = 1024).
+pub fn parse_memory(s: &str) -> Option<u64> {
+    let lower = s.to_ascii_lowercase();
+    let split = lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1_000_000,
+        "mb" => 1024 * 1024,
+        "g" => 1_000_000_000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    n.checked_mul(mul)
+}
+
+/// CONFIG parameter names, in CONFIG GET order.
+const CONFIG_NAMES: [&str; 18] = [
+    "bf-error-rate",
+    "bf-initial-size",
+    "bf-expansion-factor",
+    "cf-bucket-size",
+    "cf-initial-size",
+    "cf-max-iterations",
+    "cf-expansion-factor",
+    "cf-max-expansions",
+    "maxmemory",
+    "maxmemory-policy",
+    "appendonly",
+    "appendfsync",
+    "requirepass",
+    "dir",
+    "bind",
+    "port",
+    "save",
+    "databases",
+];
+
+fn config_value(ctx: &Ctx, name: &str) -> String {
+    let c = &ctx.store.config;
+    match name {
+        "bf-error-rate" => c.bf_error_rate.to_string(),
+        "bf-initial-size" => c.bf_initial_size.to_string(),
+        "bf-expansion-factor" => c.bf_expansion.to_string(),
+        "cf-bucket-size" => c.cf_bucket_size.to_string(),
+        "cf-initial-size" => c.cf_initial_size.to_string(),
+        "cf-max-iterations" => c.cf_max_iterations.to_string(),
+        "cf-expansion-factor" => c.cf_expansion.to_string(),
+        "cf-max-expansions" => c.cf_max_expansions.to_string(),
+        "maxmemory" => c.maxmemory.to_string(),
+        "maxmemory-policy" => "noeviction".into(),
+        "appendonly" => "yes".into(),
+        "appendfsync" => c.appendfsync.name().into(),
+        "requirepass" => c.requirepass.clone().unwrap_or_default(),
+        "dir" => c.dir.clone(),
+        "bind" => c.bind.clone(),
+        "port" => c.port.to_string(),
+        "save" => "3600 1 300 100 60 10000".into(),
+        _ => "1".into(),
+    }
+}
+
+/// Validates and applies one configuration pair (CONFIG SET and the config file); `name` is
+/// lower-case. Immutable names are refused here (the server applies them at start).
+pub fn apply_config(c: &mut Config, name: &str, value: &str) -> Result<(), String> {
+    let int_in = |lo: u64, hi: u64| -> Result<u64, String> {
+        match value.parse::<u64>() {
+            Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+            Ok(_) => Err(format!("argument must be between {lo} and {hi} inclusive")),
+            Err(_) => Err("argument couldn't be parsed into an integer".into()),
+        }
+    };
+    match name {
+        "bf-error-rate" => match value.parse::<f64>() {
+            // Values above 0.25 are accepted and capped (RedisBloom behaviour).
+            Ok(v) if v > 0.0 && v < 1.0 => c.bf_error_rate = v.min(0.25),
+            _ => return Err("argument must be between 0 and 1 exclusive".into()),
+        },
+        "bf-initial-size" => c.bf_initial_size = int_in(1, 1 << 30)?,
+        "bf-expansion-factor" => c.bf_expansion = int_in(0, 32768)? as u32,
+        "cf-bucket-size" => c.cf_bucket_size = int_in(1, 255)?,
+        "cf-initial-size" => {
+            let v = int_in(4, 1 << 30)?;
+            if v < 2 * c.cf_bucket_size {
+                return Err("argument must be at least 2 * cf-bucket-size".into());
+            }
+            c.cf_initial_size = v;
+        }
+        "cf-max-iterations" => c.cf_max_iterations = int_in(1, 65535)?,
+        "cf-expansion-factor" => c.cf_expansion = int_in(0, 32768)?,
+        "cf-max-expansions" => c.cf_max_expansions = int_in(1, 65536)?,
+        "maxmemory" => {
+            c.maxmemory = parse_memory(value).ok_or("argument must be a memory value")?
+        }
+        "maxmemory-policy" if value.eq_ignore_ascii_case("noeviction") => {}
+        "appendfsync" => c.appendfsync = FsyncPolicy::parse(value).ok_or("argument(s) must be one of the following: always, everysec, no")?,
+        "requirepass" => c.requirepass = (!value.is_empty()).then(|| value.to_string()),
+        "appendonly" | "dir" | "bind" | "port" | "databases" | "maxmemory-policy" | "save" => {
+            return Err("can't set immutable config".into())
+        }
+        _ => return Err(format!("unknown option '{name}'")),
+    }
+    Ok(())
+}
+
+fn config(ctx: &mut Ctx, args: &Args) -> Reply {
+    let sub = text(&args[1]).to_uppercase();
+    match sub.as_str() {
+        "GET" if args.len() >= 3 => {
+            let mut pairs = Vec::new();
+            for name in CONFIG_NAMES {
+                if args[2..].iter().any(|p| glob_match(p, name.as_bytes(), true)) {
+                    pairs.push((Reply::bulk(name), Reply::bulk(config_value(ctx, name))));
+                }
+            }
+            Reply::Map(pairs)
+        }
+        "SET" if args.len() >= 4 && args.len() % 2 == 0 => {
+            let pairs: Vec<(String, String)> = args[2..]
+                .chunks(2)
+                .map(|p| (text(&p[0]).to_lowercase(), text(&p[1])))
+                .collect();
+            if let Some((bad, _)) = pairs.iter().find(|(n, _)| !CONFIG_NAMES.contains(&n.as_str())) {
+                return Reply::error(format!(
+                    "ERR Unknown option or number of arguments for CONFIG SET - '{bad}'"
+                ));
+            }
+            let saved = ctx.store.config.clone();
+            for (name, value) in &pairs {
+                if let Err(why) = apply_config(&mut ctx.store.config, name, value) {
+                    ctx.store.config = saved;
+                    return Reply::error(format!(
+                        "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+                    ));
+                }
+            }
+            Reply::ok()
+        }
+        "RESETSTAT" if args.len() == 2 => {
+            ctx.store.stats.commands_processed = 0;
+            ctx.store.stats.per_command.clear();
+            Reply::ok()
+        }
+        "GET" | "SET" | "RESETSTAT" => wrong_arity(&format!("config|{}", sub.to_lowercase())),
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try CONFIG HELP.",
+            text(&args[1])
+        )),
+    }
+}
+
+fn command_info(spec: &CommandSpec) -> Reply {
+    let arity = if spec.flags & MODULE != 0 { -1 } else { spec.arity };
+    Reply::Array(vec![
+        Reply::bulk(spec.name.to_lowercase()),
+        Reply::Int(i64::from(arity)),
+        Reply::Array(spec.flag_names().into_iter().map(|f| Reply::Simple(f.into())).collect()),
+        Reply::Int(i64::from(spec.first_key)),
+        Reply::Int(i64::from(spec.last_key)),
+        Reply::Int(i64::from(spec.step)),
+        Reply::Array(vec![]),
+        Reply::Array(vec![]),
+        Reply::Array(vec![]),
+        Reply::Array(vec![]),
+    ])
+}
+
+fn command(_ctx: &mut Ctx, args: &Args) -> Reply {
+    let Some(sub) = args.get(1) else {
+        return Reply::Array(table().iter().map(command_info).collect());
+    };
+    match text(sub).to_uppercase().as_str() {
+        "COUNT" => Reply::Int(table().len() as i64),
+        "LIST" => Reply::Array(table().iter().map(|c| Reply::bulk(c.name.to_lowercase())).collect()),
+        "INFO" if args.len() == 2 => Reply::Array(table().iter().map(command_info).collect()),
+        "INFO" => Reply::Array(
+            args[2..].iter().map(|n| lookup(n).map_or(Reply::Nil, command_info)).collect(),
+        ),
+        "DOCS" => {
+            let specs: Vec<&CommandSpec> = if args.len() == 2 {
+                table().iter().collect()
+            } else {
+                args[2..].iter().filter_map(|n| lookup(n)).collect()
+            };
+            Reply::Map(
+                specs
+                    .into_iter()
+                    .map(|c| {
+                        let group = if c.flags & MODULE != 0 { "module" } else { "generic" };
+                        let doc = Reply::Map(vec![
+                            (Reply::bulk("summary"), Reply::bulk(c.name.to_lowercase())),
+                            (Reply::bulk("since"), Reply::bulk("1.0.0")),
+                            (Reply::bulk("group"), Reply::bulk(group)),
+                        ]);
+                        (Reply::bulk(c.name.to_lowercase()), doc)
+                    })
+                    .collect(),
+            )
+        }
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try COMMAND HELP.",
+            text(sub)
+        )),
+    }
+}
+
+fn time(ctx: &mut Ctx, _args: &Args) -> Reply {
+    let micros = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros())
+        .unwrap_or(0);
+    let _ = ctx;
+    Reply::Array(vec![
+        Reply::bulk((micros / 1_000_000).to_string()),
+        Reply::bulk((micros % 1_000_000).to_string()),
+    ])
+}
+
+fn save(ctx: &mut Ctx, _args: &Args) -> Reply {
+    ctx.action = Some(Action::Save);
+    Reply::ok()
+}
+
+fn bgsave(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() > 2 || (args.len() == 2 && !is(&args[1], "SCHEDULE")) {
+        return Reply::error(ERR_SYNTAX);
+    }
+    if ctx.store.persistence.bgsave_in_progress {
+        return Reply::error("ERR Background save already in progress");
+    }
+    ctx.action = Some(Action::Bgsave);
+    Reply::Simple("Background saving started".into())
+}
+
+fn lastsave(ctx: &mut Ctx, _args: &Args) -> Reply {
+    Reply::Int(ctx.store.persistence.last_save_unix)
+}
+
+fn shutdown(ctx: &mut Ctx, args: &Args) -> Reply {
+    let mut save = true;
+    for arg in &args[1..] {
+        if is(arg, "NOSAVE") {
+            save = false;
+        } else if !(is(arg, "SAVE") || is(arg, "NOW") || is(arg, "FORCE")) {
+            return Reply::error(ERR_SYNTAX);
+        }
+    }
+    ctx.action = Some(Action::Shutdown { save });
+    ctx.close = true;
+    Reply::ok()
+}
+
+fn debug(ctx: &mut Ctx, args: &Args) -> Reply {
+    if is(&args[1], "RELOAD") {
+        ctx.action = Some(Action::DebugReload);
+        return Reply::ok();
+    }
+    Reply::error(format!(
+        "ERR unknown subcommand '{}'. Try DEBUG HELP.",
+        text(&args[1])
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::testing::*;
+
+    #[test]
+    fn password_compare() {
+        assert!(password_matches("secret", b"secret"));
+        assert!(!password_matches("secret", b"secreT"));
+        assert!(!password_matches("secret", b"secret1"));
+        assert!(!password_matches("secret", b""));
+        assert!(!password_matches("", b"x"));
+    }
+
+    #[test]
+    fn config_get_set() {
+        let mut h = Harness::new();
+        assert_eq!(
+            h.run("CONFIG GET bf-error-rate"),
+            Reply::Map(vec![(Reply::bulk("bf-error-rate"), Reply::bulk("0.01"))])
+        );
+        assert_eq!(h.run("CONFIG SET bf-error-rate 0.5"), Reply::ok());
+        assert_eq!(h.store.config.bf_error_rate, 0.25);
+        assert!(h.run("CONFIG SET bf-initial-size 0").is_error());
+        assert_eq!(h.run("CONFIG SET maxmemory 10mb"), Reply::ok());
+        assert_eq!(h.store.config.maxmemory, 10 * 1024 * 1024);
+        assert_eq!(h.run("CONFIG SET appendfsync always"), Reply::ok());
+        assert_eq!(
+            h.run("CONFIG SET nope 1"),
+            err("ERR Unknown option or number of arguments for CONFIG SET - 'nope'")
+        );
+        match h.run("CONFIG GET cf-*") {
+            Reply::Map(pairs) => assert_eq!(pairs.len(), 5),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn auth_flow() {
+        let mut h = Harness::new();
+        assert!(matches!(h.run("AUTH x"), Reply::Error(e) if e.starts_with("ERR AUTH <password> called")));
+        h.store.config.requirepass = Some("pw".into());
+        h.session.authenticated = false;
+        assert_eq!(h.run("PING"), err("NOAUTH Authentication required."));
+        assert_eq!(
+            h.run("AUTH bad"),
+            err("WRONGPASS invalid username-password pair or user is disabled.")
+        );
+        assert_eq!(h.run("AUTH pw"), Reply::ok());
+        assert_eq!(h.run("PING"), Reply::Simple("PONG".into()));
+    }
+
+    #[test]
+    fn hello_switches_protocol() {
+        let mut h = Harness::new();
+        assert!(matches!(h.run("HELLO 3"), Reply::Map(_)));
+        assert_eq!(h.session.proto, 3);
+        assert_eq!(h.run("HELLO 4"), err("NOPROTO unsupported protocol version"));
+        assert_eq!(h.run("SELECT 0"), Reply::ok());
+        assert_eq!(h.run("SELECT 1"), err("ERR DB index is out of range"));
+        assert_eq!(h.run("CLIENT SETNAME app"), Reply::ok());
+        assert_eq!(h.run("CLIENT GETNAME"), Reply::bulk("app"));
+        assert_eq!(h.run("CLIENT ID"), Reply::Int(1));
+    }
+}

@@ -1,0 +1,623 @@
+//! RedisBloom's scalable Bloom filter ("SBChain") as a compatibility type: the exact link sizing,
+//! MurmurHash64A double hashing, scaling rule and SCANDUMP/LOADCHUNK byte format that RedisBloom
+//! uses, so dumps move between RedisBloom and bloomgate unchanged. The core's native filters use a
+//! different hash and probe scheme; only the bit array ([`BitArray`]) is shared.
+//!
+//! Implemented from the facts in `shared/reference/redisbloom.md`, not from RedisBloom's source.
+
+use bloomgate::bits::BitArray;
+
+use super::murmur::murmur64a;
+
+/// Link option bits as stored in the dump header.
+pub const OPT_NOROUND: u32 = 1;
+pub const OPT_ENTS_IS_BITS: u32 = 2;
+pub const OPT_FORCE64: u32 = 4;
+pub const OPT_NO_SCALING: u32 = 8;
+/// NOROUND | FORCE64: what RedisBloom has created since 2.x.
+pub const DEFAULT_OPTIONS: u32 = OPT_NOROUND | OPT_FORCE64;
+
+/// `-ln(error) / ln(2)^2` uses ln(2)^2 truncated to 15 significant digits, as libbloom does; the
+/// exact constant matters because `bpe` is stored in dumps and drives `bits = floor(cap * bpe)`.
+const LN2_SQUARED: f64 = 0.480453013918201;
+/// `hashes = ceil(ln2 * bpe)` with ln2 likewise truncated.
+const LN2: f64 = 0.693147180559945;
+/// Each new link gets half the previous link's error rate (so the chain's total stays below the
+/// requested rate: Σ e/2^(i+1) < e).
+const ERROR_TIGHTENING_RATIO: f64 = 0.5;
+/// SCANDUMP never returns more than 16 MiB in one chunk.
+pub const MAX_SCANDUMP_CHUNK: u64 = 16 * 1024 * 1024;
+/// `BF.INFO Size` accounting: the chain struct is 32 bytes and each link struct 64 bytes in
+/// RedisBloom's memory; clients see `32 + 64 * links + Σ link bytes`.
+const CHAIN_OVERHEAD: u64 = 32;
+const LINK_OVERHEAD: u64 = 64;
+/// Dump header sizes: `u64 size, u32 nfilters, u32 options, u32 growth`, then per link
+/// `u64 bytes, u64 bits, u64 size, f64 error, f64 bpe, u32 hashes, u64 entries, u8 n2`.
+const HEADER_FIXED: usize = 20;
+const HEADER_LINK: usize = 53;
+
+pub const ERR_BAD_DATA: &str = "ERR received bad data";
+pub const ERR_NO_LINK: &str = "ERR invalid offset - no link found";
+pub const ERR_CHUNK_TOO_BIG: &str = "ERR invalid chunk - Too big for current filter";
+
+/// The two 64-bit hashes every probe position derives from.
+#[derive(Clone, Copy, Debug)]
+pub struct HashPair {
+    a: u64,
+    b: u64,
+}
+
+impl HashPair {
+    /// `a = MurmurHash64A(item, 0xc6a4a7935bd1e995)`, `b = MurmurHash64A(item, a)`.
+    pub fn of(item: &[u8]) -> Self {
+        let a = murmur64a(item, 0xc6a4a7935bd1e995);
+        let b = murmur64a(item, a);
+        Self { a, b }
+    }
+
+    /// Probe `i`: `(a + i*b) mod bits`, 64-bit wrapping.
+    #[inline]
+    fn position(self, i: u32, bits: u64) -> u64 {
+        self.a.wrapping_add(u64::from(i).wrapping_mul(self.b)) % bits
+    }
+}
+
+/// Sizing of one link for a capacity and error rate (NOROUND|FORCE64 rules).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkSizing {
+    pub bytes: u64,
+    pub bits: u64,
+    pub hashes: u32,
+    pub bpe: f64,
+}
+
+impl LinkSizing {
+    /// `bpe = -ln(error)/ln2²`, `bits = floor(capacity*bpe)` (≥ 1) rounded up to whole 64-bit
+    /// words, `hashes = ceil(ln2*bpe)`. `None` if the size does not fit in memory addresses.
+    pub fn new(capacity: u64, error: f64) -> Option<Self> {
+        let bpe = -(error.ln() / LN2_SQUARED);
+        let raw_bits = capacity as f64 * bpe;
+        // 2^63 bits is far beyond any allocation; also rejects inf/NaN.
+        if !(raw_bits < 9.2e18) {
+            return None;
+        }
+        let bits = (raw_bits as u64).max(1);
+        let bytes = if bits % 64 != 0 { (bits / 64 + 1) * 8 } else { bits / 8 };
+        Some(Self { bytes, bits: bytes * 8, hashes: hashes_for(bpe), bpe })
+    }
+}
+
+fn hashes_for(bpe: f64) -> u32 {
+    (LN2 * bpe).ceil() as u32
+}
+
+/// One fixed-size Bloom filter in the chain.
+#[derive(Clone, Debug)]
+pub struct Link {
+    bits: BitArray,
+    sizing: LinkSizing,
+    error: f64,
+    capacity: u64,
+    /// Items this link newly took (RedisBloom's per-link `size`).
+    items: u64,
+    /// Power-of-two exponent of legacy (non-NOROUND) links; 0 for NOROUND links. Round-tripped.
+    n2: u8,
+}
+
+impl Link {
+    fn try_new(capacity: u64, error: f64) -> Option<Self> {
+        let sizing = LinkSizing::new(capacity, error)?;
+        Some(Self { bits: zeroed_bits(sizing.bytes)?, sizing, error, capacity, items: 0, n2: 0 })
+    }
+
+    fn contains(&self, h: HashPair) -> bool {
+        (0..self.sizing.hashes).all(|i| self.bits.get(h.position(i, self.sizing.bits)))
+    }
+
+    /// Sets every probe bit; true if at least one was clear.
+    fn insert(&mut self, h: HashPair) -> bool {
+        let mut newly_set = false;
+        for i in 0..self.sizing.hashes {
+            newly_set |= !self.bits.set(h.position(i, self.sizing.bits));
+        }
+        newly_set
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.sizing.bytes
+    }
+
+    pub fn hashes(&self) -> u32 {
+        self.sizing.hashes
+    }
+
+    pub fn count_ones(&self) -> u64 {
+        self.bits.count_ones()
+    }
+
+    /// `bytes:B bits:b hashes:h hashwidth:64 capacity:c size:s ratio:r` (ratio as C's `%g`).
+    fn debug_line(&self) -> String {
+        format!(
+            "bytes:{} bits:{} hashes:{} hashwidth:64 capacity:{} size:{} ratio:{}",
+            self.sizing.bytes,
+            self.sizing.bits,
+            self.sizing.hashes,
+            self.capacity,
+            self.items,
+            format_g(self.error)
+        )
+    }
+}
+
+/// Allocates a zeroed array of `bytes` (a multiple of 8) without aborting on allocation failure.
+fn zeroed_bits(bytes: u64) -> Option<BitArray> {
+    let words = usize::try_from(bytes / 8).ok()?;
+    let mut v: Vec<u64> = Vec::new();
+    v.try_reserve_exact(words).ok()?;
+    v.resize(words, 0);
+    Some(BitArray::from_words(v))
+}
+
+/// Why an add did not happen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddError {
+    /// Non-scaling filter at capacity: `ERR non scaling filter is full`.
+    Full,
+    /// A new link could not be built: `ERR problem inserting into filter`.
+    GrowFailed,
+    /// A new link would exceed the memory budget.
+    OutOfMemory,
+}
+
+impl AddError {
+    pub fn message(self) -> &'static str {
+        match self {
+            AddError::Full => "ERR non scaling filter is full",
+            AddError::GrowFailed => "ERR problem inserting into filter",
+            AddError::OutOfMemory => crate::commands::ERR_OOM,
+        }
+    }
+}
+
+/// A RedisBloom scalable Bloom filter: links newest last.
+#[derive(Clone, Debug)]
+pub struct BloomChain {
+    links: Vec<Link>,
+    items: u64,
+    options: u32,
+    growth: u32,
+}
+
+impl BloomChain {
+    /// The chain `BF.RESERVE key error capacity [EXPANSION growth] [NONSCALING]` builds: its first
+    /// link uses `error/2` when scaling, `error` when not. Arguments are validated by the caller.
+    /// `None` if the link cannot be allocated.
+    pub fn new(capacity: u64, error: f64, growth: u32, nonscaling: bool) -> Option<Self> {
+        let options = DEFAULT_OPTIONS | if nonscaling { OPT_NO_SCALING } else { 0 };
+        let first_error = if nonscaling { error } else { error * ERROR_TIGHTENING_RATIO };
+        let link = Link::try_new(capacity, first_error)?;
+        Some(Self { links: vec![link], items: 0, options, growth })
+    }
+
+    /// Bytes the first link of `new(capacity, error, ..)` would take, for memory checks
+    /// before allocating.
+    pub fn planned_bytes(capacity: u64, error: f64, nonscaling: bool) -> Option<u64> {
+        let first_error = if nonscaling { error } else { error * ERROR_TIGHTENING_RATIO };
+        Some(LinkSizing::new(capacity, first_error)?.bytes)
+    }
+
+    pub fn is_scaling(&self) -> bool {
+        self.options & OPT_NO_SCALING == 0
+    }
+
+    /// Adds `item`: `Ok(true)` if new, `Ok(false)` if any link already reports it. When the
+    /// newest link is at capacity, a scaling chain grows by a link of `capacity * growth` items
+    /// at half the error; `budget` is how many bytes that new link may take.
+    pub fn add(&mut self, item: &[u8], budget: u64) -> Result<bool, AddError> {
+        let h = HashPair::of(item);
+        if self.links.iter().rev().any(|link| link.contains(h)) {
+            return Ok(false);
+        }
+        let newest = self.links.last().expect("a chain has at least one link");
+        if newest.items >= newest.capacity {
+            if !self.is_scaling() {
+                return Err(AddError::Full);
+            }
+            let capacity = newest.capacity.checked_mul(u64::from(self.growth)).filter(|&c| c > 0);
+            let error = newest.error * ERROR_TIGHTENING_RATIO;
+            let sizing =
+                capacity.and_then(|c| LinkSizing::new(c, error)).ok_or(AddError::GrowFailed)?;
+            if sizing.bytes > budget {
+                return Err(AddError::OutOfMemory);
+            }
+            let link = Link::try_new(capacity.unwrap_or(0), error).ok_or(AddError::GrowFailed)?;
+            self.links.push(link);
+        }
+        let newest = self.links.last_mut().expect("a chain has at least one link");
+        if newest.insert(h) {
+            newest.items += 1;
+            self.items += 1;
+        }
+        Ok(true)
+    }
+
+    pub fn contains(&self, item: &[u8]) -> bool {
+        let h = HashPair::of(item);
+        self.links.iter().rev().any(|link| link.contains(h))
+    }
+
+    /// BF.CARD / "Number of items inserted".
+    pub fn items(&self) -> u64 {
+        self.items
+    }
+
+    /// Σ link capacities (BF.INFO Capacity).
+    pub fn capacity(&self) -> u64 {
+        self.links.iter().map(|l| l.capacity).sum()
+    }
+
+    pub fn links(&self) -> &[Link] {
+        &self.links
+    }
+
+    pub fn growth(&self) -> u32 {
+        self.growth
+    }
+
+    /// BF.INFO Size: `32 + 64 × links + Σ link bytes`.
+    pub fn size_bytes(&self) -> u64 {
+        CHAIN_OVERHEAD + self.links.iter().map(|l| LINK_OVERHEAD + l.sizing.bytes).sum::<u64>()
+    }
+
+    /// BF.DEBUG lines: `size:N`, then one line per link.
+    pub fn debug_lines(&self) -> Vec<String> {
+        let mut lines = vec![format!("size:{}", self.items)];
+        lines.extend(self.links.iter().map(Link::debug_line));
+        lines
+    }
+
+    /// The SCANDUMP header (iterator 0).
+    pub fn dump_header(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_FIXED + HEADER_LINK * self.links.len());
+        out.extend_from_slice(&self.items.to_le_bytes());
+        out.extend_from_slice(&(self.links.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.options.to_le_bytes());
+        out.extend_from_slice(&self.growth.to_le_bytes());
+        for link in &self.links {
+            out.extend_from_slice(&link.sizing.bytes.to_le_bytes());
+            out.extend_from_slice(&link.sizing.bits.to_le_bytes());
+            out.extend_from_slice(&link.items.to_le_bytes());
+            out.extend_from_slice(&link.error.to_le_bytes());
+            out.extend_from_slice(&link.sizing.bpe.to_le_bytes());
+            out.extend_from_slice(&link.sizing.hashes.to_le_bytes());
+            out.extend_from_slice(&link.capacity.to_le_bytes());
+            out.push(link.n2);
+        }
+        out
+    }
+
+    /// The link holding dump byte `offset` (0-based over all links' bit arrays) and the offset
+    /// inside it.
+    fn link_at(&self, mut offset: u64) -> Option<(usize, u64)> {
+        for (i, link) in self.links.iter().enumerate() {
+            if offset < link.sizing.bytes {
+                return Some((i, offset));
+            }
+            offset -= link.sizing.bytes;
+        }
+        None
+    }
+
+    /// SCANDUMP for iterator `iter >= 1`: the next chunk (≤ 16 MiB, never crossing a link) and
+    /// the iterator to continue with (1 + byte offset after the chunk), or `(0, [])` when done.
+    pub fn dump_chunk(&self, iter: i64) -> (i64, Vec<u8>) {
+        let Some((index, offset)) = u64::try_from(iter - 1).ok().and_then(|o| self.link_at(o))
+        else {
+            return (0, Vec::new());
+        };
+        let link = &self.links[index];
+        let len = (link.sizing.bytes - offset).min(MAX_SCANDUMP_CHUNK);
+        let chunk = link
+            .bits
+            .read_le_bytes(offset as usize, len as usize)
+            .expect("chunk lies inside its link");
+        (iter + len as i64, chunk)
+    }
+
+    /// Length of the dump header that starts `buf` (from its filter count), if `buf` holds at
+    /// least the fixed part.
+    pub fn header_len(buf: &[u8]) -> Option<usize> {
+        let nfilters = u32::from_le_bytes(buf.get(8..12)?.try_into().ok()?) as usize;
+        nfilters.checked_mul(HEADER_LINK)?.checked_add(HEADER_FIXED)
+    }
+
+    /// Total bit-array bytes a header describes, for memory checks before [`Self::from_header`].
+    pub fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
+        Ok(parse_header(header)?.links.iter().map(|l| l.sizing.bytes).sum())
+    }
+
+    /// Builds an empty-bits chain from a SCANDUMP header, validating every field.
+    pub fn from_header(header: &[u8]) -> Result<Self, &'static str> {
+        let parsed = parse_header(header)?;
+        let mut links = Vec::with_capacity(parsed.links.len());
+        for spec in parsed.links {
+            let bits = zeroed_bits(spec.sizing.bytes).ok_or(ERR_BAD_DATA)?;
+            links.push(Link { bits, ..spec });
+        }
+        Ok(Self { links, items: parsed.items, options: parsed.options, growth: parsed.growth })
+    }
+
+    /// LOADCHUNK: `iter` is what SCANDUMP returned with `data` (1 + offset after the chunk).
+    pub fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
+        let len = data.len() as u64;
+        if iter <= 0 || (iter as u64) < len {
+            return Err(ERR_BAD_DATA);
+        }
+        let start = iter as u64 - len;
+        let (index, offset) =
+            start.checked_sub(1).and_then(|o| self.link_at(o)).ok_or(ERR_NO_LINK)?;
+        let link = &mut self.links[index];
+        if len > link.sizing.bytes - offset {
+            return Err(ERR_CHUNK_TOO_BIG);
+        }
+        link.bits.write_le_bytes(offset as usize, data);
+        Ok(())
+    }
+}
+
+struct ParsedHeader {
+    items: u64,
+    options: u32,
+    growth: u32,
+    /// Links with an empty placeholder bit array.
+    links: Vec<Link>,
+}
+
+/// Little-endian field reader over a header buffer.
+struct Fields<'a> {
+    buf: &'a [u8],
+}
+
+impl Fields<'_> {
+    fn take<const N: usize>(&mut self) -> [u8; N] {
+        let (head, rest) = self.buf.split_at(N);
+        self.buf = rest;
+        head.try_into().expect("length checked")
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.take())
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take())
+    }
+    fn f64(&mut self) -> f64 {
+        f64::from_le_bytes(self.take())
+    }
+}
+
+/// Validates a header: exact length for its link count; only NOROUND/FORCE64/NO_SCALING options
+/// with FORCE64 set (32-bit-hash legacy filters are not supported); growth in range; per link
+/// `bytes` a non-zero multiple of 8, `bits == bytes*8`, error in (0,1), `hashes ==
+/// ceil(ln2*bpe)`, capacity ≥ 1, items ≤ capacity; Σ link items == chain items.
+fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
+    if buf.len() < HEADER_FIXED {
+        return Err(ERR_BAD_DATA);
+    }
+    let mut f = Fields { buf };
+    let items = f.u64();
+    let nfilters = f.u32() as usize;
+    let options = f.u32();
+    let growth = f.u32();
+    if nfilters == 0 || buf.len() != HEADER_FIXED + HEADER_LINK * nfilters {
+        return Err(ERR_BAD_DATA);
+    }
+    let known = OPT_NOROUND | OPT_FORCE64 | OPT_NO_SCALING;
+    if options & !known != 0 || options & OPT_FORCE64 == 0 {
+        return Err(ERR_BAD_DATA);
+    }
+    let scaling = options & OPT_NO_SCALING == 0;
+    if growth > 32768 || (scaling && growth == 0) || (!scaling && nfilters > 1) {
+        return Err(ERR_BAD_DATA);
+    }
+    let mut links = Vec::with_capacity(nfilters);
+    let mut item_sum = 0u64;
+    for _ in 0..nfilters {
+        let bytes = f.u64();
+        let bits = f.u64();
+        let link_items = f.u64();
+        let error = f.f64();
+        let bpe = f.f64();
+        let hashes = f.u32();
+        let capacity = f.u64();
+        let n2 = f.take::<1>()[0];
+        let valid = bytes > 0
+            && bytes % 8 == 0
+            && bytes.checked_mul(8) == Some(bits)
+            && error > 0.0
+            && error < 1.0
+            && bpe.is_finite()
+            && bpe > 0.0
+            && hashes >= 1
+            && hashes == hashes_for(bpe)
+            && capacity >= 1
+            && link_items <= capacity
+            && n2 < 64;
+        if !valid {
+            return Err(ERR_BAD_DATA);
+        }
+        item_sum = item_sum.checked_add(link_items).ok_or(ERR_BAD_DATA)?;
+        links.push(Link {
+            bits: BitArray::zeroed(0),
+            sizing: LinkSizing { bytes, bits, hashes, bpe },
+            error,
+            capacity,
+            items: link_items,
+            n2,
+        });
+    }
+    if item_sum != items {
+        return Err(ERR_BAD_DATA);
+    }
+    Ok(ParsedHeader { items, options, growth, links })
+}
+
+/// C's `printf("%g", x)`: 6 significant digits, trailing zeros removed, exponent form when the
+/// decimal exponent is < -4 or ≥ 6.
+pub fn format_g(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let sci = format!("{x:.5e}");
+    let (mantissa, exp) = sci.split_once('e').expect("exponent form");
+    let exp: i32 = exp.parse().expect("integer exponent");
+    if !(-4..6).contains(&exp) {
+        let mantissa = strip_zeros(mantissa);
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    } else {
+        let decimals = (5 - exp) as usize;
+        strip_zeros(&format!("{x:.decimals$}")).to_string()
+    }
+}
+
+fn strip_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_size_matches_reference_examples() {
+        // Defaults (0.01, 100): first link at 0.005 → bpe 11.03, 1102 bits → 144 bytes;
+        // 32 + 64 + 144 = 240.
+        assert_eq!(BloomChain::new(100, 0.01, 2, false).unwrap().size_bytes(), 240);
+        assert_eq!(BloomChain::new(100, 0.001, 2, false).unwrap().size_bytes(), 296);
+    }
+
+    #[test]
+    fn debug_lines_match_reference_chain() {
+        let mut chain = BloomChain::new(10, 0.01, 2, false).unwrap();
+        for i in 0..100 {
+            chain.add(format!("item{i}").as_bytes(), u64::MAX).unwrap();
+        }
+        let lines = chain.debug_lines();
+        let prefixes = [
+            "bytes:16 bits:128 hashes:8 hashwidth:64 capacity:10 size:",
+            "bytes:32 bits:256 hashes:9 hashwidth:64 capacity:20 size:",
+            "bytes:72 bits:576 hashes:10 hashwidth:64 capacity:40 size:",
+            "bytes:160 bits:1280 hashes:11 hashwidth:64 capacity:80 size:",
+        ];
+        let ratios = ["ratio:0.005", "ratio:0.0025", "ratio:0.00125", "ratio:0.000625"];
+        assert_eq!(lines.len(), 5, "{lines:?}");
+        assert_eq!(lines[0], format!("size:{}", chain.items()));
+        for ((line, prefix), ratio) in lines[1..].iter().zip(prefixes).zip(ratios) {
+            assert!(line.starts_with(prefix), "{line}");
+            assert!(line.ends_with(ratio), "{line}");
+        }
+    }
+
+    #[test]
+    fn format_g_matches_c() {
+        assert_eq!(format_g(0.005), "0.005");
+        assert_eq!(format_g(0.000625), "0.000625");
+        assert_eq!(format_g(0.0000625), "6.25e-05");
+        assert_eq!(format_g(0.01), "0.01");
+        assert_eq!(format_g(1234567.0), "1.23457e+06");
+        assert_eq!(format_g(0.1), "0.1");
+    }
+
+    #[test]
+    fn nonscaling_filter_fills_up() {
+        let mut chain = BloomChain::new(5, 0.01, 0, true).unwrap();
+        let mut added = 0;
+        let mut full = false;
+        for i in 0..50 {
+            match chain.add(format!("x{i}").as_bytes(), u64::MAX) {
+                Ok(true) => added += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    assert_eq!(e, AddError::Full);
+                    full = true;
+                    break;
+                }
+            }
+        }
+        assert!(full);
+        assert_eq!(added, 5);
+        assert_eq!(chain.links().len(), 1);
+    }
+
+    #[test]
+    fn dump_and_load_round_trip_bit_exact() {
+        let mut chain = BloomChain::new(10, 0.01, 2, false).unwrap();
+        for i in 0..100 {
+            chain.add(format!("k{i}").as_bytes(), u64::MAX).unwrap();
+        }
+        let header = chain.dump_header();
+        assert_eq!(header.len(), 20 + 53 * chain.links().len());
+        let mut copy = BloomChain::from_header(&header).unwrap();
+        let mut iter = 1;
+        loop {
+            let (next, chunk) = chain.dump_chunk(iter);
+            if next == 0 {
+                assert!(chunk.is_empty());
+                break;
+            }
+            copy.load_chunk(next, &chunk).unwrap();
+            iter = next;
+        }
+        for i in 0..100 {
+            assert!(copy.contains(format!("k{i}").as_bytes()));
+        }
+        assert_eq!(copy.dump_header(), header);
+        assert_eq!(copy.items(), chain.items());
+        // Chunks never cross links: first chunk is exactly link 0.
+        assert_eq!(chain.dump_chunk(1), (17, chain.links[0].bits.to_le_bytes()));
+    }
+
+    #[test]
+    fn header_validation_rejects_each_bad_field() {
+        let chain = BloomChain::new(100, 0.01, 2, false).unwrap();
+        let good = chain.dump_header();
+        assert!(BloomChain::from_header(&good).is_ok());
+        let corrupt = |at: usize, bytes: &[u8]| {
+            let mut h = good.clone();
+            h[at..at + bytes.len()].copy_from_slice(bytes);
+            BloomChain::from_header(&h).err()
+        };
+        assert_eq!(corrupt(0, &1u64.to_le_bytes()), Some(ERR_BAD_DATA)); // size != Σ
+        assert_eq!(corrupt(8, &2u32.to_le_bytes()), Some(ERR_BAD_DATA)); // nfilters
+        assert_eq!(corrupt(12, &(5u32 | 16).to_le_bytes()), Some(ERR_BAD_DATA)); // options
+        assert_eq!(corrupt(12, &1u32.to_le_bytes()), Some(ERR_BAD_DATA)); // no FORCE64
+        assert_eq!(corrupt(16, &0u32.to_le_bytes()), Some(ERR_BAD_DATA)); // growth 0 scaling
+        assert_eq!(corrupt(20, &7u64.to_le_bytes()), Some(ERR_BAD_DATA)); // bytes
+        assert_eq!(corrupt(28, &7u64.to_le_bytes()), Some(ERR_BAD_DATA)); // bits
+        assert_eq!(corrupt(36, &101u64.to_le_bytes()), Some(ERR_BAD_DATA)); // items > cap
+        assert_eq!(corrupt(44, &1.5f64.to_le_bytes()), Some(ERR_BAD_DATA)); // error
+        assert_eq!(corrupt(52, &f64::NAN.to_le_bytes()), Some(ERR_BAD_DATA)); // bpe
+        assert_eq!(corrupt(60, &3u32.to_le_bytes()), Some(ERR_BAD_DATA)); // hashes
+        assert_eq!(corrupt(64, &0u64.to_le_bytes()), Some(ERR_BAD_DATA)); // capacity
+        assert_eq!(corrupt(72, &[64]), Some(ERR_BAD_DATA)); // n2
+        assert_eq!(BloomChain::from_header(&good[..good.len() - 1]).err(), Some(ERR_BAD_DATA));
+        assert_eq!(BloomChain::from_header(&[]).err(), Some(ERR_BAD_DATA));
+    }
+
+    #[test]
+    fn load_chunk_bounds() {
+        let chain = BloomChain::new(100, 0.01, 2, false).unwrap(); // one 144-byte link
+        let mut copy = BloomChain::from_header(&chain.dump_header()).unwrap();
+        assert_eq!(copy.load_chunk(0, &[1]), Err(ERR_BAD_DATA));
+        assert_eq!(copy.load_chunk(3, &[1; 4]), Err(ERR_BAD_DATA));
+        assert_eq!(copy.load_chunk(4, &[1; 4]), Err(ERR_NO_LINK));
+        assert_eq!(copy.load_chunk(146, &[1; 145]), Err(ERR_CHUNK_TOO_BIG));
+        assert_eq!(copy.load_chunk(1000, &[1]), Err(ERR_NO_LINK));
+        assert_eq!(copy.load_chunk(145, &[0xff; 144]), Ok(()));
+        assert!(copy.contains(b"anything"));
+    }
+}

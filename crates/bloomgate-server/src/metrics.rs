@@ -1,0 +1,161 @@
+//! Prometheus text exposition on `--metrics-addr`: commands and errors by name, a command latency
+//! histogram, clients, keys, memory, persistence (last snapshot, log size, fsync latency) and
+//! filter health (items, fill ratio, estimated false-positive rate across Bloom filters).
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::keyspace::Value;
+use crate::server::Shared;
+
+/// Latency bucket upper bounds in microseconds (10 µs … 1 s).
+const BUCKETS_MICROS: [u64; 11] = [10, 25, 50, 100, 250, 500, 1_000, 5_000, 25_000, 100_000, 1_000_000];
+
+/// Command latency histogram, updated lock-free from connection tasks.
+#[derive(Default)]
+pub struct Latency {
+    buckets: [AtomicU64; BUCKETS_MICROS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Latency {
+    pub fn observe(&self, elapsed: Duration) {
+        let micros = elapsed.as_micros() as u64;
+        if let Some(i) = BUCKETS_MICROS.iter().position(|&b| micros <= b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+}
+
+/// Fill ratio and estimated FPR of one chain: a probe misses link i with probability
+/// `1 - fill_i^k_i` (fill = set bits / bits), so FPR ≈ 1 - Π_i (1 - fill_i^k_i).
+fn chain_health(chain: &crate::compat::sbchain::BloomChain) -> (f64, f64) {
+    let mut miss_all = 1.0;
+    let (mut ones, mut bits) = (0u64, 0u64);
+    for link in chain.links() {
+        let link_bits = link.bytes() * 8;
+        let link_ones = link.count_ones();
+        let fill = link_ones as f64 / link_bits as f64;
+        miss_all *= 1.0 - fill.powi(link.hashes() as i32);
+        ones += link_ones;
+        bits += link_bits;
+    }
+    (ones as f64 / bits.max(1) as f64, 1.0 - miss_all)
+}
+
+/// Renders the exposition text.
+pub fn render(shared: &Shared) -> String {
+    let mut out = String::new();
+    let (entries, per_command, clients, used, maxmemory, keys, last_save, changes) = {
+        let store = shared.store.lock().expect("store lock");
+        (
+            store.db.snapshot(),
+            store.stats.per_command.clone(),
+            store.stats.connected_clients,
+            store.db.used_memory(),
+            store.config.maxmemory,
+            store.db.len(),
+            store.persistence.last_save_unix,
+            store.persistence.changes_since_save,
+        )
+    };
+    let _ = writeln!(out, "# TYPE bloomgate_commands_total counter");
+    for (name, (calls, _)) in &per_command {
+        let _ = writeln!(out, "bloomgate_commands_total{{cmd=\"{name}\"}} {calls}");
+    }
+    let _ = writeln!(out, "# TYPE bloomgate_command_errors_total counter");
+    for (name, (_, errors)) in &per_command {
+        let _ = writeln!(out, "bloomgate_command_errors_total{{cmd=\"{name}\"}} {errors}");
+    }
+    let lat = &shared.latency;
+    let _ = writeln!(out, "# TYPE bloomgate_command_duration_seconds histogram");
+    let mut cumulative = 0;
+    for (bound, bucket) in BUCKETS_MICROS.iter().zip(&lat.buckets) {
+        cumulative += bucket.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "bloomgate_command_duration_seconds_bucket{{le=\"{}\"}} {cumulative}",
+            *bound as f64 / 1e6
+        );
+    }
+    let count = lat.count.load(Ordering::Relaxed);
+    let _ = writeln!(out, "bloomgate_command_duration_seconds_bucket{{le=\"+Inf\"}} {count}");
+    let _ = writeln!(
+        out,
+        "bloomgate_command_duration_seconds_sum {}",
+        lat.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
+    );
+    let _ = writeln!(out, "bloomgate_command_duration_seconds_count {count}");
+    let gauges = [
+        ("bloomgate_connected_clients", clients as f64),
+        ("bloomgate_keys", keys as f64),
+        ("bloomgate_used_memory_bytes", used as f64),
+        ("bloomgate_maxmemory_bytes", maxmemory as f64),
+        ("bloomgate_last_snapshot_timestamp_seconds", last_save as f64),
+        ("bloomgate_changes_since_snapshot", changes as f64),
+    ];
+    for (name, value) in gauges {
+        let _ = writeln!(out, "# TYPE {name} gauge\n{name} {value}");
+    }
+    if let Some(aof) = shared.aof.get() {
+        let (fsyncs, micros) = aof.fsync_stats();
+        let _ = writeln!(out, "# TYPE bloomgate_aof_size_bytes gauge\nbloomgate_aof_size_bytes {}", aof.size());
+        let _ = writeln!(out, "# TYPE bloomgate_aof_fsyncs_total counter\nbloomgate_aof_fsyncs_total {fsyncs}");
+        let _ = writeln!(
+            out,
+            "# TYPE bloomgate_aof_fsync_seconds_total counter\nbloomgate_aof_fsync_seconds_total {}",
+            micros as f64 / 1e6
+        );
+    }
+    // Filter health, computed outside the store lock on shared (copy-on-write) values.
+    let (mut filters, mut items, mut fill_sum, mut fpr_sum, mut fpr_max) = (0u64, 0u64, 0.0, 0.0, 0.0f64);
+    for (_, entry) in &entries {
+        let Value::Bloom(chain) = &*entry.value;
+        let (fill, fpr) = chain_health(chain);
+        filters += 1;
+        items += chain.items();
+        fill_sum += fill;
+        fpr_sum += fpr;
+        fpr_max = fpr_max.max(fpr);
+    }
+    let mean = |sum: f64| if filters == 0 { 0.0 } else { sum / filters as f64 };
+    let health = [
+        ("bloomgate_bloom_filters", filters as f64),
+        ("bloomgate_bloom_items", items as f64),
+        ("bloomgate_bloom_fill_ratio_mean", mean(fill_sum)),
+        ("bloomgate_bloom_estimated_fpr_mean", mean(fpr_sum)),
+        ("bloomgate_bloom_estimated_fpr_max", fpr_max),
+    ];
+    for (name, value) in health {
+        let _ = writeln!(out, "# TYPE {name} gauge\n{name} {value}");
+    }
+    out
+}
+
+/// Serves `GET /metrics` (any path) until the process exits.
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else { continue };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut request = [0u8; 4096];
+            // Read the request head (bounded); the content does not depend on it.
+            let _ = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut request)).await;
+            let body = tokio::task::spawn_blocking(move || render(&shared)).await.unwrap_or_default();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(body.as_bytes()).await;
+        });
+    }
+}

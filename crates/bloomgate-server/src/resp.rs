@@ -1,0 +1,470 @@
+//! RESP2/RESP3 wire format: the reply values commands produce, their encoding for either protocol
+//! version, and an incremental request parser with Redis' limits (multibulk and inline forms).
+
+use std::fmt::Write as _;
+
+/// A reply value, independent of the protocol version it will be encoded in.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    Simple(String),
+    /// Full error line without the leading `-` (e.g. `ERR not found`).
+    Error(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    /// Null bulk (`$-1` in RESP2, `_` in RESP3).
+    Nil,
+    /// Null array (`*-1` in RESP2, `_` in RESP3): an aborted EXEC.
+    NilArray,
+    Array(Vec<Reply>),
+    /// Key/value pairs: a map in RESP3, a flat array in RESP2.
+    Map(Vec<(Reply, Reply)>),
+    /// A boolean in RESP3, integer 0/1 in RESP2.
+    Bool(bool),
+}
+
+impl Reply {
+    pub fn ok() -> Self {
+        Reply::Simple("OK".into())
+    }
+    pub fn error(msg: impl Into<String>) -> Self {
+        Reply::Error(msg.into())
+    }
+    pub fn bulk(data: impl Into<Vec<u8>>) -> Self {
+        Reply::Bulk(data.into())
+    }
+    pub fn is_error(&self) -> bool {
+        matches!(self, Reply::Error(_))
+    }
+
+    /// Appends the encoding of `self` for protocol `proto` (2 or 3).
+    pub fn encode(&self, proto: u8, out: &mut Vec<u8>) {
+        match self {
+            Reply::Simple(s) => line(out, b'+', s),
+            Reply::Error(s) => line(out, b'-', s),
+            Reply::Int(n) => line(out, b':', &n.to_string()),
+            Reply::Bulk(data) => {
+                line(out, b'$', &data.len().to_string());
+                out.extend_from_slice(data);
+                out.extend_from_slice(b"\r\n");
+            }
+            Reply::Nil if proto >= 3 => out.extend_from_slice(b"_\r\n"),
+            Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
+            Reply::NilArray if proto >= 3 => out.extend_from_slice(b"_\r\n"),
+            Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
+            Reply::Array(items) => {
+                line(out, b'*', &items.len().to_string());
+                for item in items {
+                    item.encode(proto, out);
+                }
+            }
+            Reply::Map(pairs) => {
+                if proto >= 3 {
+                    line(out, b'%', &pairs.len().to_string());
+                } else {
+                    line(out, b'*', &(pairs.len() * 2).to_string());
+                }
+                for (k, v) in pairs {
+                    k.encode(proto, out);
+                    v.encode(proto, out);
+                }
+            }
+            Reply::Bool(b) if proto >= 3 => out.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
+            Reply::Bool(b) => line(out, b':', if *b { "1" } else { "0" }),
+        }
+    }
+}
+
+fn line(out: &mut Vec<u8>, prefix: u8, body: &str) {
+    out.push(prefix);
+    // Error and status lines must not contain CR/LF (Redis replaces them with spaces).
+    out.extend(body.bytes().map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Redis' `proto-max-bulk-len` default.
+pub const MAX_BULK_LEN: usize = 512 * 1024 * 1024;
+/// Redis' limit on a multibulk count (`INT_MAX`); far above the 1,048,576 clients rely on.
+pub const MAX_MULTIBULK_LEN: i64 = i32::MAX as i64;
+/// An inline command or a `*`/`$` header line without CRLF beyond this is refused
+/// (Redis' PROTO_INLINE_MAX_SIZE).
+pub const MAX_INLINE_LEN: usize = 64 * 1024;
+/// Redis' `client-query-buffer-limit` default: one command may not buffer more than 1 GiB.
+pub const MAX_QUERY_BUFFER: usize = 1024 * 1024 * 1024;
+
+/// A protocol violation: reply `-ERR Protocol error: <msg>` and close the connection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProtocolError(pub String);
+
+impl ProtocolError {
+    pub fn reply(&self) -> Reply {
+        Reply::Error(format!("ERR Protocol error: {}", self.0))
+    }
+}
+
+/// Incremental request parser. Feed bytes into [`Self::buffer`], then call
+/// [`Self::next_command`] until it returns `Ok(None)`. Parsed bulk arguments are moved out as
+/// they complete, so a command split across many reads is never re-parsed from the start.
+#[derive(Default)]
+pub struct RequestParser {
+    buf: Vec<u8>,
+    pos: usize,
+    /// Multibulk in progress: (declared count, arguments so far, pending bulk length).
+    pending: Option<(usize, Vec<Vec<u8>>, Option<usize>)>,
+    /// Bytes held by completed arguments of the pending command (query buffer limit).
+    pending_bytes: usize,
+}
+
+impl RequestParser {
+    /// Appends received bytes.
+    pub fn extend(&mut self, data: &[u8]) {
+        if self.pos > 0 && self.pos == self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+        }
+        self.buf.extend_from_slice(data);
+    }
+
+    /// Number of bytes a next read should at least try to fill (to read big bulks efficiently).
+    pub fn buffered(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// Next complete command, `Ok(None)` if more bytes are needed. Empty inline lines are skipped.
+    pub fn next_command(&mut self) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
+        loop {
+            let result = if self.pending.is_some() {
+                self.continue_multibulk()
+            } else {
+                match self.buf.get(self.pos) {
+                    None => Ok(None),
+                    Some(b'*') => self.start_multibulk(),
+                    Some(_) => self.inline(),
+                }
+            };
+            self.compact();
+            match result {
+                Ok(Some(args)) if args.is_empty() => continue,
+                other => return other,
+            }
+        }
+    }
+
+    fn compact(&mut self) {
+        if self.pos > 0 && (self.pos == self.buf.len() || self.pos > 1 << 20) {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+    }
+
+    /// Reads a CRLF-terminated line starting at `pos`; `None` if incomplete.
+    fn read_line(&mut self, too_long: &str) -> Result<Option<&[u8]>, ProtocolError> {
+        let rest = &self.buf[self.pos..];
+        match rest.iter().position(|&b| b == b'\n') {
+            Some(nl) => {
+                let line_end = if nl > 0 && rest[nl - 1] == b'\r' { nl - 1 } else { nl };
+                let start = self.pos;
+                self.pos += nl + 1;
+                Ok(Some(&self.buf[start..start + line_end]))
+            }
+            None if rest.len() > MAX_INLINE_LEN => Err(ProtocolError(too_long.into())),
+            None => Ok(None),
+        }
+    }
+
+    fn inline(&mut self) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
+        let Some(line) = self.read_line("too big inline request")? else { return Ok(None) };
+        split_inline(line).map(Some)
+    }
+
+    fn start_multibulk(&mut self) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
+        let save = self.pos;
+        let Some(line) = self.read_line("too big mbulk count string")? else {
+            return Ok(None);
+        };
+        let count = parse_i64(&line[1..]).filter(|&n| n <= MAX_MULTIBULK_LEN);
+        let Some(count) = count else {
+            self.pos = save;
+            return Err(ProtocolError("invalid multibulk length".into()));
+        };
+        if count <= 0 {
+            return Ok(Some(Vec::new()));
+        }
+        let count = count as usize;
+        // Never trust the declared count for allocation.
+        self.pending = Some((count, Vec::with_capacity(count.min(1024)), None));
+        self.pending_bytes = 0;
+        self.continue_multibulk()
+    }
+
+    fn continue_multibulk(&mut self) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
+        loop {
+            let (count, args, bulk_len) = self.pending.as_mut().expect("pending multibulk");
+            if args.len() == *count {
+                let (_, args, _) = self.pending.take().expect("pending multibulk");
+                return Ok(Some(args));
+            }
+            match *bulk_len {
+                None => {
+                    let Some(&first) = self.buf.get(self.pos) else { return Ok(None) };
+                    if first != b'$' {
+                        return Err(ProtocolError(format!(
+                            "expected '$', got '{}'",
+                            char::from(first)
+                        )));
+                    }
+                    let Some(line) = self.read_line("too big bulk count string")? else {
+                        return Ok(None);
+                    };
+                    let len = parse_i64(&line[1..])
+                        .filter(|&n| n >= 0 && n as usize <= MAX_BULK_LEN)
+                        .ok_or_else(|| ProtocolError("invalid bulk length".into()))?;
+                    let len = len as usize;
+                    if self.pending_bytes + len > MAX_QUERY_BUFFER {
+                        return Err(ProtocolError("query buffer limit exceeded".into()));
+                    }
+                    self.pending.as_mut().expect("pending").2 = Some(len);
+                }
+                Some(len) => {
+                    if self.buf.len() - self.pos < len + 2 {
+                        self.buf.reserve(len + 2 - (self.buf.len() - self.pos));
+                        return Ok(None);
+                    }
+                    let data = self.buf[self.pos..self.pos + len].to_vec();
+                    self.pos += len + 2;
+                    self.pending_bytes += len + 32;
+                    if self.pending_bytes > MAX_QUERY_BUFFER {
+                        return Err(ProtocolError("query buffer limit exceeded".into()));
+                    }
+                    let (_, args, bulk_len) = self.pending.as_mut().expect("pending");
+                    args.push(data);
+                    *bulk_len = None;
+                }
+            }
+        }
+    }
+}
+
+/// Redis' `string2ll`: optional `-`, digits, no `+`, no leading zeros, no spaces, in range.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(s).ok()?;
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if digits.is_empty()
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+        || (digits.len() > 1 && digits.starts_with('0'))
+        || (digits == "0" && text.starts_with('-'))
+    {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// Redis' `sdssplitargs` for inline commands: whitespace-separated words, "double quotes" with
+/// `\n \r \t \b \a \\ \" \xHH` escapes, 'single quotes' with `\'`; a closing quote must be
+/// followed by whitespace or the end.
+fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
+    let unbalanced = || ProtocolError("unbalanced quotes in request".into());
+    let mut args = Vec::new();
+    let mut i = 0;
+    loop {
+        while i < line.len() && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i == line.len() {
+            return Ok(args);
+        }
+        let mut word = Vec::new();
+        match line[i] {
+            b'"' => {
+                i += 1;
+                loop {
+                    match line.get(i) {
+                        None => return Err(unbalanced()),
+                        Some(b'\\') if i + 3 < line.len()
+                            && line[i + 1] == b'x'
+                            && line[i + 2].is_ascii_hexdigit()
+                            && line[i + 3].is_ascii_hexdigit() =>
+                        {
+                            let hex = std::str::from_utf8(&line[i + 2..i + 4]).expect("hex");
+                            word.push(u8::from_str_radix(hex, 16).expect("hex"));
+                            i += 4;
+                        }
+                        Some(b'\\') if i + 1 < line.len() => {
+                            word.push(match line[i + 1] {
+                                b'n' => b'\n',
+                                b'r' => b'\r',
+                                b't' => b'\t',
+                                b'b' => 8,
+                                b'a' => 7,
+                                other => other,
+                            });
+                            i += 2;
+                        }
+                        Some(b'"') => {
+                            i += 1;
+                            if line.get(i).is_some_and(|b| !b.is_ascii_whitespace()) {
+                                return Err(unbalanced());
+                            }
+                            break;
+                        }
+                        Some(&b) => {
+                            word.push(b);
+                            i += 1;
+                        }
+                    }
+                }
+            }
+            b'\'' => {
+                i += 1;
+                loop {
+                    match line.get(i) {
+                        None => return Err(unbalanced()),
+                        Some(b'\\') if line.get(i + 1) == Some(&b'\'') => {
+                            word.push(b'\'');
+                            i += 2;
+                        }
+                        Some(b'\'') => {
+                            i += 1;
+                            if line.get(i).is_some_and(|b| !b.is_ascii_whitespace()) {
+                                return Err(unbalanced());
+                            }
+                            break;
+                        }
+                        Some(&b) => {
+                            word.push(b);
+                            i += 1;
+                        }
+                    }
+                }
+            }
+            _ => {
+                while i < line.len() && !line[i].is_ascii_whitespace() {
+                    word.push(line[i]);
+                    i += 1;
+                }
+            }
+        }
+        args.push(word);
+    }
+}
+
+/// Renders a reply as redis-cli-like text (used in tests and logs).
+pub fn describe(reply: &Reply) -> String {
+    let mut s = String::new();
+    match reply {
+        Reply::Simple(v) => s.push_str(v),
+        Reply::Error(v) => {
+            let _ = write!(s, "(error) {v}");
+        }
+        Reply::Int(n) => {
+            let _ = write!(s, "(integer) {n}");
+        }
+        Reply::Bulk(b) => s.push_str(&String::from_utf8_lossy(b)),
+        Reply::Nil | Reply::NilArray => s.push_str("(nil)"),
+        Reply::Bool(b) => s.push_str(if *b { "(true)" } else { "(false)" }),
+        Reply::Array(items) => {
+            let parts: Vec<String> = items.iter().map(describe).collect();
+            let _ = write!(s, "[{}]", parts.join(", "));
+        }
+        Reply::Map(pairs) => {
+            let parts: Vec<String> =
+                pairs.iter().map(|(k, v)| format!("{}: {}", describe(k), describe(v))).collect();
+            let _ = write!(s, "{{{}}}", parts.join(", "));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
+        let mut p = RequestParser::default();
+        p.extend(input);
+        let mut out = Vec::new();
+        while let Some(cmd) = p.next_command()? {
+            out.push(cmd);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn multibulk_split_across_reads() {
+        let input = b"*3\r\n$6\r\nBF.ADD\r\n$1\r\nk\r\n$5\r\nhello\r\n*1\r\n$4\r\nPING\r\n";
+        let mut p = RequestParser::default();
+        let mut cmds = Vec::new();
+        for byte in input {
+            p.extend(&[*byte]);
+            while let Some(cmd) = p.next_command().unwrap() {
+                cmds.push(cmd);
+            }
+        }
+        assert_eq!(cmds, vec![
+            vec![b"BF.ADD".to_vec(), b"k".to_vec(), b"hello".to_vec()],
+            vec![b"PING".to_vec()]
+        ]);
+    }
+
+    #[test]
+    fn inline_commands_with_quotes() {
+        let cmds = parse_all(b"PING\r\n\r\nset \"a b\\x41\" 'c\\'d'\n").unwrap();
+        assert_eq!(cmds, vec![
+            vec![b"PING".to_vec()],
+            vec![b"set".to_vec(), b"a bA".to_vec(), b"c'd".to_vec()]
+        ]);
+        assert_eq!(
+            parse_all(b"ECHO \"abc\r\n").unwrap_err().reply(),
+            Reply::error("ERR Protocol error: unbalanced quotes in request")
+        );
+    }
+
+    #[test]
+    fn limits_are_protocol_errors() {
+        let too_big = format!("*1\r\n${}\r\n", MAX_BULK_LEN + 1);
+        assert_eq!(parse_all(too_big.as_bytes()).unwrap_err().0, "invalid bulk length");
+        assert_eq!(parse_all(b"*1\r\n$-5\r\n").unwrap_err().0, "invalid bulk length");
+        assert_eq!(parse_all(b"*abc\r\n").unwrap_err().0, "invalid multibulk length");
+        assert_eq!(parse_all(b"*1\r\n:5\r\n").unwrap_err().0, "expected '$', got ':'");
+        let long_inline = vec![b'a'; MAX_INLINE_LEN + 1];
+        assert_eq!(parse_all(&long_inline).unwrap_err().0, "too big inline request");
+        // A declared 512 MiB bulk is accepted (and waits for data) without allocating it.
+        let mut p = RequestParser::default();
+        p.extend(format!("*2\r\n$4\r\nECHO\r\n${MAX_BULK_LEN}\r\n").as_bytes());
+        assert_eq!(p.next_command().unwrap(), None);
+    }
+
+    #[test]
+    fn million_arguments() {
+        let n = 1_048_576;
+        let mut input = format!("*{}\r\n$7\r\nBF.MADD\r\n", n + 1).into_bytes();
+        input.extend_from_slice(b"$1\r\nk\r\n");
+        for _ in 0..n - 1 {
+            input.extend_from_slice(b"$1\r\nx\r\n");
+        }
+        let cmds = parse_all(&input).unwrap();
+        assert_eq!(cmds[0].len(), n + 1);
+    }
+
+    #[test]
+    fn string2ll_rules() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-12"), Some(-12));
+        for bad in [&b"+1"[..], b"01", b"-0", b" 1", b"1 ", b"", b"-", b"99999999999999999999"] {
+            assert_eq!(parse_i64(bad), None, "{:?}", bad);
+        }
+    }
+
+    #[test]
+    fn encodes_both_protocols() {
+        let reply = Reply::Array(vec![Reply::Bool(true), Reply::Nil, Reply::Map(vec![(
+            Reply::Simple("Size".into()),
+            Reply::Int(240),
+        )])]);
+        let mut v2 = Vec::new();
+        reply.encode(2, &mut v2);
+        assert_eq!(v2, b"*3\r\n:1\r\n$-1\r\n*2\r\n+Size\r\n:240\r\n");
+        let mut v3 = Vec::new();
+        reply.encode(3, &mut v3);
+        assert_eq!(v3, b"*3\r\n#t\r\n_\r\n%1\r\n+Size\r\n:240\r\n");
+    }
+}

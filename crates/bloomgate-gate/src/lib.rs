@@ -1,1 +1,29 @@
-//! placeholder
+//! bloomgate-gate: a membership gate for "has this scope (user) already seen this item?".
+//!
+//! Per-scope time-windowed Bloom filters sit in front of an exact store (SQLite or Redis, with an
+//! LRU cache). A "definitely not" answer skips the exact path entirely; a "maybe" is either
+//! verified against the exact store (policy [`Policy::Verify`], exact results) or trusted
+//! ([`Policy::Trust`], over-filtering at the filter's false-positive rate). Filters follow the
+//! product's retention window, are rebuilt from the store when they saturate, and share one memory
+//! budget. [`demo`] reproduces the feed-service case study on a real store.
+
+mod cache;
+pub mod demo;
+mod error;
+mod gate;
+mod lifecycle;
+mod metrics;
+mod redis_store;
+mod remote;
+mod sqlite_store;
+mod store;
+mod windowed_shim;
+
+pub use cache::SeenCache;
+pub use error::{Error, Result};
+pub use gate::{FilterMode, Gate, GateConfig, Policy};
+pub use lifecycle::LifecycleConfig;
+pub use metrics::Metrics;
+pub use redis_store::RedisStore;
+pub use sqlite_store::SqliteStore;
+pub use store::{ExactStore, LatencyStore, Seen};

@@ -1,0 +1,276 @@
+//! Operational signals of the gate, rendered as Prometheus text exposition (format 0.0.4).
+//!
+//! The case study's list: pass-through rate (candidates sent to the exact path), the
+//! false-positive proxy (exact misses after a filter "maybe"), the trust-mode over-filter
+//! estimate from a small verified sample, saturation, filter memory, request and store latency,
+//! rebuilds and rotations. Counters are relaxed atomics: a scrape may see a request half counted,
+//! never a torn value.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Latency bucket bounds in seconds: 25 µs to 1 s, roughly ×2 apart.
+const LATENCY_BOUNDS: [f64; 16] = [
+    25e-6, 50e-6, 100e-6, 200e-6, 400e-6, 800e-6, 1.6e-3, 3.2e-3, 6.4e-3, 12.8e-3, 25.6e-3,
+    51.2e-3, 102.4e-3, 204.8e-3, 409.6e-3, 1.0,
+];
+
+/// Saturation bounds: a filter's estimated FPR as a fraction of its budget (> 1 triggers a rebuild).
+pub(crate) const SATURATION_BOUNDS: [f64; 6] = [0.1, 0.25, 0.5, 0.75, 1.0, 2.0];
+
+/// A fixed-bucket latency histogram.
+pub struct Histogram {
+    buckets: [AtomicU64; LATENCY_BOUNDS.len() + 1],
+    sum_nanos: AtomicU64,
+}
+
+impl Histogram {
+    fn new() -> Self {
+        Histogram {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum_nanos: AtomicU64::new(0),
+        }
+    }
+
+    pub fn observe(&self, elapsed: Duration) {
+        let secs = elapsed.as_secs_f64();
+        let slot = LATENCY_BOUNDS
+            .iter()
+            .position(|&bound| secs <= bound)
+            .unwrap_or(LATENCY_BOUNDS.len());
+        self.buckets[slot].fetch_add(1, Relaxed);
+        self.sum_nanos
+            .fetch_add(elapsed.as_nanos().min(u64::MAX as u128) as u64, Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, bucket) in self.buckets.iter().enumerate() {
+            cumulative += bucket.load(Relaxed);
+            match LATENCY_BOUNDS.get(i) {
+                Some(bound) => _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}"),
+                None => _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}"),
+            }
+        }
+        let sum = self.sum_nanos.load(Relaxed) as f64 * 1e-9;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {cumulative}");
+    }
+}
+
+/// All counters of one gate.
+pub struct Metrics {
+    pub requests: AtomicU64,
+    pub candidates: AtomicU64,
+    /// Candidates the filter answered "maybe" for.
+    pub filter_maybe: AtomicU64,
+    /// Candidates sent to the exact path (cache, then store).
+    pub exact_lookups: AtomicU64,
+    pub cache_hits: AtomicU64,
+    /// Membership checks answered by the store (cache misses) plus one per history load.
+    pub store_reads: AtomicU64,
+    /// Filter "maybe" that the exact path answered "unseen" (verify mode): false-positive proxy.
+    pub exact_misses_after_maybe: AtomicU64,
+    /// Trust mode sample: filter "maybe" verified against the store, and how many were unseen.
+    pub trust_sample_maybe: AtomicU64,
+    pub trust_sample_false_positives: AtomicU64,
+    /// Trust mode sample: candidates in sampled requests that the store says are unseen.
+    pub trust_sample_unseen: AtomicU64,
+    pub history_loads: AtomicU64,
+    pub rebuilds: AtomicU64,
+    pub rotations: AtomicU64,
+    pub evictions: AtomicU64,
+    pub request_latency: Histogram,
+    pub store_latency: Histogram,
+}
+
+/// Filter-side gauges, sampled at scrape time.
+pub(crate) struct FilterGauges {
+    pub resident_filters: u64,
+    pub memory_bytes: u64,
+    /// Count of resident filters per saturation bucket (last slot = above every bound).
+    pub saturation: [u64; SATURATION_BOUNDS.len() + 1],
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let zero = || AtomicU64::new(0);
+        Metrics {
+            requests: zero(),
+            candidates: zero(),
+            filter_maybe: zero(),
+            exact_lookups: zero(),
+            cache_hits: zero(),
+            store_reads: zero(),
+            exact_misses_after_maybe: zero(),
+            trust_sample_maybe: zero(),
+            trust_sample_false_positives: zero(),
+            trust_sample_unseen: zero(),
+            history_loads: zero(),
+            rebuilds: zero(),
+            rotations: zero(),
+            evictions: zero(),
+            request_latency: Histogram::new(),
+            store_latency: Histogram::new(),
+        }
+    }
+}
+
+fn ratio(num: u64, den: u64) -> f64 {
+    if den == 0 {
+        0.0
+    } else {
+        num as f64 / den as f64
+    }
+}
+
+impl Metrics {
+    /// Estimated trust-mode over-filter rate: false positives among sampled "maybe" answers per
+    /// unseen candidate in the same sampled requests.
+    pub fn trust_over_filter_estimate(&self) -> f64 {
+        ratio(
+            self.trust_sample_false_positives.load(Relaxed),
+            self.trust_sample_unseen.load(Relaxed),
+        )
+    }
+
+    pub(crate) fn render(&self, gauges: &FilterGauges) -> String {
+        let mut out = String::new();
+        let counters: [(&str, &str, &AtomicU64); 13] = [
+            (
+                "bloomgate_requests_total",
+                "Requests answered by the gate.",
+                &self.requests,
+            ),
+            (
+                "bloomgate_candidates_total",
+                "Candidate items checked.",
+                &self.candidates,
+            ),
+            (
+                "bloomgate_filter_maybe_total",
+                "Candidates the filter answered maybe for.",
+                &self.filter_maybe,
+            ),
+            (
+                "bloomgate_exact_lookups_total",
+                "Candidates sent to the exact path (cache, then store).",
+                &self.exact_lookups,
+            ),
+            (
+                "bloomgate_cache_hits_total",
+                "Exact lookups answered by the cache.",
+                &self.cache_hits,
+            ),
+            (
+                "bloomgate_store_reads_total",
+                "Checks answered by the store plus history loads.",
+                &self.store_reads,
+            ),
+            (
+                "bloomgate_exact_misses_after_maybe_total",
+                "Filter maybe answered unseen by the exact path (false-positive proxy).",
+                &self.exact_misses_after_maybe,
+            ),
+            (
+                "bloomgate_trust_sample_maybe_total",
+                "Trust mode: sampled maybe answers verified against the store.",
+                &self.trust_sample_maybe,
+            ),
+            (
+                "bloomgate_trust_sample_false_positives_total",
+                "Trust mode: sampled maybe answers the store says are unseen.",
+                &self.trust_sample_false_positives,
+            ),
+            (
+                "bloomgate_history_loads_total",
+                "Scope histories loaded from the store (builds and rebuilds).",
+                &self.history_loads,
+            ),
+            (
+                "bloomgate_rebuilds_total",
+                "Filters rebuilt because their estimated FPR exceeded the budget.",
+                &self.rebuilds,
+            ),
+            (
+                "bloomgate_rotations_total",
+                "Filter generation rotations.",
+                &self.rotations,
+            ),
+            (
+                "bloomgate_evictions_total",
+                "Idle filters evicted to stay within the memory budget.",
+                &self.evictions,
+            ),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                value.load(Relaxed)
+            );
+        }
+        let candidates = self.candidates.load(Relaxed);
+        let gauges_f64 = [
+            (
+                "bloomgate_pass_through_ratio",
+                "Exact lookups per candidate.",
+                ratio(self.exact_lookups.load(Relaxed), candidates),
+            ),
+            (
+                "bloomgate_false_positive_proxy_ratio",
+                "Exact misses after maybe per maybe.",
+                ratio(
+                    self.exact_misses_after_maybe.load(Relaxed),
+                    self.filter_maybe.load(Relaxed),
+                ),
+            ),
+            (
+                "bloomgate_trust_over_filter_estimate_ratio",
+                "Trust mode: estimated unseen candidates wrongly dropped per unseen candidate.",
+                self.trust_over_filter_estimate(),
+            ),
+            (
+                "bloomgate_filters_resident",
+                "Scope filters in memory.",
+                gauges.resident_filters as f64,
+            ),
+            (
+                "bloomgate_filter_memory_bytes",
+                "Bytes held by all scope filters.",
+                gauges.memory_bytes as f64,
+            ),
+        ];
+        for (name, help, value) in gauges_f64 {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+            );
+        }
+        let name = "bloomgate_filters_by_saturation";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Resident filters whose estimated FPR is at most `le` times the FPR budget.\n# TYPE {name} gauge"
+        );
+        let mut cumulative = 0;
+        for (i, count) in gauges.saturation.iter().enumerate() {
+            cumulative += count;
+            match SATURATION_BOUNDS.get(i) {
+                Some(bound) => _ = writeln!(out, "{name}{{le=\"{bound}\"}} {cumulative}"),
+                None => _ = writeln!(out, "{name}{{le=\"+Inf\"}} {cumulative}"),
+            }
+        }
+        self.request_latency.render(
+            &mut out,
+            "bloomgate_request_seconds",
+            "Gate time per request.",
+        );
+        self.store_latency.render(
+            &mut out,
+            "bloomgate_store_seconds",
+            "Time per exact-store call.",
+        );
+        out
+    }
+}

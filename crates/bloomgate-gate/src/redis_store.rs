@@ -1,0 +1,130 @@
+//! The exact store for users whose history lives in Redis: one sorted set per scope
+//! (`{prefix}{scope}`), member = item id in decimal, score = last-seen time in ms.
+//!
+//! A sorted set is still "one set per scope"; the score carries the time the retention rule
+//! needs. Scores are f64, exact for ms timestamps below 2^53 (year 287,396). Behaves exactly like
+//! [`crate::SqliteStore`]: `ZADD GT` keeps the later time, `ZMSCORE` answers a batch in one round
+//! trip, `ZRANGEBYSCORE` loads oldest first.
+
+use std::sync::Mutex;
+
+use redis::{Commands, Connection};
+
+use crate::{ExactStore, Result, Seen};
+
+/// Redis-backed [`ExactStore`] (needs Redis ≥ 6.2 for `ZMSCORE` and `ZADD GT`).
+pub struct RedisStore {
+    client: redis::Client,
+    prefix: String,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://HOST:PORT[/DB]`); every key this store touches starts with
+    /// `prefix`.
+    pub fn open(url: &str, prefix: &str) -> Result<Self> {
+        let client = redis::Client::open(url)?;
+        let conn = client.get_connection()?;
+        Ok(RedisStore {
+            client,
+            prefix: prefix.to_owned(),
+            idle: Mutex::new(vec![conn]),
+        })
+    }
+
+    fn key(&self, scope: u64) -> String {
+        format!("{}{}", self.prefix, scope)
+    }
+
+    fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>) -> Result<T> {
+        let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut conn = match pooled {
+            Some(conn) => conn,
+            None => self.client.get_connection()?,
+        };
+        let result = f(&mut conn);
+        // A connection that failed may be mid-reply: drop it rather than reuse it.
+        if result.is_ok() {
+            self.idle
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(conn);
+        }
+        Ok(result?)
+    }
+
+    /// Every key under this store's prefix, via SCAN (never KEYS).
+    fn scope_keys(&self) -> Result<Vec<String>> {
+        let pattern = format!("{}*", self.prefix);
+        self.with_conn(|conn| conn.scan_match::<_, String>(&pattern)?.collect())
+    }
+
+    /// Deletes every key under this store's prefix (a fresh dataset for the demo and tests).
+    pub fn clear(&self) -> Result<()> {
+        for chunk in self.scope_keys()?.chunks(512) {
+            self.with_conn(|conn| conn.del::<_, ()>(chunk))?;
+        }
+        Ok(())
+    }
+}
+
+impl ExactStore for RedisStore {
+    fn contains(
+        &self,
+        scope: u64,
+        items: &[u64],
+        since_ms: u64,
+        out: &mut Vec<bool>,
+    ) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let scores: Vec<Option<f64>> = self.with_conn(|conn| {
+            redis::cmd("ZMSCORE")
+                .arg(self.key(scope))
+                .arg(items)
+                .query(conn)
+        })?;
+        out.extend(
+            scores
+                .into_iter()
+                .map(|score| score.is_some_and(|at| at >= since_ms as f64)),
+        );
+        Ok(())
+    }
+
+    fn record(&self, scope: u64, seen: &[Seen]) -> Result<()> {
+        if seen.is_empty() {
+            return Ok(());
+        }
+        let mut cmd = redis::cmd("ZADD");
+        cmd.arg(self.key(scope)).arg("GT");
+        for s in seen {
+            cmd.arg(s.at_ms).arg(s.item);
+        }
+        self.with_conn(|conn| cmd.query::<()>(conn))
+    }
+
+    fn load(&self, scope: u64, since_ms: u64, out: &mut Vec<Seen>) -> Result<()> {
+        let rows: Vec<(u64, u64)> = self
+            .with_conn(|conn| conn.zrangebyscore_withscores(self.key(scope), since_ms, "+inf"))?;
+        out.extend(rows.into_iter().map(|(item, at_ms)| Seen { item, at_ms }));
+        Ok(())
+    }
+
+    fn expire(&self, before_ms: u64) -> Result<u64> {
+        let mut deleted = 0;
+        for chunk in self.scope_keys()?.chunks(512) {
+            let mut pipe = redis::pipe();
+            for key in chunk {
+                pipe.cmd("ZREMRANGEBYSCORE")
+                    .arg(key)
+                    .arg("-inf")
+                    .arg(format!("({before_ms}"));
+            }
+            let counts: Vec<u64> = self.with_conn(|conn| pipe.query(conn))?;
+            deleted += counts.iter().sum::<u64>();
+        }
+        Ok(deleted)
+    }
+}

@@ -1,0 +1,76 @@
+//! The exact store behind the gate: the source of truth for "scope saw item at time t".
+//!
+//! Filters are only an accelerator in front of it: they are built and rebuilt from `load`, a
+//! "maybe" is verified with `contains`, and every served item is written with `record` before
+//! it reaches a filter, so a filter never knows less than the store about the recent past.
+
+use std::time::Duration;
+
+use crate::Result;
+
+/// One membership fact: the scope saw `item` at `at_ms` (milliseconds on the caller's clock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub item: u64,
+    pub at_ms: u64,
+}
+
+/// A store of (scope, item, last-seen time) rows. Implementations are shared by all request
+/// threads (`&self`), so they pool their own connections.
+pub trait ExactStore: Send + Sync {
+    /// Appends to `out`, for each of `items`, whether `scope` saw it at or after `since_ms`.
+    /// One round trip (one batch) per call.
+    fn contains(&self, scope: u64, items: &[u64], since_ms: u64, out: &mut Vec<bool>)
+        -> Result<()>;
+    /// Records that `scope` saw each item at its time; a later time replaces an earlier one, an
+    /// earlier one never replaces a later one.
+    fn record(&self, scope: u64, seen: &[Seen]) -> Result<()>;
+    /// Appends to `out` every item `scope` saw at or after `since_ms`, oldest first.
+    fn load(&self, scope: u64, since_ms: u64, out: &mut Vec<Seen>) -> Result<()>;
+    /// Drops every row last seen before `before_ms` (the retention schedule); returns how many.
+    fn expire(&self, before_ms: u64) -> Result<u64>;
+}
+
+/// A store that waits a fixed time before each call, to model a networked store's round trip
+/// on top of a local one (`--store-latency-us`).
+pub struct LatencyStore {
+    inner: Box<dyn ExactStore>,
+    delay: Duration,
+}
+
+impl LatencyStore {
+    pub fn new(inner: Box<dyn ExactStore>, delay: Duration) -> Self {
+        LatencyStore { inner, delay }
+    }
+
+    fn wait(&self) {
+        if !self.delay.is_zero() {
+            std::thread::sleep(self.delay);
+        }
+    }
+}
+
+impl ExactStore for LatencyStore {
+    fn contains(
+        &self,
+        scope: u64,
+        items: &[u64],
+        since_ms: u64,
+        out: &mut Vec<bool>,
+    ) -> Result<()> {
+        self.wait();
+        self.inner.contains(scope, items, since_ms, out)
+    }
+    fn record(&self, scope: u64, seen: &[Seen]) -> Result<()> {
+        self.wait();
+        self.inner.record(scope, seen)
+    }
+    fn load(&self, scope: u64, since_ms: u64, out: &mut Vec<Seen>) -> Result<()> {
+        self.wait();
+        self.inner.load(scope, since_ms, out)
+    }
+    fn expire(&self, before_ms: u64) -> Result<u64> {
+        self.wait();
+        self.inner.expire(before_ms)
+    }
+}

@@ -1,0 +1,348 @@
+//! The peer filters, each configured fairly: the same bits per item where its API takes a size,
+//! otherwise the equal-accuracy target FPR (`Plan::target_fpr`); `config` says which, and which
+//! hasher, k and layout. Keys are the same 16-byte keys for everyone; contenders whose API takes a
+//! pre-computed u64 hash get the low word of XXH3-128 (our hash), others hash as their users do.
+
+use crate::contender::{build_by_insert, Contender, Plan};
+use crate::keys::{for_each_chunk, Key, Stream};
+use crate::model;
+use std::collections::HashSet;
+use std::hash::{BuildHasher, Hasher};
+use crate::timing::BlockTimes;
+use std::time::Instant;
+use xxhash_rust::xxh3::xxh3_128_with_seed;
+
+/// Low 64 bits of XXH3-128 with seed 0: what `bloomgate::KeyHash::of(key, 0).lo` is.
+pub fn xxh3_lo(key: &[u8]) -> u64 {
+    xxh3_128_with_seed(key, 0) as u64
+}
+
+/// `fastbloom` as users get it: `with_num_bits(m).expected_items(n)` (k chosen by fastbloom),
+/// default hasher (SipHash-1-3, random keys).
+pub struct Fastbloom(fastbloom::BloomFilter);
+
+impl Contender for Fastbloom {
+    const NAME: &'static str = "fastbloom";
+
+    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
+        build_by_insert(
+            plan.items,
+            || Ok(fastbloom::BloomFilter::with_num_bits(plan.bits as usize).expected_items(plan.items as usize)),
+            |f, key| {
+                f.insert(key);
+            },
+        )
+        .map(|(f, t)| (Fastbloom(f), t))
+    }
+
+    fn config(&self) -> String {
+        format!("same bits/item; default hasher SipHash-1-3 (random keys); k={}; classic", self.0.num_hashes())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.0.num_bits() / 8
+    }
+
+    fn contains(&self, key: &Key) -> bool {
+        self.0.contains(key)
+    }
+
+    fn model_fpr(&self, items: u64) -> Option<f64> {
+        Some(model::classic(self.0.num_bits() as f64, self.0.num_hashes(), items as f64))
+    }
+}
+
+/// Hands fastbloom XXH3-128 (low word) through its hasher API. A `[u8; 16]` key reaches the
+/// hasher as a length prefix (ignored: all keys have one length) and one `write` of its bytes.
+#[derive(Clone, Copy, Default)]
+pub struct Xxh3Build;
+
+/// The hasher behind [`Xxh3Build`]: chains XXH3-128 over each written byte run.
+#[derive(Default)]
+pub struct Xxh3Hasher(u64);
+
+impl Hasher for Xxh3Hasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = xxh3_128_with_seed(bytes, self.0) as u64;
+    }
+    fn write_usize(&mut self, _length_prefix: usize) {}
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl BuildHasher for Xxh3Build {
+    type Hasher = Xxh3Hasher;
+    fn build_hasher(&self) -> Xxh3Hasher {
+        Xxh3Hasher(0)
+    }
+}
+
+/// `fastbloom` with our hash and our classic filter's m and k, to compare the filter cores alone.
+pub struct FastbloomSameHash(fastbloom::BloomFilter<Xxh3Build>);
+
+impl Contender for FastbloomSameHash {
+    const NAME: &'static str = "fastbloom-samehash";
+
+    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
+        let k = model::classic_best_k(plan.bits_per_item);
+        build_by_insert(
+            plan.items,
+            || Ok(fastbloom::BloomFilter::with_num_bits(plan.bits as usize).hasher(Xxh3Build).hashes(k)),
+            |f, key| {
+                f.insert(key);
+            },
+        )
+        .map(|(f, t)| (FastbloomSameHash(f), t))
+    }
+
+    fn config(&self) -> String {
+        format!("same bits/item; XXH3-128 low word via hasher API; k={} (as bloomgate-classic); classic", self.0.num_hashes())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.0.num_bits() / 8
+    }
+
+    fn contains(&self, key: &Key) -> bool {
+        self.0.contains(key)
+    }
+
+    fn model_fpr(&self, items: u64) -> Option<f64> {
+        Some(model::classic(self.0.num_bits() as f64, self.0.num_hashes(), items as f64))
+    }
+}
+
+/// `bloomfilter` 3: `Bloom::new(bytes, n)` (k chosen by the crate), SipHash-1-3 with a random seed.
+pub struct Bloomfilter(bloomfilter::Bloom<[u8]>);
+
+impl Contender for Bloomfilter {
+    const NAME: &'static str = "bloomfilter";
+
+    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
+        build_by_insert(
+            plan.items,
+            || bloomfilter::Bloom::new((plan.bits / 8) as usize, plan.items as usize).map_err(str::to_string),
+            |f, key| f.set(&key[..]),
+        )
+        .map(|(f, t)| (Bloomfilter(f), t))
+    }
+
+    fn config(&self) -> String {
+        format!("same bits/item; SipHash-1-3 x2, random seed; k={}; classic", self.0.number_of_hash_functions())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        (self.0.len() / 8) as usize
+    }
+
+    fn contains(&self, key: &Key) -> bool {
+        self.0.check(&key[..])
+    }
+
+    fn model_fpr(&self, items: u64) -> Option<f64> {
+        Some(model::classic(self.0.len() as f64, self.0.number_of_hash_functions(), items as f64))
+    }
+}
+
+/// `sbbf-rs-safe`: Parquet split-block filter (256-bit blocks, k = 8), sized by whole bits per key.
+pub struct SbbfRs(sbbf_rs_safe::Filter);
+
+impl Contender for SbbfRs {
+    const NAME: &'static str = "sbbf-rs";
+
+    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
+        build_by_insert(
+            plan.items,
+            || Ok(sbbf_rs_safe::Filter::new(plan.bits_per_item.round() as usize, plan.items as usize)),
+            |f, key| {
+                f.insert_hash(xxh3_lo(key));
+            },
+        )
+        .map(|(f, t)| (SbbfRs(f), t))
+    }
+
+    fn config(&self) -> String {
+        "same bits/item (whole bits); XXH3-128 low word; k=8; split block 256-bit (Parquet), SIMD".into()
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.0.as_bytes().len()
+    }
+
+    fn contains(&self, key: &Key) -> bool {
+        self.0.contains_hash(xxh3_lo(key))
+    }
+
+    fn model_fpr(&self, items: u64) -> Option<f64> {
+        Some(model::split_block(self.memory_bytes() as f64 * 8.0, items as f64))
+    }
+}
+
+/// `xorf::BinaryFuse8`: static, built once from all keys' XXH3-128 low words (hashing included in
+/// the build time); 8-bit fingerprints, ≈9 bits/item, FPR ≈ 2^-8.
+pub struct XorfBinaryFuse8(xorf::BinaryFuse8);
+
+impl Contender for XorfBinaryFuse8 {
+    const NAME: &'static str = "xorf-binaryfuse8";
+
+    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
+        // Block 0: hashing every key; block 1: the construction (one indivisible step).
+        let mut times = BlockTimes::default();
+        let mut hashes = Vec::with_capacity(plan.items as usize);
+        let mut hashing = std::time::Duration::ZERO;
+        for_each_chunk(Stream::Present, 0..plan.items, |chunk| {
+            let start = Instant::now();
+            hashes.extend(chunk.iter().map(|k| xxh3_lo(k)));
+            hashing += start.elapsed();
+        });
+        times.record(0, hashing);
+        let start = Instant::now();
+        let filter = xorf::BinaryFuse8::try_from(&hashes).map_err(str::to_string)?;
+        times.record(1, start.elapsed());
+        Ok((XorfBinaryFuse8(filter), times))
+    }
+
+    fn memory_estimate(plan: &Plan) -> u64 {
+        // hash list + fingerprints + construction arrays (≈ 3 words per key while building).
+        plan.items * (8 + 2 + 24)
+    }
+
+    fn config(&self) -> String {
+        "static (fixed 8-bit fingerprints); XXH3-128 low word; binary fuse, 3 probes".into()
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.0.fingerprints.len() + std::mem::size_of::<xorf::BinaryFuse8>()
+    }
+
+    fn contains(&self, key: &Key) -> bool {
+        use xorf::Filter;
+        self.0.contains(&xxh3_lo(key))
+    }
+
+    fn model_fpr(&self, _items: u64) -> Option<f64> {
+        Some(1.0 / 256.0)
+    }
+}
+
+/// `cuckoofilter` 0.5: `with_capacity(n)` (4-slot buckets, 8-bit fingerprints, power-of-two
+/// bucket count), std SipHash-1-3 (its only hasher). No size or FPR knob.
+pub struct Cuckoofilter {
+    filter: cuckoofilter::CuckooFilter<std::collections::hash_map::DefaultHasher>,
+    failed_inserts: u64,
+}
+
+impl Contender for Cuckoofilter {
+    const NAME: &'static str = "cuckoofilter";
+
+    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
+        build_by_insert(
+            plan.items,
+            || Ok(Cuckoofilter { filter: cuckoofilter::CuckooFilter::with_capacity(plan.items as usize), failed_inserts: 0 }),
+            |f, key| {
+                if f.filter.add(key).is_err() {
+                    f.failed_inserts += 1;
+                }
+            },
+        )
+    }
+
+    fn config(&self) -> String {
+        let mut config = "with_capacity(n), no size knob; SipHash-1-3; 4-slot buckets, 8-bit fingerprints".to_string();
+        if self.failed_inserts > 0 {
+            config += &format!("; {} inserts FAILED (filter full)", self.failed_inserts);
+        }
+        config
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.filter.memory_usage()
+    }
+
+    fn contains(&self, key: &Key) -> bool {
+        self.filter.contains(key)
+    }
+
+    fn model_fpr(&self, items: u64) -> Option<f64> {
+        // p ≈ 1 − (1 − 2^-8)^(2b·load) for b = 4 slots per bucket, two candidate buckets.
+        let slots = self.filter.memory_usage() as f64;
+        let load = (items as f64 / slots).min(1.0);
+        Some(1.0 - (1.0 - 1.0 / 256.0f64).powf(8.0 * load))
+    }
+}
+
+/// `qfilter` 0.3: quotient filter sized by FPR (`Filter::new(n, target_fpr)`), its stable hasher.
+pub struct Qfilter(qfilter::Filter);
+
+impl Contender for Qfilter {
+    const NAME: &'static str = "qfilter";
+
+    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
+        build_by_insert(
+            plan.items,
+            || qfilter::Filter::new(plan.items, plan.target_fpr).map_err(|e| format!("{e:?}")),
+            |f, key| {
+                // Err only when full; sized for n it is not.
+                let _ = f.insert(key);
+            },
+        )
+        .map(|(f, t)| (Qfilter(f), t))
+    }
+
+    fn config(&self) -> String {
+        format!("same target FPR; qfilter stable hasher (XXH3-64); {}-bit fingerprints; quotient filter (RSQF)", self.0.fingerprint_size())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.0.memory_usage()
+    }
+
+    fn contains(&self, key: &Key) -> bool {
+        self.0.contains(key)
+    }
+
+    fn model_fpr(&self, _items: u64) -> Option<f64> {
+        Some(self.0.current_error_ratio())
+    }
+}
+
+/// `std::collections::HashSet<[u8; 16]>`, default hasher, presized: the exact baseline.
+pub struct StdHashSet(HashSet<Key>);
+
+impl Contender for StdHashSet {
+    const NAME: &'static str = "hashset";
+
+    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
+        build_by_insert(
+            plan.items,
+            || Ok(StdHashSet(HashSet::with_capacity(plan.items as usize))),
+            |s, key| {
+                s.0.insert(*key);
+            },
+        )
+    }
+
+    fn memory_estimate(plan: &Plan) -> u64 {
+        plan.items * 17 * 8 / 7 * 2
+    }
+
+    fn config(&self) -> String {
+        "exact; std RandomState (SipHash-1-3); swiss table of 16-byte keys".into()
+    }
+
+    fn memory_bytes(&self) -> usize {
+        // hashbrown: a power-of-two bucket count with capacity = buckets·7/8, each bucket holding
+        // the key plus one control byte, plus one trailing group of control bytes.
+        let buckets = (self.0.capacity() * 8 / 7).next_power_of_two();
+        buckets * (std::mem::size_of::<Key>() + 1) + 16
+    }
+
+    fn contains(&self, key: &Key) -> bool {
+        self.0.contains(key)
+    }
+
+    fn model_fpr(&self, _items: u64) -> Option<f64> {
+        Some(0.0)
+    }
+}

@@ -1,0 +1,170 @@
+//! Results: the JSON object of issue 3 (`machine`, `results`, `floor`) on stdout and a
+//! human-readable table on stderr, with each query cost as a ratio to the memory floor.
+
+use crate::floor::Floor;
+use serde::Serialize;
+
+/// One JSON result row: one contender, one size, one operation.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub filter: String,
+    pub config: String,
+    pub op: &'static str,
+    pub items: u64,
+    pub bits_per_item: f64,
+    pub ns_per_op: f64,
+    pub fpr: Option<f64>,
+}
+
+/// One table line: everything measured for one contender at one size.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub filter: &'static str,
+    pub config: String,
+    pub bytes: u64,
+    pub bits_per_item: f64,
+    pub build_s: f64,
+    pub insert_ns: f64,
+    pub hit_ns: f64,
+    pub miss_ns: f64,
+    pub batch_ns: Option<f64>,
+    pub fpr: f64,
+    pub model_fpr: Option<f64>,
+}
+
+/// One table: a size with its contenders' summaries and the hash-only cost.
+pub struct Group {
+    pub summaries: Vec<Summary>,
+    pub hash_ns: f64,
+}
+
+/// The machine the numbers come from.
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub memory_bytes: u64,
+    pub rustc: Option<String>,
+    pub date: String,
+    pub mode: &'static str,
+}
+
+impl Machine {
+    pub fn detect(mode: &'static str) -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string()))
+            .unwrap_or_else(|| "unknown".into());
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let memory_kib: u64 = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0);
+        let rustc = std::process::Command::new("rustc")
+            .arg("--version")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+        Machine {
+            cpu,
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_bytes: memory_kib * 1024,
+            rustc,
+            date: utc_now(),
+            mode,
+        }
+    }
+}
+
+/// Current UTC time as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, Howard Hinnant's algorithm).
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + (month <= 2) as i64;
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// The whole JSON document.
+#[derive(Debug, Serialize)]
+pub struct Document<'a> {
+    pub machine: &'a Machine,
+    pub results: &'a [Row],
+    pub floor: &'a [Floor],
+    /// The accuracy sweep, when one ran (full and `--sweep` modes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<&'a [crate::sweep::SweepPoint]>,
+}
+
+/// Formats `bytes` as KiB/MiB/GiB.
+pub fn human_bytes(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= (1u64 << 30) as f64 {
+        format!("{:.2} GiB", b / (1u64 << 30) as f64)
+    } else if b >= (1 << 20) as f64 {
+        format!("{:.1} MiB", b / (1 << 20) as f64)
+    } else {
+        format!("{:.0} KiB", b / 1024.0)
+    }
+}
+
+/// The floor to compare a filter of `bytes` against: the probe on the nearest buffer size.
+pub fn floor_for(floors: &[Floor], bytes: u64, pattern: &str) -> Option<f64> {
+    floors
+        .iter()
+        .filter(|f| f.pattern == pattern)
+        .min_by(|a, b| {
+            let da = (a.bytes as f64 / bytes as f64).ln().abs();
+            let db = (b.bytes as f64 / bytes as f64).ln().abs();
+            da.total_cmp(&db)
+        })
+        .map(|f| f.ns_per_line)
+}
+
+/// Prints the result table for one size group on stderr. `hash_ns` is the hash-only cost per key;
+/// `miss/fl` = query_miss ÷ (hash-only + independent floor at the filter's size), the in-cache
+/// floor of anchors.md; `bat/fl` = query_miss_batch ÷ independent floor.
+pub fn print_table(title: &str, rows: &[Summary], floors: &[Floor], hash_ns: f64) {
+    eprintln!("\n== {title}   (hash-only XXH3-128: {hash_ns:.2} ns/key)");
+    eprintln!(
+        "{:<22} {:>10} {:>9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>7} {:>7}",
+        "filter", "memory", "bits/it", "build s", "ins ns", "hit ns", "miss ns", "batch ns", "FPR %", "model %", "fpr/mdl", "miss/fl", "bat/fl"
+    );
+    for s in rows {
+        let floor = floor_for(floors, s.bytes, "independent").unwrap_or(f64::NAN);
+        let model = s.model_fpr.map_or("-".to_string(), |m| format!("{:.4}", m * 100.0));
+        let fpr_ratio = match s.model_fpr {
+            Some(m) if m > 0.0 => format!("{:.3}", s.fpr / m),
+            _ => "-".into(),
+        };
+        eprintln!(
+            "{:<22} {:>10} {:>9.2} {:>7.2} {:>8.2} {:>8.2} {:>8.2} {:>8} {:>9.4} {:>9} {:>7} {:>7.2} {:>7}",
+            s.filter,
+            human_bytes(s.bytes),
+            s.bits_per_item,
+            s.build_s,
+            s.insert_ns,
+            s.hit_ns,
+            s.miss_ns,
+            s.batch_ns.map_or("-".into(), |b| format!("{b:.2}")),
+            s.fpr * 100.0,
+            model,
+            fpr_ratio,
+            s.miss_ns / (hash_ns + floor),
+            s.batch_ns.map_or("-".into(), |b| format!("{:.2}", b / floor)),
+        );
+    }
+    for s in rows {
+        eprintln!("  {:<20} {}", s.filter, s.config);
+    }
+}

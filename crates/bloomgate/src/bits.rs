@@ -24,7 +24,9 @@ impl BitArray {
     /// An all-zero array of `words` 64-bit words. Callers validate sizes (see [`crate::params`])
     /// before calling; this allocates exactly what it is asked for.
     pub fn zeroed(words: usize) -> Self {
-        Self { words: vec![0; words] }
+        Self {
+            words: vec![0; words],
+        }
     }
 
     /// Wraps existing words (no copy).

@@ -121,7 +121,9 @@ impl Header {
         let seed = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
         let body_len = u64::from_le_bytes(bytes[20..28].try_into().expect("8 bytes"));
         if body_len > MAX_BODY_BYTES {
-            return Err(corrupt(format!("body length {body_len} exceeds the 1 TiB limit")));
+            return Err(corrupt(format!(
+                "body length {body_len} exceeds the 1 TiB limit"
+            )));
         }
         Ok(Self {
             version,
@@ -429,7 +431,10 @@ mod tests {
         };
         bytes[..HEADER_LEN].copy_from_slice(&header.encode());
         let err = Words::read_from(&bytes[..]).unwrap_err();
-        assert!(matches!(err, Error::Corrupt(ref m) if m.contains("truncated")), "{err}");
+        assert!(
+            matches!(err, Error::Corrupt(ref m) if m.contains("truncated")),
+            "{err}"
+        );
         let over = Header {
             body_len: MAX_BODY_BYTES + 1,
             ..header

@@ -4,9 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --workspace --locked
-cargo build --release --locked -p bloomgate-cli
-for smoke in scripts/smoke_*.sh; do
-  [ -e "$smoke" ] || continue
-  echo "== $smoke"
-  bash "$smoke" target/release/bloomgate
-done
+cargo build --locked -p bloomgate-cli   # the binary the integration tests used
+echo "== redis-cli smoke test"
+bash scripts/redis_cli_smoke.sh target/debug/bloomgate
+echo "== redis-py smoke test"
+python3 scripts/redis_py_smoke.py --bin target/debug/bloomgate

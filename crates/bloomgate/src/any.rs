@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 
 use crate::codec::{self, decode_whole, FilterCodec, FilterKind};
 use crate::error::{Error, Result};
+use crate::params::Params;
 use crate::filters::{
     BlockedBloomFilter, BloomFilter, CountingBloomFilter, CuckooFilter, ScalableBloomFilter,
     WindowedBloomFilter,
@@ -132,31 +133,23 @@ impl AnyFilter {
         let mut out = vec![("kind", Text(self.kind().name().to_string()))];
         match self {
             Self::Classic(f) => {
-                let p = f.params();
+                out.extend(params_info(f.params()));
                 out.extend([
-                    ("bits", Int(p.bits)),
-                    ("hashes", Int(p.hashes.into())),
-                    ("capacity", Int(p.items)),
                     ("fill_ratio", Float(f.fill_ratio())),
                     ("estimated_items", Float(f.estimated_len())),
                 ]);
             }
             Self::Blocked(f) => {
-                let p = f.params();
+                out.extend(params_info(f.params()));
                 out.extend([
-                    ("bits", Int(p.bits)),
-                    ("hashes", Int(p.hashes.into())),
-                    ("capacity", Int(p.items)),
                     ("fill_ratio", Float(f.fill_ratio())),
                     ("estimated_items", Float(f.estimated_len())),
                 ]);
             }
             Self::Counting(f) => {
                 let p = f.params();
+                out.extend(params_info(p));
                 out.extend([
-                    ("bits", Int(p.bits)),
-                    ("hashes", Int(p.hashes.into())),
-                    ("capacity", Int(p.items)),
                     ("counter_bits", Int(4)),
                     ("saturated_counters", Int(f.saturated_counters())),
                     (
@@ -205,6 +198,15 @@ impl AnyFilter {
         ]);
         out
     }
+}
+
+/// `bits, hashes, capacity` of a bit-array filter.
+fn params_info(params: &Params) -> [(&'static str, InfoValue); 3] {
+    [
+        ("bits", InfoValue::Int(params.bits)),
+        ("hashes", InfoValue::Int(params.hashes.into())),
+        ("capacity", InfoValue::Int(params.items)),
+    ]
 }
 
 macro_rules! from_filter {

@@ -5,7 +5,6 @@
 //! definitely absent at its turn, the file is left untouched and the command fails naming that
 //! key. Only a fully successful batch is written back, atomically (temp file + rename).
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Result};
@@ -46,9 +45,9 @@ pub fn run(args: Args) -> Result<()> {
                 Ok(())
             }
             Err(Error::NotPresent) => Err(anyhow!(
-                "key {:?} is definitely not in {} (after the {removed} keys before it in this \
-                 batch); nothing was removed",
+                "key {:?} (#{} of the batch) is definitely not in {}; nothing was removed",
                 String::from_utf8_lossy(key),
+                removed + 1,
                 args.filter.display()
             )),
             Err(err) => Err(err.into()),

@@ -341,6 +341,50 @@ impl<'a> BodyReader<'a> {
     }
 }
 
+/// Serde for every filter type: the value is the filter's file image (bytes), so deserialising
+/// runs the codec's full validation (a derived impl would accept counters that do not match the
+/// params and panic later) and needs no serde support from embedded filter types.
+#[cfg(feature = "serde")]
+macro_rules! serde_as_file_image {
+    ($filter:ty) => {
+        impl serde::Serialize for $filter {
+            fn serialize<S: serde::Serializer>(
+                &self,
+                serializer: S,
+            ) -> std::result::Result<S::Ok, S::Error> {
+                serializer.serialize_bytes(&crate::codec::FilterCodec::to_bytes(self))
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $filter {
+            fn deserialize<D: serde::Deserializer<'de>>(
+                deserializer: D,
+            ) -> std::result::Result<Self, D::Error> {
+                let bytes = <Vec<u8> as serde::Deserialize>::deserialize(deserializer)?;
+                crate::codec::FilterCodec::from_bytes(&bytes).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+#[cfg(feature = "serde")]
+pub(crate) use serde_as_file_image;
+
+/// Appends a filter's body prefixed with its length (u64), so it can be embedded in another
+/// filter's body (scalable links, windowed generations).
+pub(crate) fn encode_nested<T: FilterCodec>(filter: &T, out: &mut Vec<u8>) {
+    let at = out.len();
+    out.extend_from_slice(&[0; 8]);
+    filter.encode_body(out);
+    let len = (out.len() - at - 8) as u64;
+    out[at..at + 8].copy_from_slice(&len.to_le_bytes());
+}
+
+/// Inverse of [`encode_nested`]: the embedded body must be consumed exactly.
+pub(crate) fn decode_nested<T: FilterCodec>(body: &mut BodyReader<'_>, seed: u64) -> Result<T> {
+    let len = body.u64()?;
+    decode_whole(body.bytes(len)?, seed)
+}
+
 /// Shorthand for an [`Error::Corrupt`].
 pub fn corrupt(msg: impl Into<String>) -> Error {
     Error::Corrupt(msg.into())

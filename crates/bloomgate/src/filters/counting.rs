@@ -229,7 +229,7 @@ impl CountingBloomFilter {
 }
 
 #[cfg(feature = "serde")]
-super::scalable::serde_as_file_image!(CountingBloomFilter);
+crate::codec::serde_as_file_image!(CountingBloomFilter);
 
 /// Validates params for a counting filter and returns the number of counter words (4 per bit word).
 fn counter_words(params: &Params) -> Result<usize> {

@@ -56,7 +56,7 @@ pub const MAX_FINGERPRINT_BITS: u32 = 32;
 
 /// Load the table is sized for: the requested item count fills 95% of the slots (plus a
 /// √buckets margin for small tables). The random walk reaches this load reliably (first `Full`
-/// at 95.9–97.3% from 1k to 1M items, `tests/cuckoo.rs`); sizing tighter than the achievable
+/// at 95.4–97.3% from 1k to 1M items, `tests/cuckoo.rs`); sizing tighter than the achievable
 /// load would turn the requested capacity into a lie.
 pub const SIZING_LOAD: f64 = 0.95;
 
@@ -352,7 +352,7 @@ impl CuckooFilter {
 }
 
 #[cfg(feature = "serde")]
-super::scalable::serde_as_file_image!(CuckooFilter);
+crate::codec::serde_as_file_image!(CuckooFilter);
 
 /// Words needed for `buckets` buckets of `fingerprint_bits`-bit slots, with validation.
 fn slot_words(buckets: u64, fingerprint_bits: u32) -> Result<usize> {

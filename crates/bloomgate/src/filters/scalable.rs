@@ -22,7 +22,7 @@
 //! Growth arithmetic is checked: a link whose capacity or size overflows is
 //! [`Error::TooLarge`], never a wrapped size.
 
-use crate::codec::{corrupt, BodyReader, FilterCodec, FilterKind};
+use crate::codec::{self, corrupt, BodyReader, FilterCodec, FilterKind};
 use crate::error::{Error, Result};
 use crate::filters::BloomFilter;
 use crate::hash::{KeyHash, DEFAULT_SEED};
@@ -232,52 +232,8 @@ impl ScalableBloomFilter {
     }
 }
 
-/// Serde for the variant filters: the value is the filter's file image (bytes), so deserialising
-/// runs the codec's full validation (a derived impl would accept counters that do not match the
-/// params and panic later) and needs no serde support from embedded filter types.
 #[cfg(feature = "serde")]
-macro_rules! serde_as_file_image {
-    ($filter:ty) => {
-        impl serde::Serialize for $filter {
-            fn serialize<S: serde::Serializer>(
-                &self,
-                serializer: S,
-            ) -> std::result::Result<S::Ok, S::Error> {
-                serializer.serialize_bytes(&crate::codec::FilterCodec::to_bytes(self))
-            }
-        }
-
-        impl<'de> serde::Deserialize<'de> for $filter {
-            fn deserialize<D: serde::Deserializer<'de>>(
-                deserializer: D,
-            ) -> std::result::Result<Self, D::Error> {
-                let bytes = <Vec<u8> as serde::Deserialize>::deserialize(deserializer)?;
-                crate::codec::FilterCodec::from_bytes(&bytes).map_err(serde::de::Error::custom)
-            }
-        }
-    };
-}
-#[cfg(feature = "serde")]
-pub(super) use serde_as_file_image;
-
-#[cfg(feature = "serde")]
-serde_as_file_image!(ScalableBloomFilter);
-
-/// Appends a filter's body prefixed with its length (u64), so it can be embedded in another
-/// filter's body (scalable links, windowed generations).
-pub(super) fn encode_nested<T: FilterCodec>(filter: &T, out: &mut Vec<u8>) {
-    let at = out.len();
-    out.extend_from_slice(&[0; 8]);
-    filter.encode_body(out);
-    let len = (out.len() - at - 8) as u64;
-    out[at..at + 8].copy_from_slice(&len.to_le_bytes());
-}
-
-/// Inverse of [`encode_nested`]: the embedded body must be consumed exactly.
-pub(super) fn decode_nested<T: FilterCodec>(body: &mut BodyReader<'_>, seed: u64) -> Result<T> {
-    let len = body.u64()?;
-    crate::codec::decode_whole(body.bytes(len)?, seed)
-}
+crate::codec::serde_as_file_image!(ScalableBloomFilter);
 
 /// Body: initial_capacity u64, fpr f64, growth u32, tightening f64, link count u32, then each
 /// link as a length-prefixed classic-filter body. Every link must have exactly the params the
@@ -296,7 +252,7 @@ impl FilterCodec for ScalableBloomFilter {
         out.extend_from_slice(&self.tightening.to_le_bytes());
         out.extend_from_slice(&(self.links.len() as u32).to_le_bytes());
         for link in &self.links {
-            encode_nested(link, out);
+            codec::encode_nested(link, out);
         }
     }
 
@@ -315,7 +271,7 @@ impl FilterCodec for ScalableBloomFilter {
             let expected = filter
                 .link_params(i)
                 .map_err(|e| corrupt(format!("scalable link {i}: {e}")))?;
-            let link: BloomFilter = decode_nested(body, seed)?;
+            let link: BloomFilter = codec::decode_nested(body, seed)?;
             if *link.params() != expected {
                 return Err(corrupt(format!(
                     "scalable link {i} has params {:?}, the growth schedule gives {expected:?}",

@@ -27,9 +27,8 @@
 
 use std::collections::VecDeque;
 
-use crate::codec::{corrupt, BodyReader, FilterCodec, FilterKind};
+use crate::codec::{self, corrupt, BodyReader, FilterCodec, FilterKind};
 use crate::error::{Error, Result};
-use crate::filters::scalable::{decode_nested, encode_nested};
 use crate::filters::BlockedBloomFilter;
 use crate::hash::{KeyHash, DEFAULT_SEED};
 use crate::params::{Layout, Params, MAX_BYTES};
@@ -235,7 +234,7 @@ impl WindowedBloomFilter {
 }
 
 #[cfg(feature = "serde")]
-super::scalable::serde_as_file_image!(WindowedBloomFilter);
+crate::codec::serde_as_file_image!(WindowedBloomFilter);
 
 /// Body: generations u32, items_per_generation u64, fpr f64, window flag u8 (0 = none, 1 = set),
 /// window_ms u64, newest_started_ms u64, then G length-prefixed blocked-filter bodies, oldest
@@ -256,7 +255,7 @@ impl FilterCodec for WindowedBloomFilter {
         out.extend_from_slice(&c.generation_window_ms.unwrap_or(0).to_le_bytes());
         out.extend_from_slice(&self.newest_started_ms.to_le_bytes());
         for g in &self.generations {
-            encode_nested(g, out);
+            codec::encode_nested(g, out);
         }
     }
 
@@ -283,7 +282,7 @@ impl FilterCodec for WindowedBloomFilter {
             .map_err(|e| corrupt(format!("windowed config: {e}")))?;
         let mut ring = VecDeque::new();
         for i in 0..generations {
-            let g = decode_nested::<BlockedBloomFilter>(body, seed)?;
+            let g = codec::decode_nested::<BlockedBloomFilter>(body, seed)?;
             if *g.params() != params {
                 return Err(corrupt(format!(
                     "windowed generation {i} has params {:?}, the config gives {params:?}",

@@ -7,11 +7,11 @@ use std::io::{Read, Write};
 
 use crate::codec::{self, decode_whole, FilterCodec, FilterKind};
 use crate::error::{Error, Result};
-use crate::params::Params;
 use crate::filters::{
     BlockedBloomFilter, BloomFilter, CountingBloomFilter, CuckooFilter, ScalableBloomFilter,
     WindowedBloomFilter,
 };
+use crate::params::Params;
 
 /// One of the library's filter types, chosen by the file it was read from.
 #[derive(Debug)]

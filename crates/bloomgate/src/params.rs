@@ -4,7 +4,8 @@
 //! Classic layout (k independent probes over m bits, n items):
 //!   p = (1 − (1 − 1/m)^(kn))^k ≈ (1 − e^(−kn/m))^k,
 //!   optimal m = −n·ln p / (ln 2)^2, optimal k = (m/n)·ln 2.
-//!   e.g. 1% → 9.585 bits/key, k = 7 (measured 1.00% ± 0.01 on 10M absent keys, tests/classic.rs).
+//!   e.g. 1% → 9.585 bits/key, k = 7 (10M items: measured 1.006% on 5M absent keys,
+//!   `tests/classic.rs`).
 //!
 //! Blocked layout (512-bit blocks, see `hash.rs` for the probe scheme): keys spread unevenly over
 //! blocks, so the classic formula is optimistic. A block's load j is Poisson(λ = n·512/m) and
@@ -12,9 +13,13 @@
 //! where c_w is the number of probes that land in word w (k/8 or k/8 + 1): probes of one key in
 //! different words are independent, each word of 64 bits fills like a small classic filter.
 //! The hash-width term (two keys with the same block and the same 64-bit `hi`) is ≤ 2^−48 per
-//! query for k ≤ 8 and is ignored. Model numbers: 10 bits/key → k = 8, 1.00% (split-block
-//! 256-bit: 1.26%); 1% needs 9.99 bits/key; 0.1% needs 15.8 bits/key at k = 11.
-//! The sizer picks the fewest blocks whose best-k model FPR is ≤ p.
+//! query for k ≤ 8 and is ignored. For k ≤ 8 (one probe per word) the per-word term is exact;
+//! for k > 8 it treats two probes in one word as independent (measured k = 16 at 24 bits/key:
+//! 7.3e-5 vs model 6.5e-5, within the test tolerance).
+//! Model numbers: 10 bits/key → k = 8, 1.049% (measured 1.055%; split-block 256-bit: 1.26%);
+//! 1% needs 10.10 bits/key (k = 8); 0.1% needs 15.7 (k = 8); 0.01% needs 22.8 (k = 16).
+//! k = 9..15 never win: they load some words twice while others keep one probe.
+//! The sizer picks the fewest blocks whose best-k model FPR is ≤ p (bisection, ≈40-70 ms).
 
 use crate::codec::BodyReader;
 use crate::error::{Error, Result};
@@ -297,13 +302,15 @@ fn size_blocked(items: u64, fpr: f64, max_hashes: u32, classic_bits: u64) -> Res
 }
 
 /// (best k, its FPR) for the blocked layout. Every k is tried: the FPR is not unimodal in k
-/// (k = 9..15 load some words twice and lose to k = 8; k = 16 wins again above ~20 bits/key).
+/// (k = 9..15 load some words twice and mostly lose to k = 8, but win narrowly near 20 bits/key;
+/// k = 16 wins again above ~21 bits/key).
 fn best_blocked_hashes(bits: u64, items: u64, max_hashes: u32) -> (u32, f64) {
-    (1..=max_hashes)
-        .map(|k| (k, blocked_fpr(bits, k, items)))
-        .fold((1, f64::INFINITY), |best, candidate| {
-            if candidate.1 < best.1 {
-                candidate
+    blocked_fpr_by_hashes(bits, items, max_hashes)
+        .into_iter()
+        .zip(1..)
+        .fold((1, f64::INFINITY), |best, (fpr, k)| {
+            if fpr < best.1 {
+                (k, fpr)
             } else {
                 best
             }
@@ -383,44 +390,67 @@ pub fn classic_fpr(bits: u64, hashes: u32, items: u64) -> f64 {
 }
 
 /// Blocked model (Poisson mixture over block loads, per-word fill), see the module comment.
-/// The Poisson sum runs over λ ± (12√λ + 50), which holds all but < 1e-30 of the mass.
-/// For λ ≥ 1e5 keys per block every bit is set and the result is the load-λ term (= 1.0).
 pub fn blocked_fpr(bits: u64, hashes: u32, items: u64) -> f64 {
-    let blocks = bits / BLOCK_BITS;
-    if items == 0 {
-        return 0.0;
-    }
-    if blocks == 0 || hashes == 0 {
+    if hashes == 0 {
         return 1.0;
     }
+    blocked_fpr_by_hashes(bits, items, hashes)[hashes as usize - 1]
+}
+
+/// The blocked model for every k in 1..=`max_hashes` at once (entry k−1), sharing the Poisson
+/// terms so the sizer's search over k costs one pass. The sum runs over λ ± (12√λ + 50), which
+/// holds all but < 1e-30 of the mass. For λ ≥ 1e5 keys per block every bit is set and the result
+/// is the load-λ term (= 1.0).
+fn blocked_fpr_by_hashes(bits: u64, items: u64, max_hashes: u32) -> Vec<f64> {
+    let ks = max_hashes as usize;
+    let blocks = bits / BLOCK_BITS;
+    if items == 0 {
+        return vec![0.0; ks];
+    }
+    if blocks == 0 {
+        return vec![1.0; ks];
+    }
     let lambda = items as f64 / blocks as f64;
-    let per_word = hashes / 8; // every word gets this many probes
-    let heavy_words = hashes % 8; // ...and this many words one more
-    let fp_given_load = |j: f64| -> f64 {
-        let q = (1.0 - 1.0 / 64.0f64).powf(j); // P(a bit stays 0 after one probe per key) ^ j
+    let mut totals = vec![0.0; ks];
+    // Adds P(load = j)·P(fp | load j) for every k. A word that receives c probes of each of the
+    // j keys in its block has each bit still clear with probability q^c, q = (1 − 1/64)^j; a
+    // query's c probes there all hit with probability (1 − q^c)^c. With k = 8c' + h, h words get
+    // c' + 1 probes and 8 − h words get c'.
+    let mut add = |weight: f64, j: f64| {
+        let q = (1.0 - 1.0 / 64.0f64).powf(j);
         let word = |c: u32| (1.0 - q.powi(c as i32)).powi(c as i32);
-        word(per_word).powi((8 - heavy_words) as i32) * word(per_word + 1).powi(heavy_words as i32)
+        let mut word_by_probes = [0.0; (MAX_HASHES / 8 + 2) as usize];
+        for (c, slot) in word_by_probes.iter_mut().enumerate() {
+            *slot = word(c as u32);
+        }
+        for (k, total) in (1u32..).zip(totals.iter_mut()) {
+            let (per_word, heavy_words) = (k / 8, k % 8);
+            *total += weight
+                * word_by_probes[per_word as usize].powi((8 - heavy_words) as i32)
+                * word_by_probes[per_word as usize + 1].powi(heavy_words as i32);
+        }
     };
     if lambda >= 1e5 {
-        return fp_given_load(lambda);
+        add(1.0, lambda);
+        return totals;
     }
     let spread = 12.0 * lambda.sqrt() + 50.0;
     let lowest = (lambda - spread).max(0.0).floor() as u64;
     let highest = (lambda + spread).ceil() as u64;
     let mode = lambda.floor() as u64;
     let pmf_mode = (mode as f64 * lambda.ln() - lambda - ln_factorial(mode)).exp();
-    let mut total = 0.0;
     let mut pmf = pmf_mode;
     for j in mode..=highest {
-        total += pmf * fp_given_load(j as f64);
+        add(pmf, j as f64);
         pmf *= lambda / (j + 1) as f64;
     }
     pmf = pmf_mode;
     for j in (lowest..mode).rev() {
         pmf *= (j + 1) as f64 / lambda;
-        total += pmf * fp_given_load(j as f64);
+        add(pmf, j as f64);
     }
-    total.min(1.0)
+    totals.iter_mut().for_each(|t| *t = t.min(1.0));
+    totals
 }
 
 /// ln(n!) — exact sum below 32, Stirling series (error < 1e-15 relative) above.

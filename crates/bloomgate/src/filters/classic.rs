@@ -51,12 +51,10 @@ impl BloomFilter {
             ));
         }
         params.validate()?;
-        Ok(Self::from_bits(
-            params,
-            seed,
-            BitArray::zeroed(params.words()),
-            0,
-        ))
+        // vec![0; n] comes from alloc_zeroed: pages stay untouched until the first insert.
+        let mut bits = BitArray::zeroed(params.words());
+        advise_huge_pages(bits.words_mut().as_mut_ptr(), bits.len_bytes());
+        Ok(Self::from_bits(params, seed, bits, 0))
     }
 
     pub(crate) fn from_bits(params: Params, seed: u64, bits: BitArray, len: u64) -> Self {

@@ -101,6 +101,11 @@ pub struct ConcurrentBloomFilter {
 }
 
 impl ConcurrentBloomFilter {
+    /// A filter for `items` keys at false-positive rate `fpr`, seed `DEFAULT_SEED`.
+    pub fn new(items: u64, fpr: f64) -> Result<Self> {
+        BloomFilter::new(items, fpr).map(Self::from)
+    }
+
     pub fn with_params(params: Params, seed: u64) -> Result<Self> {
         BloomFilter::with_params(params, seed).map(Self::from)
     }
@@ -213,6 +218,11 @@ pub struct ConcurrentBlockedBloomFilter {
 }
 
 impl ConcurrentBlockedBloomFilter {
+    /// A filter for `items` keys at false-positive rate `fpr`, seed `DEFAULT_SEED`.
+    pub fn new(items: u64, fpr: f64) -> Result<Self> {
+        BlockedBloomFilter::new(items, fpr).map(Self::from)
+    }
+
     pub fn with_params(params: Params, seed: u64) -> Result<Self> {
         BlockedBloomFilter::with_params(params, seed).map(Self::from)
     }

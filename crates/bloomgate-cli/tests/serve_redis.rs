@@ -37,6 +37,10 @@ impl Server {
     /// Starts the binary on a free port (retrying on a port race) and waits until it answers
     /// PING (i.e. it finished loading).
     fn start(dir: &Path, extra: &[&str]) -> Server {
+        let auth = match extra.iter().position(|a| *a == "--requirepass") {
+            Some(i) => format!("AUTH {}\r\n", extra[i + 1]),
+            None => String::new(),
+        };
         for _ in 0..5 {
             let port = free_port();
             let mut child = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
@@ -53,11 +57,13 @@ impl Server {
                     break;
                 }
                 if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-                    let _ = s.write_all(b"PING\r\n");
-                    let mut buf = [0u8; 64];
+                    // PING answers -LOADING until the data is loaded.
+                    let _ = s.write_all(format!("{auth}PING\r\n").as_bytes());
+                    let _ = s.shutdown(std::net::Shutdown::Write);
                     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                    let n = s.read(&mut buf).unwrap_or(0);
-                    if buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH") {
+                    let mut reply = Vec::new();
+                    let _ = s.read_to_end(&mut reply);
+                    if reply.ends_with(b"+PONG\r\n") {
                         return Server { child, port };
                     }
                 }
@@ -238,7 +244,10 @@ fn bf_commands_match_redisbloom() {
 
     // A full non-scaling filter: the error is the last element of the MADD array, which stops
     // there. Raw bytes, so the exact shape is checked (and INFO's simple-string labels).
-    let out = raw_exchange(server.port, b"BF.MADD ns n1 n2 n3 n4\r\nBF.INFO ns ITEMS\r\nQUIT\r\n");
+    let out = raw_exchange(
+        server.port,
+        b"BF.MADD ns n1 n2 n3 n4\r\nBF.INFO ns ITEMS\r\nQUIT\r\n",
+    );
     let text = String::from_utf8(out).unwrap();
     assert!(
         text.starts_with("*3\r\n:1\r\n:1\r\n-ERR non scaling filter is full\r\n*1\r\n:2\r\n"),
@@ -246,7 +255,10 @@ fn bf_commands_match_redisbloom() {
     );
     let out = raw_exchange(server.port, b"BF.INFO k3\r\nQUIT\r\n");
     assert!(out.starts_with(b"*10\r\n+Capacity\r\n:100\r\n+Size\r\n:296\r\n+Number of filters\r\n"));
-    assert_eq!(error_of(c, "BF.ADD ns n9"), "ERR non scaling filter is full");
+    assert_eq!(
+        error_of(c, "BF.ADD ns n9"),
+        "ERR non scaling filter is full"
+    );
 
     // BF.INSERT option quirks (options recognised by their first letters).
     assert_eq!(

@@ -17,7 +17,9 @@ const FLUSH_AT: usize = 1 << 20;
 
 pub async fn handle(shared: Arc<Shared>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
-    let id = shared.next_client_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let id = shared
+        .next_client_id
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut session = {
         let mut store = shared.store.lock().expect("store lock");
         store.stats.connected_clients += 1;
@@ -30,7 +32,11 @@ pub async fn handle(shared: Arc<Shared>, stream: TcpStream) {
     store.stats.connected_clients -= 1;
 }
 
-async fn serve_client(shared: &Arc<Shared>, stream: TcpStream, session: &mut Session) -> std::io::Result<()> {
+async fn serve_client(
+    shared: &Arc<Shared>,
+    stream: TcpStream,
+    session: &mut Session,
+) -> std::io::Result<()> {
     let (mut reader, mut writer) = stream.into_split();
     let mut parser = RequestParser::default();
     let mut buf = vec![0u8; 64 * 1024];

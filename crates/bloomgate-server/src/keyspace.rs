@@ -33,6 +33,9 @@ impl Value {
 /// order of magnitude Redis reports.
 const KEY_OVERHEAD: u64 = 56;
 
+/// A point-in-time copy of the keyspace (values shared with the live keyspace).
+pub type Snapshot = Vec<(Vec<u8>, Entry)>;
+
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub value: Arc<Value>,
@@ -65,7 +68,7 @@ pub struct Db {
 
 impl Db {
     fn is_live(entry: &Entry, now_ms: i64) -> bool {
-        entry.expires_at.is_none_or(|at| at > now_ms)
+        entry.expires_at.map_or(true, |at| at > now_ms)
     }
 
     /// A live entry (expired entries read as missing).
@@ -79,7 +82,12 @@ impl Db {
 
     /// Runs `f` on the live value of `key` (copied first if a snapshot shares it), then updates
     /// memory accounting and marks the key changed. `None` if the key is missing.
-    pub fn update<R>(&mut self, key: &[u8], now_ms: i64, f: impl FnOnce(&mut Value) -> R) -> Option<R> {
+    pub fn update<R>(
+        &mut self,
+        key: &[u8],
+        now_ms: i64,
+        f: impl FnOnce(&mut Value) -> R,
+    ) -> Option<R> {
         self.expire_if_due(key, now_ms);
         let entry = self.entries.get_mut(key)?;
         let before = entry.memory(key);
@@ -93,7 +101,10 @@ impl Db {
     /// Inserts or replaces `key` (keeping no previous expiry).
     pub fn insert(&mut self, key: Vec<u8>, value: Value, expires_at: Option<i64>) {
         self.remove_entry(&key);
-        let entry = Entry { value: Arc::new(value), expires_at };
+        let entry = Entry {
+            value: Arc::new(value),
+            expires_at,
+        };
         self.used_memory += entry.memory(&key);
         self.touch(&key);
         self.entries.insert(key, entry);
@@ -118,7 +129,9 @@ impl Db {
     /// Moves a live `from` to `to` with its expiry, replacing `to`.
     pub fn rename(&mut self, from: &[u8], to: &[u8], now_ms: i64) -> bool {
         self.expire_if_due(from, now_ms);
-        let Some(entry) = self.remove_entry(from) else { return false };
+        let Some(entry) = self.remove_entry(from) else {
+            return false;
+        };
         self.touch(from);
         self.remove_entry(to);
         self.used_memory += entry.memory(to);
@@ -141,7 +154,11 @@ impl Db {
     }
 
     fn expire_if_due(&mut self, key: &[u8], now_ms: i64) {
-        if self.entries.get(key).is_some_and(|e| !Self::is_live(e, now_ms)) {
+        if self
+            .entries
+            .get(key)
+            .is_some_and(|e| !Self::is_live(e, now_ms))
+        {
             self.remove_entry(key);
             self.touch(key);
         }
@@ -183,16 +200,24 @@ impl Db {
     }
 
     pub fn keys_with_expiry(&self) -> usize {
-        self.entries.values().filter(|e| e.expires_at.is_some()).count()
+        self.entries
+            .values()
+            .filter(|e| e.expires_at.is_some())
+            .count()
     }
 
     pub fn iter_live(&self, now_ms: i64) -> impl Iterator<Item = (&Vec<u8>, &Entry)> {
-        self.entries.iter().filter(move |(_, e)| Self::is_live(e, now_ms))
+        self.entries
+            .iter()
+            .filter(move |(_, e)| Self::is_live(e, now_ms))
     }
 
     /// A point-in-time copy for snapshotting (shares values).
-    pub fn snapshot(&self) -> Vec<(Vec<u8>, Entry)> {
-        self.entries.iter().map(|(k, e)| (k.clone(), e.clone())).collect()
+    pub fn snapshot(&self) -> Snapshot {
+        self.entries
+            .iter()
+            .map(|(k, e)| (k.clone(), e.clone()))
+            .collect()
     }
 
     pub fn used_memory(&self) -> u64 {

@@ -14,7 +14,9 @@ use crate::keyspace::Value;
 use crate::server::Shared;
 
 /// Latency bucket upper bounds in microseconds (10 µs … 1 s).
-const BUCKETS_MICROS: [u64; 11] = [10, 25, 50, 100, 250, 500, 1_000, 5_000, 25_000, 100_000, 1_000_000];
+const BUCKETS_MICROS: [u64; 11] = [
+    10, 25, 50, 100, 250, 500, 1_000, 5_000, 25_000, 100_000, 1_000_000,
+];
 
 /// Command latency histogram, updated lock-free from connection tasks.
 #[derive(Default)]
@@ -58,7 +60,16 @@ pub fn render(shared: &Shared) -> String {
         let store = shared.store.lock().expect("store lock");
         (
             store.db.snapshot(),
-            store.stats.per_command.clone(),
+            {
+                let mut counts: Vec<(String, (u64, u64))> = store
+                    .stats
+                    .per_command
+                    .iter()
+                    .map(|(name, counts)| (name.to_lowercase(), *counts))
+                    .collect();
+                counts.sort();
+                counts
+            },
             store.stats.connected_clients,
             store.db.used_memory(),
             store.config.maxmemory,
@@ -73,7 +84,10 @@ pub fn render(shared: &Shared) -> String {
     }
     let _ = writeln!(out, "# TYPE bloomgate_command_errors_total counter");
     for (name, (_, errors)) in &per_command {
-        let _ = writeln!(out, "bloomgate_command_errors_total{{cmd=\"{name}\"}} {errors}");
+        let _ = writeln!(
+            out,
+            "bloomgate_command_errors_total{{cmd=\"{name}\"}} {errors}"
+        );
     }
     let lat = &shared.latency;
     let _ = writeln!(out, "# TYPE bloomgate_command_duration_seconds histogram");
@@ -87,7 +101,10 @@ pub fn render(shared: &Shared) -> String {
         );
     }
     let count = lat.count.load(Ordering::Relaxed);
-    let _ = writeln!(out, "bloomgate_command_duration_seconds_bucket{{le=\"+Inf\"}} {count}");
+    let _ = writeln!(
+        out,
+        "bloomgate_command_duration_seconds_bucket{{le=\"+Inf\"}} {count}"
+    );
     let _ = writeln!(
         out,
         "bloomgate_command_duration_seconds_sum {}",
@@ -99,7 +116,10 @@ pub fn render(shared: &Shared) -> String {
         ("bloomgate_keys", keys as f64),
         ("bloomgate_used_memory_bytes", used as f64),
         ("bloomgate_maxmemory_bytes", maxmemory as f64),
-        ("bloomgate_last_snapshot_timestamp_seconds", last_save as f64),
+        (
+            "bloomgate_last_snapshot_timestamp_seconds",
+            last_save as f64,
+        ),
         ("bloomgate_changes_since_snapshot", changes as f64),
     ];
     for (name, value) in gauges {
@@ -107,8 +127,15 @@ pub fn render(shared: &Shared) -> String {
     }
     if let Some(aof) = shared.aof.get() {
         let (fsyncs, micros) = aof.fsync_stats();
-        let _ = writeln!(out, "# TYPE bloomgate_aof_size_bytes gauge\nbloomgate_aof_size_bytes {}", aof.size());
-        let _ = writeln!(out, "# TYPE bloomgate_aof_fsyncs_total counter\nbloomgate_aof_fsyncs_total {fsyncs}");
+        let _ = writeln!(
+            out,
+            "# TYPE bloomgate_aof_size_bytes gauge\nbloomgate_aof_size_bytes {}",
+            aof.size()
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE bloomgate_aof_fsyncs_total counter\nbloomgate_aof_fsyncs_total {fsyncs}"
+        );
         let _ = writeln!(
             out,
             "# TYPE bloomgate_aof_fsync_seconds_total counter\nbloomgate_aof_fsync_seconds_total {}",
@@ -116,7 +143,8 @@ pub fn render(shared: &Shared) -> String {
         );
     }
     // Filter health, computed outside the store lock on shared (copy-on-write) values.
-    let (mut filters, mut items, mut fill_sum, mut fpr_sum, mut fpr_max) = (0u64, 0u64, 0.0, 0.0, 0.0f64);
+    let (mut filters, mut items, mut fill_sum, mut fpr_sum, mut fpr_max) =
+        (0u64, 0u64, 0.0, 0.0, 0.0f64);
     for (_, entry) in &entries {
         let Value::Bloom(chain) = &*entry.value;
         let (fill, fpr) = chain_health(chain);
@@ -126,7 +154,13 @@ pub fn render(shared: &Shared) -> String {
         fpr_sum += fpr;
         fpr_max = fpr_max.max(fpr);
     }
-    let mean = |sum: f64| if filters == 0 { 0.0 } else { sum / filters as f64 };
+    let mean = |sum: f64| {
+        if filters == 0 {
+            0.0
+        } else {
+            sum / filters as f64
+        }
+    };
     let health = [
         ("bloomgate_bloom_filters", filters as f64),
         ("bloomgate_bloom_items", items as f64),
@@ -143,13 +177,17 @@ pub fn render(shared: &Shared) -> String {
 /// Serves `GET /metrics` (any path) until the process exits.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else { continue };
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
         let shared = shared.clone();
         tokio::spawn(async move {
             let mut request = [0u8; 4096];
             // Read the request head (bounded); the content does not depend on it.
             let _ = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut request)).await;
-            let body = tokio::task::spawn_blocking(move || render(&shared)).await.unwrap_or_default();
+            let body = tokio::task::spawn_blocking(move || render(&shared))
+                .await
+                .unwrap_or_default();
             let head = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()

@@ -24,7 +24,7 @@ use anyhow::{bail, Context as _};
 
 use crate::commands::{execute, Config, FsyncPolicy, Session, Store};
 use crate::compat::sbchain::{BloomChain, MAX_SCANDUMP_CHUNK};
-use crate::keyspace::{Db, Entry, Value};
+use crate::keyspace::{Db, Entry, Snapshot, Value};
 use crate::resp::{Reply, RequestParser};
 
 pub const SNAPSHOT_FILE: &str = "dump.bgs";
@@ -61,10 +61,17 @@ impl<W: Write> Write for CrcWriter<W> {
 }
 
 /// Writes a snapshot of `entries` covering logs below `generation`; returns its size in bytes.
-pub fn write_snapshot(dir: &Path, entries: &[(Vec<u8>, Entry)], generation: u64) -> io::Result<u64> {
+pub fn write_snapshot(
+    dir: &Path,
+    entries: &[(Vec<u8>, Entry)],
+    generation: u64,
+) -> io::Result<u64> {
     let tmp = dir.join(SNAPSHOT_TMP);
     let file = File::create(&tmp)?;
-    let mut w = CrcWriter { inner: BufWriter::with_capacity(1 << 20, file), hasher: crc32fast::Hasher::new() };
+    let mut w = CrcWriter {
+        inner: BufWriter::with_capacity(1 << 20, file),
+        hasher: crc32fast::Hasher::new(),
+    };
     w.write_all(SNAPSHOT_MAGIC)?;
     w.write_all(&generation.to_le_bytes())?;
     w.write_all(&(entries.len() as u64).to_le_bytes())?;
@@ -127,7 +134,9 @@ impl SnapshotReader {
             return Err(self.fail(&format!("truncated (need {n} more bytes)")));
         }
         let mut buf = vec![0; n as usize];
-        self.inner.read_exact(&mut buf).with_context(|| format!("reading {}", self.path.display()))?;
+        self.inner
+            .read_exact(&mut buf)
+            .with_context(|| format!("reading {}", self.path.display()))?;
         self.hasher.update(&buf);
         self.offset += n;
         Ok(buf)
@@ -144,7 +153,7 @@ impl SnapshotReader {
 
 /// Reads a snapshot: its generation and entries. Every inconsistency is an error naming the file
 /// and offset.
-pub fn read_snapshot(path: &Path) -> anyhow::Result<(u64, Vec<(Vec<u8>, Entry)>)> {
+pub fn read_snapshot(path: &Path) -> anyhow::Result<(u64, Snapshot)> {
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let len = file.metadata()?.len();
     let mut r = SnapshotReader {
@@ -174,14 +183,19 @@ pub fn read_snapshot(path: &Path) -> anyhow::Result<(u64, Vec<(Vec<u8>, Entry)>)
         }
         let payload_start = r.offset;
         let fixed = r.bytes(20.min(payload_len))?;
-        let header_len = BloomChain::header_len(&fixed).ok_or_else(|| r.fail("bad filter header"))?;
+        let header_len =
+            BloomChain::header_len(&fixed).ok_or_else(|| r.fail("bad filter header"))?;
         if header_len as u64 > payload_len {
             return Err(r.fail("filter header longer than its value"));
         }
         let mut header = fixed;
         header.extend(r.bytes(header_len as u64 - header.len() as u64)?);
-        let mut chain = BloomChain::from_header(&header)
-            .map_err(|e| r.fail(&format!("invalid filter header for key {:?}: {e}", String::from_utf8_lossy(&key))))?;
+        let mut chain = BloomChain::from_header(&header).map_err(|e| {
+            r.fail(&format!(
+                "invalid filter header for key {:?}: {e}",
+                String::from_utf8_lossy(&key)
+            ))
+        })?;
         let body: u64 = chain.links().iter().map(|l| l.bytes()).sum();
         if header_len as u64 + body != payload_len {
             return Err(r.fail("filter size does not match its header"));
@@ -193,7 +207,9 @@ pub fn read_snapshot(path: &Path) -> anyhow::Result<(u64, Vec<(Vec<u8>, Entry)>)
                 let n = left.min(MAX_SCANDUMP_CHUNK);
                 let data = r.bytes(n)?;
                 done += n;
-                chain.load_chunk(done as i64 + 1, &data).map_err(|e| r.fail(e))?;
+                chain
+                    .load_chunk(done as i64 + 1, &data)
+                    .map_err(|e| r.fail(e))?;
                 left -= n;
             }
         }
@@ -243,7 +259,10 @@ fn log_generations(dir: &Path) -> io::Result<Vec<u64>> {
     for entry in fs::read_dir(dir)? {
         let name = entry?.file_name();
         let name = name.to_string_lossy();
-        if let Some(gen) = name.strip_prefix("appendonly.").and_then(|n| n.strip_suffix(".aof")) {
+        if let Some(gen) = name
+            .strip_prefix("appendonly.")
+            .and_then(|n| n.strip_suffix(".aof"))
+        {
             if let Ok(gen) = gen.parse::<u64>() {
                 gens.push(gen);
             }
@@ -281,7 +300,12 @@ pub fn load(dir: &Path, config: &Config) -> anyhow::Result<Loaded> {
         aof_size = replay_log(&path, &mut store, &mut warnings)?;
         generation = gen;
     }
-    Ok(Loaded { db: store.db, generation, aof_size, warnings })
+    Ok(Loaded {
+        db: store.db,
+        generation,
+        aof_size,
+        warnings,
+    })
 }
 
 /// Replays one log file into `store`; truncates a torn final record. Returns the file's size.
@@ -342,7 +366,12 @@ fn replay_log(path: &Path, store: &mut Store, warnings: &mut Vec<String>) -> any
     Ok(data.len() as u64)
 }
 
-fn truncate(path: &Path, offset: usize, data: &[u8], warnings: &mut Vec<String>) -> anyhow::Result<u64> {
+fn truncate(
+    path: &Path,
+    offset: usize,
+    data: &[u8],
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<u64> {
     warnings.push(format!(
         "append-only log {}: truncated a torn final record at offset {offset} ({} bytes dropped)",
         path.display(),
@@ -394,7 +423,11 @@ impl AofWriter {
         let file = open_log(dir, generation)?;
         let size = file.metadata()?.len();
         let writer = Arc::new(Self {
-            queue: Mutex::new(Queue { segments: VecDeque::new(), queued: 0, shutdown: false }),
+            queue: Mutex::new(Queue {
+                segments: VecDeque::new(),
+                queued: 0,
+                shutdown: false,
+            }),
             wake: Condvar::new(),
             durable: tokio::sync::watch::channel(0).0,
             policy: AtomicU8::new(policy_code(policy)),
@@ -424,7 +457,10 @@ impl AofWriter {
 
     /// (number of fsyncs, total fsync microseconds).
     pub fn fsync_stats(&self) -> (u64, u64) {
-        (self.fsyncs.load(Ordering::Relaxed), self.fsync_micros_total.load(Ordering::Relaxed))
+        (
+            self.fsyncs.load(Ordering::Relaxed),
+            self.fsync_micros_total.load(Ordering::Relaxed),
+        )
     }
 
     /// Queues commands as one record; returns its sequence number for [`Self::wait_durable`].
@@ -489,7 +525,11 @@ impl AofWriter {
             let (segments, target, shutdown) = {
                 let mut q = self.queue.lock().expect("aof queue");
                 if q.segments.is_empty() && !q.shutdown {
-                    q = self.wake.wait_timeout(q, Duration::from_millis(200)).expect("aof queue").0;
+                    q = self
+                        .wake
+                        .wait_timeout(q, Duration::from_millis(200))
+                        .expect("aof queue")
+                        .0;
                 }
                 (std::mem::take(&mut q.segments), q.queued, q.shutdown)
             };
@@ -508,12 +548,15 @@ impl AofWriter {
                     }
                 }
                 let policy = self.policy.load(Ordering::Relaxed);
-                let due = policy == 0 || (policy == 1 && last_sync.elapsed() >= Duration::from_secs(1)) || shutdown;
+                let due = policy == 0
+                    || (policy == 1 && last_sync.elapsed() >= Duration::from_secs(1))
+                    || shutdown;
                 if unsynced && due {
                     let started = Instant::now();
                     file.sync_data()?;
                     self.fsyncs.fetch_add(1, Ordering::Relaxed);
-                    self.fsync_micros_total.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    self.fsync_micros_total
+                        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
                     last_sync = Instant::now();
                     unsynced = false;
                 }
@@ -535,7 +578,11 @@ impl AofWriter {
 /// Opens a log generation for appending, writing the magic (and fsyncing the directory) if new.
 fn open_log(dir: &Path, generation: u64) -> io::Result<File> {
     let path = aof_path(dir, generation);
-    let mut file = OpenOptions::new().create(true).append(true).read(true).open(&path)?;
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .read(true)
+        .open(&path)?;
     if file.seek(SeekFrom::End(0))? == 0 {
         file.write_all(AOF_MAGIC)?;
         file.sync_all()?;
@@ -560,7 +607,8 @@ mod tests {
     use crate::commands::Config;
 
     fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("bloomgate-persist-{name}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("bloomgate-persist-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         dir
@@ -570,7 +618,11 @@ mod tests {
         let mut store = Store::new(Config::default());
         let mut session = Session::new(1, false);
         for i in 0..items {
-            let args = vec![b"BF.ADD".to_vec(), b"k".to_vec(), format!("i{i}").into_bytes()];
+            let args = vec![
+                b"BF.ADD".to_vec(),
+                b"k".to_vec(),
+                format!("i{i}").into_bytes(),
+            ];
             execute(&mut store, &mut session, &args, false);
         }
         store
@@ -584,7 +636,9 @@ mod tests {
         let (gen, entries) = read_snapshot(&dir.join(SNAPSHOT_FILE)).unwrap();
         assert_eq!(gen, 7);
         let Value::Bloom(chain) = &*entries[0].1.value;
-        let Some(Value::Bloom(original)) = store.db.value(b"k", 0) else { panic!() };
+        let Some(Value::Bloom(original)) = store.db.value(b"k", 0) else {
+            panic!()
+        };
         assert_eq!(chain.items(), original.items());
         assert_eq!(chain.dump_header(), original.dump_header());
         for i in 0..500 {
@@ -611,15 +665,23 @@ mod tests {
         let path = aof_path(&dir, 1);
         let mut data = AOF_MAGIC.to_vec();
         for i in 0..10 {
-            data.extend(encode_record(&[vec![b"BF.ADD".to_vec(), b"k".to_vec(), format!("i{i}").into_bytes()]]));
+            data.extend(encode_record(&[vec![
+                b"BF.ADD".to_vec(),
+                b"k".to_vec(),
+                format!("i{i}").into_bytes(),
+            ]]));
         }
         let full = data.len();
-        data.extend(&encode_record(&[vec![b"BF.ADD".to_vec(), b"k".to_vec(), b"torn".to_vec()]])[..9]);
+        data.extend(
+            &encode_record(&[vec![b"BF.ADD".to_vec(), b"k".to_vec(), b"torn".to_vec()]])[..9],
+        );
         fs::write(&path, &data).unwrap();
         let loaded = load(&dir, &Config::default()).unwrap();
         assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
         assert_eq!(fs::metadata(&path).unwrap().len(), full as u64);
-        let Some(Value::Bloom(chain)) = loaded.db.value(b"k", 0) else { panic!() };
+        let Some(Value::Bloom(chain)) = loaded.db.value(b"k", 0) else {
+            panic!()
+        };
         assert_eq!(chain.items(), 10);
 
         // Damage inside a record that is followed by others: refuse.
@@ -627,7 +689,10 @@ mod tests {
         bad[AOF_MAGIC.len() + 10] ^= 1;
         fs::write(&path, &bad).unwrap();
         let err = load(&dir, &Config::default()).err().unwrap().to_string();
-        assert!(err.contains("appendonly.1.aof") && err.contains("offset 16"), "{err}");
+        assert!(
+            err.contains("appendonly.1.aof") && err.contains("offset 16"),
+            "{err}"
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 }

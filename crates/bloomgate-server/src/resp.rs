@@ -68,7 +68,9 @@ impl Reply {
                     v.encode(proto, out);
                 }
             }
-            Reply::Bool(b) if proto >= 3 => out.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
+            Reply::Bool(b) if proto >= 3 => {
+                out.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" })
+            }
             Reply::Bool(b) => line(out, b':', if *b { "1" } else { "0" }),
         }
     }
@@ -77,7 +79,10 @@ impl Reply {
 fn line(out: &mut Vec<u8>, prefix: u8, body: &str) {
     out.push(prefix);
     // Error and status lines must not contain CR/LF (Redis replaces them with spaces).
-    out.extend(body.bytes().map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+    out.extend(
+        body.bytes()
+            .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+    );
     out.extend_from_slice(b"\r\n");
 }
 
@@ -161,7 +166,11 @@ impl RequestParser {
         let rest = &self.buf[self.pos..];
         match rest.iter().position(|&b| b == b'\n') {
             Some(nl) => {
-                let line_end = if nl > 0 && rest[nl - 1] == b'\r' { nl - 1 } else { nl };
+                let line_end = if nl > 0 && rest[nl - 1] == b'\r' {
+                    nl - 1
+                } else {
+                    nl
+                };
                 let start = self.pos;
                 self.pos += nl + 1;
                 Ok(Some(&self.buf[start..start + line_end]))
@@ -172,7 +181,9 @@ impl RequestParser {
     }
 
     fn inline(&mut self) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
-        let Some(line) = self.read_line("too big inline request")? else { return Ok(None) };
+        let Some(line) = self.read_line("too big inline request")? else {
+            return Ok(None);
+        };
         split_inline(line).map(Some)
     }
 
@@ -205,7 +216,9 @@ impl RequestParser {
             }
             match *bulk_len {
                 None => {
-                    let Some(&first) = self.buf.get(self.pos) else { return Ok(None) };
+                    let Some(&first) = self.buf.get(self.pos) else {
+                        return Ok(None);
+                    };
                     if first != b'$' {
                         return Err(ProtocolError(format!(
                             "expected '$', got '{}'",
@@ -226,7 +239,10 @@ impl RequestParser {
                 }
                 Some(len) => {
                     if self.buf.len() - self.pos < len + 2 {
-                        self.buf.reserve(len + 2 - (self.buf.len() - self.pos));
+                        // Grow towards the declared size in steps: a client that declares
+                        // 512 MiB and sends nothing must not reserve it.
+                        let missing = len + 2 - (self.buf.len() - self.pos);
+                        self.buf.reserve(missing.min(1 << 20));
                         return Ok(None);
                     }
                     let data = self.buf[self.pos..self.pos + len].to_vec();
@@ -279,10 +295,11 @@ fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
                 loop {
                     match line.get(i) {
                         None => return Err(unbalanced()),
-                        Some(b'\\') if i + 3 < line.len()
-                            && line[i + 1] == b'x'
-                            && line[i + 2].is_ascii_hexdigit()
-                            && line[i + 3].is_ascii_hexdigit() =>
+                        Some(b'\\')
+                            if i + 3 < line.len()
+                                && line[i + 1] == b'x'
+                                && line[i + 2].is_ascii_hexdigit()
+                                && line[i + 3].is_ascii_hexdigit() =>
                         {
                             let hex = std::str::from_utf8(&line[i + 2..i + 4]).expect("hex");
                             word.push(u8::from_str_radix(hex, 16).expect("hex"));
@@ -366,8 +383,10 @@ pub fn describe(reply: &Reply) -> String {
             let _ = write!(s, "[{}]", parts.join(", "));
         }
         Reply::Map(pairs) => {
-            let parts: Vec<String> =
-                pairs.iter().map(|(k, v)| format!("{}: {}", describe(k), describe(v))).collect();
+            let parts: Vec<String> = pairs
+                .iter()
+                .map(|(k, v)| format!("{}: {}", describe(k), describe(v)))
+                .collect();
             let _ = write!(s, "{{{}}}", parts.join(", "));
         }
     }
@@ -399,19 +418,25 @@ mod tests {
                 cmds.push(cmd);
             }
         }
-        assert_eq!(cmds, vec![
-            vec![b"BF.ADD".to_vec(), b"k".to_vec(), b"hello".to_vec()],
-            vec![b"PING".to_vec()]
-        ]);
+        assert_eq!(
+            cmds,
+            vec![
+                vec![b"BF.ADD".to_vec(), b"k".to_vec(), b"hello".to_vec()],
+                vec![b"PING".to_vec()]
+            ]
+        );
     }
 
     #[test]
     fn inline_commands_with_quotes() {
         let cmds = parse_all(b"PING\r\n\r\nset \"a b\\x41\" 'c\\'d'\n").unwrap();
-        assert_eq!(cmds, vec![
-            vec![b"PING".to_vec()],
-            vec![b"set".to_vec(), b"a bA".to_vec(), b"c'd".to_vec()]
-        ]);
+        assert_eq!(
+            cmds,
+            vec![
+                vec![b"PING".to_vec()],
+                vec![b"set".to_vec(), b"a bA".to_vec(), b"c'd".to_vec()]
+            ]
+        );
         assert_eq!(
             parse_all(b"ECHO \"abc\r\n").unwrap_err().reply(),
             Reply::error("ERR Protocol error: unbalanced quotes in request")
@@ -421,12 +446,27 @@ mod tests {
     #[test]
     fn limits_are_protocol_errors() {
         let too_big = format!("*1\r\n${}\r\n", MAX_BULK_LEN + 1);
-        assert_eq!(parse_all(too_big.as_bytes()).unwrap_err().0, "invalid bulk length");
-        assert_eq!(parse_all(b"*1\r\n$-5\r\n").unwrap_err().0, "invalid bulk length");
-        assert_eq!(parse_all(b"*abc\r\n").unwrap_err().0, "invalid multibulk length");
-        assert_eq!(parse_all(b"*1\r\n:5\r\n").unwrap_err().0, "expected '$', got ':'");
+        assert_eq!(
+            parse_all(too_big.as_bytes()).unwrap_err().0,
+            "invalid bulk length"
+        );
+        assert_eq!(
+            parse_all(b"*1\r\n$-5\r\n").unwrap_err().0,
+            "invalid bulk length"
+        );
+        assert_eq!(
+            parse_all(b"*abc\r\n").unwrap_err().0,
+            "invalid multibulk length"
+        );
+        assert_eq!(
+            parse_all(b"*1\r\n:5\r\n").unwrap_err().0,
+            "expected '$', got ':'"
+        );
         let long_inline = vec![b'a'; MAX_INLINE_LEN + 1];
-        assert_eq!(parse_all(&long_inline).unwrap_err().0, "too big inline request");
+        assert_eq!(
+            parse_all(&long_inline).unwrap_err().0,
+            "too big inline request"
+        );
         // A declared 512 MiB bulk is accepted (and waits for data) without allocating it.
         let mut p = RequestParser::default();
         p.extend(format!("*2\r\n$4\r\nECHO\r\n${MAX_BULK_LEN}\r\n").as_bytes());
@@ -449,17 +489,27 @@ mod tests {
     fn string2ll_rules() {
         assert_eq!(parse_i64(b"0"), Some(0));
         assert_eq!(parse_i64(b"-12"), Some(-12));
-        for bad in [&b"+1"[..], b"01", b"-0", b" 1", b"1 ", b"", b"-", b"99999999999999999999"] {
+        for bad in [
+            &b"+1"[..],
+            b"01",
+            b"-0",
+            b" 1",
+            b"1 ",
+            b"",
+            b"-",
+            b"99999999999999999999",
+        ] {
             assert_eq!(parse_i64(bad), None, "{:?}", bad);
         }
     }
 
     #[test]
     fn encodes_both_protocols() {
-        let reply = Reply::Array(vec![Reply::Bool(true), Reply::Nil, Reply::Map(vec![(
-            Reply::Simple("Size".into()),
-            Reply::Int(240),
-        )])]);
+        let reply = Reply::Array(vec![
+            Reply::Bool(true),
+            Reply::Nil,
+            Reply::Map(vec![(Reply::Simple("Size".into()), Reply::Int(240))]),
+        ]);
         let mut v2 = Vec::new();
         reply.encode(2, &mut v2);
         assert_eq!(v2, b"*3\r\n:1\r\n$-1\r\n*2\r\n+Size\r\n:240\r\n");

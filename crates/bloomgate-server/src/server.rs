@@ -80,7 +80,11 @@ impl ServeArgs {
                 let at = || format!("{}:{}", path.display(), n + 1);
                 match name.as_str() {
                     "bind" => config.bind = value.to_string(),
-                    "port" => config.port = value.parse().with_context(|| format!("{}: bad port", at()))?,
+                    "port" => {
+                        config.port = value
+                            .parse()
+                            .with_context(|| format!("{}: bad port", at()))?
+                    }
                     "dir" => dir = PathBuf::from(value),
                     "metrics-addr" => metrics_addr = Some(value.to_string()),
                     "unprotected" => unprotected |= value == "yes",
@@ -112,7 +116,12 @@ impl ServeArgs {
             metrics_addr = self.metrics_addr.clone();
         }
         config.dir = dir.display().to_string();
-        Ok(Settings { config, dir, metrics_addr, unprotected })
+        Ok(Settings {
+            config,
+            dir,
+            metrics_addr,
+            unprotected,
+        })
     }
 }
 
@@ -141,13 +150,19 @@ impl Shared {
     /// the logs it covers.
     pub async fn snapshot(self: &Arc<Self>) -> anyhow::Result<()> {
         let _one_at_a_time = self.snapshot_lock.lock().await;
-        let Some(aof) = self.aof.get() else { bail!("the dataset is still loading") };
+        let Some(aof) = self.aof.get() else {
+            bail!("the dataset is still loading")
+        };
         let (entries, generation, changes) = {
             let mut store = self.store.lock().expect("store lock");
             let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
             aof.rotate(generation);
             store.persistence.bgsave_in_progress = true;
-            (store.db.snapshot(), generation, store.persistence.changes_since_save)
+            (
+                store.db.snapshot(),
+                generation,
+                store.persistence.changes_since_save,
+            )
         };
         let started = Instant::now();
         let dir = self.dir.clone();
@@ -217,19 +232,20 @@ fn check_protected_mode(settings: &Settings) -> anyhow::Result<()> {
 /// when the data cannot be loaded.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let settings = args.resolve()?;
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(settings))
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(serve(settings))
 }
 
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     check_protected_mode(&settings)?;
     let dir = settings.dir.clone();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let lock = std::fs::File::create(dir.join("bloomgate.lock"))?;
-    if lock.try_lock().is_err() {
-        bail!("another bloomgate server is using {}", dir.display());
-    }
     let addr = format!("{}:{}", settings.config.bind, settings.config.port);
-    let listener = TcpListener::bind(&addr).await.with_context(|| format!("binding {addr}"))?;
+    let listener = TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
     let mut store = Store::new(settings.config.clone());
     store.loading = true;
     let shared = Arc::new(Shared {
@@ -244,7 +260,11 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         shutdown_save: true.into(),
         latency: Latency::default(),
     });
-    eprintln!("bloomgate: listening on {}, data in {}", listener.local_addr()?, dir.display());
+    eprintln!(
+        "bloomgate: listening on {}, data in {}",
+        listener.local_addr()?,
+        dir.display()
+    );
     let accept_shared = shared.clone();
     tokio::spawn(async move {
         loop {
@@ -272,7 +292,9 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     }
     let aof = AofWriter::start(&dir, loaded.generation, settings.config.appendfsync)?;
     shared.generation.store(loaded.generation, Ordering::SeqCst);
-    shared.log_baseline.store(loaded.aof_size, Ordering::Relaxed);
+    shared
+        .log_baseline
+        .store(loaded.aof_size, Ordering::Relaxed);
     let _ = shared.aof.set(aof.clone());
     {
         let mut store = shared.store.lock().expect("store lock");
@@ -295,12 +317,14 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         _ = shared.shutdown.notified() => {}
     }
     let save = shared.shutdown_save.load(Ordering::SeqCst);
-    eprintln!("bloomgate: shutting down{}", if save { " (saving)" } else { "" });
+    eprintln!(
+        "bloomgate: shutting down{}",
+        if save { " (saving)" } else { "" }
+    );
     if save {
         shared.snapshot().await?;
     }
     aof.shutdown();
-    drop(lock);
     Ok(())
 }
 
@@ -321,7 +345,8 @@ async fn cron(shared: Arc<Shared>) {
             let p = &store.persistence;
             let age = now_ms() / 1000 - p.last_save_unix;
             let changes = p.changes_since_save;
-            let log_grew = aof.size() > 64 << 20 && aof.size() > 2 * shared.log_baseline.load(Ordering::Relaxed);
+            let log_grew = aof.size() > 64 << 20
+                && aof.size() > 2 * shared.log_baseline.load(Ordering::Relaxed);
             !p.bgsave_in_progress
                 && ((changes >= 1 && age >= 3600)
                     || (changes >= 100 && age >= 300)

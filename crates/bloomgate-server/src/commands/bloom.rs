@@ -109,7 +109,9 @@ fn add_items(ctx: &mut Ctx, key: &[u8], items: &Args, create_with: Option<Create
         Err(reply) => return reply,
         Ok(Some(_)) => {}
         Ok(None) => {
-            let Some(params) = create_with else { return Reply::error(ERR_NOT_FOUND) };
+            let Some(params) = create_with else {
+                return Reply::error(ERR_NOT_FOUND);
+            };
             if let Err(reply) = create(ctx, key, params) {
                 return reply;
             }
@@ -146,11 +148,15 @@ fn reserve(ctx: &mut Ctx, args: &Args) -> Reply {
     if args.len() < 4 {
         return wrong_arity("bf.reserve");
     }
-    let Some(error) = parse_f64(&args[2]) else { return Reply::error("ERR bad error rate") };
+    let Some(error) = parse_f64(&args[2]) else {
+        return Reply::error("ERR bad error rate");
+    };
     if !(error > 0.0 && error < 1.0) {
         return Reply::error("ERR error rate must be in the range (0.000000, 1.000000)");
     }
-    let Some(capacity) = parse_i64(&args[3]) else { return Reply::error("ERR bad capacity") };
+    let Some(capacity) = parse_i64(&args[3]) else {
+        return Reply::error("ERR bad capacity");
+    };
     if !(1..=MAX_CAPACITY).contains(&capacity) {
         return Reply::error("ERR capacity must be in the range [1, 1073741824]");
     }
@@ -159,8 +165,12 @@ fn reserve(ctx: &mut Ctx, args: &Args) -> Reply {
     let mut expansion = i64::from(ctx.store.config.bf_expansion);
     let expansion_at = options.iter().position(|a| is(a, "EXPANSION"));
     if let Some(at) = expansion_at {
-        let Some(value) = options.get(at + 1) else { return Reply::error("ERR no expansion") };
-        let Some(value) = parse_i64(value) else { return Reply::error("ERR bad expansion") };
+        let Some(value) = options.get(at + 1) else {
+            return Reply::error("ERR no expansion");
+        };
+        let Some(value) = parse_i64(value) else {
+            return Reply::error("ERR bad expansion");
+        };
         if !(0..=MAX_EXPANSION).contains(&value) {
             return Reply::error("ERR expansion must be in the range [0, 32768]");
         }
@@ -178,7 +188,12 @@ fn reserve(ctx: &mut Ctx, args: &Args) -> Reply {
         Ok(Some(_)) => return Reply::error("ERR item exists"),
         Ok(None) => {}
     }
-    let params = CreateParams { capacity: capacity as u64, error, expansion: expansion as u32, nonscaling };
+    let params = CreateParams {
+        capacity: capacity as u64,
+        error,
+        expansion: expansion as u32,
+        nonscaling,
+    };
     match create(ctx, key, params) {
         Ok(()) => Reply::ok(),
         Err(reply) => reply,
@@ -221,7 +236,9 @@ fn insert(ctx: &mut Ctx, args: &Args) -> Reply {
                 break;
             }
             Some(b'e') | Some(b'c') => {
-                let Some(value) = args.get(i + 1) else { return wrong_arity("bf.insert") };
+                let Some(value) = args.get(i + 1) else {
+                    return wrong_arity("bf.insert");
+                };
                 if lower(arg, 0) == Some(b'c') {
                     match parse_i64(value) {
                         Some(c) if c >= 1 => params.capacity = c as u64,
@@ -255,7 +272,12 @@ fn insert(ctx: &mut Ctx, args: &Args) -> Reply {
         return wrong_arity("bf.insert");
     };
     params.nonscaling |= params.expansion == 0;
-    add_items(ctx, &args[1], &args[items_at..], (!nocreate).then_some(params))
+    add_items(
+        ctx,
+        &args[1],
+        &args[items_at..],
+        (!nocreate).then_some(params),
+    )
 }
 
 /// EXISTS/MEXISTS answer 0 for a missing key and for a key of another type.
@@ -275,7 +297,12 @@ fn mexists(ctx: &mut Ctx, args: &Args) -> Reply {
     if args.len() < 3 {
         return wrong_arity("bf.mexists");
     }
-    Reply::Array(args[2..].iter().map(|item| probe(ctx, &args[1], item)).collect())
+    Reply::Array(
+        args[2..]
+            .iter()
+            .map(|item| probe(ctx, &args[1], item))
+            .collect(),
+    )
 }
 
 fn card(ctx: &mut Ctx, args: &Args) -> Reply {
@@ -297,12 +324,24 @@ fn info(ctx: &mut Ctx, args: &Args) -> Reply {
         Ok(chain) => chain,
         Err(reply) => return reply,
     };
-    let expansion = if chain.is_scaling() { Reply::Int(i64::from(chain.growth())) } else { Reply::Nil };
+    let expansion = if chain.is_scaling() {
+        Reply::Int(i64::from(chain.growth()))
+    } else {
+        Reply::Nil
+    };
     let fields = [
         ("Capacity", "CAPACITY", Reply::Int(chain.capacity() as i64)),
         ("Size", "SIZE", Reply::Int(chain.size_bytes() as i64)),
-        ("Number of filters", "FILTERS", Reply::Int(chain.links().len() as i64)),
-        ("Number of items inserted", "ITEMS", Reply::Int(chain.items() as i64)),
+        (
+            "Number of filters",
+            "FILTERS",
+            Reply::Int(chain.links().len() as i64),
+        ),
+        (
+            "Number of items inserted",
+            "ITEMS",
+            Reply::Int(chain.items() as i64),
+        ),
         ("Expansion rate", "EXPANSION", expansion),
     ];
     if let Some(selector) = args.get(2) {
@@ -315,7 +354,12 @@ fn info(ctx: &mut Ctx, args: &Args) -> Reply {
             None => Reply::error("Invalid information value"),
         };
     }
-    Reply::Map(fields.into_iter().map(|(label, _, value)| (Reply::Simple(label.into()), value)).collect())
+    Reply::Map(
+        fields
+            .into_iter()
+            .map(|(label, _, value)| (Reply::Simple(label.into()), value))
+            .collect(),
+    )
 }
 
 fn scandump(ctx: &mut Ctx, args: &Args) -> Reply {
@@ -329,7 +373,11 @@ fn scandump(ctx: &mut Ctx, args: &Args) -> Reply {
         Ok(chain) => chain,
         Err(reply) => return reply,
     };
-    let (next, data) = if iter == 0 { (1, chain.dump_header()) } else { chain.dump_chunk(iter) };
+    let (next, data) = if iter == 0 {
+        (1, chain.dump_header())
+    } else {
+        chain.dump_chunk(iter)
+    };
     Reply::Array(vec![Reply::Int(next), Reply::Bulk(data)])
 }
 
@@ -397,8 +445,14 @@ mod tests {
     fn reserve_checks_arguments_before_existence() {
         let mut h = Harness::new();
         assert_eq!(h.run("BF.RESERVE k 0.01 100"), Reply::ok());
-        assert_eq!(h.run("BF.RESERVE k 0 100"), err("ERR error rate must be in the range (0.000000, 1.000000)"));
-        assert_eq!(h.run("BF.RESERVE k 0.01 2000000000"), err("ERR capacity must be in the range [1, 1073741824]"));
+        assert_eq!(
+            h.run("BF.RESERVE k 0 100"),
+            err("ERR error rate must be in the range (0.000000, 1.000000)")
+        );
+        assert_eq!(
+            h.run("BF.RESERVE k 0.01 2000000000"),
+            err("ERR capacity must be in the range [1, 1073741824]")
+        );
         assert_eq!(h.run("BF.RESERVE k 0.01 100"), err("ERR item exists"));
         assert_eq!(h.run("BF.RESERVE z 0.01 100 EXPANSION 0"), Reply::ok());
         assert_eq!(h.run("BF.INFO z EXPANSION"), Reply::Array(vec![Reply::Nil]));
@@ -408,9 +462,17 @@ mod tests {
     fn info_is_a_map_of_simple_strings() {
         let mut h = Harness::new();
         h.run("BF.ADD k a");
-        let Reply::Map(pairs) = h.run("BF.INFO k") else { panic!() };
+        let Reply::Map(pairs) = h.run("BF.INFO k") else {
+            panic!()
+        };
         let labels: Vec<Reply> = pairs.iter().map(|(k, _)| k.clone()).collect();
-        let want = ["Capacity", "Size", "Number of filters", "Number of items inserted", "Expansion rate"];
+        let want = [
+            "Capacity",
+            "Size",
+            "Number of filters",
+            "Number of items inserted",
+            "Expansion rate",
+        ];
         assert_eq!(labels, want.map(|s| Reply::Simple(s.into())).to_vec());
         assert_eq!(pairs[1].1, Reply::Int(240));
     }
@@ -423,7 +485,10 @@ mod tests {
         store.config.bf_error_rate = 0.02;
         store.config.bf_initial_size = 7;
         let mut session = Session::new(1, false);
-        let args: Vec<Vec<u8>> = ["BF.MADD", "k", "a", "b"].iter().map(|s| s.as_bytes().to_vec()).collect();
+        let args: Vec<Vec<u8>> = ["BF.MADD", "k", "a", "b"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
         let outcome = execute(&mut store, &mut session, &args, false);
         assert_eq!(outcome.log.len(), 1);
         let mut replayed = Store::new(Config::default());
@@ -441,7 +506,10 @@ mod tests {
     fn maxmemory_refuses_growth_and_reservations() {
         let mut h = Harness::new();
         h.store.config.maxmemory = 4096;
-        assert_eq!(h.run("BF.RESERVE big 0.0001 100000"), err(crate::commands::ERR_OOM));
+        assert_eq!(
+            h.run("BF.RESERVE big 0.0001 100000"),
+            err(crate::commands::ERR_OOM)
+        );
         assert_eq!(h.run("BF.RESERVE small 0.01 10"), Reply::ok());
     }
 }

@@ -1,9 +1,7 @@
 //! Generic keyspace commands (DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, the expiry family,
 //! FLUSHDB/FLUSHALL, DBSIZE, MEMORY USAGE) with Redis' replies and errors.
 
-use super::{
-    flags::*, glob_match, is, text, Args, CommandSpec, Ctx, ERR_NOT_INTEGER, ERR_SYNTAX,
-};
+use super::{flags::*, glob_match, is, text, Args, CommandSpec, Ctx, ERR_NOT_INTEGER, ERR_SYNTAX};
 use crate::compat::murmur::murmur64a;
 use crate::resp::{parse_i64, Reply};
 
@@ -41,18 +39,28 @@ pub fn commands() -> Vec<CommandSpec> {
 
 fn del(ctx: &mut Ctx, args: &Args) -> Reply {
     let now = ctx.now_ms;
-    let removed = args[1..].iter().filter(|key| ctx.db().remove(key, now)).count() as u64;
+    let removed = args[1..]
+        .iter()
+        .filter(|key| ctx.db().remove(key, now))
+        .count() as u64;
     ctx.changed(removed);
     Reply::Int(removed as i64)
 }
 
 fn exists(ctx: &mut Ctx, args: &Args) -> Reply {
-    let n = args[1..].iter().filter(|k| ctx.store.db.get(k, ctx.now_ms).is_some()).count();
+    let n = args[1..]
+        .iter()
+        .filter(|k| ctx.store.db.get(k, ctx.now_ms).is_some())
+        .count();
     Reply::Int(n as i64)
 }
 
 fn type_(ctx: &mut Ctx, args: &Args) -> Reply {
-    let name = ctx.store.db.value(&args[1], ctx.now_ms).map_or("none", |v| v.type_name());
+    let name = ctx
+        .store
+        .db
+        .value(&args[1], ctx.now_ms)
+        .map_or("none", |v| v.type_name());
     Reply::Simple(name.into())
 }
 
@@ -81,7 +89,9 @@ fn scan(ctx: &mut Ctx, args: &Args) -> Reply {
     let (mut pattern, mut count, mut type_filter) = (None, 10usize, None);
     let mut i = 2;
     while i < args.len() {
-        let Some(value) = args.get(i + 1) else { return Reply::error(ERR_SYNTAX) };
+        let Some(value) = args.get(i + 1) else {
+            return Reply::error(ERR_SYNTAX);
+        };
         if is(&args[i], "MATCH") {
             pattern = Some(value.clone());
         } else if is(&args[i], "COUNT") {
@@ -109,8 +119,12 @@ fn scan(ctx: &mut Ctx, args: &Args) -> Reply {
     let keys = candidates
         .iter()
         .take(count)
-        .filter(|(_, k, _)| pattern.as_ref().is_none_or(|p| glob_match(p, k, false)))
-        .filter(|(_, _, t)| type_filter.as_ref().is_none_or(|f| f.eq_ignore_ascii_case(t)))
+        .filter(|(_, k, _)| pattern.as_ref().map_or(true, |p| glob_match(p, k, false)))
+        .filter(|(_, _, t)| {
+            type_filter
+                .as_ref()
+                .map_or(true, |f| f.eq_ignore_ascii_case(t))
+        })
         .map(|(_, k, _)| Reply::bulk((*k).clone()))
         .collect();
     Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(keys)])
@@ -138,7 +152,9 @@ fn expire(ctx: &mut Ctx, args: &Args) -> Reply {
         "expireat" => (1000, true),
         _ => (1, true),
     };
-    let Some(when) = parse_i64(&args[2]) else { return Reply::error(ERR_NOT_INTEGER) };
+    let Some(when) = parse_i64(&args[2]) else {
+        return Reply::error(ERR_NOT_INTEGER);
+    };
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for opt in &args[3..] {
         match text(opt).to_uppercase().as_str() {
@@ -156,13 +172,19 @@ fn expire(ctx: &mut Ctx, args: &Args) -> Reply {
         return Reply::error("ERR GT and LT options at the same time are not compatible");
     }
     let now = ctx.now_ms;
-    let at = when
-        .checked_mul(unit)
-        .and_then(|ms| if absolute { Some(ms) } else { ms.checked_add(now) });
+    let at = when.checked_mul(unit).and_then(|ms| {
+        if absolute {
+            Some(ms)
+        } else {
+            ms.checked_add(now)
+        }
+    });
     let Some(at) = at else {
         return Reply::error(format!("ERR invalid expire time in '{name}' command"));
     };
-    let Some(entry) = ctx.store.db.get(&args[1], now) else { return Reply::Int(0) };
+    let Some(entry) = ctx.store.db.get(&args[1], now) else {
+        return Reply::Int(0);
+    };
     let current = entry.expires_at;
     let allowed = match current {
         _ if nx => current.is_none(),
@@ -179,16 +201,23 @@ fn expire(ctx: &mut Ctx, args: &Args) -> Reply {
         ctx.log_as = Some(vec![vec![b"DEL".to_vec(), args[1].clone()]]);
     } else {
         ctx.db().set_expiry(&args[1], Some(at), now);
-        ctx.log_as =
-            Some(vec![vec![b"PEXPIREAT".to_vec(), args[1].clone(), at.to_string().into_bytes()]]);
+        ctx.log_as = Some(vec![vec![
+            b"PEXPIREAT".to_vec(),
+            args[1].clone(),
+            at.to_string().into_bytes(),
+        ]]);
     }
     ctx.changed(1);
     Reply::Int(1)
 }
 
 fn ttl(ctx: &mut Ctx, args: &Args) -> Reply {
-    let Some(entry) = ctx.store.db.get(&args[1], ctx.now_ms) else { return Reply::Int(-2) };
-    let Some(at) = entry.expires_at else { return Reply::Int(-1) };
+    let Some(entry) = ctx.store.db.get(&args[1], ctx.now_ms) else {
+        return Reply::Int(-2);
+    };
+    let Some(at) = entry.expires_at else {
+        return Reply::Int(-1);
+    };
     let ms = (at - ctx.now_ms).max(0);
     if is(&args[0], "TTL") {
         Reply::Int((ms + 500) / 1000)

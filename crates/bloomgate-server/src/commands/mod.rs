@@ -29,7 +29,7 @@ pub enum FsyncPolicy {
     Always,
     /// fsync once a second.
     Everysec,
-    /// Leave flushing to the OS.
+    /// leave flushing to the OS.
     No,
 }
 
@@ -103,7 +103,7 @@ pub struct Stats {
     pub keyspace_misses: u64,
     pub rejected_oom: u64,
     /// Per command name: (calls, errors).
-    pub per_command: std::collections::BTreeMap<String, (u64, u64)>,
+    pub per_command: std::collections::HashMap<&'static str, (u64, u64)>,
 }
 
 /// Persistence status the network layer keeps up to date (INFO persistence).
@@ -136,7 +136,10 @@ impl Store {
             db: Db::default(),
             config,
             stats: Stats::default(),
-            persistence: PersistenceInfo { last_bgsave_ok: true, ..Default::default() },
+            persistence: PersistenceInfo {
+                last_bgsave_ok: true,
+                ..Default::default()
+            },
             loading: false,
             started_unix: now_ms() / 1000,
             dirty: 0,
@@ -193,7 +196,9 @@ pub enum Action {
     Save,
     Bgsave,
     /// `save`: `Some(false)` = NOSAVE, otherwise snapshot before exiting.
-    Shutdown { save: bool },
+    Shutdown {
+        save: bool,
+    },
     DebugReload,
 }
 
@@ -282,7 +287,11 @@ impl CommandSpec {
             (flags::FAST, "fast"),
             (flags::MODULE, "module"),
         ];
-        names.iter().filter(|(f, _)| self.flags & f != 0).map(|(_, n)| *n).collect()
+        names
+            .iter()
+            .filter(|(f, _)| self.flags & f != 0)
+            .map(|(_, n)| *n)
+            .collect()
     }
 }
 
@@ -300,7 +309,22 @@ pub fn table() -> &'static [CommandSpec] {
 }
 
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    table().iter().find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
+    static INDEX: std::sync::OnceLock<std::collections::HashMap<Vec<u8>, usize>> =
+        std::sync::OnceLock::new();
+    let index = INDEX.get_or_init(|| {
+        table()
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.as_bytes().to_vec(), i))
+            .collect()
+    });
+    // Upper-case into a stack buffer: no allocation on the per-command path.
+    let mut upper = [0u8; 16];
+    let upper = upper.get_mut(..name.len())?;
+    for (u, b) in upper.iter_mut().zip(name) {
+        *u = b.to_ascii_uppercase();
+    }
+    index.get(&*upper).map(|&i| &table()[i])
 }
 
 /// Redis' unknown-command wording: each argument quoted and followed by a space, the argument
@@ -316,19 +340,34 @@ pub fn unknown_command(args: &Args) -> Reply {
         let shown: String = text.chars().take(room).collect();
         listed.push_str(&format!("'{shown}' "));
     }
-    let name: String = String::from_utf8_lossy(&args[0]).chars().take(128).collect();
-    Reply::error(format!("ERR unknown command '{name}', with args beginning with: {listed}"))
+    let name: String = String::from_utf8_lossy(&args[0])
+        .chars()
+        .take(128)
+        .collect();
+    Reply::error(format!(
+        "ERR unknown command '{name}', with args beginning with: {listed}"
+    ))
 }
 
 pub fn wrong_arity(name: &str) -> Reply {
-    Reply::error(format!("ERR wrong number of arguments for '{}' command", name.to_lowercase()))
+    Reply::error(format!(
+        "ERR wrong number of arguments for '{}' command",
+        name.to_lowercase()
+    ))
 }
 
 /// Runs one command for `session`. `replaying` is set while the log is replayed at start (no
 /// auth, no logging, no MULTI state).
 pub fn execute(store: &mut Store, session: &mut Session, args: &Args, replaying: bool) -> Outcome {
-    let plain = |reply| Outcome { reply, log: Vec::new(), action: None, close: false };
-    let Some(first) = args.first() else { return plain(Reply::error(ERR_SYNTAX)) };
+    let plain = |reply| Outcome {
+        reply,
+        log: Vec::new(),
+        action: None,
+        close: false,
+    };
+    let Some(first) = args.first() else {
+        return plain(Reply::error(ERR_SYNTAX));
+    };
     let Some(spec) = lookup(first) else {
         if session.multi.is_some() {
             session.multi_failed = true;
@@ -352,8 +391,12 @@ pub fn execute(store: &mut Store, session: &mut Session, args: &Args, replaying:
         }
         return plain(wrong_arity(spec.name));
     }
-    if session.multi.is_some() && spec.flags & flags::TRANSACTION == 0 {
-        session.multi.as_mut().expect("in multi").push(args.to_vec());
+    if let Some(queue) = session
+        .multi
+        .as_mut()
+        .filter(|_| spec.flags & flags::TRANSACTION == 0)
+    {
+        queue.push(args.to_vec());
         return plain(Reply::Simple("QUEUED".into()));
     }
     run(store, session, spec, args, replaying)
@@ -373,29 +416,54 @@ pub fn run(
         && store.db.used_memory() > store.config.maxmemory
     {
         store.stats.rejected_oom += 1;
-        return Outcome { reply: Reply::error(ERR_OOM), log: Vec::new(), action: None, close: false };
+        return Outcome {
+            reply: Reply::error(ERR_OOM),
+            log: Vec::new(),
+            action: None,
+            close: false,
+        };
     }
     let dirty_before = store.dirty;
-    let mut ctx =
-        Ctx { store, session, now_ms: now_ms(), log_as: None, action: None, close: false };
+    let mut ctx = Ctx {
+        store,
+        session,
+        now_ms: now_ms(),
+        log_as: None,
+        action: None,
+        close: false,
+    };
     let reply = (spec.handler)(&mut ctx, args);
-    let Ctx { store, log_as, action, close, .. } = ctx;
+    let Ctx {
+        store,
+        log_as,
+        action,
+        close,
+        ..
+    } = ctx;
     let log = if replaying || store.dirty == dirty_before {
         Vec::new()
     } else {
         log_as.unwrap_or_else(|| vec![args.to_vec()])
     };
     store.stats.commands_processed += 1;
-    let counters = store.stats.per_command.entry(spec.name.to_lowercase()).or_default();
+    let counters = store.stats.per_command.entry(spec.name).or_default();
     counters.0 += 1;
     if reply.is_error() {
         counters.1 += 1;
     }
-    Outcome { reply, log, action, close }
+    Outcome {
+        reply,
+        log,
+        action,
+        close,
+    }
 }
 
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// Case-insensitive ASCII comparison of an argument with an option name.
@@ -418,7 +486,13 @@ pub fn parse_f64(arg: &[u8]) -> Option<f64> {
 
 /// Redis glob matching (`*`, `?`, `[...]` with ranges and `^`, `\` escapes).
 pub fn glob_match(pattern: &[u8], text: &[u8], nocase: bool) -> bool {
-    let eq = |a: u8, b: u8| if nocase { a.eq_ignore_ascii_case(&b) } else { a == b };
+    let eq = |a: u8, b: u8| {
+        if nocase {
+            a.eq_ignore_ascii_case(&b)
+        } else {
+            a == b
+        }
+    };
     let (mut p, mut t) = (0, 0);
     let (mut star_p, mut star_t) = (None, 0);
     while t < text.len() {
@@ -447,9 +521,19 @@ pub fn glob_match(pattern: &[u8], text: &[u8], nocase: bool) -> bool {
                         if pattern[i] == b'\\' && i + 1 < pattern.len() {
                             hit |= eq(pattern[i + 1], text[t]);
                             i += 2;
-                        } else if i + 2 < pattern.len() && pattern[i + 1] == b'-' && pattern[i + 2] != b']' {
-                            let (lo, hi) = (pattern[i].min(pattern[i + 2]), pattern[i].max(pattern[i + 2]));
-                            let c = if nocase { text[t].to_ascii_lowercase() } else { text[t] };
+                        } else if i + 2 < pattern.len()
+                            && pattern[i + 1] == b'-'
+                            && pattern[i + 2] != b']'
+                        {
+                            let (lo, hi) = (
+                                pattern[i].min(pattern[i + 2]),
+                                pattern[i].max(pattern[i + 2]),
+                            );
+                            let c = if nocase {
+                                text[t].to_ascii_lowercase()
+                            } else {
+                                text[t]
+                            };
                             hit |= (lo..=hi).contains(&c) || (lo..=hi).contains(&text[t]);
                             i += 3;
                         } else {
@@ -496,11 +580,17 @@ pub(crate) mod testing {
 
     impl Harness {
         pub fn new() -> Self {
-            Self { store: Store::new(Config::default()), session: Session::new(1, false) }
+            Self {
+                store: Store::new(Config::default()),
+                session: Session::new(1, false),
+            }
         }
 
         pub fn run(&mut self, line: &str) -> Reply {
-            let args: Vec<Vec<u8>> = line.split_whitespace().map(|w| w.as_bytes().to_vec()).collect();
+            let args: Vec<Vec<u8>> = line
+                .split_whitespace()
+                .map(|w| w.as_bytes().to_vec())
+                .collect();
             self.run_args(&args)
         }
 
@@ -526,14 +616,23 @@ mod tests {
             h.run("FOO a b"),
             err("ERR unknown command 'FOO', with args beginning with: 'a' 'b' ")
         );
-        assert_eq!(h.run("foo"), err("ERR unknown command 'foo', with args beginning with: "));
+        assert_eq!(
+            h.run("foo"),
+            err("ERR unknown command 'foo', with args beginning with: ")
+        );
     }
 
     #[test]
     fn arity_errors_use_lower_case_names() {
         let mut h = Harness::new();
-        assert_eq!(h.run("BF.ADD k"), err("ERR wrong number of arguments for 'bf.add' command"));
-        assert_eq!(h.run("ECHO"), err("ERR wrong number of arguments for 'echo' command"));
+        assert_eq!(
+            h.run("BF.ADD k"),
+            err("ERR wrong number of arguments for 'bf.add' command")
+        );
+        assert_eq!(
+            h.run("ECHO"),
+            err("ERR wrong number of arguments for 'echo' command")
+        );
     }
 
     #[test]

@@ -63,7 +63,10 @@ fn password_matches(expected: &str, given: &[u8]) -> bool {
     let expected = expected.as_bytes();
     let mut diff = (expected.len() ^ given.len()) as u8 | u8::from(expected.len() != given.len());
     for (i, &b) in given.iter().enumerate() {
-        diff |= b ^ expected.get(i % expected.len().max(1)).copied().unwrap_or(0);
+        diff |= b ^ expected
+            .get(i % expected.len().max(1))
+            .copied()
+            .unwrap_or(0);
     }
     diff == 0
 }
@@ -81,15 +84,19 @@ fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), R
         return if user.is_some_and(|u| u == b"default") {
             Ok(())
         } else {
-            Err(Reply::error("WRONGPASS invalid username-password pair or user is disabled."))
+            Err(Reply::error(
+                "WRONGPASS invalid username-password pair or user is disabled.",
+            ))
         };
     };
-    let user_ok = user.is_none_or(|u| u == b"default");
+    let user_ok = user.map_or(true, |u| u == b"default");
     if user_ok && password_matches(&expected, pass) {
         ctx.session.authenticated = true;
         Ok(())
     } else {
-        Err(Reply::error("WRONGPASS invalid username-password pair or user is disabled."))
+        Err(Reply::error(
+            "WRONGPASS invalid username-password pair or user is disabled.",
+        ))
     }
 }
 
@@ -124,7 +131,10 @@ fn hello(ctx: &mut Ctx, args: &Args) -> Reply {
             setname = Some(args[i + 1].clone());
             i += 2;
         } else {
-            return Reply::error(format!("ERR Syntax error in HELLO option '{}'", text(&args[i])));
+            return Reply::error(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                text(&args[i])
+            ));
         }
     }
     if !ctx.session.authenticated {
@@ -205,8 +215,16 @@ fn client(ctx: &mut Ctx, args: &Args) -> Reply {
 }
 
 fn client_line(ctx: &Ctx) -> String {
-    let name = ctx.session.name.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
-    format!("id={} name={} db=0 resp={}\n", ctx.session.id, name, ctx.session.proto)
+    let name = ctx
+        .session
+        .name
+        .as_deref()
+        .map(String::from_utf8_lossy)
+        .unwrap_or_default();
+    format!(
+        "id={} name={} db=0 resp={}\n",
+        ctx.session.id, name, ctx.session.proto
+    )
 }
 
 fn human(bytes: u64) -> String {
@@ -222,13 +240,22 @@ fn human(bytes: u64) -> String {
     }
 }
 
-const INFO_SECTIONS: [&str; 7] =
-    ["server", "clients", "memory", "persistence", "stats", "keyspace", "modules"];
+const INFO_SECTIONS: [&str; 7] = [
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "keyspace",
+    "modules",
+];
 
 fn info(ctx: &mut Ctx, args: &Args) -> Reply {
     let wanted: Vec<String> = args[1..].iter().map(|a| text(a).to_lowercase()).collect();
     let all = wanted.is_empty()
-        || wanted.iter().any(|w| w == "all" || w == "everything" || w == "default");
+        || wanted
+            .iter()
+            .any(|w| w == "all" || w == "everything" || w == "default");
     let store = &ctx.store;
     let uptime = (super::now_ms() / 1000 - store.started_unix).max(0);
     let p = &store.persistence;
@@ -305,7 +332,9 @@ fn info(ctx: &mut Ctx, args: &Args) -> Reply {
 /// Parses Redis memory sizes: plain bytes or with b/k/kb/m/mb/g/gb (k = 1000, kb = 1024).
 pub fn parse_memory(s: &str) -> Option<u64> {
     let lower = s.to_ascii_lowercase();
-    let split = lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len());
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
     let (digits, unit) = lower.split_at(split);
     let n: u64 = digits.parse().ok()?;
     let mul: u64 = match unit {
@@ -400,7 +429,10 @@ pub fn apply_config(c: &mut Config, name: &str, value: &str) -> Result<(), Strin
             c.maxmemory = parse_memory(value).ok_or("argument must be a memory value")?
         }
         "maxmemory-policy" if value.eq_ignore_ascii_case("noeviction") => {}
-        "appendfsync" => c.appendfsync = FsyncPolicy::parse(value).ok_or("argument(s) must be one of the following: always, everysec, no")?,
+        "appendfsync" => {
+            c.appendfsync = FsyncPolicy::parse(value)
+                .ok_or("argument(s) must be one of the following: always, everysec, no")?
+        }
         "requirepass" => c.requirepass = (!value.is_empty()).then(|| value.to_string()),
         "appendonly" | "dir" | "bind" | "port" | "databases" | "maxmemory-policy" | "save" => {
             return Err("can't set immutable config".into())
@@ -416,7 +448,10 @@ fn config(ctx: &mut Ctx, args: &Args) -> Reply {
         "GET" if args.len() >= 3 => {
             let mut pairs = Vec::new();
             for name in CONFIG_NAMES {
-                if args[2..].iter().any(|p| glob_match(p, name.as_bytes(), true)) {
+                if args[2..]
+                    .iter()
+                    .any(|p| glob_match(p, name.as_bytes(), true))
+                {
                     pairs.push((Reply::bulk(name), Reply::bulk(config_value(ctx, name))));
                 }
             }
@@ -427,7 +462,10 @@ fn config(ctx: &mut Ctx, args: &Args) -> Reply {
                 .chunks(2)
                 .map(|p| (text(&p[0]).to_lowercase(), text(&p[1])))
                 .collect();
-            if let Some((bad, _)) = pairs.iter().find(|(n, _)| !CONFIG_NAMES.contains(&n.as_str())) {
+            if let Some((bad, _)) = pairs
+                .iter()
+                .find(|(n, _)| !CONFIG_NAMES.contains(&n.as_str()))
+            {
                 return Reply::error(format!(
                     "ERR Unknown option or number of arguments for CONFIG SET - '{bad}'"
                 ));
@@ -457,11 +495,20 @@ fn config(ctx: &mut Ctx, args: &Args) -> Reply {
 }
 
 fn command_info(spec: &CommandSpec) -> Reply {
-    let arity = if spec.flags & MODULE != 0 { -1 } else { spec.arity };
+    let arity = if spec.flags & MODULE != 0 {
+        -1
+    } else {
+        spec.arity
+    };
     Reply::Array(vec![
         Reply::bulk(spec.name.to_lowercase()),
         Reply::Int(i64::from(arity)),
-        Reply::Array(spec.flag_names().into_iter().map(|f| Reply::Simple(f.into())).collect()),
+        Reply::Array(
+            spec.flag_names()
+                .into_iter()
+                .map(|f| Reply::Simple(f.into()))
+                .collect(),
+        ),
         Reply::Int(i64::from(spec.first_key)),
         Reply::Int(i64::from(spec.last_key)),
         Reply::Int(i64::from(spec.step)),
@@ -478,10 +525,18 @@ fn command(_ctx: &mut Ctx, args: &Args) -> Reply {
     };
     match text(sub).to_uppercase().as_str() {
         "COUNT" => Reply::Int(table().len() as i64),
-        "LIST" => Reply::Array(table().iter().map(|c| Reply::bulk(c.name.to_lowercase())).collect()),
+        "LIST" => Reply::Array(
+            table()
+                .iter()
+                .map(|c| Reply::bulk(c.name.to_lowercase()))
+                .collect(),
+        ),
         "INFO" if args.len() == 2 => Reply::Array(table().iter().map(command_info).collect()),
         "INFO" => Reply::Array(
-            args[2..].iter().map(|n| lookup(n).map_or(Reply::Nil, command_info)).collect(),
+            args[2..]
+                .iter()
+                .map(|n| lookup(n).map_or(Reply::Nil, command_info))
+                .collect(),
         ),
         "DOCS" => {
             let specs: Vec<&CommandSpec> = if args.len() == 2 {
@@ -493,7 +548,11 @@ fn command(_ctx: &mut Ctx, args: &Args) -> Reply {
                 specs
                     .into_iter()
                     .map(|c| {
-                        let group = if c.flags & MODULE != 0 { "module" } else { "generic" };
+                        let group = if c.flags & MODULE != 0 {
+                            "module"
+                        } else {
+                            "generic"
+                        };
                         let doc = Reply::Map(vec![
                             (Reply::bulk("summary"), Reply::bulk(c.name.to_lowercase())),
                             (Reply::bulk("since"), Reply::bulk("1.0.0")),
@@ -535,6 +594,8 @@ fn bgsave(ctx: &mut Ctx, args: &Args) -> Reply {
     if ctx.store.persistence.bgsave_in_progress {
         return Reply::error("ERR Background save already in progress");
     }
+    // Visible at once (INFO), before the network layer starts the snapshot task.
+    ctx.store.persistence.bgsave_in_progress = true;
     ctx.action = Some(Action::Bgsave);
     Reply::Simple("Background saving started".into())
 }
@@ -608,7 +669,9 @@ mod tests {
     #[test]
     fn auth_flow() {
         let mut h = Harness::new();
-        assert!(matches!(h.run("AUTH x"), Reply::Error(e) if e.starts_with("ERR AUTH <password> called")));
+        assert!(
+            matches!(h.run("AUTH x"), Reply::Error(e) if e.starts_with("ERR AUTH <password> called"))
+        );
         h.store.config.requirepass = Some("pw".into());
         h.session.authenticated = false;
         assert_eq!(h.run("PING"), err("NOAUTH Authentication required."));
@@ -625,7 +688,10 @@ mod tests {
         let mut h = Harness::new();
         assert!(matches!(h.run("HELLO 3"), Reply::Map(_)));
         assert_eq!(h.session.proto, 3);
-        assert_eq!(h.run("HELLO 4"), err("NOPROTO unsupported protocol version"));
+        assert_eq!(
+            h.run("HELLO 4"),
+            err("NOPROTO unsupported protocol version")
+        );
         assert_eq!(h.run("SELECT 0"), Reply::ok());
         assert_eq!(h.run("SELECT 1"), err("ERR DB index is out of range"));
         assert_eq!(h.run("CLIENT SETNAME app"), Reply::ok());

@@ -38,7 +38,11 @@ fn exec(ctx: &mut Ctx, _args: &Args) -> Reply {
         return Reply::error("ERR EXEC without MULTI");
     };
     let failed = std::mem::take(&mut ctx.session.multi_failed);
-    let aborted = ctx.session.watched.iter().any(|(key, seq)| ctx.store.db.changed_since(key, *seq));
+    let aborted = ctx
+        .session
+        .watched
+        .iter()
+        .any(|(key, seq)| ctx.store.db.changed_since(key, *seq));
     ctx.session.unwatch_all(&mut ctx.store.db);
     if failed {
         return Reply::error("EXECABORT Transaction discarded because of previous errors.");
@@ -101,11 +105,17 @@ mod tests {
         assert_eq!(h.run("MULTI"), Reply::ok());
         assert_eq!(h.run("BF.ADD k a"), Reply::Simple("QUEUED".into()));
         assert_eq!(h.run("BF.EXISTS k a"), Reply::Simple("QUEUED".into()));
-        assert_eq!(h.run("EXEC"), Reply::Array(vec![Reply::Bool(true), Reply::Bool(true)]));
+        assert_eq!(
+            h.run("EXEC"),
+            Reply::Array(vec![Reply::Bool(true), Reply::Bool(true)])
+        );
 
         assert_eq!(h.run("WATCH k"), Reply::ok());
         let mut other = Session::new(2, false);
-        let args: Vec<Vec<u8>> = ["BF.ADD", "k", "b"].iter().map(|s| s.as_bytes().to_vec()).collect();
+        let args: Vec<Vec<u8>> = ["BF.ADD", "k", "b"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
         execute(&mut h.store, &mut other, &args, false);
         assert_eq!(h.run("MULTI"), Reply::ok());
         assert_eq!(h.run("BF.ADD k c"), Reply::Simple("QUEUED".into()));
@@ -120,9 +130,15 @@ mod tests {
         assert_eq!(h.run("DISCARD"), err("ERR DISCARD without MULTI"));
         h.run("MULTI");
         assert_eq!(h.run("MULTI"), err("ERR MULTI calls can not be nested"));
-        assert_eq!(h.run("WATCH x"), err("ERR WATCH inside MULTI is not allowed"));
+        assert_eq!(
+            h.run("WATCH x"),
+            err("ERR WATCH inside MULTI is not allowed")
+        );
         assert!(h.run("NOPE").is_error());
-        assert_eq!(h.run("EXEC"), err("EXECABORT Transaction discarded because of previous errors."));
+        assert_eq!(
+            h.run("EXEC"),
+            err("EXECABORT Transaction discarded because of previous errors.")
+        );
         h.run("MULTI");
         h.run("BF.ADD k a");
         assert_eq!(h.run("DISCARD"), Reply::ok());

@@ -20,7 +20,9 @@ pub const DEFAULT_OPTIONS: u32 = OPT_NOROUND | OPT_FORCE64;
 /// `-ln(error) / ln(2)^2` uses ln(2)^2 truncated to 15 significant digits, as libbloom does; the
 /// exact constant matters because `bpe` is stored in dumps and drives `bits = floor(cap * bpe)`.
 const LN2_SQUARED: f64 = 0.480453013918201;
-/// `hashes = ceil(ln2 * bpe)` with ln2 likewise truncated.
+/// `hashes = ceil(ln2 * bpe)` with ln2 likewise truncated (not `std::f64::consts::LN_2`: the
+/// truncated value is what decides `hashes` at boundaries and is part of the format).
+#[allow(clippy::approx_constant)]
 const LN2: f64 = 0.693147180559945;
 /// Each new link gets half the previous link's error rate (so the chain's total stays below the
 /// requested rate: Σ e/2^(i+1) < e).
@@ -78,12 +80,21 @@ impl LinkSizing {
         let bpe = -(error.ln() / LN2_SQUARED);
         let raw_bits = capacity as f64 * bpe;
         // 2^63 bits is far beyond any allocation; also rejects inf/NaN.
-        if !(raw_bits < 9.2e18) {
+        if raw_bits.is_nan() || raw_bits >= 9.2e18 {
             return None;
         }
         let bits = (raw_bits as u64).max(1);
-        let bytes = if bits % 64 != 0 { (bits / 64 + 1) * 8 } else { bits / 8 };
-        Some(Self { bytes, bits: bytes * 8, hashes: hashes_for(bpe), bpe })
+        let bytes = if bits % 64 != 0 {
+            (bits / 64 + 1) * 8
+        } else {
+            bits / 8
+        };
+        Some(Self {
+            bytes,
+            bits: bytes * 8,
+            hashes: hashes_for(bpe),
+            bpe,
+        })
     }
 }
 
@@ -107,7 +118,14 @@ pub struct Link {
 impl Link {
     fn try_new(capacity: u64, error: f64) -> Option<Self> {
         let sizing = LinkSizing::new(capacity, error)?;
-        Some(Self { bits: zeroed_bits(sizing.bytes)?, sizing, error, capacity, items: 0, n2: 0 })
+        Some(Self {
+            bits: zeroed_bits(sizing.bytes)?,
+            sizing,
+            error,
+            capacity,
+            items: 0,
+            n2: 0,
+        })
     }
 
     fn contains(&self, h: HashPair) -> bool {
@@ -194,15 +212,28 @@ impl BloomChain {
     /// `None` if the link cannot be allocated.
     pub fn new(capacity: u64, error: f64, growth: u32, nonscaling: bool) -> Option<Self> {
         let options = DEFAULT_OPTIONS | if nonscaling { OPT_NO_SCALING } else { 0 };
-        let first_error = if nonscaling { error } else { error * ERROR_TIGHTENING_RATIO };
+        let first_error = if nonscaling {
+            error
+        } else {
+            error * ERROR_TIGHTENING_RATIO
+        };
         let link = Link::try_new(capacity, first_error)?;
-        Some(Self { links: vec![link], items: 0, options, growth })
+        Some(Self {
+            links: vec![link],
+            items: 0,
+            options,
+            growth,
+        })
     }
 
     /// Bytes the first link of `new(capacity, error, ..)` would take, for memory checks
     /// before allocating.
     pub fn planned_bytes(capacity: u64, error: f64, nonscaling: bool) -> Option<u64> {
-        let first_error = if nonscaling { error } else { error * ERROR_TIGHTENING_RATIO };
+        let first_error = if nonscaling {
+            error
+        } else {
+            error * ERROR_TIGHTENING_RATIO
+        };
         Some(LinkSizing::new(capacity, first_error)?.bytes)
     }
 
@@ -223,17 +254,24 @@ impl BloomChain {
             if !self.is_scaling() {
                 return Err(AddError::Full);
             }
-            let capacity = newest.capacity.checked_mul(u64::from(self.growth)).filter(|&c| c > 0);
+            let capacity = newest
+                .capacity
+                .checked_mul(u64::from(self.growth))
+                .filter(|&c| c > 0);
             let error = newest.error * ERROR_TIGHTENING_RATIO;
-            let sizing =
-                capacity.and_then(|c| LinkSizing::new(c, error)).ok_or(AddError::GrowFailed)?;
+            let sizing = capacity
+                .and_then(|c| LinkSizing::new(c, error))
+                .ok_or(AddError::GrowFailed)?;
             if sizing.bytes > budget {
                 return Err(AddError::OutOfMemory);
             }
             let link = Link::try_new(capacity.unwrap_or(0), error).ok_or(AddError::GrowFailed)?;
             self.links.push(link);
         }
-        let newest = self.links.last_mut().expect("a chain has at least one link");
+        let newest = self
+            .links
+            .last_mut()
+            .expect("a chain has at least one link");
         if newest.insert(h) {
             newest.items += 1;
             self.items += 1;
@@ -266,7 +304,12 @@ impl BloomChain {
 
     /// BF.INFO Size: `32 + 64 × links + Σ link bytes`.
     pub fn size_bytes(&self) -> u64 {
-        CHAIN_OVERHEAD + self.links.iter().map(|l| LINK_OVERHEAD + l.sizing.bytes).sum::<u64>()
+        CHAIN_OVERHEAD
+            + self
+                .links
+                .iter()
+                .map(|l| LINK_OVERHEAD + l.sizing.bytes)
+                .sum::<u64>()
     }
 
     /// BF.DEBUG lines: `size:N`, then one line per link.
@@ -333,7 +376,11 @@ impl BloomChain {
 
     /// Total bit-array bytes a header describes, for memory checks before [`Self::from_header`].
     pub fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
-        Ok(parse_header(header)?.links.iter().map(|l| l.sizing.bytes).sum())
+        Ok(parse_header(header)?
+            .links
+            .iter()
+            .map(|l| l.sizing.bytes)
+            .sum())
     }
 
     /// Builds an empty-bits chain from a SCANDUMP header, validating every field.
@@ -344,7 +391,12 @@ impl BloomChain {
             let bits = zeroed_bits(spec.sizing.bytes).ok_or(ERR_BAD_DATA)?;
             links.push(Link { bits, ..spec });
         }
-        Ok(Self { links, items: parsed.items, options: parsed.options, growth: parsed.growth })
+        Ok(Self {
+            links,
+            items: parsed.items,
+            options: parsed.options,
+            growth: parsed.growth,
+        })
     }
 
     /// LOADCHUNK: `iter` is what SCANDUMP returned with `data` (1 + offset after the chunk).
@@ -354,8 +406,10 @@ impl BloomChain {
             return Err(ERR_BAD_DATA);
         }
         let start = iter as u64 - len;
-        let (index, offset) =
-            start.checked_sub(1).and_then(|o| self.link_at(o)).ok_or(ERR_NO_LINK)?;
+        let (index, offset) = start
+            .checked_sub(1)
+            .and_then(|o| self.link_at(o))
+            .ok_or(ERR_NO_LINK)?;
         let link = &mut self.links[index];
         if len > link.sizing.bytes - offset {
             return Err(ERR_CHUNK_TOO_BIG);
@@ -448,7 +502,12 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
         item_sum = item_sum.checked_add(link_items).ok_or(ERR_BAD_DATA)?;
         links.push(Link {
             bits: BitArray::zeroed(0),
-            sizing: LinkSizing { bytes, bits, hashes, bpe },
+            sizing: LinkSizing {
+                bytes,
+                bits,
+                hashes,
+                bpe,
+            },
             error,
             capacity,
             items: link_items,
@@ -458,7 +517,12 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
     if item_sum != items {
         return Err(ERR_BAD_DATA);
     }
-    Ok(ParsedHeader { items, options, growth, links })
+    Ok(ParsedHeader {
+        items,
+        options,
+        growth,
+        links,
+    })
 }
 
 /// C's `printf("%g", x)`: 6 significant digits, trailing zeros removed, exponent form when the
@@ -496,8 +560,14 @@ mod tests {
     fn info_size_matches_reference_examples() {
         // Defaults (0.01, 100): first link at 0.005 → bpe 11.03, 1102 bits → 144 bytes;
         // 32 + 64 + 144 = 240.
-        assert_eq!(BloomChain::new(100, 0.01, 2, false).unwrap().size_bytes(), 240);
-        assert_eq!(BloomChain::new(100, 0.001, 2, false).unwrap().size_bytes(), 296);
+        assert_eq!(
+            BloomChain::new(100, 0.01, 2, false).unwrap().size_bytes(),
+            240
+        );
+        assert_eq!(
+            BloomChain::new(100, 0.001, 2, false).unwrap().size_bytes(),
+            296
+        );
     }
 
     #[test]
@@ -513,7 +583,12 @@ mod tests {
             "bytes:72 bits:576 hashes:10 hashwidth:64 capacity:40 size:",
             "bytes:160 bits:1280 hashes:11 hashwidth:64 capacity:80 size:",
         ];
-        let ratios = ["ratio:0.005", "ratio:0.0025", "ratio:0.00125", "ratio:0.000625"];
+        let ratios = [
+            "ratio:0.005",
+            "ratio:0.0025",
+            "ratio:0.00125",
+            "ratio:0.000625",
+        ];
         assert_eq!(lines.len(), 5, "{lines:?}");
         assert_eq!(lines[0], format!("size:{}", chain.items()));
         for ((line, prefix), ratio) in lines[1..].iter().zip(prefixes).zip(ratios) {
@@ -604,7 +679,10 @@ mod tests {
         assert_eq!(corrupt(60, &3u32.to_le_bytes()), Some(ERR_BAD_DATA)); // hashes
         assert_eq!(corrupt(64, &0u64.to_le_bytes()), Some(ERR_BAD_DATA)); // capacity
         assert_eq!(corrupt(72, &[64]), Some(ERR_BAD_DATA)); // n2
-        assert_eq!(BloomChain::from_header(&good[..good.len() - 1]).err(), Some(ERR_BAD_DATA));
+        assert_eq!(
+            BloomChain::from_header(&good[..good.len() - 1]).err(),
+            Some(ERR_BAD_DATA)
+        );
         assert_eq!(BloomChain::from_header(&[]).err(), Some(ERR_BAD_DATA));
     }
 
@@ -619,5 +697,38 @@ mod tests {
         assert_eq!(copy.load_chunk(1000, &[1]), Err(ERR_NO_LINK));
         assert_eq!(copy.load_chunk(145, &[0xff; 144]), Ok(()));
         assert!(copy.contains(b"anything"));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Never a false negative: every added item is reported present, through scaling and
+        /// through a SCANDUMP/LOADCHUNK round trip.
+        #[test]
+        fn no_false_negatives(
+            items in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24), 1..400),
+            capacity in 1u64..50,
+            error in 0.001f64..0.3,
+            growth in 1u32..5,
+        ) {
+            let mut chain = BloomChain::new(capacity, error, growth, false).unwrap();
+            for item in &items {
+                chain.add(item, u64::MAX).unwrap();
+            }
+            let mut copy = BloomChain::from_header(&chain.dump_header()).unwrap();
+            let mut iter = 1;
+            loop {
+                let (next, chunk) = chain.dump_chunk(iter);
+                if next == 0 {
+                    break;
+                }
+                copy.load_chunk(next, &chunk).unwrap();
+                iter = next;
+            }
+            for item in &items {
+                proptest::prop_assert!(chain.contains(item));
+                proptest::prop_assert!(copy.contains(item));
+            }
+        }
     }
 }

@@ -31,7 +31,12 @@ impl Plan {
     pub fn sized(items: u64, bits: u64) -> Plan {
         let bits_per_item = bits as f64 / items as f64;
         let k = crate::model::classic_best_k(bits_per_item);
-        Plan { items, bits, bits_per_item, target_fpr: crate::model::classic(bits_per_item, k, 1.0) }
+        Plan {
+            items,
+            bits,
+            bits_per_item,
+            target_fpr: crate::model::classic(bits_per_item, k, 1.0),
+        }
     }
 }
 
@@ -155,7 +160,9 @@ pub fn measure<C: Contender>(plan: &Plan, probes: &Probes) -> Result<(Vec<Row>, 
     let batch_ns = if filter.contains_batch(&probes.miss, &mut out) {
         let batch_fp = out.iter().filter(|&&b| b).count() as u64;
         if batch_fp != false_positives || out.len() != probes.miss.len() {
-            return Err(format!("batch answers differ: {batch_fp} vs {false_positives} positives"));
+            return Err(format!(
+                "batch answers differ: {batch_fp} vs {false_positives} positives"
+            ));
         }
         Some(batch_ns(probes.reps, &probes.miss, |keys, out| {
             filter.contains_batch(keys, out);
@@ -196,4 +203,75 @@ pub fn measure<C: Contender>(plan: &Plan, probes: &Probes) -> Result<(Vec<Row>, 
         model_fpr: filter.model_fpr(items),
     };
     Ok((rows, summary))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::{keys, present_sample};
+    use crate::{ours, peers};
+
+    /// Measures `C` on 20K keys: no false negative, an FPR near its model, every op present.
+    fn check<C: Contender>() {
+        let plan = Plan::at_bits(20_000, 10.0);
+        let probes = Probes {
+            hit: present_sample(plan.items, 20_000),
+            miss: keys(Stream::Absent, 0, 200_000),
+            reps: 1,
+            build_reps: 2,
+        };
+        let (rows, summary) =
+            measure::<C>(&plan, &probes).unwrap_or_else(|e| panic!("{}: {e}", C::NAME));
+        let ops: Vec<&str> = rows.iter().map(|r| r.op).collect();
+        assert_eq!(
+            &ops[..3],
+            ["insert", "query_hit", "query_miss"],
+            "{}",
+            C::NAME
+        );
+        if let Some(model) = summary.model_fpr.filter(|&m| m > 0.0) {
+            // 200K probes: 5 standard errors plus 10% of model slack.
+            let sigma = (model / 200_000.0).sqrt();
+            assert!(
+                summary.fpr <= model * 1.1 + 5.0 * sigma,
+                "{}: {} vs model {model}",
+                C::NAME,
+                summary.fpr
+            );
+        }
+        assert!(summary.bits_per_item > 0.0 && summary.insert_ns > 0.0);
+    }
+
+    #[test]
+    fn every_contender_measures_without_false_negatives() {
+        check::<ours::Classic>();
+        check::<ours::Blocked>();
+        check::<ours::Concurrent>();
+        check::<ours::Counting>();
+        check::<ours::Scalable>();
+        check::<ours::Cuckoo>();
+        check::<peers::Fastbloom>();
+        check::<peers::FastbloomSameHash>();
+        check::<peers::Bloomfilter>();
+        check::<peers::SbbfRs>();
+        check::<peers::XorfBinaryFuse8>();
+        check::<peers::Cuckoofilter>();
+        check::<peers::Qfilter>();
+        check::<peers::StdHashSet>();
+    }
+
+    #[test]
+    fn batch_rows_only_where_there_is_a_batch_api() {
+        let plan = Plan::at_bits(10_000, 10.0);
+        let probes = Probes {
+            hit: present_sample(plan.items, 10_000),
+            miss: keys(Stream::Absent, 0, 50_000),
+            reps: 1,
+            build_reps: 1,
+        };
+        let (rows, _) = measure::<ours::Blocked>(&plan, &probes).expect("blocked");
+        assert!(rows.iter().any(|r| r.op == "query_miss_batch"));
+        let (rows, _) = measure::<peers::SbbfRs>(&plan, &probes).expect("sbbf");
+        assert!(!rows.iter().any(|r| r.op == "query_miss_batch"));
+    }
 }

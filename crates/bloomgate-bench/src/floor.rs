@@ -25,7 +25,11 @@ pub fn probe(bytes: u64, reads: usize, reps: u32) -> [Floor; 2] {
     let independent = ns_per_op(reps, reads, |_, r| independent_reads(&buf, lines as u64, r));
     // The chase continues from block to block and restarts at line 0 with each repetition, so
     // block i covers the same lines in every repetition.
-    let steps = reads.min(if bytes > (64 << 20) { 2_000_000 } else { 10_000_000 });
+    let steps = reads.min(if bytes > (64 << 20) {
+        2_000_000
+    } else {
+        10_000_000
+    });
     let mut line = 0usize;
     let dependent = ns_per_op(reps, steps, |_, r| {
         if r.start == 0 {
@@ -35,8 +39,16 @@ pub fn probe(bytes: u64, reads: usize, reps: u32) -> [Floor; 2] {
         line as u64
     });
     [
-        Floor { bytes, pattern: "independent", ns_per_line: independent },
-        Floor { bytes, pattern: "dependent", ns_per_line: dependent },
+        Floor {
+            bytes,
+            pattern: "independent",
+            ns_per_line: independent,
+        },
+        Floor {
+            bytes,
+            pattern: "dependent",
+            ns_per_line: dependent,
+        },
     ]
 }
 

@@ -37,7 +37,9 @@ pub fn key(stream: Stream, index: u64) -> Key {
 
 /// Keys `start..start + len` of `stream`, materialised.
 pub fn keys(stream: Stream, start: u64, len: usize) -> Vec<Key> {
-    (start..start + len as u64).map(|i| key(stream, i)).collect()
+    (start..start + len as u64)
+        .map(|i| key(stream, i))
+        .collect()
 }
 
 /// Calls `f` on consecutive chunks of at most [`CHUNK`] keys covering `range` of `stream`, reusing
@@ -86,7 +88,9 @@ mod tests {
     #[test]
     fn chunks_cover_the_range_in_order() {
         let mut all = Vec::new();
-        for_each_chunk(Stream::Absent, 5..CHUNK as u64 + 10, |c| all.extend_from_slice(c));
+        for_each_chunk(Stream::Absent, 5..CHUNK as u64 + 10, |c| {
+            all.extend_from_slice(c)
+        });
         assert_eq!(all.len(), CHUNK + 5);
         assert_eq!(all[0], key(Stream::Absent, 5));
         assert_eq!(*all.last().unwrap(), key(Stream::Absent, CHUNK as u64 + 9));
@@ -95,7 +99,8 @@ mod tests {
     #[test]
     fn sample_stays_in_range() {
         let sample = present_sample(1_000_000, 1000);
-        let set: std::collections::HashSet<Key> = keys(Stream::Present, 0, 1_000_000).into_iter().collect();
+        let set: std::collections::HashSet<Key> =
+            keys(Stream::Present, 0, 1_000_000).into_iter().collect();
         assert!(sample.iter().all(|k| set.contains(k)));
     }
 }

@@ -10,16 +10,7 @@
 //! - `--json`: one JSON object on stdout; the table always goes to stderr;
 //! - `--plots DIR`: SVG plots (FPR vs bits per item; ns/query vs filter size with the floor).
 
-mod contender;
-mod floor;
-mod keys;
-mod model;
-mod ours;
-mod peers;
-mod plots;
-mod report;
-mod sweep;
-mod timing;
+use bloomgate_bench::{contender, floor, keys, ours, peers, plots, report, sweep, timing};
 
 use contender::{measure, Contender, Plan, Probes};
 use floor::Floor;
@@ -46,10 +37,21 @@ const ALL: &[&str] = &[
     "hashset",
 ];
 /// The Bloom filters (the accuracy sweep's subjects).
-const BLOOM: &[&str] =
-    &["bloomgate-classic", "bloomgate-blocked", "fastbloom", "fastbloom-samehash", "bloomfilter", "sbbf-rs"];
+const BLOOM: &[&str] = &[
+    "bloomgate-classic",
+    "bloomgate-blocked",
+    "fastbloom",
+    "fastbloom-samehash",
+    "bloomfilter",
+    "sbbf-rs",
+];
 /// The contenders run on filters larger than the last-level cache.
-const LARGE: &[&str] = &["bloomgate-classic", "bloomgate-blocked", "fastbloom", "sbbf-rs"];
+const LARGE: &[&str] = &[
+    "bloomgate-classic",
+    "bloomgate-blocked",
+    "fastbloom",
+    "sbbf-rs",
+];
 
 /// Bits per item of every timed comparison (the 1M-keys target is at 10 bits/item).
 const BITS_PER_ITEM: f64 = 10.0;
@@ -87,7 +89,13 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { only: None, quick: false, json: false, sweep_only: false, plots: None };
+    let mut args = Args {
+        only: None,
+        quick: false,
+        json: false,
+        sweep_only: false,
+        plots: None,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -96,9 +104,17 @@ fn parse_args() -> Result<Args, String> {
             "--sweep" => args.sweep_only = true,
             "--plots" => args.plots = Some(it.next().ok_or("--plots needs a directory")?.into()),
             "--only" => {
-                let names: Vec<String> = it.next().ok_or("--only needs NAME[,NAME...]")?.split(',').map(str::to_string).collect();
+                let names: Vec<String> = it
+                    .next()
+                    .ok_or("--only needs NAME[,NAME...]")?
+                    .split(',')
+                    .map(str::to_string)
+                    .collect();
                 if let Some(bad) = names.iter().find(|n| !ALL.contains(&n.as_str())) {
-                    return Err(format!("unknown contender {bad:?}; known: {}", ALL.join(", ")));
+                    return Err(format!(
+                        "unknown contender {bad:?}; known: {}",
+                        ALL.join(", ")
+                    ));
                 }
                 args.only = Some(names);
             }
@@ -123,7 +139,9 @@ struct Run {
 
 impl Run {
     fn selected(&self, name: &str) -> bool {
-        self.only.as_ref().map_or(true, |only| only.iter().any(|o| o == name))
+        self.only
+            .as_ref()
+            .map_or(true, |only| only.iter().any(|o| o == name))
     }
 }
 
@@ -134,7 +152,9 @@ fn cpu_seconds() -> f64 {
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: u64 = fields.get(11..13).map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum());
+    let ticks: u64 = fields
+        .get(11..13)
+        .map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum());
     ticks as f64 / 100.0 // USER_HZ is 100 on Linux
 }
 
@@ -151,7 +171,12 @@ fn available_memory() -> u64 {
 }
 
 /// Measures `C` at `plan` unless it cannot fit in memory, reporting either way.
-fn run_one<C: Contender>(plan: &Plan, probes: &Probes, rows: &mut Vec<Row>, summaries: &mut Vec<Summary>) {
+fn run_one<C: Contender>(
+    plan: &Plan,
+    probes: &Probes,
+    rows: &mut Vec<Row>,
+    summaries: &mut Vec<Summary>,
+) {
     let need = C::memory_estimate(plan);
     let avail = available_memory();
     if need > avail / 10 * 8 {
@@ -178,14 +203,19 @@ fn run_one<C: Contender>(plan: &Plan, probes: &Probes, rows: &mut Vec<Row>, summ
 /// XXH3-128 of every key, alone: the hashing share of every query.
 fn hash_only_ns(keys: &[Key], reps: u32) -> f64 {
     timing::ns_per_op(reps, keys.len(), |_, r| {
-        keys[r].iter().fold(0u64, |acc, k| acc ^ (xxhash_rust::xxh3::xxh3_128(k) as u64))
+        keys[r]
+            .iter()
+            .fold(0u64, |acc, k| acc ^ (xxhash_rust::xxh3::xxh3_128(k) as u64))
     })
 }
 
 /// Runs the named contenders at one size, with the floor for a buffer of the filter's size.
 fn run_group(run: &mut Run, title: String, plan: Plan, names: &[&str], probes: Probes) {
     let names: Vec<&str> = names.iter().copied().filter(|n| run.selected(n)).collect();
-    eprintln!("\n-- {title}: {} items, {} bits/item", plan.items, plan.bits_per_item);
+    eprintln!(
+        "\n-- {title}: {} items, {} bits/item",
+        plan.items, plan.bits_per_item
+    );
     let bytes = plan.bits / 8;
     let floor_reads = 20_000_000;
     run.floors.extend(floor::probe(bytes, floor_reads, 3));
@@ -201,7 +231,10 @@ fn run_group(run: &mut Run, title: String, plan: Plan, names: &[&str], probes: P
     });
     let mut summaries = Vec::new();
     for name in &names {
-        dispatch!(*name, run_one(&plan, &probes, &mut run.rows, &mut summaries));
+        dispatch!(
+            *name,
+            run_one(&plan, &probes, &mut run.rows, &mut summaries)
+        );
     }
     report::print_table(&title, &summaries, &run.floors, hash_ns);
     run.groups.push(Group { summaries, hash_ns });
@@ -237,7 +270,10 @@ fn run_sweep(run: &mut Run, items: u64, bits_per_item: &[f64], pow2_bits: u64, a
 fn run_headlines(run: &mut Run) {
     let items = 100_000_000;
     let mut plans = Vec::new();
-    for (name, layout) in [("bloomgate-classic", bloomgate::Layout::Classic), ("bloomgate-blocked", bloomgate::Layout::Blocked)] {
+    for (name, layout) in [
+        ("bloomgate-classic", bloomgate::Layout::Classic),
+        ("bloomgate-blocked", bloomgate::Layout::Blocked),
+    ] {
         match bloomgate::Params::for_items(layout, items, 0.01) {
             Ok(p) => plans.push((name, Plan::sized(items, p.bits))),
             Err(e) => eprintln!("  {name}: {e}"),
@@ -246,7 +282,8 @@ fn run_headlines(run: &mut Run) {
     if let Some((_, plan)) = plans.first() {
         let title = "headline: 100M usernames at 1% (sized by Params::for_items)".to_string();
         eprintln!("\n-- {title}");
-        run.floors.extend(floor::probe(plan.bits / 8, 20_000_000, 3));
+        run.floors
+            .extend(floor::probe(plan.bits / 8, 20_000_000, 3));
         let probes = probes(items, 4_000_000, 3, 1);
         let hash_ns = hash_only_ns(&probes.miss, probes.reps);
         let mut summaries = Vec::new();
@@ -265,10 +302,14 @@ fn run_headlines(run: &mut Run) {
     let hash_ns = hash_only_ns(&probes.miss, probes.reps);
     match ours::parallel_blocked(items, 0.01, threads, &probes) {
         Ok((rows, summary)) => {
-            run.floors.extend(floor::probe(summary.bytes, 20_000_000, 3));
+            run.floors
+                .extend(floor::probe(summary.bytes, 20_000_000, 3));
             run.rows.extend(rows);
             report::print_table(&title, std::slice::from_ref(&summary), &run.floors, hash_ns);
-            run.groups.push(Group { summaries: vec![summary], hash_ns });
+            run.groups.push(Group {
+                summaries: vec![summary],
+                hash_ns,
+            });
         }
         Err(e) => eprintln!("  bloomgate-blocked parallel build FAILED: {e}"),
     }
@@ -299,18 +340,36 @@ fn main() {
         "full"
     };
     let machine = Machine::detect(mode);
-    eprintln!("bloomgate-bench ({mode}) on {} ({} cores), {}", machine.cpu, machine.cores, machine.date);
+    eprintln!(
+        "bloomgate-bench ({mode}) on {} ({} cores), {}",
+        machine.cpu, machine.cores, machine.date
+    );
     let started = std::time::Instant::now();
-    let mut run = Run { only: args.only.clone(), ..Run::default() };
+    let mut run = Run {
+        only: args.only.clone(),
+        ..Run::default()
+    };
     let every_bits: Vec<f64> = (4..=24).map(f64::from).collect();
 
     if args.sweep_only {
         run_sweep(&mut run, 1_000_000, &every_bits, 1 << 24, 4_000_000);
     } else if args.quick {
         let plan = Plan::at_bits(1_000_000, BITS_PER_ITEM);
-        run_group(&mut run, "1M items".into(), plan, ALL, probes(plan.items, 1_000_000, 5, 3));
+        run_group(
+            &mut run,
+            "1M items".into(),
+            plan,
+            ALL,
+            probes(plan.items, 1_000_000, 5, 3),
+        );
         let plan = Plan::at_bits(items_for_bytes(256 << 20), BITS_PER_ITEM);
-        run_group(&mut run, "256 MiB filter".into(), plan, LARGE, probes(plan.items, 2_000_000, 2, 1));
+        run_group(
+            &mut run,
+            "256 MiB filter".into(),
+            plan,
+            LARGE,
+            probes(plan.items, 2_000_000, 2, 1),
+        );
         if args.plots.is_some() {
             let some_bits: Vec<f64> = (2..=12).map(|h| f64::from(h * 2)).collect();
             run_sweep(&mut run, 100_000, &some_bits, 1 << 20, 1_000_000);
@@ -318,15 +377,35 @@ fn main() {
     } else {
         for items in [1_000_000u64, 10_000_000, 100_000_000] {
             let plan = Plan::at_bits(items, BITS_PER_ITEM);
-            let (sample, reps, build_reps) = if items <= 1_000_000 { (1_000_000, 7, 5) } else { (4_000_000, 3, 1) };
-            run_group(&mut run, format!("{}M items", items / 1_000_000), plan, ALL, probes(items, sample, reps, build_reps));
+            let (sample, reps, build_reps) = if items <= 1_000_000 {
+                (1_000_000, 7, 5)
+            } else {
+                (4_000_000, 3, 1)
+            };
+            run_group(
+                &mut run,
+                format!("{}M items", items / 1_000_000),
+                plan,
+                ALL,
+                probes(items, sample, reps, build_reps),
+            );
         }
         let plan = Plan::at_bits(items_for_bytes(1 << 30), BITS_PER_ITEM);
-        run_group(&mut run, "1 GiB filter".into(), plan, LARGE, probes(plan.items, 4_000_000, 2, 1));
+        run_group(
+            &mut run,
+            "1 GiB filter".into(),
+            plan,
+            LARGE,
+            probes(plan.items, 4_000_000, 2, 1),
+        );
         run_headlines(&mut run);
         run_sweep(&mut run, 1_000_000, &every_bits, 1 << 24, 4_000_000);
     }
-    eprintln!("\ntotal {:.1} s wall, {:.1} s CPU", started.elapsed().as_secs_f64(), cpu_seconds());
+    eprintln!(
+        "\ntotal {:.1} s wall, {:.1} s CPU",
+        started.elapsed().as_secs_f64(),
+        cpu_seconds()
+    );
 
     if let Some(dir) = &args.plots {
         if let Err(e) = plots::write(dir, &run.groups, &run.floors, &run.sweep) {

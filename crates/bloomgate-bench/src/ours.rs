@@ -1,13 +1,15 @@
 //! bloomgate's own filters as contenders, sized with `Params::for_bits` (the same bits per item as
 //! the peers, best k for the layout) and hashed with XXH3-128 (seed 0).
 
-use crate::contender::{batch_ns, build_by_insert, count_contained, query_ns, Contender, Plan, Probes};
-use crate::timing::BlockTimes;
+use crate::contender::{
+    batch_ns, build_by_insert, count_contained, query_ns, Contender, Plan, Probes,
+};
 use crate::keys::{for_each_chunk, Key, Stream};
 use crate::report::{Row, Summary};
+use crate::timing::BlockTimes;
 use bloomgate::{
-    BlockedBloomFilter, BloomFilter, ConcurrentBlockedBloomFilter, ConcurrentBloomFilter, CountingBloomFilter, CuckooFilter,
-    Layout, Params, ScalableBloomFilter,
+    BlockedBloomFilter, BloomFilter, ConcurrentBlockedBloomFilter, ConcurrentBloomFilter,
+    CountingBloomFilter, CuckooFilter, Layout, Params, ScalableBloomFilter,
 };
 use std::time::{Duration, Instant};
 
@@ -33,7 +35,10 @@ impl Contender for Classic {
         let p = params(Layout::Classic, plan)?;
         build_by_insert(
             plan.items,
-            || BloomFilter::with_params(p, bloomgate::hash::DEFAULT_SEED).map_err(|e| e.to_string()),
+            || {
+                BloomFilter::with_params(p, bloomgate::hash::DEFAULT_SEED)
+                    .map_err(|e| e.to_string())
+            },
             |f, key| {
                 f.insert(key);
             },
@@ -73,7 +78,10 @@ impl Contender for Blocked {
         let p = params(Layout::Blocked, plan)?;
         build_by_insert(
             plan.items,
-            || BlockedBloomFilter::with_params(p, bloomgate::hash::DEFAULT_SEED).map_err(|e| e.to_string()),
+            || {
+                BlockedBloomFilter::with_params(p, bloomgate::hash::DEFAULT_SEED)
+                    .map_err(|e| e.to_string())
+            },
             |f, key| {
                 f.insert(key);
             },
@@ -154,7 +162,10 @@ impl Contender for Counting {
         let p = params(Layout::Classic, plan)?;
         build_by_insert(
             plan.items,
-            || CountingBloomFilter::with_params(p, bloomgate::hash::DEFAULT_SEED).map_err(|e| e.to_string()),
+            || {
+                CountingBloomFilter::with_params(p, bloomgate::hash::DEFAULT_SEED)
+                    .map_err(|e| e.to_string())
+            },
             |f, key| {
                 f.insert(key);
             },
@@ -167,7 +178,10 @@ impl Contender for Counting {
     }
 
     fn config(&self) -> String {
-        format!("{}; 4-bit counters (m counters = classic m)", describe(self.0.params()))
+        format!(
+            "{}; 4-bit counters (m counters = classic m)",
+            describe(self.0.params())
+        )
     }
 
     fn memory_bytes(&self) -> usize {
@@ -248,7 +262,10 @@ impl Contender for Cuckoo {
             plan.items,
             || {
                 CuckooFilter::new(plan.items, plan.target_fpr)
-                    .map(|filter| Cuckoo { filter, failed_inserts: 0 })
+                    .map(|filter| Cuckoo {
+                        filter,
+                        failed_inserts: 0,
+                    })
                     .map_err(|e| e.to_string())
             },
             |f, key| {
@@ -289,11 +306,16 @@ impl Contender for Cuckoo {
 /// its keys in chunks (a 1B-key set never sits in memory). Build time = the slowest thread's time
 /// inside inserts (key generation excluded); the wall time with generation is in `config`.
 /// Queries then run on the plain filter (`into_inner`, no copy).
-pub fn parallel_blocked(items: u64, fpr: f64, threads: usize, probes: &Probes) -> Result<(Vec<Row>, Summary), String> {
+pub fn parallel_blocked(
+    items: u64,
+    fpr: f64,
+    threads: usize,
+    probes: &Probes,
+) -> Result<(Vec<Row>, Summary), String> {
     let params = Params::for_items(Layout::Blocked, items, fpr).map_err(|e| e.to_string())?;
     let wall = Instant::now();
-    let filter =
-        ConcurrentBlockedBloomFilter::with_params(params, bloomgate::hash::DEFAULT_SEED).map_err(|e| e.to_string())?;
+    let filter = ConcurrentBlockedBloomFilter::with_params(params, bloomgate::hash::DEFAULT_SEED)
+        .map_err(|e| e.to_string())?;
     let per_thread = items.div_ceil(threads as u64);
     let build = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads as u64)
@@ -313,7 +335,11 @@ pub fn parallel_blocked(items: u64, fpr: f64, threads: usize, probes: &Probes) -
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or(Duration::MAX)).max().unwrap_or_default()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(Duration::MAX))
+            .max()
+            .unwrap_or_default()
     });
     let wall = wall.elapsed();
     let filter = filter.into_inner();
@@ -326,7 +352,9 @@ pub fn parallel_blocked(items: u64, fpr: f64, threads: usize, probes: &Probes) -
     let fpr_measured = false_positives as f64 / probes.miss.len() as f64;
     let hit_ns = query_ns(&filter, &probes.hit, probes.reps);
     let miss_ns = query_ns(&filter, &probes.miss, probes.reps);
-    let batch_ns = batch_ns(probes.reps, &probes.miss, |keys, out| filter.0.contains_batch(keys, out));
+    let batch_ns = batch_ns(probes.reps, &probes.miss, |keys, out| {
+        filter.0.contains_batch(keys, out)
+    });
     let bytes = filter.0.memory_bytes() as u64;
     let bits_per_item = bytes as f64 * 8.0 / items as f64;
     let insert_ns = build.as_nanos() as f64 / items as f64;

@@ -6,9 +6,9 @@
 use crate::contender::{build_by_insert, Contender, Plan};
 use crate::keys::{for_each_chunk, Key, Stream};
 use crate::model;
+use crate::timing::BlockTimes;
 use std::collections::HashSet;
 use std::hash::{BuildHasher, Hasher};
-use crate::timing::BlockTimes;
 use std::time::Instant;
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
@@ -27,7 +27,10 @@ impl Contender for Fastbloom {
     fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
         build_by_insert(
             plan.items,
-            || Ok(fastbloom::BloomFilter::with_num_bits(plan.bits as usize).expected_items(plan.items as usize)),
+            || {
+                Ok(fastbloom::BloomFilter::with_num_bits(plan.bits as usize)
+                    .expected_items(plan.items as usize))
+            },
             |f, key| {
                 f.insert(key);
             },
@@ -36,7 +39,10 @@ impl Contender for Fastbloom {
     }
 
     fn config(&self) -> String {
-        format!("same bits/item; default hasher SipHash-1-3 (random keys); k={}; classic", self.0.num_hashes())
+        format!(
+            "same bits/item; default hasher SipHash-1-3 (random keys); k={}; classic",
+            self.0.num_hashes()
+        )
     }
 
     fn memory_bytes(&self) -> usize {
@@ -48,7 +54,11 @@ impl Contender for Fastbloom {
     }
 
     fn model_fpr(&self, items: u64) -> Option<f64> {
-        Some(model::classic(self.0.num_bits() as f64, self.0.num_hashes(), items as f64))
+        Some(model::classic(
+            self.0.num_bits() as f64,
+            self.0.num_hashes(),
+            items as f64,
+        ))
     }
 }
 
@@ -88,7 +98,11 @@ impl Contender for FastbloomSameHash {
         let k = model::classic_best_k(plan.bits_per_item);
         build_by_insert(
             plan.items,
-            || Ok(fastbloom::BloomFilter::with_num_bits(plan.bits as usize).hasher(Xxh3Build).hashes(k)),
+            || {
+                Ok(fastbloom::BloomFilter::with_num_bits(plan.bits as usize)
+                    .hasher(Xxh3Build)
+                    .hashes(k))
+            },
             |f, key| {
                 f.insert(key);
             },
@@ -109,7 +123,11 @@ impl Contender for FastbloomSameHash {
     }
 
     fn model_fpr(&self, items: u64) -> Option<f64> {
-        Some(model::classic(self.0.num_bits() as f64, self.0.num_hashes(), items as f64))
+        Some(model::classic(
+            self.0.num_bits() as f64,
+            self.0.num_hashes(),
+            items as f64,
+        ))
     }
 }
 
@@ -122,14 +140,20 @@ impl Contender for Bloomfilter {
     fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
         build_by_insert(
             plan.items,
-            || bloomfilter::Bloom::new((plan.bits / 8) as usize, plan.items as usize).map_err(str::to_string),
+            || {
+                bloomfilter::Bloom::new((plan.bits / 8) as usize, plan.items as usize)
+                    .map_err(str::to_string)
+            },
             |f, key| f.set(&key[..]),
         )
         .map(|(f, t)| (Bloomfilter(f), t))
     }
 
     fn config(&self) -> String {
-        format!("same bits/item; SipHash-1-3 x2, random seed; k={}; classic", self.0.number_of_hash_functions())
+        format!(
+            "same bits/item; SipHash-1-3 x2, random seed; k={}; classic",
+            self.0.number_of_hash_functions()
+        )
     }
 
     fn memory_bytes(&self) -> usize {
@@ -141,7 +165,11 @@ impl Contender for Bloomfilter {
     }
 
     fn model_fpr(&self, items: u64) -> Option<f64> {
-        Some(model::classic(self.0.len() as f64, self.0.number_of_hash_functions(), items as f64))
+        Some(model::classic(
+            self.0.len() as f64,
+            self.0.number_of_hash_functions(),
+            items as f64,
+        ))
     }
 }
 
@@ -154,7 +182,12 @@ impl Contender for SbbfRs {
     fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
         build_by_insert(
             plan.items,
-            || Ok(sbbf_rs_safe::Filter::new(plan.bits_per_item.round() as usize, plan.items as usize)),
+            || {
+                Ok(sbbf_rs_safe::Filter::new(
+                    plan.bits_per_item.round() as usize,
+                    plan.items as usize,
+                ))
+            },
             |f, key| {
                 f.insert_hash(xxh3_lo(key));
             },
@@ -163,7 +196,8 @@ impl Contender for SbbfRs {
     }
 
     fn config(&self) -> String {
-        "same bits/item (whole bits); XXH3-128 low word; k=8; split block 256-bit (Parquet), SIMD".into()
+        "same bits/item (whole bits); XXH3-128 low word; k=8; split block 256-bit (Parquet), SIMD"
+            .into()
     }
 
     fn memory_bytes(&self) -> usize {
@@ -175,7 +209,10 @@ impl Contender for SbbfRs {
     }
 
     fn model_fpr(&self, items: u64) -> Option<f64> {
-        Some(model::split_block(self.memory_bytes() as f64 * 8.0, items as f64))
+        Some(model::split_block(
+            self.memory_bytes() as f64 * 8.0,
+            items as f64,
+        ))
     }
 }
 
@@ -239,7 +276,12 @@ impl Contender for Cuckoofilter {
     fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
         build_by_insert(
             plan.items,
-            || Ok(Cuckoofilter { filter: cuckoofilter::CuckooFilter::with_capacity(plan.items as usize), failed_inserts: 0 }),
+            || {
+                Ok(Cuckoofilter {
+                    filter: cuckoofilter::CuckooFilter::with_capacity(plan.items as usize),
+                    failed_inserts: 0,
+                })
+            },
             |f, key| {
                 if f.filter.add(key).is_err() {
                     f.failed_inserts += 1;
@@ -249,7 +291,9 @@ impl Contender for Cuckoofilter {
     }
 
     fn config(&self) -> String {
-        let mut config = "with_capacity(n), no size knob; SipHash-1-3; 4-slot buckets, 8-bit fingerprints".to_string();
+        let mut config =
+            "with_capacity(n), no size knob; SipHash-1-3; 4-slot buckets, 8-bit fingerprints"
+                .to_string();
         if self.failed_inserts > 0 {
             config += &format!("; {} inserts FAILED (filter full)", self.failed_inserts);
         }

@@ -54,7 +54,11 @@ impl Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu = cpuinfo
             .lines()
-            .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string()))
+            .find_map(|l| {
+                l.strip_prefix("model name")
+                    .and_then(|r| r.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
             .unwrap_or_else(|| "unknown".into());
         let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
         let memory_kib: u64 = meminfo
@@ -81,7 +85,9 @@ impl Machine {
 
 /// Current UTC time as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, Howard Hinnant's algorithm).
 fn utc_now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
@@ -92,7 +98,12 @@ fn utc_now() -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + (month <= 2) as i64;
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// The whole JSON document.
@@ -138,11 +149,25 @@ pub fn print_table(title: &str, rows: &[Summary], floors: &[Floor], hash_ns: f64
     eprintln!("\n== {title}   (hash-only XXH3-128: {hash_ns:.2} ns/key)");
     eprintln!(
         "{:<22} {:>10} {:>9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>7} {:>7}",
-        "filter", "memory", "bits/it", "build s", "ins ns", "hit ns", "miss ns", "batch ns", "FPR %", "model %", "fpr/mdl", "miss/fl", "bat/fl"
+        "filter",
+        "memory",
+        "bits/it",
+        "build s",
+        "ins ns",
+        "hit ns",
+        "miss ns",
+        "batch ns",
+        "FPR %",
+        "model %",
+        "fpr/mdl",
+        "miss/fl",
+        "bat/fl"
     );
     for s in rows {
         let floor = floor_for(floors, s.bytes, "independent").unwrap_or(f64::NAN);
-        let model = s.model_fpr.map_or("-".to_string(), |m| format!("{:.4}", m * 100.0));
+        let model = s
+            .model_fpr
+            .map_or("-".to_string(), |m| format!("{:.4}", m * 100.0));
         let fpr_ratio = match s.model_fpr {
             Some(m) if m > 0.0 => format!("{:.3}", s.fpr / m),
             _ => "-".into(),

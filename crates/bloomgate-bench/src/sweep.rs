@@ -30,7 +30,11 @@ impl SweepPoint {
 }
 
 /// Builds `C` for `plan` and measures its FPR on `absent`.
-pub fn point<C: Contender>(plan: &Plan, absent: &[Key], power_of_two_bits: bool) -> Result<SweepPoint, String> {
+pub fn point<C: Contender>(
+    plan: &Plan,
+    absent: &[Key],
+    power_of_two_bits: bool,
+) -> Result<SweepPoint, String> {
     let (filter, _) = C::build(plan)?;
     let positives = absent.iter().filter(|k| filter.contains(k)).count();
     Ok(SweepPoint {
@@ -47,8 +51,15 @@ pub fn point<C: Contender>(plan: &Plan, absent: &[Key], power_of_two_bits: bool)
 /// The plans of a sweep: `items` keys at each of `bits_per_item`, then power-of-two sizes of
 /// `pow2_bits` bits at 8, 12, 16, 20 and 24 bits per item.
 pub fn plans(items: u64, bits_per_item: &[f64], pow2_bits: u64) -> Vec<(Plan, bool)> {
-    let mut plans: Vec<(Plan, bool)> = bits_per_item.iter().map(|&c| (Plan::at_bits(items, c), false)).collect();
-    plans.extend([8u64, 12, 16, 20, 24].iter().map(|&c| (Plan::sized(pow2_bits / c, pow2_bits), true)));
+    let mut plans: Vec<(Plan, bool)> = bits_per_item
+        .iter()
+        .map(|&c| (Plan::at_bits(items, c), false))
+        .collect();
+    plans.extend(
+        [8u64, 12, 16, 20, 24]
+            .iter()
+            .map(|&c| (Plan::sized(pow2_bits / c, pow2_bits), true)),
+    );
     plans
 }
 
@@ -60,7 +71,9 @@ pub fn print(points: &[SweepPoint]) {
         "filter", "items", "bits/it", "pow2", "FPR", "model", "ratio", "ratio-3σ"
     );
     for p in points {
-        let (ratio, low) = p.ratio().map_or(("-".into(), "-".into()), |(r, l)| (format!("{r:.3}"), format!("{l:.3}")));
+        let (ratio, low) = p.ratio().map_or(("-".into(), "-".into()), |(r, l)| {
+            (format!("{r:.3}"), format!("{l:.3}"))
+        });
         let flag = p.ratio().is_some_and(|(_, l)| l > 1.05);
         eprintln!(
             "{:<20} {:>10} {:>8.2} {:>5} {:>12.4e} {:>12} {:>8} {:>10}{}",

@@ -223,3 +223,30 @@ proptest! {
         prop_assert!(out.iter().all(|&b| b));
     }
 }
+
+/// The prefetching batch path (arrays ≥ 8 MiB) answers exactly like single queries.
+#[test]
+fn out_of_cache_batch_agrees_with_single_queries() {
+    let params = Params::new(Layout::Classic, 1 << 27, 7, 1_000_000).unwrap();
+    let mut filter = BloomFilter::with_params(params, 3).unwrap();
+    let present: Vec<String> = (0..50_000).map(|i| format!("in-{i}")).collect();
+    filter.insert_batch(&present);
+    let mixed: Vec<String> = (0..100_000)
+        .map(|i| {
+            if i % 2 == 0 {
+                format!("in-{}", i / 2)
+            } else {
+                format!("out-{i}")
+            }
+        })
+        .collect();
+    let mut batch = Vec::new();
+    filter.contains_batch(&mixed, &mut batch);
+    let single: Vec<bool> = mixed.iter().map(|k| filter.contains(k)).collect();
+    assert_eq!(batch, single);
+    assert!(batch.iter().step_by(2).all(|&hit| hit), "false negative");
+    let hashes: Vec<_> = mixed.iter().map(|k| filter.hash(k)).collect();
+    let mut by_hash = Vec::new();
+    filter.contains_batch_hashes(&hashes, &mut by_hash);
+    assert_eq!(by_hash, single);
+}

@@ -680,6 +680,29 @@ fn torn_log_tail_is_repaired_and_corrupt_snapshot_refused() {
 }
 
 #[test]
+fn a_second_server_on_the_same_directory_is_refused() {
+    let dir = temp_dir("lock");
+    let server = Server::start(&dir, &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
+        .args(["serve", "--port", &free_port().to_string(), "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("in use by another bloomgate server"),
+        "{stderr}"
+    );
+    let mut c = server.conn();
+    assert_eq!(cmd(&mut c, "PING"), Value::SimpleString("PONG".into()));
+    server.kill9();
+    // The OS drops the lock with the process: a restart after kill -9 works.
+    let server = Server::start(&dir, &[]);
+    server.shutdown();
+}
+
+#[test]
 fn auth_maxmemory_metrics_env_and_config_file() {
     let dir = temp_dir("auth");
     let conf = dir.join("bloomgate.conf");

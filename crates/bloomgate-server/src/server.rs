@@ -238,10 +238,34 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .block_on(serve(settings))
 }
 
+/// Takes the exclusive lock file `LOCK` in the data directory, or explains who holds it.
+fn lock_data_dir(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    let path = dir.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "data directory {} is in use by another bloomgate server",
+            dir.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", path.display()))
+        }
+    }
+}
+
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     check_protected_mode(&settings)?;
     let dir = settings.dir.clone();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Two servers appending to one log would interleave records: hold an exclusive lock on the
+    // directory for the server's lifetime (released by the OS even after kill -9).
+    let _dir_lock = lock_data_dir(&dir)?;
     let addr = format!("{}:{}", settings.config.bind, settings.config.port);
     let listener = TcpListener::bind(&addr)
         .await

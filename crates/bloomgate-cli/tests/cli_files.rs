@@ -64,7 +64,9 @@ fn write_keys(path: &Path, prefix: &str, count: usize) {
 
 #[test]
 fn calc_solves_any_sufficient_subset() {
-    let value = json(&run(&["calc", "--items", "100M", "--fpr", "0.01", "--json"]));
+    let value = json(&run(&[
+        "calc", "--items", "100M", "--fpr", "0.01", "--json",
+    ]));
     assert_eq!(value["bits"], 958_505_856u64);
     assert_eq!(value["hashes"], 7);
     // The primer's headline: 100M usernames at 1% in about 120 MB.
@@ -72,7 +74,9 @@ fn calc_solves_any_sufficient_subset() {
     let fpr = value["fpr"].as_f64().unwrap();
     assert!((fpr - 0.01).abs() < 0.0002, "{fpr}");
 
-    let value = json(&run(&["calc", "--bits", "64MiB", "--fpr", "1/1000", "--json"]));
+    let value = json(&run(&[
+        "calc", "--bits", "64MiB", "--fpr", "1/1000", "--json",
+    ]));
     assert_eq!(value["bits"], 64u64 * 1024 * 1024 * 8);
     assert!(value["fpr"].as_f64().unwrap() <= 0.001);
     assert!(value["items"].as_u64().unwrap() > 30_000_000);
@@ -157,7 +161,10 @@ fn build_query_info_round_trip_for_every_kind() {
         let info = json(&run(&["info", filter.to_str().unwrap(), "--json"]));
         assert_eq!(info["kind"], kind);
         assert!(info["bytes"].as_u64().unwrap() > 0);
-        assert!(info["estimated_fpr"].as_f64().unwrap() < 0.02, "{kind}: {info}");
+        assert!(
+            info["estimated_fpr"].as_f64().unwrap() < 0.02,
+            "{kind}: {info}"
+        );
     }
     let info = json(&run(&[
         "info",
@@ -185,12 +192,25 @@ fn query_prints_one_line_per_key_and_reads_stdin() {
     let dir = TempDir::new("stdin");
     let filter = dir.path("f.bgf");
     let mut child = bloomgate()
-        .args(["build", "--input", "-", "--output", filter.to_str().unwrap(), "--fpr", "1e-6"])
+        .args([
+            "build",
+            "--input",
+            "-",
+            "--output",
+            filter.to_str().unwrap(),
+            "--fpr",
+            "1e-6",
+        ])
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(b"alpha\nbeta\ngamma").unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"alpha\nbeta\ngamma")
+        .unwrap();
     assert!(child.wait_with_output().unwrap().status.success());
 
     let output = run(&["query", filter.to_str().unwrap(), "alpha", "gamma", "delta"]);

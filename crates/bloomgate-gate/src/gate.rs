@@ -45,7 +45,7 @@ pub struct GateConfig {
 enum Filters {
     None,
     Local(LocalFilters),
-    Remote(RemoteFilters),
+    Remote(Box<RemoteFilters>),
 }
 
 /// The membership gate over one exact store.
@@ -64,11 +64,9 @@ impl Gate {
         let filters = match (&config.policy, &config.filters) {
             (Policy::Exact, _) => Filters::None,
             (_, FilterMode::Local) => Filters::Local(LocalFilters::new(config.lifecycle.clone())?),
-            (_, FilterMode::Remote { url, key_prefix }) => Filters::Remote(RemoteFilters::connect(
-                url,
-                key_prefix,
-                config.lifecycle.clone(),
-            )?),
+            (_, FilterMode::Remote { url, key_prefix }) => Filters::Remote(Box::new(
+                RemoteFilters::connect(url, key_prefix, config.lifecycle.clone())?,
+            )),
         };
         Ok(Gate {
             cache: SeenCache::new(config.cache_capacity),
@@ -87,6 +85,15 @@ impl Gate {
     /// Bytes held by local scope filters (0 for remote filters: they live on the server).
     pub fn filter_memory_bytes(&self) -> u64 {
         self.filter_gauges().memory_bytes
+    }
+
+    /// Estimated false-positive rate of a scope's local filter, from its fill (None if the
+    /// scope has no resident local filter).
+    pub fn scope_filter_fpr(&self, scope: u64) -> Option<f64> {
+        match &self.filters {
+            Filters::Local(local) => local.estimated_fpr(scope),
+            Filters::None | Filters::Remote(_) => None,
+        }
     }
 
     fn filter_gauges(&self) -> FilterGauges {

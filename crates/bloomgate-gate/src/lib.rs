@@ -17,7 +17,6 @@ mod redis_store;
 mod remote;
 mod sqlite_store;
 mod store;
-mod windowed_shim;
 
 pub use cache::SeenCache;
 pub use error::{Error, Result};

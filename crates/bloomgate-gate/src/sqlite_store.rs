@@ -73,7 +73,7 @@ fn connect(path: &Path) -> Result<Connection> {
     // (fsync at checkpoints only). The busy timeout makes concurrent writers queue instead
     // of failing with SQLITE_BUSY.
     conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "OFF")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.busy_timeout(std::time::Duration::from_secs(30))?;
     conn.set_prepared_statement_cache_capacity(16);
     Ok(conn)

@@ -1,0 +1,259 @@
+//! The gate's promises: never shows an item seen within the retention window (whatever the
+//! history, rotations, rebuilds and evictions), trust mode over-filters at the filter's FPR,
+//! and a failing store is an error, never "unseen".
+
+mod common;
+
+use std::collections::HashMap;
+
+use bloomgate_gate::{ExactStore, FilterMode, Gate, GateConfig, LifecycleConfig, Policy, Seen};
+use proptest::prelude::*;
+
+fn lifecycle(
+    retention_ms: u64,
+    generations: usize,
+    min_capacity: u64,
+    memory_budget_bytes: u64,
+) -> LifecycleConfig {
+    LifecycleConfig {
+        retention_ms,
+        generations,
+        fpr: 0.01,
+        fpr_budget: 0.02,
+        headroom: 1.5,
+        min_items_per_generation: min_capacity,
+        memory_budget_bytes,
+    }
+}
+
+fn gate(store: Box<dyn ExactStore>, policy: Policy, lifecycle: LifecycleConfig) -> Gate {
+    let config = GateConfig {
+        policy,
+        filters: FilterMode::Local,
+        lifecycle,
+        cache_capacity: 64,
+        trust_sample_every: 3,
+    };
+    Gate::new(store, config).expect("valid config")
+}
+
+#[derive(Clone, Debug)]
+struct Step {
+    advance_ms: u64,
+    scope: u64,
+    candidates: Vec<u64>,
+    show: usize,
+    expire: bool,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    (
+        0u64..40,
+        0u64..4,
+        prop::collection::hash_set(0u64..60, 1..25),
+        0usize..12,
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(advance_ms, scope, candidates, show, expire)| Step {
+            advance_ms,
+            scope,
+            candidates: candidates.into_iter().collect(),
+            show,
+            expire,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Random histories (initial rows, then requests whose shown items are recorded), with time
+    /// jumps that rotate generations, tiny capacities that force rebuilds and a tiny memory
+    /// budget that forces evictions: verify answers exactly, trust never lets a seen item through.
+    #[test]
+    fn gate_never_shows_a_seen_item(
+        initial in prop::collection::vec((0u64..4, 0u64..60, 0u64..100), 0..80),
+        steps in prop::collection::vec(step(), 1..60),
+        generations in 2usize..5,
+        min_capacity in 1u64..6,
+        tiny_budget in any::<bool>(),
+        trust in any::<bool>(),
+    ) {
+        let retention_ms = 100;
+        let (_dir, store) = common::sqlite_store();
+        let mut truth: HashMap<(u64, u64), u64> = HashMap::new();
+        for &(scope, item, at) in &initial {
+            store.record(scope, &[Seen { item, at_ms: at }]).unwrap();
+            let last = truth.entry((scope, item)).or_insert(at);
+            *last = (*last).max(at);
+        }
+        let budget = if tiny_budget { 1 } else { 1 << 30 };
+        let policy = if trust { Policy::Trust } else { Policy::Verify };
+        let gate = gate(Box::new(store), policy, lifecycle(retention_ms, generations, min_capacity, budget));
+        let mut now = 100;
+        for step in steps {
+            now += step.advance_ms;
+            if step.expire {
+                gate.expire(now).unwrap();
+            }
+            let since = now - retention_ms;
+            let verdict = gate.unseen(step.scope, &step.candidates, now).unwrap();
+            let mut shown = Vec::new();
+            for (&item, &may_show) in step.candidates.iter().zip(&verdict) {
+                let seen = truth.get(&(step.scope, item)).is_some_and(|&at| at >= since);
+                prop_assert!(!(seen && may_show), "seen item {} of scope {} shown at {}", item, step.scope, now);
+                if policy == Policy::Verify {
+                    prop_assert_eq!(may_show, !seen, "verify must be exact");
+                }
+                if may_show && shown.len() < step.show {
+                    shown.push(item);
+                }
+            }
+            gate.record(step.scope, &shown, now).unwrap();
+            for item in shown {
+                truth.insert((step.scope, item), now);
+            }
+        }
+    }
+}
+
+/// Trust mode drops unseen items at the filter's false-positive rate, within sampling error,
+/// and the gate's own sampled estimate agrees.
+#[test]
+fn trust_over_filter_rate_matches_filter_fpr() {
+    let (_dir, store) = common::sqlite_store();
+    // 20,000 rows in one window, capacity exactly that (headroom 1): that generation is full,
+    // so the scope's FPR is about its per-generation rate (the others are empty).
+    let history: Vec<Seen> = (0..20_000u64)
+        .map(|item| Seen { item, at_ms: 1_000 })
+        .collect();
+    store.record(7, &history).unwrap();
+    let lifecycle = LifecycleConfig {
+        retention_ms: 10_000,
+        generations: 2,
+        fpr: 0.02,
+        fpr_budget: 0.5,
+        headroom: 1.0,
+        min_items_per_generation: 1,
+        memory_budget_bytes: 1 << 30,
+    };
+    let gate = gate(Box::new(store), Policy::Trust, lifecycle);
+    let now = 2_000;
+    let mut dropped = 0u64;
+    let mut unseen = 0u64;
+    for request in 0..2_500u64 {
+        let candidates: Vec<u64> = (0..120).map(|i| 1_000_000 + request * 120 + i).collect();
+        let verdict = gate.unseen(7, &candidates, now).unwrap();
+        dropped += verdict.iter().filter(|&&show| !show).count() as u64;
+        unseen += candidates.len() as u64;
+    }
+    let rate = dropped as f64 / unseen as f64;
+    let fpr = gate.scope_filter_fpr(7).expect("resident filter");
+    // Binomial sampling error over 300,000 unseen candidates: σ = √(p(1−p)/n) ≈ 2.3e-4 at 1.6%;
+    // allow 4σ plus 10% for the fill-based FPR estimate's own error.
+    let sigma = (fpr * (1.0 - fpr) / unseen as f64).sqrt();
+    assert!(
+        fpr > 0.005 && fpr < 0.03,
+        "filter FPR {fpr} out of the configured range"
+    );
+    assert!(
+        (rate - fpr).abs() <= 4.0 * sigma + 0.1 * fpr,
+        "over-filter rate {rate} vs filter FPR {fpr}"
+    );
+    let estimate = gate.metrics().trust_over_filter_estimate();
+    // The estimate samples a third of the requests: 100,000 candidates.
+    let sample_sigma = (fpr * (1.0 - fpr) / (unseen as f64 / 3.0)).sqrt();
+    assert!(
+        (estimate - rate).abs() <= 5.0 * sample_sigma,
+        "sampled estimate {estimate} vs measured {rate}"
+    );
+}
+
+/// A store that fails every call.
+struct BrokenStore;
+
+impl ExactStore for BrokenStore {
+    fn contains(&self, _: u64, _: &[u64], _: u64, _: &mut Vec<bool>) -> bloomgate_gate::Result<()> {
+        Err(bloomgate_gate::Error::InvalidConfig("store down".into()))
+    }
+    fn record(&self, _: u64, _: &[Seen]) -> bloomgate_gate::Result<()> {
+        Err(bloomgate_gate::Error::InvalidConfig("store down".into()))
+    }
+    fn load(&self, _: u64, _: u64, _: &mut Vec<Seen>) -> bloomgate_gate::Result<()> {
+        Err(bloomgate_gate::Error::InvalidConfig("store down".into()))
+    }
+    fn expire(&self, _: u64) -> bloomgate_gate::Result<u64> {
+        Err(bloomgate_gate::Error::InvalidConfig("store down".into()))
+    }
+}
+
+#[test]
+fn store_errors_surface_as_errors_not_unseen() {
+    for policy in [Policy::Exact, Policy::Verify, Policy::Trust] {
+        let gate = gate(Box::new(BrokenStore), policy, lifecycle(100, 3, 8, 1 << 20));
+        assert!(
+            gate.unseen(1, &[1, 2, 3], 1_000).is_err(),
+            "{policy:?}: lookup on a broken store"
+        );
+        assert!(
+            gate.record(1, &[1], 1_000).is_err(),
+            "{policy:?}: record on a broken store"
+        );
+    }
+    // A real SQLite failure mid-run: the table disappears under the gate.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seen.db");
+    let store = bloomgate_gate::SqliteStore::open(&path).unwrap();
+    store
+        .record(
+            1,
+            &[Seen {
+                item: 5,
+                at_ms: 900,
+            }],
+        )
+        .unwrap();
+    let gate = gate(
+        Box::new(store),
+        Policy::Verify,
+        lifecycle(1_000, 3, 8, 1 << 20),
+    );
+    assert_eq!(gate.unseen(1, &[5, 6], 1_000).unwrap(), vec![false, true]);
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("DROP TABLE seen")
+        .unwrap();
+    // Item 6 is a filter "definitely not"; item 5 is cached. A new scope needs a history load.
+    assert!(
+        gate.unseen(2, &[5], 1_000).is_err(),
+        "load from a dropped table must fail"
+    );
+    assert!(
+        gate.record(1, &[7], 1_000).is_err(),
+        "record into a dropped table must fail"
+    );
+}
+
+#[test]
+fn metrics_render_as_prometheus_text() {
+    let (_dir, store) = common::sqlite_store();
+    let gate = gate(
+        Box::new(store),
+        Policy::Verify,
+        lifecycle(100, 3, 8, 1 << 20),
+    );
+    gate.record(1, &[1, 2], 10).unwrap();
+    gate.unseen(1, &[1, 2, 3], 20).unwrap();
+    let text = gate.render_metrics();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (name, value) = line.rsplit_once(' ').expect("name value");
+        assert!(
+            !name.is_empty() && value.parse::<f64>().is_ok(),
+            "bad sample line {line:?}"
+        );
+    }
+    assert!(text.contains("bloomgate_requests_total 1"));
+    assert!(text.contains("bloomgate_exact_lookups_total 2"));
+    assert!(text.contains("bloomgate_history_loads_total 1"));
+    assert!(text.contains("bloomgate_request_seconds_bucket{le=\"+Inf\"} 1"));
+    assert!(text.contains("bloomgate_filters_resident 1"));
+}

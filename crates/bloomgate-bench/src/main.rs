@@ -141,7 +141,7 @@ impl Run {
     fn selected(&self, name: &str) -> bool {
         self.only
             .as_ref()
-            .map_or(true, |only| only.iter().any(|o| o == name))
+            .is_none_or(|only| only.iter().any(|o| o == name))
     }
 }
 

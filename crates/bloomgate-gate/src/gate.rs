@@ -228,7 +228,11 @@ impl Gate {
                     verdict[i] = false;
                 }
                 let every = self.config.trust_sample_every;
-                sample = every > 0 && self.requests_seen.fetch_add(1, Relaxed) % every == 0;
+                sample = every > 0
+                    && self
+                        .requests_seen
+                        .fetch_add(1, Relaxed)
+                        .is_multiple_of(every);
             }
         }
         self.metrics.requests.fetch_add(1, Relaxed);

@@ -68,7 +68,7 @@ pub struct Db {
 
 impl Db {
     fn is_live(entry: &Entry, now_ms: i64) -> bool {
-        entry.expires_at.map_or(true, |at| at > now_ms)
+        entry.expires_at.is_none_or(|at| at > now_ms)
     }
 
     /// A live entry (expired entries read as missing).

@@ -141,7 +141,7 @@ impl Params {
         check_items(self.items)?;
         check_hashes(self.hashes)?;
         let granule = self.layout.granule_bits();
-        if self.bits == 0 || self.bits % granule != 0 {
+        if self.bits == 0 || !self.bits.is_multiple_of(granule) {
             return Err(Error::InvalidParameter(format!(
                 "bits must be a positive multiple of {granule} for the {:?} layout, got {}",
                 self.layout, self.bits

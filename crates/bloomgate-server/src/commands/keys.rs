@@ -119,11 +119,11 @@ fn scan(ctx: &mut Ctx, args: &Args) -> Reply {
     let keys = candidates
         .iter()
         .take(count)
-        .filter(|(_, k, _)| pattern.as_ref().map_or(true, |p| glob_match(p, k, false)))
+        .filter(|(_, k, _)| pattern.as_ref().is_none_or(|p| glob_match(p, k, false)))
         .filter(|(_, _, t)| {
             type_filter
                 .as_ref()
-                .map_or(true, |f| f.eq_ignore_ascii_case(t))
+                .is_none_or(|f| f.eq_ignore_ascii_case(t))
         })
         .map(|(_, k, _)| Reply::bulk((*k).clone()))
         .collect();

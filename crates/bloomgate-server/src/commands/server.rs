@@ -89,7 +89,7 @@ fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), R
             ))
         };
     };
-    let user_ok = user.map_or(true, |u| u == b"default");
+    let user_ok = user.is_none_or(|u| u == b"default");
     if user_ok && password_matches(&expected, pass) {
         ctx.session.authenticated = true;
         Ok(())
@@ -457,7 +457,7 @@ fn config(ctx: &mut Ctx, args: &Args) -> Reply {
             }
             Reply::Map(pairs)
         }
-        "SET" if args.len() >= 4 && args.len() % 2 == 0 => {
+        "SET" if args.len() >= 4 && args.len().is_multiple_of(2) => {
             let pairs: Vec<(String, String)> = args[2..]
                 .chunks(2)
                 .map(|p| (text(&p[0]).to_lowercase(), text(&p[1])))

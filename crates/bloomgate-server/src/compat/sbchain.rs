@@ -84,7 +84,7 @@ impl LinkSizing {
             return None;
         }
         let bits = (raw_bits as u64).max(1);
-        let bytes = if bits % 64 != 0 {
+        let bytes = if !bits.is_multiple_of(64) {
             (bits / 64 + 1) * 8
         } else {
             bits / 8
@@ -485,7 +485,7 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
         let capacity = f.u64();
         let n2 = f.take::<1>()[0];
         let valid = bytes > 0
-            && bytes % 8 == 0
+            && bytes.is_multiple_of(8)
             && bytes.checked_mul(8) == Some(bits)
             && error > 0.0
             && error < 1.0

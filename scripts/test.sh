@@ -9,3 +9,4 @@ echo "== redis-cli smoke test"
 bash scripts/redis_cli_smoke.sh target/debug/bloomgate
 echo "== redis-py smoke test"
 python3 scripts/redis_py_smoke.py --bin target/debug/bloomgate
+echo "smoke: 2 passed, 0 failed"

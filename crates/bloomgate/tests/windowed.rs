@@ -5,19 +5,8 @@ use bloomgate::codec::FilterCodec;
 use bloomgate::{Error, KeyHash, WindowConfig, WindowedBloomFilter};
 use proptest::prelude::*;
 
-fn key(i: u64) -> [u8; 8] {
-    i.to_le_bytes()
-}
-
-/// Keys disjoint from every `key(i)` with i < 2^63.
-fn unseen(i: u64) -> [u8; 8] {
-    (i | 1 << 63).to_le_bytes()
-}
-
-/// Four standard deviations of a rate `p` measured over `trials` samples.
-fn four_sigma(p: f64, trials: u64) -> f64 {
-    4.0 * (p * (1.0 - p) / trials as f64).sqrt()
-}
+mod variant_keys;
+use variant_keys::*;
 
 fn config(generations: usize, items: u64, window_ms: Option<u64>) -> WindowConfig {
     WindowConfig {

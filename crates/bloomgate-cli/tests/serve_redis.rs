@@ -796,3 +796,49 @@ fn auth_maxmemory_metrics_env_and_config_file() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("protected mode"));
 }
+
+/// The gate's remote-filter mode end to end: `bloomgate demo feed --filters resp://` keeps its
+/// per-user filters in a real `bloomgate serve` and never shows a seen item.
+#[test]
+fn demo_feed_with_remote_filters_on_the_server_shows_no_duplicates() {
+    let dir = temp_dir("demo-remote");
+    let server = Server::start(&dir, &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
+        .args([
+            "demo",
+            "feed",
+            "--users",
+            "40",
+            "--history",
+            "60",
+            "--requests",
+            "400",
+        ])
+        .args(["--concurrency", "2", "--json", "--filters"])
+        .arg(format!("resp://127.0.0.1:{}", server.port))
+        .arg("--store")
+        .arg(format!("sqlite:{}", dir.join("history.db").display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    for mode in ["exact", "verify", "trust"] {
+        let m = &report["modes"][mode];
+        assert_eq!(m["duplicates_shown"], 0, "{mode}: {m}");
+        assert_eq!(m["requests"], 400, "{mode}: {m}");
+    }
+    let verify = report["modes"]["verify"]["exact_lookups_per_request"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        verify < 24.0,
+        "verify sent {verify} of 120 candidates to the exact path"
+    );
+    let mut c = server.conn();
+    assert!(matches!(cmd(&mut c, "DBSIZE"), Value::Int(n) if n > 0));
+    server.shutdown();
+}

@@ -5,12 +5,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::compat::cuckoo::CuckooChain;
 use crate::compat::sbchain::BloomChain;
 
-/// A stored value. Cuckoo filters join as a second variant.
+/// A stored value: one of RedisBloom's two module types.
 #[derive(Clone, Debug)]
 pub enum Value {
     Bloom(BloomChain),
+    Cuckoo(CuckooChain),
 }
 
 impl Value {
@@ -18,6 +20,21 @@ impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::Bloom(_) => "MBbloom--",
+            Value::Cuckoo(_) => "MBbloomCF",
+        }
+    }
+
+    pub fn as_bloom_mut(&mut self) -> Option<&mut BloomChain> {
+        match self {
+            Value::Bloom(chain) => Some(chain),
+            Value::Cuckoo(_) => None,
+        }
+    }
+
+    pub fn as_cuckoo_mut(&mut self) -> Option<&mut CuckooChain> {
+        match self {
+            Value::Cuckoo(filter) => Some(filter),
+            Value::Bloom(_) => None,
         }
     }
 
@@ -25,6 +42,7 @@ impl Value {
     pub fn memory(&self) -> u64 {
         match self {
             Value::Bloom(chain) => chain.size_bytes(),
+            Value::Cuckoo(filter) => filter.size_bytes(),
         }
     }
 }

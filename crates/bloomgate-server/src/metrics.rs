@@ -145,8 +145,16 @@ pub fn render(shared: &Shared) -> String {
     // Filter health, computed outside the store lock on shared (copy-on-write) values.
     let (mut filters, mut items, mut fill_sum, mut fpr_sum, mut fpr_max) =
         (0u64, 0u64, 0.0, 0.0, 0.0f64);
+    let (mut cuckoo_filters, mut cuckoo_items) = (0u64, 0u64);
     for (_, entry) in &entries {
-        let Value::Bloom(chain) = &*entry.value;
+        let chain = match &*entry.value {
+            Value::Bloom(chain) => chain,
+            Value::Cuckoo(filter) => {
+                cuckoo_filters += 1;
+                cuckoo_items += filter.items();
+                continue;
+            }
+        };
         let (fill, fpr) = chain_health(chain);
         filters += 1;
         items += chain.items();
@@ -167,6 +175,8 @@ pub fn render(shared: &Shared) -> String {
         ("bloomgate_bloom_fill_ratio_mean", mean(fill_sum)),
         ("bloomgate_bloom_estimated_fpr_mean", mean(fpr_sum)),
         ("bloomgate_bloom_estimated_fpr_max", fpr_max),
+        ("bloomgate_cuckoo_filters", cuckoo_filters as f64),
+        ("bloomgate_cuckoo_items", cuckoo_items as f64),
     ];
     for (name, value) in health {
         let _ = writeln!(out, "# TYPE {name} gauge\n{name} {value}");

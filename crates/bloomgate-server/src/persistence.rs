@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 
 use crate::commands::{execute, Config, FsyncPolicy, Session, Store};
+use crate::compat::cuckoo::{self, CuckooChain};
 use crate::compat::sbchain::{BloomChain, MAX_SCANDUMP_CHUNK};
 use crate::keyspace::{Db, Entry, Snapshot, Value};
 use crate::resp::{Reply, RequestParser};
@@ -32,6 +33,7 @@ const SNAPSHOT_TMP: &str = "dump.bgs.tmp";
 const SNAPSHOT_MAGIC: &[u8; 16] = b"BLOOMGATE-SNAP01";
 const AOF_MAGIC: &[u8; 16] = b"BLOOMGATE-AOF-01";
 const TYPE_BLOOM: u8 = 1;
+const TYPE_CUCKOO: u8 = 2;
 /// Keys longer than Redis' bulk limit cannot exist; a larger length is corruption.
 const MAX_KEY_LEN: u32 = 512 * 1024 * 1024;
 
@@ -93,6 +95,17 @@ pub fn write_snapshot(
                         break;
                     }
                     w.write_all(&chunk)?;
+                    iter = next;
+                }
+            }
+            Value::Cuckoo(filter) => {
+                w.write_all(&[TYPE_CUCKOO])?;
+                let header = filter.dump_header();
+                w.write_all(&(header.len() as u64 + filter.slot_bytes()).to_le_bytes())?;
+                w.write_all(&header)?;
+                let mut iter = 1;
+                while let Some((next, chunk)) = filter.dump_chunk(iter) {
+                    w.write_all(chunk)?;
                     iter = next;
                 }
             }
@@ -178,44 +191,13 @@ pub fn read_snapshot(path: &Path) -> anyhow::Result<(u64, Snapshot)> {
         let expires = i64::from_le_bytes(r.array()?);
         let kind = r.array::<1>()?[0];
         let payload_len = r.u64()?;
-        if kind != TYPE_BLOOM {
-            return Err(r.fail(&format!("unknown value type {kind}")));
-        }
-        let payload_start = r.offset;
-        let fixed = r.bytes(20.min(payload_len))?;
-        let header_len =
-            BloomChain::header_len(&fixed).ok_or_else(|| r.fail("bad filter header"))?;
-        if header_len as u64 > payload_len {
-            return Err(r.fail("filter header longer than its value"));
-        }
-        let mut header = fixed;
-        header.extend(r.bytes(header_len as u64 - header.len() as u64)?);
-        let mut chain = BloomChain::from_header(&header).map_err(|e| {
-            r.fail(&format!(
-                "invalid filter header for key {:?}: {e}",
-                String::from_utf8_lossy(&key)
-            ))
-        })?;
-        let body: u64 = chain.links().iter().map(|l| l.bytes()).sum();
-        if header_len as u64 + body != payload_len {
-            return Err(r.fail("filter size does not match its header"));
-        }
-        let mut done = 0u64;
-        for link_bytes in chain.links().iter().map(|l| l.bytes()).collect::<Vec<_>>() {
-            let mut left = link_bytes;
-            while left > 0 {
-                let n = left.min(MAX_SCANDUMP_CHUNK);
-                let data = r.bytes(n)?;
-                done += n;
-                chain
-                    .load_chunk(done as i64 + 1, &data)
-                    .map_err(|e| r.fail(e))?;
-                left -= n;
-            }
-        }
-        debug_assert_eq!(r.offset - payload_start, payload_len);
+        let value = match kind {
+            TYPE_BLOOM => Value::Bloom(read_bloom(&mut r, &key, payload_len)?),
+            TYPE_CUCKOO => Value::Cuckoo(read_cuckoo(&mut r, &key, payload_len)?),
+            _ => return Err(r.fail(&format!("unknown value type {kind}"))),
+        };
         let entry = Entry {
-            value: Arc::new(Value::Bloom(chain)),
+            value: Arc::new(value),
             expires_at: (expires >= 0).then_some(expires),
         };
         entries.push((key, entry));
@@ -230,6 +212,73 @@ pub fn read_snapshot(path: &Path) -> anyhow::Result<(u64, Snapshot)> {
         return Err(r.fail("trailing bytes after checksum"));
     }
     Ok((generation, entries))
+}
+
+/// A scalable Bloom chain stored as its SCANDUMP header and link bytes.
+fn read_bloom(r: &mut SnapshotReader, key: &[u8], payload_len: u64) -> anyhow::Result<BloomChain> {
+    let payload_start = r.offset;
+    let fixed = r.bytes(20.min(payload_len))?;
+    let header_len = BloomChain::header_len(&fixed).ok_or_else(|| r.fail("bad filter header"))?;
+    if header_len as u64 > payload_len {
+        return Err(r.fail("filter header longer than its value"));
+    }
+    let mut header = fixed;
+    header.extend(r.bytes(header_len as u64 - header.len() as u64)?);
+    let mut chain = BloomChain::from_header(&header).map_err(|e| {
+        r.fail(&format!(
+            "invalid filter header for key {:?}: {e}",
+            String::from_utf8_lossy(key)
+        ))
+    })?;
+    let body: u64 = chain.links().iter().map(|l| l.bytes()).sum();
+    if header_len as u64 + body != payload_len {
+        return Err(r.fail("filter size does not match its header"));
+    }
+    let mut done = 0u64;
+    for link_bytes in chain.links().iter().map(|l| l.bytes()).collect::<Vec<_>>() {
+        let mut left = link_bytes;
+        while left > 0 {
+            let n = left.min(MAX_SCANDUMP_CHUNK);
+            let data = r.bytes(n)?;
+            done += n;
+            chain
+                .load_chunk(done as i64 + 1, &data)
+                .map_err(|e| r.fail(e))?;
+            left -= n;
+        }
+    }
+    debug_assert_eq!(r.offset - payload_start, payload_len);
+    Ok(chain)
+}
+
+/// A cuckoo filter stored as its 38-byte SCANDUMP header and slot bytes.
+fn read_cuckoo(
+    r: &mut SnapshotReader,
+    key: &[u8],
+    payload_len: u64,
+) -> anyhow::Result<CuckooChain> {
+    if payload_len < cuckoo::HEADER_LEN as u64 {
+        return Err(r.fail("filter header longer than its value"));
+    }
+    let header = r.bytes(cuckoo::HEADER_LEN as u64)?;
+    let mut filter = CuckooChain::from_header(&header).map_err(|e| {
+        r.fail(&format!(
+            "invalid cuckoo header for key {:?}: {}",
+            String::from_utf8_lossy(key),
+            e.message()
+        ))
+    })?;
+    if cuckoo::HEADER_LEN as u64 + filter.slot_bytes() != payload_len {
+        return Err(r.fail("filter size does not match its header"));
+    }
+    // Read in the pieces SCANDUMP would produce: each lies inside one sub-filter.
+    let mut iter = 1;
+    while let Some((next, chunk)) = filter.dump_chunk(iter) {
+        let data = r.bytes(chunk.len() as u64)?;
+        filter.load_chunk(next, &data).map_err(|e| r.fail(e))?;
+        iter = next;
+    }
+    Ok(filter)
 }
 
 /// Encodes commands as one log record: `u32 len, u32 crc32, payload`.
@@ -614,17 +663,20 @@ mod tests {
         dir
     }
 
+    fn run(store: &mut Store, line: &str) -> Reply {
+        let args: Vec<Vec<u8>> = line.split(' ').map(|w| w.as_bytes().to_vec()).collect();
+        execute(store, &mut Session::new(1, false), &args, false).reply
+    }
+
+    /// A Bloom chain at `k` and a grown, partly deleted cuckoo filter at `c`.
     fn store_with(items: usize) -> Store {
         let mut store = Store::new(Config::default());
-        let mut session = Session::new(1, false);
+        run(&mut store, "CF.RESERVE c 8 BUCKETSIZE 2 EXPANSION 2");
         for i in 0..items {
-            let args = vec![
-                b"BF.ADD".to_vec(),
-                b"k".to_vec(),
-                format!("i{i}").into_bytes(),
-            ];
-            execute(&mut store, &mut session, &args, false);
+            run(&mut store, &format!("BF.ADD k i{i}"));
+            run(&mut store, &format!("CF.ADD c i{i}"));
         }
+        run(&mut store, "CF.DEL c i0");
         store
     }
 
@@ -635,10 +687,19 @@ mod tests {
         write_snapshot(&dir, &store.db.snapshot(), 7).unwrap();
         let (gen, entries) = read_snapshot(&dir.join(SNAPSHOT_FILE)).unwrap();
         assert_eq!(gen, 7);
-        let Value::Bloom(chain) = &*entries[0].1.value;
-        let Some(Value::Bloom(original)) = store.db.value(b"k", 0) else {
+        let loaded = |key: &[u8]| &*entries.iter().find(|(k, _)| k == key).unwrap().1.value;
+        let (Value::Bloom(chain), Some(Value::Bloom(original))) =
+            (loaded(b"k"), store.db.value(b"k", 0))
+        else {
             panic!()
         };
+        let (Value::Cuckoo(cuckoo), Some(Value::Cuckoo(original_cuckoo))) =
+            (loaded(b"c"), store.db.value(b"c", 0))
+        else {
+            panic!()
+        };
+        assert!(cuckoo.filters() > 1);
+        assert_eq!(cuckoo, original_cuckoo);
         assert_eq!(chain.items(), original.items());
         assert_eq!(chain.dump_header(), original.dump_header());
         for i in 0..500 {
@@ -657,6 +718,38 @@ mod tests {
         fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
         assert!(read_snapshot(&path).is_err());
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Replaying the log under a different cf-* configuration rebuilds the same cuckoo filter:
+    /// an auto-created filter is logged as the header of its empty shape.
+    #[test]
+    fn cuckoo_log_replay_is_exact_under_another_config() {
+        let mut store = Store::new(Config::default());
+        store.config.cf_bucket_size = 4;
+        store.config.cf_initial_size = 64;
+        let mut session = Session::new(1, false);
+        let mut log = Vec::new();
+        for i in 0..300 {
+            let args = vec![
+                b"CF.ADD".to_vec(),
+                b"c".to_vec(),
+                format!("i{i}").into_bytes(),
+            ];
+            log.extend(execute(&mut store, &mut session, &args, false).log);
+        }
+        let args = vec![b"CF.DEL".to_vec(), b"c".to_vec(), b"i7".to_vec()];
+        log.extend(execute(&mut store, &mut session, &args, false).log);
+        let mut replayed = Store::new(Config::default());
+        for args in &log {
+            execute(&mut replayed, &mut session, args, true);
+        }
+        let (Some(Value::Cuckoo(a)), Some(Value::Cuckoo(b))) =
+            (store.db.value(b"c", 0), replayed.db.value(b"c", 0))
+        else {
+            panic!()
+        };
+        assert_eq!(a.bucket_size(), 4);
+        assert_eq!(a, b);
     }
 
     #[test]

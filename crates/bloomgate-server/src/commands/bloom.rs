@@ -1,7 +1,7 @@
 //! BF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (see
 //! `shared/reference/redisbloom.md`). Arity is checked here, as a module command would.
 
-use super::{flags::*, is, parse_f64, wrong_arity, Args, CommandSpec, Ctx, ERR_OOM};
+use super::{flags::*, is, parse_f64, wrong_arity, Args, CommandSpec, Ctx, ERR_OOM, ERR_WRONGTYPE};
 use crate::compat::sbchain::BloomChain;
 use crate::keyspace::Value;
 use crate::resp::{parse_i64, Reply};
@@ -80,6 +80,7 @@ impl CreateParams {
 fn chain<'a>(ctx: &'a Ctx, key: &[u8]) -> Result<Option<&'a BloomChain>, Reply> {
     match ctx.store.db.value(key, ctx.now_ms) {
         Some(Value::Bloom(chain)) => Ok(Some(chain)),
+        Some(_) => Err(Reply::error(ERR_WRONGTYPE)),
         None => Ok(None),
     }
 }
@@ -126,8 +127,11 @@ fn add_items(ctx: &mut Ctx, key: &[u8], items: &Args, create_with: Option<Create
     for item in items {
         let budget = ctx.store.memory_budget();
         let now = ctx.now_ms;
-        let result = ctx.store.db.update(key, now, |value| match value {
-            Value::Bloom(chain) => chain.add(item, budget),
+        let result = ctx.store.db.update(key, now, |value| {
+            value
+                .as_bloom_mut()
+                .expect("type checked")
+                .add(item, budget)
         });
         match result.expect("key exists") {
             Ok(new) => {
@@ -411,8 +415,11 @@ fn loadchunk(ctx: &mut Ctx, args: &Args) -> Reply {
         Ok(None) => Reply::error(ERR_NOT_FOUND),
         Ok(Some(_)) => {
             let now = ctx.now_ms;
-            let result = ctx.store.db.update(key, now, |value| match value {
-                Value::Bloom(chain) => chain.load_chunk(iter, data),
+            let result = ctx.store.db.update(key, now, |value| {
+                value
+                    .as_bloom_mut()
+                    .expect("type checked")
+                    .load_chunk(iter, data)
             });
             match result.expect("key exists") {
                 Ok(()) => {
@@ -497,7 +504,7 @@ mod tests {
         }
         let dump = |s: &Store| match s.db.value(b"k", 0) {
             Some(crate::keyspace::Value::Bloom(c)) => (c.dump_header(), c.dump_chunk(1)),
-            None => panic!("missing"),
+            _ => panic!("missing"),
         };
         assert_eq!(dump(&store), dump(&replayed));
     }

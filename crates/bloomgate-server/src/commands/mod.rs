@@ -4,6 +4,7 @@
 //! run behind the tokio server or inside a Redis/Valkey module. One module per command family.
 
 pub mod bloom;
+pub mod cuckoo;
 pub mod keys;
 pub mod server;
 pub mod transaction;
@@ -301,6 +302,7 @@ pub fn table() -> &'static [CommandSpec] {
     TABLE.get_or_init(|| {
         let mut all = Vec::new();
         all.extend(bloom::commands());
+        all.extend(cuckoo::commands());
         all.extend(keys::commands());
         all.extend(server::commands());
         all.extend(transaction::commands());

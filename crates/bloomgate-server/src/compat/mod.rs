@@ -1,5 +1,6 @@
-//! RedisBloom-compatible data layouts: MurmurHash64A and the scalable Bloom chain, bit-exact with
-//! RedisBloom's dumps. Separate from the core's native filters by design.
+//! RedisBloom-compatible data layouts: MurmurHash64A, the scalable Bloom chain and the cuckoo
+//! filter, bit-exact with RedisBloom's dumps. Separate from the core's native filters by design.
 
+pub mod cuckoo;
 pub mod murmur;
 pub mod sbchain;

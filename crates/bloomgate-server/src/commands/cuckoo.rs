@@ -1,0 +1,766 @@
+//! CF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (see
+//! `shared/reference/redisbloom.md`). Arity is checked here, as a module command would.
+
+use super::{flags::*, is, wrong_arity, Args, CommandSpec, Ctx, ERR_OOM, ERR_WRONGTYPE};
+use crate::compat::cuckoo::{
+    CuckooChain, CuckooParams, InsertError, MAX_BUCKET_SIZE, MAX_CAPACITY, MAX_EXPANSION,
+    MAX_ITERATIONS,
+};
+use crate::keyspace::Value;
+use crate::resp::{parse_i64, Reply};
+
+const ERR_NOT_FOUND: &str = "ERR not found";
+
+pub fn commands() -> Vec<CommandSpec> {
+    let spec = |name, flags, handler| CommandSpec {
+        name,
+        arity: -1,
+        flags: flags | MODULE,
+        first_key: 1,
+        last_key: 1,
+        step: 1,
+        handler,
+    };
+    vec![
+        spec("CF.RESERVE", WRITE | DENYOOM, reserve),
+        spec("CF.ADD", WRITE | DENYOOM, add),
+        spec("CF.ADDNX", WRITE | DENYOOM, addnx),
+        spec("CF.INSERT", WRITE | DENYOOM, insert),
+        spec("CF.INSERTNX", WRITE | DENYOOM, insertnx),
+        spec("CF.EXISTS", READONLY | FAST, exists),
+        spec("CF.MEXISTS", READONLY | FAST, mexists),
+        spec("CF.COUNT", READONLY | FAST, count),
+        spec("CF.DEL", WRITE | FAST, del),
+        spec("CF.COMPACT", WRITE, compact),
+        spec("CF.INFO", READONLY | FAST, info),
+        spec("CF.DEBUG", READONLY, debug),
+        spec("CF.SCANDUMP", READONLY, scandump),
+        spec("CF.LOADCHUNK", WRITE | DENYOOM, loadchunk),
+    ]
+}
+
+/// Borrows the filter at `key`: `Ok(None)` if missing, WRONGTYPE if another type.
+fn filter<'a>(ctx: &'a Ctx, key: &[u8]) -> Result<Option<&'a CuckooChain>, Reply> {
+    match ctx.store.db.value(key, ctx.now_ms) {
+        Some(Value::Cuckoo(filter)) => Ok(Some(filter)),
+        Some(_) => Err(Reply::error(ERR_WRONGTYPE)),
+        None => Ok(None),
+    }
+}
+
+fn filter_or(ctx: &Ctx, key: &[u8], missing: &'static str) -> Result<CuckooInfo, Reply> {
+    match filter(ctx, key)? {
+        Some(f) => Ok(CuckooInfo::of(f)),
+        None => Err(Reply::error(missing)),
+    }
+}
+
+/// The cf-* configuration in force, with `capacity` for a new filter.
+fn configured(ctx: &Ctx, capacity: u64) -> CuckooParams {
+    let c = &ctx.store.config;
+    CuckooParams {
+        capacity,
+        bucket_size: c.cf_bucket_size as u16,
+        max_iterations: c.cf_max_iterations as u16,
+        expansion: c.cf_expansion as u16,
+    }
+}
+
+/// Creates a filter at `key` after the maxmemory check. The creation is logged as the
+/// `CF.LOADCHUNK key 1 <header>` of the empty filter, which rebuilds exactly this shape on
+/// replay whatever the configuration is then; `then_log` (the command's own effect) follows.
+fn create(
+    ctx: &mut Ctx,
+    key: &[u8],
+    p: CuckooParams,
+    then_log: Option<&Args>,
+) -> Result<(), Reply> {
+    if p.planned_bytes() > ctx.store.memory_budget() {
+        return Err(Reply::error(ERR_OOM));
+    }
+    let filter = CuckooChain::new(p).ok_or_else(|| Reply::error("Couldn't create filter!"))?;
+    let mut log = vec![vec![
+        b"CF.LOADCHUNK".to_vec(),
+        key.to_vec(),
+        b"1".to_vec(),
+        filter.dump_header(),
+    ]];
+    log.extend(then_log.map(<[Vec<u8>]>::to_vec));
+    ctx.log_as = Some(log);
+    ctx.store
+        .db
+        .insert(key.to_vec(), Value::Cuckoo(filter), None);
+    ctx.changed(1);
+    Ok(())
+}
+
+/// How one item went in.
+enum Added {
+    Yes,
+    AlreadyPresent,
+    NoRoom(InsertError),
+}
+
+/// Adds `items` (unique-only with `nx`), creating the filter with `create_with` capacity if
+/// missing (else `ERR not found`). Stops at an out-of-memory error.
+fn add_items(
+    ctx: &mut Ctx,
+    args: &Args,
+    items: &Args,
+    nx: bool,
+    create_with: Option<u64>,
+) -> Result<Vec<Added>, Reply> {
+    let key = &args[1];
+    if filter(ctx, key)?.is_none() {
+        let capacity = create_with.ok_or_else(|| Reply::error(ERR_NOT_FOUND))?;
+        create(ctx, key, configured(ctx, capacity), Some(args))?;
+    }
+    let max_filters = ctx.store.config.cf_max_expansions;
+    let mut outcomes = Vec::with_capacity(items.len());
+    let mut added = 0;
+    for item in items {
+        let budget = ctx.store.memory_budget();
+        let now = ctx.now_ms;
+        let result = ctx.store.db.update(key, now, |value| {
+            let filter = value.as_cuckoo_mut().expect("type checked");
+            if nx {
+                filter.insert_unique(item, max_filters, budget)
+            } else {
+                filter.insert(item, max_filters, budget).map(|()| true)
+            }
+        });
+        outcomes.push(match result.expect("key exists") {
+            Ok(true) => {
+                added += 1;
+                Added::Yes
+            }
+            Ok(false) => Added::AlreadyPresent,
+            Err(InsertError::OutOfMemory) => {
+                ctx.changed(added);
+                return Err(Reply::error(ERR_OOM));
+            }
+            Err(e) => Added::NoRoom(e),
+        });
+    }
+    ctx.changed(added);
+    Ok(outcomes)
+}
+
+fn reserve(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() < 3 {
+        return wrong_arity("cf.reserve");
+    }
+    let Some(capacity) = parse_i64(&args[2]).filter(|&c| c > 0) else {
+        return Reply::error("Bad capacity");
+    };
+    // Options are matched by name anywhere after the capacity (as BF.RESERVE's are).
+    let options = &args[3..];
+    let option = |name: &'static str, default: u64, min: u64, max: u64| -> Result<u64, Reply> {
+        let Some(at) = options.iter().position(|a| is(a, name)) else {
+            return Ok(default);
+        };
+        let value = options
+            .get(at + 1)
+            .and_then(|v| parse_i64(v))
+            .ok_or_else(|| Reply::error(format!("Couldn't parse {name}")))?;
+        match u64::try_from(value) {
+            Ok(v) if (min..=max).contains(&v) => Ok(v),
+            _ => Err(Reply::error(format!(
+                "{name}: value must be in the range [{min}, {max}]"
+            ))),
+        }
+    };
+    let c = &ctx.store.config;
+    let parsed = option("MAXITERATIONS", c.cf_max_iterations, 1, MAX_ITERATIONS).and_then(|m| {
+        let b = option("BUCKETSIZE", c.cf_bucket_size, 1, MAX_BUCKET_SIZE)?;
+        let e = option("EXPANSION", c.cf_expansion, 0, MAX_EXPANSION)?;
+        Ok((m, b, e))
+    });
+    let (max_iterations, bucket_size, expansion) = match parsed {
+        Ok(values) => values,
+        Err(reply) => return reply,
+    };
+    let capacity = capacity as u64;
+    if capacity < 2 * bucket_size || capacity > MAX_CAPACITY {
+        return Reply::error("Capacity must be in the range [2 * BUCKETSIZE, 1073741824]");
+    }
+    let key = &args[1];
+    match filter(ctx, key) {
+        Err(reply) => return reply,
+        Ok(Some(_)) => return Reply::error("ERR item exists"),
+        Ok(None) => {}
+    }
+    let params = CuckooParams {
+        capacity,
+        bucket_size: bucket_size as u16,
+        max_iterations: max_iterations as u16,
+        expansion: expansion as u16,
+    };
+    match create(ctx, key, params, None) {
+        Ok(()) => Reply::ok(),
+        Err(reply) => reply,
+    }
+}
+
+/// CF.ADD / CF.ADDNX: one item, the filter created with `cf-initial-size` if missing.
+fn add_one(ctx: &mut Ctx, args: &Args, nx: bool, name: &str) -> Reply {
+    if args.len() != 3 {
+        return wrong_arity(name);
+    }
+    let capacity = ctx.store.config.cf_initial_size;
+    match add_items(ctx, args, &args[2..], nx, Some(capacity)) {
+        Ok(outcomes) => match outcomes[0] {
+            Added::Yes => Reply::Bool(true),
+            Added::AlreadyPresent => Reply::Bool(false),
+            Added::NoRoom(e) => Reply::error(e.message()),
+        },
+        Err(reply) => reply,
+    }
+}
+
+fn add(ctx: &mut Ctx, args: &Args) -> Reply {
+    add_one(ctx, args, false, "cf.add")
+}
+
+fn addnx(ctx: &mut Ctx, args: &Args) -> Reply {
+    add_one(ctx, args, true, "cf.addnx")
+}
+
+/// CF.INSERT / CF.INSERTNX `key [CAPACITY c] [NOCREATE] ITEMS item...`: options are recognised
+/// by their first letter (RedisBloom quirk). Replies per item: INSERT 1 / -1 (no room),
+/// INSERTNX 1 / 0 (present) / -1; INSERT's 1 is a boolean under RESP3, INSERTNX's are integers.
+fn insert_many(ctx: &mut Ctx, args: &Args, nx: bool, name: &str) -> Reply {
+    let mut capacity = ctx.store.config.cf_initial_size;
+    let mut nocreate = false;
+    let mut items_at = None;
+    let mut i = 2;
+    while i < args.len() {
+        match args[i].first().map(u8::to_ascii_lowercase) {
+            Some(b'c') => {
+                let Some(value) = args.get(i + 1) else {
+                    return wrong_arity(name);
+                };
+                match parse_i64(value) {
+                    Some(c) if (1..=MAX_CAPACITY as i64).contains(&c) => capacity = c as u64,
+                    _ => return Reply::error("Bad capacity"),
+                }
+                i += 2;
+            }
+            Some(b'n') => {
+                nocreate = true;
+                i += 1;
+            }
+            Some(b'i') => {
+                items_at = Some(i + 1);
+                break;
+            }
+            _ => return Reply::error("Unknown argument received"),
+        }
+    }
+    let Some(items_at) = items_at.filter(|&at| at < args.len()) else {
+        return wrong_arity(name);
+    };
+    let create_with = (!nocreate).then_some(capacity);
+    match add_items(ctx, args, &args[items_at..], nx, create_with) {
+        Ok(outcomes) => Reply::Array(
+            outcomes
+                .into_iter()
+                .map(|o| match o {
+                    Added::Yes if nx => Reply::Int(1),
+                    Added::Yes => Reply::Bool(true),
+                    Added::AlreadyPresent => Reply::Int(0),
+                    Added::NoRoom(_) => Reply::Int(-1),
+                })
+                .collect(),
+        ),
+        Err(reply) => reply,
+    }
+}
+
+fn insert(ctx: &mut Ctx, args: &Args) -> Reply {
+    insert_many(ctx, args, false, "cf.insert")
+}
+
+fn insertnx(ctx: &mut Ctx, args: &Args) -> Reply {
+    insert_many(ctx, args, true, "cf.insertnx")
+}
+
+/// EXISTS / MEXISTS / COUNT answer 0 for a missing key and for a key of another type.
+fn probe<T: Default>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&CuckooChain) -> T) -> T {
+    match filter(ctx, key) {
+        Ok(Some(filter)) => f(filter),
+        _ => T::default(),
+    }
+}
+
+fn exists(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() != 3 {
+        return wrong_arity("cf.exists");
+    }
+    Reply::Bool(probe(ctx, &args[1], |f| f.contains(&args[2])))
+}
+
+fn mexists(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() < 3 {
+        return wrong_arity("cf.mexists");
+    }
+    Reply::Array(
+        args[2..]
+            .iter()
+            .map(|item| Reply::Bool(probe(ctx, &args[1], |f| f.contains(item))))
+            .collect(),
+    )
+}
+
+fn count(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() != 3 {
+        return wrong_arity("cf.count");
+    }
+    Reply::Int(probe(ctx, &args[1], |f| f.count(&args[2])) as i64)
+}
+
+fn del(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() != 3 {
+        return wrong_arity("cf.del");
+    }
+    if let Err(reply) = filter_or(ctx, &args[1], "Not found") {
+        return reply;
+    }
+    let now = ctx.now_ms;
+    let deleted = ctx
+        .store
+        .db
+        .update(&args[1], now, |v| {
+            v.as_cuckoo_mut().expect("type checked").delete(&args[2])
+        })
+        .expect("key exists");
+    if deleted {
+        ctx.changed(1);
+    }
+    Reply::Bool(deleted)
+}
+
+fn compact(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() != 2 {
+        return wrong_arity("cf.compact");
+    }
+    if let Err(reply) = filter_or(ctx, &args[1], "Cuckoo filter was not found") {
+        return reply;
+    }
+    let now = ctx.now_ms;
+    ctx.store.db.update(&args[1], now, |v| {
+        v.as_cuckoo_mut().expect("type checked").compact()
+    });
+    ctx.changed(1);
+    Reply::ok()
+}
+
+/// The numbers CF.INFO and CF.DEBUG report, copied out of the borrowed filter.
+struct CuckooInfo {
+    size: u64,
+    buckets: u64,
+    filters: u64,
+    items: u64,
+    deletes: u64,
+    bucket_size: u16,
+    expansion: u16,
+    max_iterations: u16,
+    debug: String,
+}
+
+impl CuckooInfo {
+    fn of(f: &CuckooChain) -> Self {
+        Self {
+            size: f.size_bytes(),
+            buckets: f.buckets(),
+            filters: f.filters() as u64,
+            items: f.items(),
+            deletes: f.deletes(),
+            bucket_size: f.bucket_size(),
+            expansion: f.expansion(),
+            max_iterations: f.max_iterations(),
+            debug: f.debug_line(),
+        }
+    }
+}
+
+fn info(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() != 2 {
+        return wrong_arity("cf.info");
+    }
+    let i = match filter_or(ctx, &args[1], ERR_NOT_FOUND) {
+        Ok(i) => i,
+        Err(reply) => return reply,
+    };
+    let fields = [
+        ("Size", i.size),
+        ("Number of buckets", i.buckets),
+        ("Number of filters", i.filters),
+        ("Number of items inserted", i.items),
+        ("Number of items deleted", i.deletes),
+        ("Bucket size", u64::from(i.bucket_size)),
+        ("Expansion rate", u64::from(i.expansion)),
+        ("Max iterations", u64::from(i.max_iterations)),
+    ];
+    Reply::Map(
+        fields
+            .into_iter()
+            .map(|(label, value)| (Reply::Simple(label.into()), Reply::Int(value as i64)))
+            .collect(),
+    )
+}
+
+fn debug(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() != 2 {
+        return wrong_arity("cf.debug");
+    }
+    match filter_or(ctx, &args[1], ERR_NOT_FOUND) {
+        Ok(i) => Reply::bulk(i.debug),
+        Err(reply) => reply,
+    }
+}
+
+/// SCANDUMP: `[1, header]` at 0, then chunks; `[0, nil]` when done — and at once for a filter
+/// holding no items (RedisBloom quirk: an empty filter has nothing to dump).
+fn scandump(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() != 3 {
+        return wrong_arity("cf.scandump");
+    }
+    let Some(iter) = parse_i64(&args[2]).filter(|&i| i >= 0) else {
+        return Reply::error("Invalid position");
+    };
+    let filter = match filter(ctx, &args[1]) {
+        Ok(Some(filter)) => filter,
+        Ok(None) => return Reply::error(ERR_NOT_FOUND),
+        Err(reply) => return reply,
+    };
+    let done = Reply::Array(vec![Reply::Int(0), Reply::Nil]);
+    if filter.items() == 0 {
+        return done;
+    }
+    if iter == 0 {
+        return Reply::Array(vec![Reply::Int(1), Reply::Bulk(filter.dump_header())]);
+    }
+    match filter.dump_chunk(iter) {
+        Some((next, chunk)) => Reply::Array(vec![Reply::Int(next), Reply::Bulk(chunk.to_vec())]),
+        None => done,
+    }
+}
+
+/// LOADCHUNK: iterator 1 on a missing key creates the filter from the 38-byte header (every
+/// field validated, its size checked against maxmemory before allocating); later iterators
+/// fill slot bytes, each chunk inside one sub-filter.
+fn loadchunk(ctx: &mut Ctx, args: &Args) -> Reply {
+    if args.len() != 4 {
+        return wrong_arity("cf.loadchunk");
+    }
+    let Some(iter) = parse_i64(&args[2]) else {
+        return Reply::error("Invalid position");
+    };
+    let (key, data) = (&args[1], &args[3]);
+    match filter(ctx, key) {
+        Err(reply) => reply,
+        Ok(None) if iter == 1 => {
+            let bytes = match CuckooChain::header_bytes(data) {
+                Ok(bytes) => bytes,
+                Err(e) => return Reply::error(e.message()),
+            };
+            if bytes > ctx.store.memory_budget() {
+                return Reply::error(ERR_OOM);
+            }
+            match CuckooChain::from_header(data) {
+                Ok(filter) => {
+                    ctx.store
+                        .db
+                        .insert(key.to_vec(), Value::Cuckoo(filter), None);
+                    ctx.changed(1);
+                    Reply::ok()
+                }
+                Err(e) => Reply::error(e.message()),
+            }
+        }
+        Ok(None) => Reply::error(ERR_NOT_FOUND),
+        Ok(Some(_)) => {
+            let now = ctx.now_ms;
+            let result = ctx.store.db.update(key, now, |v| {
+                v.as_cuckoo_mut()
+                    .expect("type checked")
+                    .load_chunk(iter, data)
+            });
+            match result.expect("key exists") {
+                Ok(()) => {
+                    ctx.changed(1);
+                    Reply::ok()
+                }
+                Err(msg) => Reply::error(msg),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::commands::testing::*;
+    use crate::resp::Reply;
+
+    fn ints(values: &[i64]) -> Reply {
+        Reply::Array(values.iter().map(|&v| Reply::Int(v)).collect())
+    }
+
+    fn bools(values: &[bool]) -> Reply {
+        Reply::Array(values.iter().map(|&v| Reply::Bool(v)).collect())
+    }
+
+    #[test]
+    fn reserve_validates_like_redisbloom() {
+        let mut h = Harness::new();
+        assert_eq!(h.run("CF.RESERVE k x"), err("Bad capacity"));
+        assert_eq!(h.run("CF.RESERVE k 0"), err("Bad capacity"));
+        assert_eq!(
+            h.run("CF.RESERVE k 3"),
+            err("Capacity must be in the range [2 * BUCKETSIZE, 1073741824]")
+        );
+        assert_eq!(
+            h.run("CF.RESERVE k 2000000000"),
+            err("Capacity must be in the range [2 * BUCKETSIZE, 1073741824]")
+        );
+        assert_eq!(
+            h.run("CF.RESERVE k 100 BUCKETSIZE x"),
+            err("Couldn't parse BUCKETSIZE")
+        );
+        assert_eq!(
+            h.run("CF.RESERVE k 100 MAXITERATIONS"),
+            err("Couldn't parse MAXITERATIONS")
+        );
+        assert_eq!(
+            h.run("CF.RESERVE k 100 BUCKETSIZE 256"),
+            err("BUCKETSIZE: value must be in the range [1, 255]")
+        );
+        assert_eq!(
+            h.run("CF.RESERVE k 100 MAXITERATIONS 0"),
+            err("MAXITERATIONS: value must be in the range [1, 65535]")
+        );
+        assert_eq!(
+            h.run("CF.RESERVE k 100 EXPANSION 32769"),
+            err("EXPANSION: value must be in the range [0, 32768]")
+        );
+        assert_eq!(
+            h.run("CF.RESERVE k 10 BUCKETSIZE 6"),
+            err("Capacity must be in the range [2 * BUCKETSIZE, 1073741824]")
+        );
+        assert_eq!(h.run("CF.RESERVE k 1000"), Reply::ok());
+        assert_eq!(h.run("CF.RESERVE k 1000"), err("ERR item exists"));
+        assert_eq!(
+            h.run("CF.RESERVE"),
+            err("ERR wrong number of arguments for 'cf.reserve' command")
+        );
+    }
+
+    #[test]
+    fn info_fields_sizes_and_debug() {
+        let mut h = Harness::new();
+        h.run("CF.RESERVE k 1000 EXPANSION 3 MAXITERATIONS 50");
+        h.run("CF.ADD k a");
+        let Reply::Map(pairs) = h.run("CF.INFO k") else {
+            panic!()
+        };
+        let got: Vec<(Reply, Reply)> = pairs;
+        let want = [
+            ("Size", 1080),
+            ("Number of buckets", 512),
+            ("Number of filters", 1),
+            ("Number of items inserted", 1),
+            ("Number of items deleted", 0),
+            ("Bucket size", 2),
+            ("Expansion rate", 4),
+            ("Max iterations", 50),
+        ];
+        let want: Vec<(Reply, Reply)> = want
+            .iter()
+            .map(|&(k, v)| (Reply::Simple(k.into()), Reply::Int(v)))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(
+            h.run("CF.DEBUG k"),
+            Reply::bulk(
+                "bktsize:2 buckets:512 items:1 deletes:0 filters:1 max_iterations:50 expansion:4"
+            )
+        );
+        assert_eq!(h.run("CF.INFO nope"), err("ERR not found"));
+    }
+
+    #[test]
+    fn add_exists_count_delete() {
+        let mut h = Harness::new();
+        assert_eq!(h.run("CF.ADD k a"), Reply::Bool(true));
+        assert_eq!(h.run("CF.ADD k a"), Reply::Bool(true));
+        assert_eq!(h.run("CF.ADDNX k a"), Reply::Bool(false));
+        assert_eq!(h.run("CF.ADDNX k b"), Reply::Bool(true));
+        assert_eq!(h.run("CF.COUNT k a"), Reply::Int(2));
+        assert_eq!(h.run("CF.EXISTS k a"), Reply::Bool(true));
+        assert_eq!(h.run("CF.MEXISTS k a b zz"), bools(&[true, true, false]));
+        assert_eq!(h.run("CF.DEL k a"), Reply::Bool(true));
+        assert_eq!(h.run("CF.COUNT k a"), Reply::Int(1));
+        assert_eq!(h.run("CF.DEL k zz"), Reply::Bool(false));
+        assert_eq!(h.run("CF.DEL nope a"), err("Not found"));
+        assert_eq!(h.run("CF.COMPACT nope"), err("Cuckoo filter was not found"));
+        assert_eq!(h.run("CF.COMPACT k"), Reply::ok());
+        // Auto-created with cf-initial-size 1024 (512 buckets).
+        let Reply::Map(info) = h.run("CF.INFO k") else {
+            panic!()
+        };
+        assert_eq!(info[1].1, Reply::Int(512));
+        assert_eq!(info[3].1, Reply::Int(2));
+        assert_eq!(info[4].1, Reply::Int(0), "compaction resets deletes");
+    }
+
+    #[test]
+    fn reads_on_missing_or_wrong_type_answer_zero_writes_refuse() {
+        let mut h = Harness::new();
+        h.run("BF.ADD bloom a");
+        h.run("CF.ADD cuckoo a");
+        for key in ["missing", "bloom"] {
+            assert_eq!(h.run(&format!("CF.EXISTS {key} a")), Reply::Bool(false));
+            assert_eq!(h.run(&format!("CF.COUNT {key} a")), Reply::Int(0));
+            assert_eq!(h.run(&format!("CF.MEXISTS {key} a")), bools(&[false]));
+        }
+        let wrongtype = err(crate::commands::ERR_WRONGTYPE);
+        assert_eq!(h.run("CF.ADD bloom a"), wrongtype);
+        assert_eq!(h.run("CF.INFO bloom"), wrongtype);
+        assert_eq!(h.run("BF.ADD cuckoo a"), wrongtype);
+        assert_eq!(h.run("BF.EXISTS cuckoo a"), Reply::Bool(false));
+        assert_eq!(h.run("TYPE cuckoo"), Reply::Simple("MBbloomCF".into()));
+    }
+
+    #[test]
+    fn insert_options_and_replies() {
+        let mut h = Harness::new();
+        assert_eq!(h.run("CF.INSERT k NOCREATE ITEMS a"), err("ERR not found"));
+        assert_eq!(h.run("CF.INSERT k CAPACITY x ITEMS a"), err("Bad capacity"));
+        assert_eq!(
+            h.run("CF.INSERT k FOO ITEMS a"),
+            err("Unknown argument received")
+        );
+        assert_eq!(
+            h.run("CF.INSERT k ITEMS"),
+            err("ERR wrong number of arguments for 'cf.insert' command")
+        );
+        assert_eq!(h.run("CF.INSERT k cap 100 ITEMS a b"), bools(&[true, true]));
+        assert_eq!(h.run("CF.INSERTNX k i a c"), ints(&[0, 1]));
+        let Reply::Map(info) = h.run("CF.INFO k") else {
+            panic!()
+        };
+        assert_eq!(info[1].1, Reply::Int(64));
+        // A non-growing filter that is full answers -1 per item and "Filter is full" for ADD.
+        h.run("CF.RESERVE full 4 BUCKETSIZE 1 EXPANSION 0");
+        let items: Vec<String> = (0..40).map(|i| format!("x{i}")).collect();
+        let Reply::Array(replies) = h.run(&format!("CF.INSERT full ITEMS {}", items.join(" ")))
+        else {
+            panic!()
+        };
+        assert!(replies.contains(&Reply::Int(-1)));
+        let full = (0..40).map(|i| h.run(&format!("CF.ADD full y{i}")));
+        assert!(full.into_iter().any(|r| r == err("Filter is full")));
+    }
+
+    #[test]
+    fn max_expansions_reached() {
+        let mut h = Harness::new();
+        h.store.config.cf_max_expansions = 2;
+        h.run("CF.RESERVE k 4 BUCKETSIZE 1 MAXITERATIONS 1");
+        let replies: Vec<Reply> = (0..100).map(|i| h.run(&format!("CF.ADD k {i}"))).collect();
+        assert!(replies.contains(&err("Maximum expansions reached")));
+        let Reply::Map(info) = h.run("CF.INFO k") else {
+            panic!()
+        };
+        assert_eq!(info[2].1, Reply::Int(2));
+    }
+
+    #[test]
+    fn resp3_shapes() {
+        let mut h = Harness::new();
+        h.session.proto = 3;
+        let encode = |r: &Reply| {
+            let mut out = Vec::new();
+            r.encode(3, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(encode(&h.run("CF.ADD k a")), "#t\r\n");
+        assert_eq!(encode(&h.run("CF.EXISTS k a")), "#t\r\n");
+        assert_eq!(encode(&h.run("CF.COUNT k a")), ":1\r\n");
+        assert_eq!(encode(&h.run("CF.INSERTNX k ITEMS a")), "*1\r\n:0\r\n");
+        assert_eq!(encode(&h.run("CF.INSERT k ITEMS b")), "*1\r\n#t\r\n");
+        assert!(encode(&h.run("CF.INFO k")).starts_with("%8\r\n+Size\r\n:1080\r\n"));
+        let mut out = Vec::new();
+        h.run("CF.EXISTS k a").encode(2, &mut out);
+        assert_eq!(out, b":1\r\n");
+    }
+
+    /// SCANDUMP → LOADCHUNK rebuilds the same bytes; an empty filter dumps nothing; forged
+    /// headers and stray chunks are refused with RedisBloom's words.
+    #[test]
+    fn scandump_loadchunk_round_trip_and_refusals() {
+        let mut h = Harness::new();
+        h.run("CF.RESERVE src 64 EXPANSION 2");
+        assert_eq!(
+            h.run("CF.SCANDUMP src 0"),
+            Reply::Array(vec![Reply::Int(0), Reply::Nil])
+        );
+        for i in 0..300 {
+            h.run(&format!("CF.ADD src i{i}"));
+        }
+        let mut chunks = Vec::new();
+        let mut iter = 0;
+        loop {
+            let Reply::Array(reply) = h.run(&format!("CF.SCANDUMP src {iter}")) else {
+                panic!()
+            };
+            match (&reply[0], &reply[1]) {
+                (Reply::Int(0), Reply::Nil) => break,
+                (Reply::Int(next), Reply::Bulk(data)) => {
+                    chunks.push((*next, data.clone()));
+                    iter = *next;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(chunks[0].1.len(), 38);
+        assert!(chunks.len() > 2, "one chunk per sub-filter");
+        for (iter, data) in &chunks {
+            let mut args = vec![b"CF.LOADCHUNK".to_vec(), b"dst".to_vec()];
+            args.push(iter.to_string().into_bytes());
+            args.push(data.clone());
+            assert_eq!(h.run_args(&args), Reply::ok());
+        }
+        assert_eq!(h.run("CF.DEBUG dst"), h.run("CF.DEBUG src"));
+        assert!((0..300).all(|i| h.run(&format!("CF.EXISTS dst i{i}")) == Reply::Bool(true)));
+        let load = |h: &mut Harness, key: &str, iter: &str, data: Vec<u8>| {
+            h.run_args(&[
+                b"CF.LOADCHUNK".to_vec(),
+                key.as_bytes().to_vec(),
+                iter.as_bytes().to_vec(),
+                data,
+            ])
+        };
+        let mut forged = chunks[0].1.clone();
+        forged[8] = 3; // bucket count not a power of two
+        assert_eq!(load(&mut h, "x", "1", forged), err("Invalid header"));
+        let mut huge = chunks[0].1.clone();
+        huge[8..16].copy_from_slice(&(1u64 << 30).to_le_bytes());
+        huge[0..8].copy_from_slice(&0u64.to_le_bytes());
+        h.store.config.maxmemory = 1 << 20;
+        assert_eq!(load(&mut h, "x", "1", huge), err(crate::commands::ERR_OOM));
+        h.store.config.maxmemory = 0;
+        assert_eq!(load(&mut h, "x", "1", vec![0; 37]), err("Invalid header"));
+        assert_eq!(load(&mut h, "x", "5", vec![0; 4]), err("ERR not found"));
+        assert_eq!(
+            load(&mut h, "dst", "999999", vec![0; 4]),
+            err("Couldn't load chunk!")
+        );
+        assert_eq!(
+            load(&mut h, "dst", "x", vec![0; 4]),
+            err("Invalid position")
+        );
+        assert_eq!(h.run("CF.SCANDUMP dst -1"), err("Invalid position"));
+    }
+}

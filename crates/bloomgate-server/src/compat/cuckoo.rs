@@ -1,0 +1,742 @@
+//! RedisBloom's cuckoo filter as a compatibility type: 8-bit fingerprints from MurmurHash64A,
+//! power-of-two bucket counts, sub-filters that grow by a power-of-two factor, the exact
+//! insert / kick / undo order, delete-triggered compaction, and the 38-byte SCANDUMP header, so
+//! `CF.SCANDUMP` bytes move between RedisBloom and bloomgate unchanged. The core's native
+//! [`bloomgate::CuckooFilter`] is a different, more accurate design; nothing is shared.
+//!
+//! Implemented from the facts in `shared/reference/redisbloom.md`, not from RedisBloom's source.
+//!
+//! Hashing: `h = MurmurHash64A(item, 0)`, `fp = h % 255 + 1` (0 marks an empty slot),
+//! `i1 = h`, `i2 = i1 ^ (fp × 0x5bd1e995)`; a sub-filter of `n` buckets (a power of two) uses
+//! `i mod n`. Because `n` is a power of two, the alternate of a *reduced* index is the reduced
+//! alternate, so a fingerprint moved by a kick can always find its way back.
+
+use super::murmur::murmur64a;
+
+/// The multiplier that turns a fingerprint into the bucket offset of its alternate.
+const ALT_MULTIPLIER: u64 = 0x5bd1e995;
+/// `CF.INFO Size` accounting: 40 bytes for the filter struct and 16 per sub-filter, plus one byte
+/// per slot.
+const FILTER_OVERHEAD: u64 = 40;
+const SUB_FILTER_OVERHEAD: u64 = 16;
+/// `u64 numItems, u64 numBuckets, u64 numDeletes, u64 numFilters, u16 bucketSize,
+/// u16 maxIterations, u16 expansion`, packed little-endian.
+pub const HEADER_LEN: usize = 38;
+/// SCANDUMP chunks never exceed 16 MiB and never cross a sub-filter boundary.
+pub const MAX_SCANDUMP_CHUNK: u64 = 16 * 1024 * 1024;
+/// Compaction runs after a delete once deletes exceed this share of the stored items.
+const COMPACT_DELETE_RATIO: f64 = 0.10;
+
+pub const MAX_BUCKET_SIZE: u64 = 255;
+pub const MAX_ITERATIONS: u64 = 65535;
+pub const MAX_EXPANSION: u64 = 32768;
+pub const MAX_CAPACITY: u64 = 1 << 30;
+/// `cf-max-expansions`' upper bound, and so the most sub-filters a valid dump can describe.
+pub const MAX_FILTERS: u64 = 65536;
+
+/// The hash of an item as the filter uses it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lookup {
+    pub fp: u8,
+    pub i1: u64,
+    pub i2: u64,
+}
+
+impl Lookup {
+    pub fn of(item: &[u8]) -> Self {
+        let h = murmur64a(item, 0);
+        let fp = (h % 255 + 1) as u8;
+        Self {
+            fp,
+            i1: h,
+            i2: alternate(h, fp),
+        }
+    }
+}
+
+fn alternate(index: u64, fp: u8) -> u64 {
+    index ^ u64::from(fp).wrapping_mul(ALT_MULTIPLIER)
+}
+
+/// Why an insert did not happen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InsertError {
+    /// No room and the filter may not grow (expansion 0).
+    Full,
+    /// No room and `cf-max-expansions` sub-filters already exist.
+    MaxExpansions,
+    /// A new sub-filter would exceed the memory budget or cannot be allocated.
+    OutOfMemory,
+}
+
+impl InsertError {
+    pub fn message(self) -> &'static str {
+        match self {
+            InsertError::Full => "Filter is full",
+            InsertError::MaxExpansions => "Maximum expansions reached",
+            InsertError::OutOfMemory => crate::commands::ERR_OOM,
+        }
+    }
+}
+
+/// Creation parameters, validated by the caller against the documented ranges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CuckooParams {
+    pub capacity: u64,
+    pub bucket_size: u16,
+    pub max_iterations: u16,
+    /// As given (0..=32768); stored rounded up to a power of two.
+    pub expansion: u16,
+}
+
+impl CuckooParams {
+    /// `next_pow2(capacity / bucket_size)`, at least 1.
+    pub fn buckets(&self) -> u64 {
+        (self.capacity / u64::from(self.bucket_size.max(1)))
+            .max(1)
+            .next_power_of_two()
+    }
+
+    /// Slot bytes of the first sub-filter, for memory checks before allocating.
+    pub fn planned_bytes(&self) -> u64 {
+        self.buckets() * u64::from(self.bucket_size)
+    }
+}
+
+/// One fixed-size table of `buckets × bucket_size` one-byte slots.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct SubFilter {
+    buckets: u64,
+    slots: Vec<u8>,
+}
+
+impl SubFilter {
+    fn zeroed(buckets: u64, bucket_size: u16) -> Option<Self> {
+        let len = usize::try_from(buckets.checked_mul(u64::from(bucket_size))?).ok()?;
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(len).ok()?;
+        slots.resize(len, 0);
+        Some(Self { buckets, slots })
+    }
+
+    fn bucket_range(&self, index: u64, bucket_size: u16) -> std::ops::Range<usize> {
+        let b = (index & (self.buckets - 1)) as usize * usize::from(bucket_size);
+        b..b + usize::from(bucket_size)
+    }
+
+    /// The first empty slot of bucket(i1), else of bucket(i2).
+    fn free_slot(&self, i1: u64, i2: u64, bucket_size: u16) -> Option<usize> {
+        [i1, i2].into_iter().find_map(|i| {
+            let range = self.bucket_range(i, bucket_size);
+            let start = range.start;
+            self.slots[range]
+                .iter()
+                .position(|&s| s == 0)
+                .map(|p| start + p)
+        })
+    }
+
+    /// The first slot holding `fp` in bucket(i1), else in bucket(i2).
+    fn slot_of(&self, l: Lookup, bucket_size: u16) -> Option<usize> {
+        [l.i1, l.i2].into_iter().find_map(|i| {
+            let range = self.bucket_range(i, bucket_size);
+            let start = range.start;
+            self.slots[range]
+                .iter()
+                .position(|&s| s == l.fp)
+                .map(|p| start + p)
+        })
+    }
+
+    /// Copies of `fp` in both buckets (a bucket that is its own alternate counts twice).
+    fn count(&self, l: Lookup, bucket_size: u16) -> u64 {
+        [l.i1, l.i2]
+            .into_iter()
+            .map(|i| {
+                let range = self.bucket_range(i, bucket_size);
+                self.slots[range].iter().filter(|&&s| s == l.fp).count() as u64
+            })
+            .sum()
+    }
+
+    /// Cuckoo displacement: swap `fp` into slot `v` of bucket `b` (starting at `i1`, `v = 0`),
+    /// move to the victim's alternate bucket, stop at the first bucket with an empty slot,
+    /// else advance `v`. After `max_iterations` failures every swap is undone in reverse order,
+    /// so no stored fingerprint changes. True if `fp` (or a victim) found a home.
+    fn kick_insert(&mut self, mut fp: u8, i1: u64, bucket_size: u16, max_iterations: u16) -> bool {
+        let mask = self.buckets - 1;
+        let bs = usize::from(bucket_size);
+        let mut bucket = i1 & mask;
+        let mut victim = 0usize;
+        let mut swapped = Vec::with_capacity(usize::from(max_iterations));
+        for _ in 0..max_iterations {
+            let at = bucket as usize * bs + victim;
+            std::mem::swap(&mut fp, &mut self.slots[at]);
+            swapped.push(at);
+            bucket = alternate(bucket, fp) & mask;
+            let start = bucket as usize * bs;
+            if let Some(p) = self.slots[start..start + bs].iter().position(|&s| s == 0) {
+                self.slots[start + p] = fp;
+                return true;
+            }
+            victim = (victim + 1) % bs;
+        }
+        for at in swapped.into_iter().rev() {
+            std::mem::swap(&mut fp, &mut self.slots[at]);
+        }
+        false
+    }
+}
+
+/// A RedisBloom cuckoo filter: sub-filters oldest first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CuckooChain {
+    filters: Vec<SubFilter>,
+    items: u64,
+    deletes: u64,
+    bucket_size: u16,
+    max_iterations: u16,
+    /// A power of two, or 0 for a filter that never grows.
+    expansion: u16,
+}
+
+impl CuckooChain {
+    /// The filter `CF.RESERVE` builds; `None` if it cannot be allocated.
+    pub fn new(p: CuckooParams) -> Option<Self> {
+        let expansion = if p.expansion == 0 {
+            0
+        } else {
+            p.expansion.checked_next_power_of_two()?
+        };
+        Some(Self {
+            filters: vec![SubFilter::zeroed(p.buckets(), p.bucket_size)?],
+            items: 0,
+            deletes: 0,
+            bucket_size: p.bucket_size,
+            max_iterations: p.max_iterations,
+            expansion,
+        })
+    }
+
+    fn lookup_in(&self, l: Lookup) -> bool {
+        self.filters
+            .iter()
+            .any(|f| f.slot_of(l, self.bucket_size).is_some())
+    }
+
+    pub fn contains(&self, item: &[u8]) -> bool {
+        self.lookup_in(Lookup::of(item))
+    }
+
+    /// CF.COUNT: matching fingerprints in the item's buckets of every sub-filter (an upper bound
+    /// on the times the item was added).
+    pub fn count(&self, item: &[u8]) -> u64 {
+        let l = Lookup::of(item);
+        self.filters
+            .iter()
+            .map(|f| f.count(l, self.bucket_size))
+            .sum()
+    }
+
+    /// CF.ADD: stores the item's fingerprint (again, if already present). Sub-filters are tried
+    /// newest to oldest; then a kick chain in the newest; then, if allowed, a new sub-filter of
+    /// `expansion ×` the newest's buckets. `max_filters` is `cf-max-expansions`; `budget` the
+    /// bytes a new sub-filter may take.
+    pub fn insert(
+        &mut self,
+        item: &[u8],
+        max_filters: u64,
+        budget: u64,
+    ) -> Result<(), InsertError> {
+        let l = Lookup::of(item);
+        loop {
+            let bs = self.bucket_size;
+            if let Some((f, slot)) = self
+                .filters
+                .iter()
+                .enumerate()
+                .rev()
+                .find_map(|(f, sub)| sub.free_slot(l.i1, l.i2, bs).map(|s| (f, s)))
+            {
+                self.filters[f].slots[slot] = l.fp;
+                self.items += 1;
+                return Ok(());
+            }
+            let newest = self.filters.last_mut().expect("at least one sub-filter");
+            if newest.kick_insert(l.fp, l.i1, bs, self.max_iterations) {
+                self.items += 1;
+                return Ok(());
+            }
+            self.grow(max_filters, budget)?;
+        }
+    }
+
+    /// CF.ADDNX / CF.INSERTNX: inserts unless the item already looks present; `Ok(false)` then.
+    pub fn insert_unique(
+        &mut self,
+        item: &[u8],
+        max_filters: u64,
+        budget: u64,
+    ) -> Result<bool, InsertError> {
+        if self.contains(item) {
+            return Ok(false);
+        }
+        self.insert(item, max_filters, budget).map(|()| true)
+    }
+
+    fn grow(&mut self, max_filters: u64, budget: u64) -> Result<(), InsertError> {
+        if self.expansion == 0 {
+            return Err(InsertError::Full);
+        }
+        if self.filters.len() as u64 >= max_filters {
+            return Err(InsertError::MaxExpansions);
+        }
+        let newest = self.filters.last().expect("at least one sub-filter");
+        let buckets = newest
+            .buckets
+            .checked_mul(u64::from(self.expansion))
+            .ok_or(InsertError::OutOfMemory)?;
+        let bytes = buckets
+            .checked_mul(u64::from(self.bucket_size))
+            .ok_or(InsertError::OutOfMemory)?;
+        if bytes > budget {
+            return Err(InsertError::OutOfMemory);
+        }
+        let sub = SubFilter::zeroed(buckets, self.bucket_size).ok_or(InsertError::OutOfMemory)?;
+        self.filters.push(sub);
+        Ok(())
+    }
+
+    /// CF.DEL: clears one matching fingerprint (newest sub-filter first, bucket(i1) before
+    /// bucket(i2)). With more than one sub-filter, a delete that takes the deletes past 10% of
+    /// the items compacts the filter.
+    pub fn delete(&mut self, item: &[u8]) -> bool {
+        let l = Lookup::of(item);
+        let bs = self.bucket_size;
+        let Some((f, slot)) = self
+            .filters
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(f, sub)| sub.slot_of(l, bs).map(|s| (f, s)))
+        else {
+            return false;
+        };
+        self.filters[f].slots[slot] = 0;
+        self.items -= 1;
+        self.deletes += 1;
+        if self.filters.len() > 1 && self.deletes as f64 > COMPACT_DELETE_RATIO * self.items as f64
+        {
+            self.compact();
+        }
+        true
+    }
+
+    /// CF.COMPACT: for each sub-filter from the newest down to the second, moves every
+    /// fingerprint into the first free slot of its two buckets in the oldest sub-filter that has
+    /// one (its buckets there derive from its stored bucket index and that index's alternate);
+    /// a newest sub-filter left empty is freed. Resets the delete counter.
+    pub fn compact(&mut self) {
+        let bs = self.bucket_size;
+        let width = usize::from(bs);
+        for f in (1..self.filters.len()).rev() {
+            let (older, rest) = self.filters.split_at_mut(f);
+            let current = &mut rest[0];
+            let mut emptied = true;
+            for (bucket, slots) in current.slots.chunks_exact_mut(width).enumerate() {
+                for slot in slots.iter_mut().filter(|s| **s != 0) {
+                    let (i1, fp) = (bucket as u64, *slot);
+                    let i2 = alternate(i1, fp);
+                    let home = older
+                        .iter_mut()
+                        .find_map(|sub| sub.free_slot(i1, i2, bs).map(|at| (sub, at)));
+                    match home {
+                        Some((sub, at)) => {
+                            sub.slots[at] = fp;
+                            *slot = 0;
+                        }
+                        None => emptied = false,
+                    }
+                }
+            }
+            if emptied && f == self.filters.len() - 1 {
+                self.filters.pop();
+            }
+        }
+        self.deletes = 0;
+    }
+
+    pub fn items(&self) -> u64 {
+        self.items
+    }
+
+    pub fn deletes(&self) -> u64 {
+        self.deletes
+    }
+
+    pub fn filters(&self) -> usize {
+        self.filters.len()
+    }
+
+    /// Buckets of the first sub-filter (CF.INFO "Number of buckets").
+    pub fn buckets(&self) -> u64 {
+        self.filters[0].buckets
+    }
+
+    pub fn bucket_size(&self) -> u16 {
+        self.bucket_size
+    }
+
+    pub fn max_iterations(&self) -> u16 {
+        self.max_iterations
+    }
+
+    pub fn expansion(&self) -> u16 {
+        self.expansion
+    }
+
+    /// CF.INFO Size: `40 + 16 × sub-filters + slot bytes`.
+    pub fn size_bytes(&self) -> u64 {
+        FILTER_OVERHEAD
+            + self
+                .filters
+                .iter()
+                .map(|f| SUB_FILTER_OVERHEAD + f.slots.len() as u64)
+                .sum::<u64>()
+    }
+
+    /// Slot bytes over all sub-filters (the dump body).
+    pub fn slot_bytes(&self) -> u64 {
+        self.filters.iter().map(|f| f.slots.len() as u64).sum()
+    }
+
+    /// CF.DEBUG's line.
+    pub fn debug_line(&self) -> String {
+        format!(
+            "bktsize:{} buckets:{} items:{} deletes:{} filters:{} max_iterations:{} expansion:{}",
+            self.bucket_size,
+            self.buckets(),
+            self.items,
+            self.deletes,
+            self.filters.len(),
+            self.max_iterations,
+            self.expansion
+        )
+    }
+
+    /// The 38-byte SCANDUMP header (iterator 0).
+    pub fn dump_header(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_LEN);
+        out.extend_from_slice(&self.items.to_le_bytes());
+        out.extend_from_slice(&self.buckets().to_le_bytes());
+        out.extend_from_slice(&self.deletes.to_le_bytes());
+        out.extend_from_slice(&(self.filters.len() as u64).to_le_bytes());
+        out.extend_from_slice(&self.bucket_size.to_le_bytes());
+        out.extend_from_slice(&self.max_iterations.to_le_bytes());
+        out.extend_from_slice(&self.expansion.to_le_bytes());
+        out
+    }
+
+    /// The sub-filter holding dump byte `offset` (0-based over all slot arrays) and the offset
+    /// inside it.
+    fn filter_at(&self, mut offset: u64) -> Option<(usize, usize)> {
+        for (i, f) in self.filters.iter().enumerate() {
+            let len = f.slots.len() as u64;
+            if offset < len {
+                return Some((i, offset as usize));
+            }
+            offset -= len;
+        }
+        None
+    }
+
+    /// SCANDUMP for iterator `iter >= 1`: the next chunk (a whole sub-filter up to 16 MiB, else
+    /// 16 MiB pieces) and the iterator after it (1 + byte offset after the chunk); `None` when
+    /// done.
+    pub fn dump_chunk(&self, iter: i64) -> Option<(i64, &[u8])> {
+        let offset = u64::try_from(iter.checked_sub(1)?).ok()?;
+        let (f, at) = self.filter_at(offset)?;
+        let slots = &self.filters[f].slots;
+        let len = (slots.len() - at).min(MAX_SCANDUMP_CHUNK as usize);
+        Some((iter + len as i64, &slots[at..at + len]))
+    }
+
+    /// Slot bytes a header describes, for memory checks before [`Self::from_header`].
+    pub fn header_bytes(header: &[u8]) -> Result<u64, HeaderError> {
+        let h = parse_header(header)?;
+        Ok(h.sub_filter_buckets()
+            .map(|b| b * u64::from(h.bucket_size))
+            .sum())
+    }
+
+    /// An all-empty filter shaped as a SCANDUMP header says, every field validated.
+    pub fn from_header(header: &[u8]) -> Result<Self, HeaderError> {
+        let h = parse_header(header)?;
+        let filters = h
+            .sub_filter_buckets()
+            .map(|buckets| SubFilter::zeroed(buckets, h.bucket_size))
+            .collect::<Option<Vec<_>>>()
+            .ok_or(HeaderError::CannotAllocate)?;
+        Ok(Self {
+            filters,
+            items: h.items,
+            deletes: h.deletes,
+            bucket_size: h.bucket_size,
+            max_iterations: h.max_iterations,
+            expansion: h.expansion,
+        })
+    }
+
+    /// LOADCHUNK: `iter` is what SCANDUMP returned with `data`; the chunk must lie inside one
+    /// sub-filter.
+    pub fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
+        const ERR: &str = "Couldn't load chunk!";
+        let end = u64::try_from(iter)
+            .ok()
+            .and_then(|i| i.checked_sub(1))
+            .ok_or(ERR)?;
+        let start = end.checked_sub(data.len() as u64).ok_or(ERR)?;
+        let (f, at) = self.filter_at(start).ok_or(ERR)?;
+        let slots = &mut self.filters[f].slots;
+        if data.is_empty() || data.len() > slots.len() - at {
+            return Err(ERR);
+        }
+        slots[at..at + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+}
+
+/// Why a dump header was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeaderError {
+    /// A field is out of range or inconsistent: `Invalid header`.
+    Invalid,
+    /// The described filter cannot be allocated: `Couldn't create filter!`.
+    CannotAllocate,
+}
+
+impl HeaderError {
+    pub fn message(self) -> &'static str {
+        match self {
+            HeaderError::Invalid => "Invalid header",
+            HeaderError::CannotAllocate => "Couldn't create filter!",
+        }
+    }
+}
+
+struct Header {
+    items: u64,
+    buckets: u64,
+    deletes: u64,
+    filters: u64,
+    bucket_size: u16,
+    max_iterations: u16,
+    expansion: u16,
+}
+
+impl Header {
+    /// Bucket counts of the sub-filters: `buckets × expansion^j`.
+    fn sub_filter_buckets(&self) -> impl Iterator<Item = u64> + '_ {
+        let growth = u64::from(self.expansion.max(1));
+        (0..self.filters).scan(self.buckets, move |b, _| {
+            let this = *b;
+            *b = b.saturating_mul(growth);
+            Some(this)
+        })
+    }
+}
+
+/// The most slot bytes one filter may describe (2^40, the core library's size cap); keeps every
+/// size computation far from overflow.
+const MAX_SLOT_BYTES: u64 = 1 << 40;
+
+/// Validates a header: exact length; bucket count a power of two; bucket size 1..=255; max
+/// iterations ≥ 1; expansion 0 or a power of two ≤ 32768; 1..=65536 sub-filters (exactly one
+/// when the filter cannot grow); total slots ≤ 2^40 bytes and ≥ the item count.
+fn parse_header(buf: &[u8]) -> Result<Header, HeaderError> {
+    let buf: &[u8; HEADER_LEN] = buf.try_into().map_err(|_| HeaderError::Invalid)?;
+    let u64_at = |at: usize| u64::from_le_bytes(buf[at..at + 8].try_into().expect("in header"));
+    let u16_at = |at: usize| u16::from_le_bytes(buf[at..at + 2].try_into().expect("in header"));
+    let h = Header {
+        items: u64_at(0),
+        buckets: u64_at(8),
+        deletes: u64_at(16),
+        filters: u64_at(24),
+        bucket_size: u16_at(32),
+        max_iterations: u16_at(34),
+        expansion: u16_at(36),
+    };
+    let shape_ok = h.buckets.is_power_of_two()
+        && (1..=MAX_BUCKET_SIZE).contains(&u64::from(h.bucket_size))
+        && h.max_iterations >= 1
+        && (h.expansion == 0 || h.expansion.is_power_of_two())
+        && (1..=MAX_FILTERS).contains(&h.filters)
+        && (h.expansion != 0 || h.filters == 1);
+    if !shape_ok {
+        return Err(HeaderError::Invalid);
+    }
+    let mut total = 0u64;
+    for buckets in h.sub_filter_buckets() {
+        total = buckets
+            .checked_mul(u64::from(h.bucket_size))
+            .and_then(|b| b.checked_add(total))
+            .filter(|&t| t <= MAX_SLOT_BYTES)
+            .ok_or(HeaderError::Invalid)?;
+    }
+    if h.items > total {
+        return Err(HeaderError::Invalid);
+    }
+    Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn params(capacity: u64, bucket_size: u16, expansion: u16) -> CuckooParams {
+        CuckooParams {
+            capacity,
+            bucket_size,
+            max_iterations: 20,
+            expansion,
+        }
+    }
+
+    #[test]
+    fn fingerprint_and_alternate_follow_the_layout() {
+        let l = Lookup::of(b"foo");
+        let h = murmur64a(b"foo", 0);
+        assert_eq!(u64::from(l.fp), h % 255 + 1);
+        assert_eq!(l.i2, h ^ u64::from(l.fp).wrapping_mul(0x5bd1e995));
+        assert_eq!(alternate(l.i2, l.fp), l.i1);
+    }
+
+    #[test]
+    fn sizes_match_redisbloom() {
+        let f = CuckooChain::new(params(1000, 2, 1)).unwrap();
+        assert_eq!(f.buckets(), 512);
+        assert_eq!(f.size_bytes(), 1080);
+        let f = CuckooChain::new(params(1024, 4, 3)).unwrap();
+        assert_eq!((f.buckets(), f.expansion()), (256, 4));
+    }
+
+    #[test]
+    fn header_round_trips_and_rejects_forgeries() {
+        let mut f = CuckooChain::new(params(64, 2, 2)).unwrap();
+        for i in 0..200u32 {
+            f.insert(&i.to_le_bytes(), 32, u64::MAX).unwrap();
+        }
+        assert!(f.filters() > 1);
+        let header = f.dump_header();
+        assert_eq!(header.len(), HEADER_LEN);
+        let mut copy = CuckooChain::from_header(&header).unwrap();
+        let mut iter = 1;
+        while let Some((next, chunk)) = f.dump_chunk(iter) {
+            copy.load_chunk(next, chunk).unwrap();
+            iter = next;
+        }
+        assert_eq!(copy, f);
+        let forge = |at: usize, bytes: &[u8]| {
+            let mut h = header.clone();
+            h[at..at + bytes.len()].copy_from_slice(bytes);
+            CuckooChain::from_header(&h).map(|_| ())
+        };
+        assert_eq!(forge(8, &3u64.to_le_bytes()), Err(HeaderError::Invalid));
+        assert_eq!(forge(24, &0u64.to_le_bytes()), Err(HeaderError::Invalid));
+        assert_eq!(
+            forge(24, &u64::MAX.to_le_bytes()),
+            Err(HeaderError::Invalid)
+        );
+        assert_eq!(forge(32, &0u16.to_le_bytes()), Err(HeaderError::Invalid));
+        assert_eq!(forge(36, &3u16.to_le_bytes()), Err(HeaderError::Invalid));
+        assert_eq!(forge(0, &u64::MAX.to_le_bytes()), Err(HeaderError::Invalid));
+        assert_eq!(
+            forge(8, &(1u64 << 62).to_le_bytes()),
+            Err(HeaderError::Invalid)
+        );
+        assert!(CuckooChain::from_header(&header[..37]).is_err());
+        assert!(copy.load_chunk(1 << 40, b"x").is_err());
+        assert!(copy.load_chunk(0, b"").is_err());
+    }
+
+    #[test]
+    fn non_growing_filter_fills_up_and_keeps_everything() {
+        let mut f = CuckooChain::new(params(8, 2, 0)).unwrap();
+        let mut stored = Vec::new();
+        for i in 0..100u32 {
+            match f.insert(&i.to_le_bytes(), 32, u64::MAX) {
+                Ok(()) => stored.push(i),
+                Err(e) => assert_eq!(e, InsertError::Full),
+            }
+        }
+        assert_eq!(f.items(), stored.len() as u64);
+        assert!(stored.iter().all(|i| f.contains(&i.to_le_bytes())));
+    }
+
+    #[test]
+    fn growth_stops_at_max_expansions_and_budget() {
+        let mut f = CuckooChain::new(params(4, 2, 1)).unwrap();
+        let errors: Vec<_> = (0..200u32)
+            .filter_map(|i| f.insert(&i.to_le_bytes(), 3, u64::MAX).err())
+            .collect();
+        assert_eq!(f.filters(), 3);
+        assert!(errors.iter().all(|&e| e == InsertError::MaxExpansions));
+        let mut g = CuckooChain::new(params(4, 2, 1)).unwrap();
+        let oom = (0..200u32).find_map(|i| g.insert(&i.to_le_bytes(), 32, 3).err());
+        assert_eq!(oom, Some(InsertError::OutOfMemory));
+    }
+
+    #[test]
+    fn deletes_compact_into_older_sub_filters() {
+        let mut f = CuckooChain::new(params(16, 2, 1)).unwrap();
+        for i in 0..40u32 {
+            f.insert(&i.to_le_bytes(), 32, u64::MAX).unwrap();
+        }
+        let grown = f.filters();
+        assert!(grown > 1);
+        for i in 0..30u32 {
+            assert!(f.delete(&i.to_le_bytes()));
+        }
+        assert!(
+            f.filters() < grown,
+            "compaction freed the emptied newest sub-filters"
+        );
+        assert_eq!(f.items(), 10);
+        assert!((30..40u32).all(|i| f.contains(&i.to_le_bytes())));
+    }
+
+    proptest! {
+        /// Any mix of adds (including failed ones), deletes of added items and compactions
+        /// keeps every remaining added item visible, and a failed add changes nothing.
+        #[test]
+        fn no_false_negatives(ops in prop::collection::vec((0u8..4, 0u16..300), 1..400),
+                              bucket_size in 1u16..5, expansion in 0u16..3) {
+            let mut f = CuckooChain::new(CuckooParams {
+                capacity: 8, bucket_size, max_iterations: 10, expansion,
+            }).unwrap();
+            let mut present: Vec<u16> = Vec::new();
+            for (op, key) in ops {
+                let item = key.to_le_bytes();
+                match op {
+                    0 | 1 => {
+                        let before = f.clone();
+                        match f.insert(&item, 4, u64::MAX) {
+                            Ok(()) => present.push(key),
+                            Err(_) => prop_assert_eq!(&f, &before),
+                        }
+                    }
+                    2 => if let Some(pos) = present.iter().position(|&k| k == key) {
+                        present.swap_remove(pos);
+                        prop_assert!(f.delete(&item));
+                    },
+                    _ => f.compact(),
+                }
+                prop_assert_eq!(f.items(), present.len() as u64);
+                for k in &present {
+                    prop_assert!(f.contains(&k.to_le_bytes()));
+                }
+            }
+        }
+    }
+}

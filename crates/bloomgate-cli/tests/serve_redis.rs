@@ -1,6 +1,6 @@
 //! End-to-end tests of `bloomgate serve`: the real binary on a free loopback port, driven by the
 //! `redis` crate (and raw sockets for protocol limits). Covers BF.* replies and errors as
-//! RedisBloom gives them, keyspace/server commands, transactions, pipelining, RESP3, restart
+//! RedisBloom gives them, CF.* likewise (with kill -9 durability of adds and deletes), keyspace/server commands, transactions, pipelining, RESP3, restart
 //! persistence, kill -9 with `appendfsync always`, torn-log repair and corrupt-snapshot refusal.
 
 use std::io::{Read, Write};
@@ -386,6 +386,220 @@ fn bf_commands_match_redisbloom() {
     assert_eq!(
         error_of(c, "BF.NOPE a b"),
         "ERR unknown command 'BF.NOPE', with args beginning with: 'a' 'b' "
+    );
+}
+
+#[test]
+fn cf_commands_match_redisbloom() {
+    let dir = temp_dir("cf");
+    let server = Server::start(&dir, &[]);
+    let mut con = server.conn();
+    let c = &mut con;
+
+    assert_eq!(cmd(c, "CF.RESERVE cf 1000"), Value::Okay);
+    assert_eq!(error_of(c, "CF.RESERVE cf 1000"), "ERR item exists");
+    assert_eq!(
+        error_of(c, "CF.RESERVE x 1"),
+        "Capacity must be in the range [2 * BUCKETSIZE, 1073741824]"
+    );
+    assert_eq!(
+        error_of(c, "CF.RESERVE x 100 BUCKETSIZE 300"),
+        "BUCKETSIZE: value must be in the range [1, 255]"
+    );
+    assert_eq!(cmd(c, "TYPE cf"), Value::SimpleString("MBbloomCF".into()));
+    assert_eq!(cmd(c, "CF.ADD cf a"), int(1));
+    assert_eq!(cmd(c, "CF.ADDNX cf a"), int(0));
+    assert_eq!(
+        cmd(c, "CF.INSERT cf ITEMS a b"),
+        Value::Array(vec![int(1), int(1)])
+    );
+    assert_eq!(
+        cmd(c, "CF.INSERTNX cf ITEMS b c"),
+        Value::Array(vec![int(0), int(1)])
+    );
+    assert_eq!(cmd(c, "CF.COUNT cf a"), int(2));
+    assert_eq!(
+        cmd(c, "CF.MEXISTS cf a c nope"),
+        Value::Array(vec![int(1), int(1), int(0)])
+    );
+    assert_eq!(cmd(c, "CF.DEL cf a"), int(1));
+    assert_eq!(cmd(c, "CF.EXISTS missing a"), int(0));
+    assert_eq!(error_of(c, "CF.DEL missing a"), "Not found");
+    assert_eq!(
+        error_of(c, "CF.COMPACT missing"),
+        "Cuckoo filter was not found"
+    );
+    assert_eq!(cmd(c, "CF.COMPACT cf"), Value::Okay);
+    assert_eq!(
+        error_of(c, "CF.INSERT cf NOCREATE ITEMS"),
+        "ERR wrong number of arguments for 'cf.insert' command"
+    );
+    assert_eq!(
+        error_of(c, "CF.INSERT cf BOGUS 1 ITEMS a"),
+        "Unknown argument received"
+    );
+    let info = |pairs: &[(&str, i64)]| {
+        Value::Array(
+            pairs
+                .iter()
+                .flat_map(|&(k, v)| [Value::SimpleString(k.into()), int(v)])
+                .collect(),
+        )
+    };
+    assert_eq!(
+        cmd(c, "CF.INFO cf"),
+        info(&[
+            ("Size", 1080),
+            ("Number of buckets", 512),
+            ("Number of filters", 1),
+            ("Number of items inserted", 3),
+            ("Number of items deleted", 0),
+            ("Bucket size", 2),
+            ("Expansion rate", 1),
+            ("Max iterations", 20),
+        ])
+    );
+    assert_eq!(
+        cmd(c, "CF.DEBUG cf"),
+        Value::BulkString(
+            b"bktsize:2 buckets:512 items:3 deletes:0 filters:1 max_iterations:20 expansion:1"
+                .to_vec()
+        )
+    );
+
+    // A growing filter dumped and loaded into a new key over the wire.
+    cmd(c, "CF.RESERVE grow 64 EXPANSION 2");
+    let mut add = redis::pipe();
+    for i in 0..2_000 {
+        add.cmd("CF.ADD").arg("grow").arg(format!("g{i}"));
+    }
+    let _: Vec<i64> = add.query(c).unwrap();
+    let mut iter = 0i64;
+    let mut chunks = 0;
+    loop {
+        let (next, data): (i64, Option<Vec<u8>>) = redis::cmd("CF.SCANDUMP")
+            .arg("grow")
+            .arg(iter)
+            .query(c)
+            .unwrap();
+        let Some(data) = data else {
+            assert_eq!(next, 0);
+            break;
+        };
+        let reply: Value = redis::cmd("CF.LOADCHUNK")
+            .arg("copy")
+            .arg(next)
+            .arg(data)
+            .query(c)
+            .unwrap();
+        assert_eq!(reply, Value::Okay);
+        iter = next;
+        chunks += 1;
+    }
+    assert!(chunks > 3, "header + one chunk per sub-filter");
+    assert_eq!(cmd(c, "CF.DEBUG copy"), cmd(c, "CF.DEBUG grow"));
+    let mut check = redis::cmd("CF.MEXISTS");
+    check.arg("copy");
+    for i in 0..2_000 {
+        check.arg(format!("g{i}"));
+    }
+    let found: Vec<i64> = check.query(c).unwrap();
+    assert!(found.iter().all(|&f| f == 1));
+    assert_eq!(error_of(c, "CF.LOADCHUNK other 1 short"), "Invalid header");
+    assert_eq!(error_of(c, "CF.SCANDUMP grow -5"), "Invalid position");
+
+    // RESP3: booleans except COUNT and INSERTNX; INFO is a map.
+    let mut con3 = redis::Client::open(format!("{}?protocol=resp3", server.url()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    assert_eq!(cmd(&mut con3, "CF.EXISTS cf b"), Value::Boolean(true));
+    assert_eq!(cmd(&mut con3, "CF.ADD cf z"), Value::Boolean(true));
+    assert_eq!(cmd(&mut con3, "CF.COUNT cf z"), int(1));
+    assert_eq!(
+        cmd(&mut con3, "CF.INSERTNX cf ITEMS z"),
+        Value::Array(vec![int(0)])
+    );
+    assert!(matches!(cmd(&mut con3, "CF.INFO cf"), Value::Map(m) if m.len() == 8));
+}
+
+/// kill -9 under `appendfsync always`: every acknowledged CF.ADD is present after restart and
+/// acknowledged CF.DELs stay applied (the item count matches to within the in-flight commands).
+#[test]
+fn kill9_with_appendfsync_always_keeps_cuckoo_adds_and_deletes() {
+    let dir = temp_dir("kill9cf");
+    let server = Server::start(&dir, &["--appendfsync", "always"]);
+    const WORKERS: usize = 3;
+    let live = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for w in 0..WORKERS {
+        let url = server.url();
+        let live = live.clone();
+        let stop = stop.clone();
+        workers.push(std::thread::spawn(move || {
+            let Ok(mut c) = redis::Client::open(url).unwrap().get_connection() else {
+                return;
+            };
+            for i in 0..100_000 {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let item = format!("w{w}-{i}");
+                let added = redis::cmd("CF.ADD")
+                    .arg("crash")
+                    .arg(&item)
+                    .query::<i64>(&mut c);
+                if added.is_err() {
+                    return;
+                }
+                live.lock().unwrap().push(item);
+                if i % 3 == 2 {
+                    // Delete this worker's previous item. A delete in flight at the kill may or
+                    // may not have happened, so the item is no longer expected either way.
+                    let victim = format!("w{w}-{}", i - 1);
+                    let deleted = redis::cmd("CF.DEL")
+                        .arg("crash")
+                        .arg(&victim)
+                        .query::<i64>(&mut c);
+                    live.lock().unwrap().retain(|x| *x != victim);
+                    if deleted != Ok(1) {
+                        return;
+                    }
+                }
+            }
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while live.lock().unwrap().len() < 1_500 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.kill9();
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.join().unwrap();
+    }
+    let live = live.lock().unwrap().clone();
+    assert!(live.len() >= 100, "only {} items acknowledged", live.len());
+
+    let server = Server::start(&dir, &[]);
+    let mut c = server.conn();
+    let mut check = redis::cmd("CF.MEXISTS");
+    check.arg("crash");
+    for item in &live {
+        check.arg(item);
+    }
+    let found: Vec<i64> = check.query(&mut c).unwrap();
+    let lost = found.iter().filter(|&&f| f == 0).count();
+    assert_eq!(lost, 0, "{lost} of {} acknowledged items lost", live.len());
+    let Value::Array(info) = cmd(&mut c, "CF.INFO crash") else {
+        panic!()
+    };
+    let Value::Int(items) = info[7] else { panic!() };
+    let expected = live.len() as i64;
+    assert!(
+        (items - expected).abs() <= WORKERS as i64,
+        "{items} items stored, {expected} acknowledged"
     );
 }
 

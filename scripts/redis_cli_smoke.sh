@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Smoke test: redis-cli against `bloomgate serve` (BF.* replies and errors, keyspace, INFO,
+# Smoke test: redis-cli against `bloomgate serve` (BF.* and CF.* replies and errors, keyspace, INFO,
 # pipelining via --pipe, SAVE and restart).
 # Usage: scripts/redis_cli_smoke.sh [path/to/bloomgate]   (default target/release/bloomgate)
 # Needs redis-cli (apt-get install -y redis-tools). Exits non-zero on any mismatch.
@@ -74,6 +74,14 @@ expect "Unknown argument received" BF.INSERT i BOGUS ITEMS x
 expect "ERR wrong number of arguments for 'bf.add' command" BF.ADD f
 expect "ERR unknown command 'NOPE', with args beginning with: 'x' " NOPE x
 expect "MBbloom--" TYPE f
+expect "OK" CF.RESERVE c 1000
+expect "1" CF.ADD c hello
+expect "0" CF.ADDNX c hello
+expect "1" CF.EXISTS c hello
+expect "1" CF.COUNT c hello
+expect "$(printf 'Size\n1080\nNumber of buckets\n512\nNumber of filters\n1\nNumber of items inserted\n1\nNumber of items deleted\n0\nBucket size\n2\nExpansion rate\n1\nMax iterations\n20')" CF.INFO c
+expect "Capacity must be in the range [2 * BUCKETSIZE, 1073741824]" CF.RESERVE d 1
+expect "MBbloomCF" TYPE c
 expect "OK" SAVE
 
 # Pipelined adds through redis-cli --pipe.
@@ -89,6 +97,7 @@ start
 expect "3" BF.CARD f
 expect "1" BF.EXISTS piped item1
 expect "1" BF.EXISTS i y
+expect "1" CF.EXISTS c hello
 if ! cli INFO persistence | grep -q '^aof_enabled:1'; then echo "FAIL INFO persistence"; FAILS=$((FAILS + 1)); fi
 
 if [ "$FAILS" -ne 0 ]; then

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Smoke test: redis-py's r.bf() against `bloomgate serve`, every BFCommands method.
+"""Smoke test: redis-py's r.bf() and r.cf() against `bloomgate serve`, every BFCommands and
+CFCommands method.
 
 Usage: redis_py_smoke.py [--bin PATH_TO_bloomgate] [--port N]
   With --port, talks to a server already running on 127.0.0.1:N.
@@ -121,6 +122,58 @@ def run(r):
     check("type", r.type("f"), b"MBbloom--")
 
 
+def run_cf(r):
+    cf = r.cf()
+    check("cf create", cf.create("c", 1000), True)
+    check("cf reserve options", cf.reserve("c2", 1000, expansion=2, bucket_size=4, max_iterations=50), True)
+    expect_error("cf reserve twice", lambda: cf.reserve("c", 1000), "item exists")
+    expect_error("cf reserve small", lambda: cf.reserve("c3", 1),
+                 "Capacity must be in the range [2 * BUCKETSIZE, 1073741824]")
+    check("cf add", cf.add("c", "a"), 1)
+    check("cf add again", cf.add("c", "a"), 1)
+    check("cf addnx present", cf.addnx("c", "a"), 0)
+    check("cf addnx new", cf.addnx("c", "b"), 1)
+    check("cf insert", cf.insert("c", ["x", "y"]), [1, 1])
+    check("cf insert capacity creates", cf.insert("cnew", ["x"], capacity=100), [1])
+    expect_error("cf insert nocreate missing", lambda: cf.insert("cnone", ["x"], nocreate=True), "not found")
+    check("cf insertnx", cf.insertnx("c", ["x", "z"]), [0, 1])
+    check("cf exists", cf.exists("c", "a"), 1)
+    check("cf exists missing key", cf.exists("nokey", "a"), 0)
+    check("cf mexists", cf.mexists("c", "a", "nope", "z"), [1, 0, 1])
+    check("cf count", cf.count("c", "a"), 2)
+    check("cf delete", cf.delete("c", "a"), 1)
+    check("cf delete absent", cf.delete("c", "nope"), 0)
+    expect_error("cf delete missing key", lambda: cf.delete("nokey", "a"), "Not found")
+    info = cf.info("c")
+    check("cf info", (info.size, info.bucketNum, info.filterNum, info.insertedNum, info.deletedNum,
+                      info.bucketSize, info.expansionRate, info.maxIteration),
+          (1080, 512, 1, 5, 1, 2, 1, 20))
+    info2 = cf.info("c2")
+    check("cf info options", (info2.bucketSize, info2.expansionRate, info2.maxIteration), (4, 2, 50))
+    check("cf compact", r.execute_command("CF.COMPACT", "c"), b"OK")
+    check("type cf", r.type("c"), b"MBbloomCF")
+
+    # SCANDUMP/LOADCHUNK of a filter that grew sub-filters.
+    cf.reserve("g", 64, expansion=2)
+    for i in range(1500):
+        cf.add("g", f"item{i}")
+    chunks = []
+    it = 0
+    while True:
+        it, data = cf.scandump("g", it)
+        if it == 0:
+            check("cf scandump end is nil", data, None)
+            break
+        chunks.append((it, data))
+    check("cf scandump header is 38 bytes", len(chunks[0][1]), 38)
+    for it, data in chunks:
+        check(f"cf loadchunk {it}", cf.loadchunk("gcopy", it, data) in (b"OK", "OK", True), True)
+    check("cf copy info", vars(cf.info("gcopy")), vars(cf.info("g")))
+    check("cf copy mexists", cf.mexists("gcopy", *[f"item{i}" for i in range(0, 1500, 31)]),
+          [1] * len(range(0, 1500, 31)))
+    expect_error("cf loadchunk bad header", lambda: cf.loadchunk("gbad", 1, b"short"), "Invalid header")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join("target", "release", "bloomgate"))
@@ -133,11 +186,16 @@ def main():
     try:
         r = redis.Redis(port=port)
         run(r)
+        run_cf(r)
         # RESP3 as well.
         r3 = redis.Redis(port=port, protocol=3)
         check("resp3 exists", r3.bf().exists("f", "a"), True)
         info3 = r3.bf().info("f")  # RESP3: a map, returned as a dict
         check("resp3 info capacity", info3.get("Capacity", info3.get(b"Capacity")), r.bf().info("f").capacity)
+        check("resp3 cf exists", r3.cf().exists("c", "b"), True)
+        check("resp3 cf count", r3.cf().count("c", "b"), 1)
+        cfinfo3 = r3.cf().info("c")
+        check("resp3 cf info size", cfinfo3.get("Size", cfinfo3.get(b"Size")), 1080)
     finally:
         if proc is not None:
             proc.terminate()

@@ -116,6 +116,7 @@ impl ServeArgs {
             metrics_addr = self.metrics_addr.clone();
         }
         config.dir = dir.display().to_string();
+        config.memory_ceiling = physical_memory().unwrap_or(u64::MAX);
         Ok(Settings {
             config,
             dir,
@@ -123,6 +124,14 @@ impl ServeArgs {
             unprotected,
         })
     }
+}
+
+/// `MemTotal` from /proc/meminfo, in bytes (`None` where that file does not exist).
+fn physical_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// State shared by all connections.

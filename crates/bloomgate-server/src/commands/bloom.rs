@@ -519,4 +519,33 @@ mod tests {
         );
         assert_eq!(h.run("BF.RESERVE small 0.01 10"), Reply::ok());
     }
+
+    /// Without maxmemory, sizes beyond the machine's memory are refused before allocating:
+    /// a 193 GB reservation and a forged dump header both fail cleanly.
+    #[test]
+    fn machine_memory_bounds_allocations_without_maxmemory() {
+        let mut h = Harness::new();
+        h.store.config.memory_ceiling = 1 << 30;
+        let oom = err(crate::commands::ERR_OOM);
+        assert_eq!(h.run("BF.RESERVE huge 1e-300 1073741824"), oom);
+        h.run("BF.RESERVE src 0.01 1000");
+        let Reply::Array(dump) = h.run("BF.SCANDUMP src 0") else {
+            panic!()
+        };
+        let Reply::Bulk(mut header) = dump[1].clone() else {
+            panic!()
+        };
+        // Link 0: bytes at 20..28, bits at 28..36 — claim 8 GiB.
+        let bytes: u64 = 8 << 30;
+        header[20..28].copy_from_slice(&bytes.to_le_bytes());
+        header[28..36].copy_from_slice(&(bytes * 8).to_le_bytes());
+        let load = vec![
+            b"BF.LOADCHUNK".to_vec(),
+            b"forged".to_vec(),
+            b"1".to_vec(),
+            header,
+        ];
+        assert_eq!(h.run_args(&load), oom);
+        assert_eq!(h.run("EXISTS forged"), Reply::Int(0));
+    }
 }

@@ -65,6 +65,9 @@ pub struct Config {
     pub cf_max_expansions: u64,
     /// Bytes; 0 = no limit.
     pub maxmemory: u64,
+    /// What one allocation may take when `maxmemory` is 0: the machine's physical memory (set
+    /// by the server at start), so a forged size fails cleanly instead of exhausting the host.
+    pub memory_ceiling: u64,
     pub appendfsync: FsyncPolicy,
     pub requirepass: Option<String>,
     pub dir: String,
@@ -84,6 +87,7 @@ impl Default for Config {
             cf_expansion: 1,
             cf_max_expansions: 32,
             maxmemory: 0,
+            memory_ceiling: u64::MAX,
             appendfsync: FsyncPolicy::Everysec,
             requirepass: None,
             dir: String::new(),
@@ -147,12 +151,14 @@ impl Store {
         }
     }
 
-    /// Bytes a new allocation may take under `maxmemory` (unbounded when unset).
+    /// Bytes a new allocation may take under `maxmemory` (under the machine's memory when
+    /// unset).
     pub fn memory_budget(&self) -> u64 {
         match self.config.maxmemory {
-            0 => u64::MAX,
-            max => max.saturating_sub(self.db.used_memory()),
+            0 => self.config.memory_ceiling,
+            max => max,
         }
+        .saturating_sub(self.db.used_memory())
     }
 }
 

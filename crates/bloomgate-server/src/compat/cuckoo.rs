@@ -612,6 +612,38 @@ mod tests {
         assert_eq!(alternate(l.i2, l.fp), l.i1);
     }
 
+    /// The dump of a small filter, recomputed here straight from the documented layout (no
+    /// kicks needed): header fields, then slot bytes where each fingerprint sits in the first
+    /// empty slot of bucket `i1 mod n`, else of `i2 mod n`.
+    #[test]
+    fn dump_bytes_follow_the_documented_layout() {
+        let mut f = CuckooChain::new(params(64, 2, 1)).unwrap();
+        let n = 32u64;
+        let mut slots = vec![0u8; 64];
+        for word in ["apple", "banana", "cherry", "date", "elder", "fig", "grape"] {
+            f.insert(word.as_bytes(), 32, u64::MAX).unwrap();
+            let h = murmur64a(word.as_bytes(), 0);
+            let fp = (h % 255 + 1) as u8;
+            let i2 = h ^ u64::from(fp).wrapping_mul(0x5bd1e995);
+            let free = [h % n, i2 % n].into_iter().find_map(|b| {
+                let at = b as usize * 2;
+                (at..at + 2).find(|&s| slots[s] == 0)
+            });
+            slots[free.expect("no kicks needed at this load")] = fp;
+        }
+        let mut header = Vec::new();
+        header.extend(7u64.to_le_bytes()); // items
+        header.extend(32u64.to_le_bytes()); // buckets
+        header.extend(0u64.to_le_bytes()); // deletes
+        header.extend(1u64.to_le_bytes()); // sub-filters
+        header.extend(2u16.to_le_bytes()); // bucket size
+        header.extend(20u16.to_le_bytes()); // max iterations
+        header.extend(1u16.to_le_bytes()); // expansion
+        assert_eq!(f.dump_header(), header);
+        assert_eq!(f.dump_chunk(1), Some((65, &slots[..])));
+        assert_eq!(f.dump_chunk(65), None);
+    }
+
     #[test]
     fn sizes_match_redisbloom() {
         let f = CuckooChain::new(params(1000, 2, 1)).unwrap();

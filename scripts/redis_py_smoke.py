@@ -63,6 +63,21 @@ def start_server(binary):
     sys.exit("could not start bloomgate serve")
 
 
+def copy_by_dump(family, commands, source, target, end_data):
+    """SCANDUMP `source` to the end (whose data must be `end_data`), LOADCHUNK every chunk into
+    `target`; returns the chunks."""
+    chunks = []
+    it = 0
+    while True:
+        it, data = commands.scandump(source, it)
+        if it == 0:
+            check(f"{family} scandump end data", data, end_data)
+            return chunks
+        chunks.append((it, data))
+        # LOADCHUNK replies +OK (no redis-py callback: b"OK").
+        check(f"{family} loadchunk {it}", commands.loadchunk(target, it, data) in (b"OK", "OK", True), True)
+
+
 def run(r):
     bf = r.bf()
     r.flushdb()
@@ -98,17 +113,7 @@ def run(r):
     # SCANDUMP/LOADCHUNK round trip into a new key.
     for i in range(2000):
         bf.add("f", f"item{i}")
-    chunks = []
-    it = 0
-    while True:
-        it, data = bf.scandump("f", it)
-        if it == 0:
-            check("scandump end chunk empty", data, b"")
-            break
-        chunks.append((it, data))
-    for it, data in chunks:
-        # LOADCHUNK replies +OK (no redis-py callback: b"OK").
-        check(f"loadchunk {it}", bf.loadchunk("copy", it, data) in (b"OK", "OK", True), True)
+    copy_by_dump("bf", bf, "f", "copy", b"")
     check("copy exists", bf.mexists("copy", *[f"item{i}" for i in range(0, 2000, 97)]), [1] * len(range(0, 2000, 97)))
     check("copy card", bf.card("copy"), bf.card("f"))
     check("copy info", vars(bf.info("copy")), vars(bf.info("f")))
@@ -157,17 +162,8 @@ def run_cf(r):
     cf.reserve("g", 64, expansion=2)
     for i in range(1500):
         cf.add("g", f"item{i}")
-    chunks = []
-    it = 0
-    while True:
-        it, data = cf.scandump("g", it)
-        if it == 0:
-            check("cf scandump end is nil", data, None)
-            break
-        chunks.append((it, data))
+    chunks = copy_by_dump("cf", cf, "g", "gcopy", None)
     check("cf scandump header is 38 bytes", len(chunks[0][1]), 38)
-    for it, data in chunks:
-        check(f"cf loadchunk {it}", cf.loadchunk("gcopy", it, data) in (b"OK", "OK", True), True)
     check("cf copy info", vars(cf.info("gcopy")), vars(cf.info("g")))
     check("cf copy mexists", cf.mexists("gcopy", *[f"item{i}" for i in range(0, 1500, 31)]),
           [1] * len(range(0, 1500, 31)))

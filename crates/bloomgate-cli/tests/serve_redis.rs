@@ -523,86 +523,6 @@ fn cf_commands_match_redisbloom() {
     assert!(matches!(cmd(&mut con3, "CF.INFO cf"), Value::Map(m) if m.len() == 8));
 }
 
-/// kill -9 under `appendfsync always`: every acknowledged CF.ADD is present after restart and
-/// acknowledged CF.DELs stay applied (the item count matches to within the in-flight commands).
-#[test]
-fn kill9_with_appendfsync_always_keeps_cuckoo_adds_and_deletes() {
-    let dir = temp_dir("kill9cf");
-    let server = Server::start(&dir, &["--appendfsync", "always"]);
-    const WORKERS: usize = 3;
-    let live = Arc::new(Mutex::new(Vec::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut workers = Vec::new();
-    for w in 0..WORKERS {
-        let url = server.url();
-        let live = live.clone();
-        let stop = stop.clone();
-        workers.push(std::thread::spawn(move || {
-            let Ok(mut c) = redis::Client::open(url).unwrap().get_connection() else {
-                return;
-            };
-            for i in 0..100_000 {
-                if stop.load(Ordering::Relaxed) {
-                    return;
-                }
-                let item = format!("w{w}-{i}");
-                let added = redis::cmd("CF.ADD")
-                    .arg("crash")
-                    .arg(&item)
-                    .query::<i64>(&mut c);
-                if added.is_err() {
-                    return;
-                }
-                live.lock().unwrap().push(item);
-                if i % 3 == 2 {
-                    // Delete this worker's previous item. A delete in flight at the kill may or
-                    // may not have happened, so the item is no longer expected either way.
-                    let victim = format!("w{w}-{}", i - 1);
-                    let deleted = redis::cmd("CF.DEL")
-                        .arg("crash")
-                        .arg(&victim)
-                        .query::<i64>(&mut c);
-                    live.lock().unwrap().retain(|x| *x != victim);
-                    if deleted != Ok(1) {
-                        return;
-                    }
-                }
-            }
-        }));
-    }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while live.lock().unwrap().len() < 1_500 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    server.kill9();
-    stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        w.join().unwrap();
-    }
-    let live = live.lock().unwrap().clone();
-    assert!(live.len() >= 100, "only {} items acknowledged", live.len());
-
-    let server = Server::start(&dir, &[]);
-    let mut c = server.conn();
-    let mut check = redis::cmd("CF.MEXISTS");
-    check.arg("crash");
-    for item in &live {
-        check.arg(item);
-    }
-    let found: Vec<i64> = check.query(&mut c).unwrap();
-    let lost = found.iter().filter(|&&f| f == 0).count();
-    assert_eq!(lost, 0, "{lost} of {} acknowledged items lost", live.len());
-    let Value::Array(info) = cmd(&mut c, "CF.INFO crash") else {
-        panic!()
-    };
-    let Value::Int(items) = info[7] else { panic!() };
-    let expected = live.len() as i64;
-    assert!(
-        (items - expected).abs() <= WORKERS as i64,
-        "{items} items stored, {expected} acknowledged"
-    );
-}
-
 #[test]
 fn keyspace_server_and_transactions() {
     let dir = temp_dir("keys");
@@ -791,59 +711,116 @@ fn restart_keeps_data_and_debug_reload() {
     assert_ne!(cmd(&mut c, "BF.DEBUG r"), before);
 }
 
-#[test]
-fn kill9_with_appendfsync_always_loses_no_acknowledged_add() {
-    let dir = temp_dir("kill9");
-    let server = Server::start(&dir, &["--appendfsync", "always"]);
+/// Runs `step(connection, worker, i, acknowledged)` for i = 0, 1, ... on `workers` threads
+/// against a server started with `appendfsync always` in `dir`, kill -9s it once `target` items
+/// are acknowledged (or after 20 s), and returns what the steps recorded as acknowledged. A step
+/// returns false when a command failed (the server is gone).
+fn acknowledged_before_kill9(
+    dir: &Path,
+    workers: usize,
+    target: usize,
+    step: fn(&mut redis::Connection, usize, usize, &Mutex<Vec<String>>) -> bool,
+) -> Vec<String> {
+    let server = Server::start(dir, &["--appendfsync", "always"]);
     let acked = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
-    let mut workers = Vec::new();
-    for w in 0..4 {
-        let url = server.url();
-        let acked = acked.clone();
-        let stop = stop.clone();
-        workers.push(std::thread::spawn(move || {
-            let Ok(mut c) = redis::Client::open(url).unwrap().get_connection() else {
-                return;
-            };
-            for i in 0..100_000 {
-                if stop.load(Ordering::Relaxed) {
+    let threads: Vec<_> = (0..workers)
+        .map(|w| {
+            let (url, acked, stop) = (server.url(), acked.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let Ok(mut c) = redis::Client::open(url).unwrap().get_connection() else {
                     return;
+                };
+                for i in 0..100_000 {
+                    if stop.load(Ordering::Relaxed) || !step(&mut c, w, i, &acked) {
+                        return;
+                    }
                 }
-                let item = format!("w{w}-{i}");
-                match redis::cmd("BF.ADD")
-                    .arg("crash")
-                    .arg(&item)
-                    .query::<i64>(&mut c)
-                {
-                    Ok(_) => acked.lock().unwrap().push(item),
-                    Err(_) => return,
-                }
-            }
-        }));
-    }
+            })
+        })
+        .collect();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while acked.lock().unwrap().len() < 2_000 && Instant::now() < deadline {
+    while acked.lock().unwrap().len() < target && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
     server.kill9();
     stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        w.join().unwrap();
+    for t in threads {
+        t.join().unwrap();
     }
     let acked = acked.lock().unwrap().clone();
-    assert!(acked.len() >= 100, "only {} adds acknowledged", acked.len());
+    assert!(
+        acked.len() >= 100,
+        "only {} items acknowledged",
+        acked.len()
+    );
+    acked
+}
 
+/// How many of `items` `command` (BF.MEXISTS / CF.MEXISTS) does not find at `key`.
+fn missing(c: &mut redis::Connection, command: &str, key: &str, items: &[String]) -> usize {
+    let mut check = redis::cmd(command);
+    check.arg(key).arg(items);
+    let found: Vec<i64> = check.query(c).unwrap();
+    found.iter().filter(|&&f| f == 0).count()
+}
+
+#[test]
+fn kill9_with_appendfsync_always_loses_no_acknowledged_add() {
+    let dir = temp_dir("kill9");
+    let acked = acknowledged_before_kill9(&dir, 4, 2_000, |c, w, i, acked| {
+        let item = format!("w{w}-{i}");
+        let added = redis::cmd("BF.ADD").arg("crash").arg(&item).query::<i64>(c);
+        added.map(|_| acked.lock().unwrap().push(item)).is_ok()
+    });
+    let server = Server::start(&dir, &[]);
+    let lost = missing(&mut server.conn(), "BF.MEXISTS", "crash", &acked);
+    assert_eq!(lost, 0, "{lost} of {} acknowledged adds lost", acked.len());
+}
+
+/// kill -9 under `appendfsync always`: every acknowledged CF.ADD is present after restart and
+/// acknowledged CF.DELs stay applied (the item count matches to within the in-flight commands).
+#[test]
+fn kill9_with_appendfsync_always_keeps_cuckoo_adds_and_deletes() {
+    let dir = temp_dir("kill9cf");
+    const WORKERS: usize = 3;
+    let live = acknowledged_before_kill9(&dir, WORKERS, 1_500, |c, w, i, live| {
+        let item = format!("w{w}-{i}");
+        if redis::cmd("CF.ADD")
+            .arg("crash")
+            .arg(&item)
+            .query::<i64>(c)
+            .is_err()
+        {
+            return false;
+        }
+        live.lock().unwrap().push(item);
+        if i % 3 != 2 {
+            return true;
+        }
+        // Delete this worker's previous item. A delete in flight at the kill may or may not
+        // have happened, so the item is no longer expected either way.
+        let victim = format!("w{w}-{}", i - 1);
+        let deleted = redis::cmd("CF.DEL")
+            .arg("crash")
+            .arg(&victim)
+            .query::<i64>(c);
+        live.lock().unwrap().retain(|x| *x != victim);
+        deleted == Ok(1)
+    });
     let server = Server::start(&dir, &[]);
     let mut c = server.conn();
-    let mut check = redis::cmd("BF.MEXISTS");
-    check.arg("crash");
-    for item in &acked {
-        check.arg(item);
-    }
-    let found: Vec<i64> = check.query(&mut c).unwrap();
-    let lost = found.iter().filter(|&&f| f == 0).count();
-    assert_eq!(lost, 0, "{lost} of {} acknowledged adds lost", acked.len());
+    let lost = missing(&mut c, "CF.MEXISTS", "crash", &live);
+    assert_eq!(lost, 0, "{lost} of {} acknowledged items lost", live.len());
+    let Value::Array(info) = cmd(&mut c, "CF.INFO crash") else {
+        panic!()
+    };
+    let Value::Int(items) = info[7] else { panic!() };
+    let expected = live.len() as i64;
+    assert!(
+        (items - expected).abs() <= WORKERS as i64,
+        "{items} items stored, {expected} acknowledged"
+    );
 }
 
 #[test]

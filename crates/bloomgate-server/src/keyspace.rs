@@ -24,26 +24,80 @@ impl Value {
         }
     }
 
-    pub fn as_bloom_mut(&mut self) -> Option<&mut BloomChain> {
-        match self {
-            Value::Bloom(chain) => Some(chain),
-            Value::Cuckoo(_) => None,
-        }
-    }
-
-    pub fn as_cuckoo_mut(&mut self) -> Option<&mut CuckooChain> {
-        match self {
-            Value::Cuckoo(filter) => Some(filter),
-            Value::Bloom(_) => None,
-        }
-    }
-
     /// Bytes the value accounts for in `used_memory` (the filter's reported size).
     pub fn memory(&self) -> u64 {
         match self {
             Value::Bloom(chain) => chain.size_bytes(),
             Value::Cuckoo(filter) => filter.size_bytes(),
         }
+    }
+}
+
+/// A filter type stored as a [`Value`] variant and restorable from its SCANDUMP stream, so the
+/// BF and CF command families share typed lookups and LOADCHUNK.
+pub trait FilterValue: Sized {
+    fn of(value: &Value) -> Option<&Self>;
+    fn of_mut(value: &mut Value) -> Option<&mut Self>;
+    fn into_value(self) -> Value;
+    /// Bytes the filter a dump header describes will take, checked before allocating.
+    fn header_bytes(header: &[u8]) -> Result<u64, &'static str>;
+    /// An empty filter shaped as the header says, every field validated.
+    fn from_header(header: &[u8]) -> Result<Self, &'static str>;
+    /// Writes one SCANDUMP chunk back; `iter` is what SCANDUMP returned with it.
+    fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str>;
+}
+
+impl FilterValue for BloomChain {
+    fn of(value: &Value) -> Option<&Self> {
+        match value {
+            Value::Bloom(chain) => Some(chain),
+            _ => None,
+        }
+    }
+    fn of_mut(value: &mut Value) -> Option<&mut Self> {
+        match value {
+            Value::Bloom(chain) => Some(chain),
+            _ => None,
+        }
+    }
+    fn into_value(self) -> Value {
+        Value::Bloom(self)
+    }
+    fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
+        BloomChain::header_bytes(header)
+    }
+    fn from_header(header: &[u8]) -> Result<Self, &'static str> {
+        BloomChain::from_header(header)
+    }
+    fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
+        BloomChain::load_chunk(self, iter, data)
+    }
+}
+
+impl FilterValue for CuckooChain {
+    fn of(value: &Value) -> Option<&Self> {
+        match value {
+            Value::Cuckoo(filter) => Some(filter),
+            _ => None,
+        }
+    }
+    fn of_mut(value: &mut Value) -> Option<&mut Self> {
+        match value {
+            Value::Cuckoo(filter) => Some(filter),
+            _ => None,
+        }
+    }
+    fn into_value(self) -> Value {
+        Value::Cuckoo(self)
+    }
+    fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
+        CuckooChain::header_bytes(header).map_err(|e| e.message())
+    }
+    fn from_header(header: &[u8]) -> Result<Self, &'static str> {
+        CuckooChain::from_header(header).map_err(|e| e.message())
+    }
+    fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
+        CuckooChain::load_chunk(self, iter, data)
     }
 }
 

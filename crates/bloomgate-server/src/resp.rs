@@ -161,10 +161,14 @@ impl RequestParser {
         }
     }
 
-    /// Reads a CRLF-terminated line starting at `pos`; `None` if incomplete.
+    /// Reads a CRLF-terminated line starting at `pos`; `None` if incomplete. A line is refused
+    /// when more than `MAX_INLINE_LEN` bytes precede its `\n`, whether or not the `\n` has
+    /// arrived yet, so the same bytes parse the same however they are split across reads (the
+    /// `resp_parser` fuzz target checks this). Only that much is ever scanned.
     fn read_line(&mut self, too_long: &str) -> Result<Option<&[u8]>, ProtocolError> {
         let rest = &self.buf[self.pos..];
-        match rest.iter().position(|&b| b == b'\n') {
+        let window = &rest[..rest.len().min(MAX_INLINE_LEN + 1)];
+        match window.iter().position(|&b| b == b'\n') {
             Some(nl) => {
                 let line_end = if nl > 0 && rest[nl - 1] == b'\r' {
                     nl - 1

@@ -1,25 +1,18 @@
 //! BF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (see
 //! `shared/reference/redisbloom.md`). Arity is checked here, as a module command would.
 
-use super::{flags::*, is, parse_f64, wrong_arity, Args, CommandSpec, Ctx, ERR_OOM, ERR_WRONGTYPE};
+use super::{
+    flags::*, is, load_chunk, module_command as spec, parse_f64, typed, update_typed, wrong_arity,
+    Args, CommandSpec, Ctx, ERR_NOT_FOUND, ERR_OOM,
+};
 use crate::compat::sbchain::BloomChain;
 use crate::keyspace::Value;
 use crate::resp::{parse_i64, Reply};
 
-const ERR_NOT_FOUND: &str = "ERR not found";
 const MAX_CAPACITY: i64 = 1 << 30;
 const MAX_EXPANSION: i64 = 32768;
 
 pub fn commands() -> Vec<CommandSpec> {
-    let spec = |name, flags, handler| CommandSpec {
-        name,
-        arity: -1,
-        flags: flags | MODULE,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        handler,
-    };
     vec![
         spec("BF.RESERVE", WRITE | DENYOOM, reserve),
         spec("BF.ADD", WRITE | DENYOOM, add),
@@ -78,11 +71,7 @@ impl CreateParams {
 
 /// Borrows the chain at `key`: `Ok(None)` if missing, WRONGTYPE if another type.
 fn chain<'a>(ctx: &'a Ctx, key: &[u8]) -> Result<Option<&'a BloomChain>, Reply> {
-    match ctx.store.db.value(key, ctx.now_ms) {
-        Some(Value::Bloom(chain)) => Ok(Some(chain)),
-        Some(_) => Err(Reply::error(ERR_WRONGTYPE)),
-        None => Ok(None),
-    }
+    typed(ctx, key)
 }
 
 fn chain_or_not_found<'a>(ctx: &'a Ctx, key: &[u8]) -> Result<&'a BloomChain, Reply> {
@@ -126,14 +115,7 @@ fn add_items(ctx: &mut Ctx, key: &[u8], items: &Args, create_with: Option<Create
     let mut added = 0;
     for item in items {
         let budget = ctx.store.memory_budget();
-        let now = ctx.now_ms;
-        let result = ctx.store.db.update(key, now, |value| {
-            value
-                .as_bloom_mut()
-                .expect("type checked")
-                .add(item, budget)
-        });
-        match result.expect("key exists") {
+        match update_typed(ctx, key, |chain: &mut BloomChain| chain.add(item, budget)) {
             Ok(new) => {
                 added += u64::from(new);
                 replies.push(Reply::Bool(new));
@@ -389,47 +371,7 @@ fn loadchunk(ctx: &mut Ctx, args: &Args) -> Reply {
     if args.len() != 4 {
         return wrong_arity("bf.loadchunk");
     }
-    let Some(iter) = parse_i64(&args[2]) else {
-        return Reply::error("ERR Second argument must be numeric");
-    };
-    let (key, data) = (&args[1], &args[3]);
-    match chain(ctx, key) {
-        Err(reply) => reply,
-        Ok(None) if iter == 1 => {
-            let bytes = match BloomChain::header_bytes(data) {
-                Ok(bytes) => bytes,
-                Err(msg) => return Reply::error(msg),
-            };
-            if bytes > ctx.store.memory_budget() {
-                return Reply::error(ERR_OOM);
-            }
-            match BloomChain::from_header(data) {
-                Ok(chain) => {
-                    ctx.store.db.insert(key.to_vec(), Value::Bloom(chain), None);
-                    ctx.changed(1);
-                    Reply::ok()
-                }
-                Err(msg) => Reply::error(msg),
-            }
-        }
-        Ok(None) => Reply::error(ERR_NOT_FOUND),
-        Ok(Some(_)) => {
-            let now = ctx.now_ms;
-            let result = ctx.store.db.update(key, now, |value| {
-                value
-                    .as_bloom_mut()
-                    .expect("type checked")
-                    .load_chunk(iter, data)
-            });
-            match result.expect("key exists") {
-                Ok(()) => {
-                    ctx.changed(1);
-                    Reply::ok()
-                }
-                Err(msg) => Reply::error(msg),
-            }
-        }
-    }
+    load_chunk::<BloomChain>(ctx, args, "ERR Second argument must be numeric")
 }
 
 fn debug(ctx: &mut Ctx, args: &Args) -> Reply {

@@ -1,7 +1,10 @@
 //! CF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (see
 //! `shared/reference/redisbloom.md`). Arity is checked here, as a module command would.
 
-use super::{flags::*, is, wrong_arity, Args, CommandSpec, Ctx, ERR_OOM, ERR_WRONGTYPE};
+use super::{
+    flags::*, is, load_chunk, module_command as spec, typed, update_typed, wrong_arity, Args,
+    CommandSpec, Ctx, ERR_NOT_FOUND, ERR_OOM,
+};
 use crate::compat::cuckoo::{
     CuckooChain, CuckooParams, InsertError, MAX_BUCKET_SIZE, MAX_CAPACITY, MAX_EXPANSION,
     MAX_ITERATIONS,
@@ -9,18 +12,7 @@ use crate::compat::cuckoo::{
 use crate::keyspace::Value;
 use crate::resp::{parse_i64, Reply};
 
-const ERR_NOT_FOUND: &str = "ERR not found";
-
 pub fn commands() -> Vec<CommandSpec> {
-    let spec = |name, flags, handler| CommandSpec {
-        name,
-        arity: -1,
-        flags: flags | MODULE,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        handler,
-    };
     vec![
         spec("CF.RESERVE", WRITE | DENYOOM, reserve),
         spec("CF.ADD", WRITE | DENYOOM, add),
@@ -41,11 +33,7 @@ pub fn commands() -> Vec<CommandSpec> {
 
 /// Borrows the filter at `key`: `Ok(None)` if missing, WRONGTYPE if another type.
 fn filter<'a>(ctx: &'a Ctx, key: &[u8]) -> Result<Option<&'a CuckooChain>, Reply> {
-    match ctx.store.db.value(key, ctx.now_ms) {
-        Some(Value::Cuckoo(filter)) => Ok(Some(filter)),
-        Some(_) => Err(Reply::error(ERR_WRONGTYPE)),
-        None => Ok(None),
-    }
+    typed(ctx, key)
 }
 
 fn filter_or(ctx: &Ctx, key: &[u8], missing: &'static str) -> Result<CuckooInfo, Reply> {
@@ -120,16 +108,14 @@ fn add_items(
     let mut added = 0;
     for item in items {
         let budget = ctx.store.memory_budget();
-        let now = ctx.now_ms;
-        let result = ctx.store.db.update(key, now, |value| {
-            let filter = value.as_cuckoo_mut().expect("type checked");
+        let result = update_typed(ctx, key, |filter: &mut CuckooChain| {
             if nx {
                 filter.insert_unique(item, max_filters, budget)
             } else {
                 filter.insert(item, max_filters, budget).map(|()| true)
             }
         });
-        outcomes.push(match result.expect("key exists") {
+        outcomes.push(match result {
             Ok(true) => {
                 added += 1;
                 Added::Yes
@@ -326,14 +312,7 @@ fn del(ctx: &mut Ctx, args: &Args) -> Reply {
     if let Err(reply) = filter_or(ctx, &args[1], "Not found") {
         return reply;
     }
-    let now = ctx.now_ms;
-    let deleted = ctx
-        .store
-        .db
-        .update(&args[1], now, |v| {
-            v.as_cuckoo_mut().expect("type checked").delete(&args[2])
-        })
-        .expect("key exists");
+    let deleted = update_typed(ctx, &args[1], |f: &mut CuckooChain| f.delete(&args[2]));
     if deleted {
         ctx.changed(1);
     }
@@ -347,10 +326,7 @@ fn compact(ctx: &mut Ctx, args: &Args) -> Reply {
     if let Err(reply) = filter_or(ctx, &args[1], "Cuckoo filter was not found") {
         return reply;
     }
-    let now = ctx.now_ms;
-    ctx.store.db.update(&args[1], now, |v| {
-        v.as_cuckoo_mut().expect("type checked").compact()
-    });
+    update_typed(ctx, &args[1], CuckooChain::compact);
     ctx.changed(1);
     Reply::ok()
 }
@@ -447,55 +423,12 @@ fn scandump(ctx: &mut Ctx, args: &Args) -> Reply {
     }
 }
 
-/// LOADCHUNK: iterator 1 on a missing key creates the filter from the 38-byte header (every
-/// field validated, its size checked against maxmemory before allocating); later iterators
-/// fill slot bytes, each chunk inside one sub-filter.
+/// LOADCHUNK: the 38-byte header at iterator 1 creates the filter; chunks follow.
 fn loadchunk(ctx: &mut Ctx, args: &Args) -> Reply {
     if args.len() != 4 {
         return wrong_arity("cf.loadchunk");
     }
-    let Some(iter) = parse_i64(&args[2]) else {
-        return Reply::error("Invalid position");
-    };
-    let (key, data) = (&args[1], &args[3]);
-    match filter(ctx, key) {
-        Err(reply) => reply,
-        Ok(None) if iter == 1 => {
-            let bytes = match CuckooChain::header_bytes(data) {
-                Ok(bytes) => bytes,
-                Err(e) => return Reply::error(e.message()),
-            };
-            if bytes > ctx.store.memory_budget() {
-                return Reply::error(ERR_OOM);
-            }
-            match CuckooChain::from_header(data) {
-                Ok(filter) => {
-                    ctx.store
-                        .db
-                        .insert(key.to_vec(), Value::Cuckoo(filter), None);
-                    ctx.changed(1);
-                    Reply::ok()
-                }
-                Err(e) => Reply::error(e.message()),
-            }
-        }
-        Ok(None) => Reply::error(ERR_NOT_FOUND),
-        Ok(Some(_)) => {
-            let now = ctx.now_ms;
-            let result = ctx.store.db.update(key, now, |v| {
-                v.as_cuckoo_mut()
-                    .expect("type checked")
-                    .load_chunk(iter, data)
-            });
-            match result.expect("key exists") {
-                Ok(()) => {
-                    ctx.changed(1);
-                    Reply::ok()
-                }
-                Err(msg) => Reply::error(msg),
-            }
-        }
-    }
+    load_chunk::<CuckooChain>(ctx, args, "Invalid position")
 }
 
 #[cfg(test)]

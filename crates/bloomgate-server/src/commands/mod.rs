@@ -11,8 +11,8 @@ pub mod transaction;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::keyspace::Db;
-use crate::resp::Reply;
+use crate::keyspace::{Db, FilterValue};
+use crate::resp::{self, Reply};
 
 pub type Args = [Vec<u8>];
 
@@ -20,6 +20,7 @@ pub const ERR_OOM: &str = "OOM command not allowed when used memory > 'maxmemory
 pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 pub const ERR_NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 pub const ERR_SYNTAX: &str = "ERR syntax error";
+pub const ERR_NOT_FOUND: &str = "ERR not found";
 pub const ERR_NOAUTH: &str = "NOAUTH Authentication required.";
 pub const ERR_LOADING: &str = "LOADING Redis is loading the dataset in memory";
 
@@ -299,6 +300,74 @@ impl CommandSpec {
             .filter(|(f, _)| self.flags & f != 0)
             .map(|(_, n)| *n)
             .collect()
+    }
+}
+
+/// A RedisBloom module command: variadic (the handler checks its own arity, as a module does),
+/// one key at argument 1.
+pub fn module_command(name: &'static str, flags: u32, handler: Handler) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity: -1,
+        flags: flags | flags::MODULE,
+        first_key: 1,
+        last_key: 1,
+        step: 1,
+        handler,
+    }
+}
+
+/// The filter of type `T` at `key`: `Ok(None)` if missing, WRONGTYPE if another type.
+pub fn typed<'a, T: FilterValue>(ctx: &'a Ctx, key: &[u8]) -> Result<Option<&'a T>, Reply> {
+    match ctx.store.db.value(key, ctx.now_ms) {
+        Some(value) => T::of(value)
+            .map(Some)
+            .ok_or_else(|| Reply::error(ERR_WRONGTYPE)),
+        None => Ok(None),
+    }
+}
+
+/// Runs `f` on the filter of type `T` at `key`, which the caller has just found with that type.
+pub fn update_typed<T: FilterValue, R>(
+    ctx: &mut Ctx,
+    key: &[u8],
+    f: impl FnOnce(&mut T) -> R,
+) -> R {
+    let now = ctx.now_ms;
+    ctx.store
+        .db
+        .update(key, now, |value| f(T::of_mut(value).expect("type checked")))
+        .expect("key checked")
+}
+
+/// BF.LOADCHUNK / CF.LOADCHUNK `key iter data`: iterator 1 on a missing key creates the filter
+/// from a dump header, its size checked against the memory budget before anything is
+/// allocated; later iterators write chunks into an existing filter. `bad_iter` is the family's
+/// wording for a non-numeric iterator.
+pub fn load_chunk<T: FilterValue>(ctx: &mut Ctx, args: &Args, bad_iter: &'static str) -> Reply {
+    let Some(iter) = resp::parse_i64(&args[2]) else {
+        return Reply::error(bad_iter);
+    };
+    let (key, data) = (&args[1], &args[3]);
+    let result = match typed::<T>(ctx, key) {
+        Err(reply) => return reply,
+        Ok(None) if iter == 1 => T::header_bytes(data).and_then(|bytes| {
+            if bytes > ctx.store.memory_budget() {
+                return Err(ERR_OOM);
+            }
+            let filter = T::from_header(data)?;
+            ctx.store.db.insert(key.to_vec(), filter.into_value(), None);
+            Ok(())
+        }),
+        Ok(None) => Err(ERR_NOT_FOUND),
+        Ok(Some(_)) => update_typed(ctx, key, |f: &mut T| f.load_chunk(iter, data)),
+    };
+    match result {
+        Ok(()) => {
+            ctx.changed(1);
+            Reply::ok()
+        }
+        Err(msg) => Reply::error(msg),
     }
 }
 

@@ -619,7 +619,7 @@ mod tests {
     fn dump_bytes_follow_the_documented_layout() {
         let mut f = CuckooChain::new(params(64, 2, 1)).unwrap();
         let n = 32u64;
-        let mut slots = vec![0u8; 64];
+        let mut slots = [0u8; 64];
         for word in ["apple", "banana", "cherry", "date", "elder", "fig", "grape"] {
             f.insert(word.as_bytes(), 32, u64::MAX).unwrap();
             let h = murmur64a(word.as_bytes(), 0);

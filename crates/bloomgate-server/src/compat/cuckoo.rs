@@ -651,6 +651,11 @@ mod tests {
         assert_eq!(f.size_bytes(), 1080);
         let f = CuckooChain::new(params(1024, 4, 3)).unwrap();
         assert_eq!((f.buckets(), f.expansion()), (256, 4));
+        // The sizes client test suites expect from RedisBloom (capacity 10; 200 at bucket 10).
+        let f = CuckooChain::new(params(10, 2, 1)).unwrap();
+        assert_eq!((f.buckets(), f.size_bytes()), (8, 72));
+        let f = CuckooChain::new(params(200, 10, 4)).unwrap();
+        assert_eq!((f.buckets(), f.size_bytes(), f.expansion()), (32, 376, 4));
     }
 
     #[test]

@@ -281,7 +281,9 @@ mod avx2 {
 /// walk on top of the cache miss: measured on the reference VM (1 GiB, prefetched random
 /// reads) 192 ns → 54 ns per read under load. Must run before the pages are first touched.
 /// Best effort: failures (old kernels, THP disabled) are ignored; small arrays are skipped.
-pub(crate) fn advise_huge_pages<T>(ptr: *mut T, len_bytes: usize) {
+/// Public so that other large buffers (the benchmark's memory-floor probe) get the same
+/// treatment as the filters; it never reads or writes the memory.
+pub fn advise_huge_pages<T>(ptr: *mut T, len_bytes: usize) {
     const HUGE: usize = 2 << 20;
     if len_bytes < 2 * HUGE {
         return;
@@ -391,6 +393,9 @@ impl PartialEq for BlockedBloomFilter {
 }
 
 impl BlockedBloomFilter {
+    key_operations!(mut);
+    plain_bit_filter_bookkeeping!();
+
     /// A filter for `items` keys at false-positive rate `fpr`, seed [`DEFAULT_SEED`].
     pub fn new(items: u64, fpr: f64) -> Result<Self> {
         Self::with_params(
@@ -438,6 +443,17 @@ impl BlockedBloomFilter {
         }
     }
 
+    /// The bit array as mutable u64 words (block b = words 8b..8b+8).
+    fn words_mut(&mut self) -> &mut [u64] {
+        // SAFETY: as in `words`; the exclusive borrow of `self.blocks` makes the view unique.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.blocks.as_mut_ptr().cast::<u64>(),
+                self.blocks.len() * BLOCK_WORDS,
+            )
+        }
+    }
+
     /// Parallel bulk build over every core. Keys are hashed in parallel and handed to the thread
     /// that owns their block range, so each thread writes only its own region with plain
     /// (non-atomic) stores and prefetching; `len` is exact, as with serial inserts.
@@ -447,10 +463,19 @@ impl BlockedBloomFilter {
         keys: &[K],
     ) -> Result<Self> {
         let mut filter = Self::with_params(params, seed)?;
+        filter.insert_parallel(keys);
+        Ok(filter)
+    }
+
+    /// Inserts `keys` over every core, as [`Self::build_parallel`] does; call it once per chunk
+    /// to load a key set too large to hold in memory at once.
+    pub fn insert_parallel<K: AsRef<[u8]> + Sync>(&mut self, keys: &[K]) {
+        let filter = self;
+        let seed = filter.seed;
         let threads = thread::available_parallelism().map_or(1, |n| n.get());
         if threads == 1 || keys.len() < 1 << 16 {
             filter.insert_batch(keys);
-            return Ok(filter);
+            return;
         }
         let nblocks = filter.blocks.len() as u64;
         // Region r holds blocks starts[r]..starts[r + 1]; a block never straddles two regions.
@@ -509,24 +534,6 @@ impl BlockedBloomFilter {
             });
             filter.len += added;
         }
-        Ok(filter)
-    }
-
-    /// Hash of `key` with this filter's seed (for [`Self::insert_hash`]/[`Self::contains_hash`]).
-    #[inline]
-    pub fn hash(&self, key: impl AsRef<[u8]>) -> KeyHash {
-        KeyHash::of(key.as_ref(), self.seed)
-    }
-
-    /// Adds `key`; returns true if it was possibly present already (all its bits were set).
-    #[inline]
-    pub fn insert(&mut self, key: impl AsRef<[u8]>) -> bool {
-        self.insert_hash(self.hash(key))
-    }
-
-    #[inline]
-    pub fn contains(&self, key: impl AsRef<[u8]>) -> bool {
-        self.contains_hash(self.hash(key))
     }
 
     #[inline]
@@ -612,34 +619,6 @@ impl BlockedBloomFilter {
         }
     }
 
-    /// Number of inserts that set at least one new bit (RedisBloom's count semantics): a repeated
-    /// key, or a new key whose bits were all set already (a false positive), is not counted.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub fn clear(&mut self) {
-        self.blocks.fill(Block::default());
-        self.len = 0;
-    }
-
-    pub fn count_ones(&self) -> u64 {
-        self.words().iter().map(|w| u64::from(w.count_ones())).sum()
-    }
-
-    pub fn fill_ratio(&self) -> f64 {
-        self.count_ones() as f64 / self.params.bits as f64
-    }
-
-    /// Swamidass–Baldi estimate of the number of distinct keys from the fill.
-    pub fn estimated_len(&self) -> f64 {
-        params::estimate_items(self.params.bits, self.params.hashes, self.count_ones())
-    }
-
     /// FPR of the filter as it is now: the mean over blocks of Π_w (ones_w / 64)^(c_w), c_w the
     /// probes per word — exact for the actual bit state (uneven block loads included).
     pub fn estimated_fpr(&self) -> f64 {
@@ -660,43 +639,6 @@ impl BlockedBloomFilter {
             })
             .sum();
         total / self.blocks.len() as f64
-    }
-
-    pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.blocks.len() * std::mem::size_of::<Block>()
-    }
-
-    pub fn params(&self) -> &Params {
-        &self.params
-    }
-
-    pub fn seed(&self) -> u64 {
-        self.seed
-    }
-
-    /// `self |= other`. `len` becomes the fill-based estimate clamped to [max, sum] of the two.
-    pub fn union(&mut self, other: &Self) -> Result<()> {
-        params::check_compatible(&self.params, self.seed, &other.params, other.seed)?;
-        for (a, b) in self.blocks.iter_mut().zip(&other.blocks) {
-            for (x, y) in a.0.iter_mut().zip(b.0) {
-                *x |= y;
-            }
-        }
-        let (low, high) = (self.len.max(other.len), self.len.saturating_add(other.len));
-        self.len = (self.estimated_len().round() as u64).clamp(low, high);
-        Ok(())
-    }
-
-    /// `self &= other`. `len` becomes the fill-based estimate capped at the smaller of the two.
-    pub fn intersect(&mut self, other: &Self) -> Result<()> {
-        params::check_compatible(&self.params, self.seed, &other.params, other.seed)?;
-        for (a, b) in self.blocks.iter_mut().zip(&other.blocks) {
-            for (x, y) in a.0.iter_mut().zip(b.0) {
-                *x &= y;
-            }
-        }
-        self.len = (self.estimated_len().round() as u64).min(self.len.min(other.len));
-        Ok(())
     }
 }
 

@@ -38,6 +38,9 @@ pub struct BloomFilter {
 }
 
 impl BloomFilter {
+    key_operations!(mut);
+    plain_bit_filter_bookkeeping!();
+
     /// A filter for `items` keys at false-positive rate `fpr`, seed [`DEFAULT_SEED`].
     pub fn new(items: u64, fpr: f64) -> Result<Self> {
         Self::with_params(
@@ -79,6 +82,14 @@ impl BloomFilter {
         &self.bits
     }
 
+    fn words(&self) -> &[u64] {
+        self.bits.words()
+    }
+
+    fn words_mut(&mut self) -> &mut [u64] {
+        self.bits.words_mut()
+    }
+
     /// Parallel bulk build over every core: threads insert disjoint slices of `keys` into a
     /// shared [`ConcurrentBloomFilter`] (atomic `fetch_or`), which is then unwrapped without a
     /// copy. `len` may over-count by the rare duplicate keys inserted by two threads at once.
@@ -101,23 +112,6 @@ impl BloomFilter {
             }
         });
         Ok(shared.into_inner())
-    }
-
-    /// Hash of `key` with this filter's seed (for [`Self::insert_hash`]/[`Self::contains_hash`]).
-    #[inline]
-    pub fn hash(&self, key: impl AsRef<[u8]>) -> KeyHash {
-        KeyHash::of(key.as_ref(), self.seed)
-    }
-
-    /// Adds `key`; returns true if it was possibly present already (all its bits were set).
-    #[inline]
-    pub fn insert(&mut self, key: impl AsRef<[u8]>) -> bool {
-        self.insert_hash(self.hash(key))
-    }
-
-    #[inline]
-    pub fn contains(&self, key: impl AsRef<[u8]>) -> bool {
-        self.contains_hash(self.hash(key))
     }
 
     #[inline]
@@ -184,66 +178,9 @@ impl BloomFilter {
         );
     }
 
-    /// Number of inserts that set at least one new bit (RedisBloom's count semantics): a repeated
-    /// key, or a new key whose bits were all set already (a false positive), is not counted.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub fn clear(&mut self) {
-        self.bits.clear();
-        self.len = 0;
-    }
-
-    pub fn count_ones(&self) -> u64 {
-        self.bits.count_ones()
-    }
-
-    pub fn fill_ratio(&self) -> f64 {
-        self.count_ones() as f64 / self.params.bits as f64
-    }
-
-    /// Swamidass–Baldi estimate of the number of distinct keys from the fill.
-    pub fn estimated_len(&self) -> f64 {
-        params::estimate_items(self.params.bits, self.params.hashes, self.count_ones())
-    }
-
     /// FPR of the filter as it is now: fill^k (exact for independent uniform probes).
     pub fn estimated_fpr(&self) -> f64 {
         self.fill_ratio().powi(self.params.hashes as i32)
-    }
-
-    pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.bits.len_bytes()
-    }
-
-    pub fn params(&self) -> &Params {
-        &self.params
-    }
-
-    pub fn seed(&self) -> u64 {
-        self.seed
-    }
-
-    /// `self |= other`. `len` becomes the fill-based estimate clamped to [max, sum] of the two.
-    pub fn union(&mut self, other: &Self) -> Result<()> {
-        params::check_compatible(&self.params, self.seed, &other.params, other.seed)?;
-        self.bits.union_with(&other.bits);
-        let (low, high) = (self.len.max(other.len), self.len.saturating_add(other.len));
-        self.len = (self.estimated_len().round() as u64).clamp(low, high);
-        Ok(())
-    }
-
-    /// `self &= other`. `len` becomes the fill-based estimate capped at the smaller of the two.
-    pub fn intersect(&mut self, other: &Self) -> Result<()> {
-        params::check_compatible(&self.params, self.seed, &other.params, other.seed)?;
-        self.bits.intersect_with(&other.bits);
-        self.len = (self.estimated_len().round() as u64).min(self.len.min(other.len));
-        Ok(())
     }
 }
 

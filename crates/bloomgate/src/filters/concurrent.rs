@@ -101,6 +101,8 @@ pub struct ConcurrentBloomFilter {
 }
 
 impl ConcurrentBloomFilter {
+    key_operations!();
+
     /// A filter for `items` keys at false-positive rate `fpr`, seed `DEFAULT_SEED`.
     pub fn new(items: u64, fpr: f64) -> Result<Self> {
         BloomFilter::new(items, fpr).map(Self::from)
@@ -108,22 +110,6 @@ impl ConcurrentBloomFilter {
 
     pub fn with_params(params: Params, seed: u64) -> Result<Self> {
         BloomFilter::with_params(params, seed).map(Self::from)
-    }
-
-    #[inline]
-    pub fn hash(&self, key: impl AsRef<[u8]>) -> KeyHash {
-        KeyHash::of(key.as_ref(), self.seed)
-    }
-
-    /// Adds `key`; returns true if it was possibly present already.
-    #[inline]
-    pub fn insert(&self, key: impl AsRef<[u8]>) -> bool {
-        self.insert_hash(self.hash(key))
-    }
-
-    #[inline]
-    pub fn contains(&self, key: impl AsRef<[u8]>) -> bool {
-        self.contains_hash(self.hash(key))
     }
 
     #[inline]
@@ -168,23 +154,11 @@ impl ConcurrentBloomFilter {
         self.len.total()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     pub fn count_ones(&self) -> u64 {
         self.words
             .iter()
             .map(|w| u64::from(w.load(Relaxed).count_ones()))
             .sum()
-    }
-
-    pub fn params(&self) -> &Params {
-        &self.params
-    }
-
-    pub fn seed(&self) -> u64 {
-        self.seed
     }
 
     /// Back to a plain filter, without copying bits.
@@ -218,6 +192,8 @@ pub struct ConcurrentBlockedBloomFilter {
 }
 
 impl ConcurrentBlockedBloomFilter {
+    key_operations!();
+
     /// A filter for `items` keys at false-positive rate `fpr`, seed `DEFAULT_SEED`.
     pub fn new(items: u64, fpr: f64) -> Result<Self> {
         BlockedBloomFilter::new(items, fpr).map(Self::from)
@@ -225,22 +201,6 @@ impl ConcurrentBlockedBloomFilter {
 
     pub fn with_params(params: Params, seed: u64) -> Result<Self> {
         BlockedBloomFilter::with_params(params, seed).map(Self::from)
-    }
-
-    #[inline]
-    pub fn hash(&self, key: impl AsRef<[u8]>) -> KeyHash {
-        KeyHash::of(key.as_ref(), self.seed)
-    }
-
-    /// Adds `key`; returns true if it was possibly present already.
-    #[inline]
-    pub fn insert(&self, key: impl AsRef<[u8]>) -> bool {
-        self.insert_hash(self.hash(key))
-    }
-
-    #[inline]
-    pub fn contains(&self, key: impl AsRef<[u8]>) -> bool {
-        self.contains_hash(self.hash(key))
     }
 
     #[inline]
@@ -278,24 +238,12 @@ impl ConcurrentBlockedBloomFilter {
         self.len.total()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     pub fn count_ones(&self) -> u64 {
         self.blocks
             .iter()
             .flat_map(|b| &b.0)
             .map(|w| u64::from(w.load(Relaxed).count_ones()))
             .sum()
-    }
-
-    pub fn params(&self) -> &Params {
-        &self.params
-    }
-
-    pub fn seed(&self) -> u64 {
-        self.seed
     }
 
     /// Back to a plain filter, without copying bits.

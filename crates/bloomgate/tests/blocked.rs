@@ -158,99 +158,10 @@ fn batched_and_prehashed_answers_equal_single_ones() {
     assert_eq!(out, single[..3]);
 }
 
-#[test]
-fn insert_reports_possible_presence_and_len_counts_new_bits() {
-    let mut f = BlockedBloomFilter::new(1000, 0.001).unwrap();
-    assert!(f.is_empty());
-    assert!(!f.insert(b"a"));
-    assert!(f.insert(b"a"));
-    assert_eq!(f.len(), 1);
-    f.insert_batch(&[b"b", b"c", b"a"]);
-    assert_eq!(f.len(), 3);
-    assert_eq!(f.count_ones(), 3 * u64::from(f.params().hashes));
-    assert!(f.memory_bytes() >= f.params().bytes() as usize);
-    assert!(f.fill_ratio() > 0.0);
-    f.clear();
-    assert!(f.is_empty() && f.count_ones() == 0 && !f.contains(b"a"));
-}
-
-#[test]
-fn union_and_intersect_check_compatibility() {
-    let params = Params::for_items(Layout::Blocked, 1000, 0.01).unwrap();
-    let mut a = BlockedBloomFilter::with_params(params, 1).unwrap();
-    let mut b = BlockedBloomFilter::with_params(params, 1).unwrap();
-    a.insert(b"left");
-    a.insert(b"both");
-    b.insert(b"right");
-    b.insert(b"both");
-    let mut u = a.clone();
-    u.union(&b).unwrap();
-    assert!(u.contains(b"left") && u.contains(b"right") && u.contains(b"both"));
-    assert_eq!(u.len(), 3);
-    a.intersect(&b).unwrap();
-    assert!(a.contains(b"both"));
-
-    let other_seed = BlockedBloomFilter::with_params(params, 2).unwrap();
-    assert!(matches!(u.union(&other_seed), Err(Error::Incompatible(_))));
-    let other_size = BlockedBloomFilter::new(50_000, 0.01).unwrap();
-    assert!(matches!(
-        u.intersect(&other_size),
-        Err(Error::Incompatible(_))
-    ));
-    let other_k = BlockedBloomFilter::with_params(
-        Params {
-            hashes: params.hashes - 1,
-            ..params
-        },
-        1,
-    )
-    .unwrap();
-    assert!(matches!(u.union(&other_k), Err(Error::Incompatible(_))));
-    assert!(BlockedBloomFilter::with_params(
-        Params::for_items(Layout::Classic, 10, 0.1).unwrap(),
-        0
-    )
-    .is_err());
-}
-
-/// Forged bodies: parameters are validated before the payload is touched.
-#[test]
-fn decode_validates_parameters() {
-    let f = BlockedBloomFilter::new(100, 0.01).unwrap();
-    let bytes = f.to_bytes();
-    assert_eq!(BlockedBloomFilter::from_bytes(&bytes).unwrap(), f);
-    assert!(bloomgate::BloomFilter::from_bytes(&bytes).is_err());
-}
+plain_bit_filter_tests!(BlockedBloomFilter, Layout::Blocked, bloomgate::BloomFilter);
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
-
-    /// Every inserted key is found: single, batched, after a file round trip and after union.
-    #[test]
-    fn no_false_negatives(
-        keys in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..300),
-        others in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..100),
-        fpr in 0.0001f64..0.5,
-        seed in any::<u64>(),
-    ) {
-        let params = Params::for_items(Layout::Blocked, keys.len() as u64, fpr).unwrap();
-        let mut f = BlockedBloomFilter::with_params(params, seed).unwrap();
-        f.insert_batch(&keys);
-        for k in &keys {
-            prop_assert!(f.contains(k));
-        }
-        let g = BlockedBloomFilter::from_bytes(&f.to_bytes()).unwrap();
-        prop_assert_eq!(&g, &f);
-        let mut h = BlockedBloomFilter::with_params(params, seed).unwrap();
-        for k in &others {
-            h.insert(k);
-        }
-        h.union(&g).unwrap();
-        let mut out = Vec::new();
-        h.contains_batch(&keys, &mut out);
-        h.contains_batch(&others, &mut out);
-        prop_assert!(out.iter().all(|&b| b));
-    }
 
     /// Any k in 1..=64 keeps every key (several rounds of salts, bit-identical kernels).
     #[test]

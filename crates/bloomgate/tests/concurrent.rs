@@ -20,63 +20,53 @@ fn concurrent_filters_are_send_and_sync() {
     assert_send_sync::<ConcurrentBlockedBloomFilter>();
 }
 
-/// Four threads insert disjoint quarters; the result has exactly the bits of a serial build.
+/// Four threads insert disjoint quarters of `n` keys into a `$concurrent` filter; evaluates to
+/// it converted back to a plain filter, next to a serial `$plain` build of the same keys.
+macro_rules! parallel_and_serial {
+    ($concurrent:ty, $plain:ty, $params:expr, $n:expr) => {{
+        let shared = <$concurrent>::with_params($params, 5).unwrap();
+        thread::scope(|s| {
+            for t in 0..4 {
+                let shared = &shared;
+                s.spawn(move || {
+                    (t..$n).step_by(4).for_each(|i| {
+                        shared.insert(present_key(i));
+                    })
+                });
+            }
+        });
+        assert!((0..$n).all(|i| shared.contains(present_key(i))));
+        let mut serial = <$plain>::with_params($params, 5).unwrap();
+        (0..$n).for_each(|i| {
+            serial.insert(present_key(i));
+        });
+        (shared.into_inner(), serial)
+    }};
+}
+
+/// Four threads insert disjoint quarters; the result has exactly the bits of a serial build
+/// (so the same answers), and `len` differs only by keys whose bits others had all set.
 #[test]
 fn concurrent_inserts_equal_serial_bits() {
     let n = 200_000u64;
-    for layout in [Layout::Classic, Layout::Blocked] {
-        let params = Params::for_items(layout, n, 0.01).unwrap();
-        match layout {
-            Layout::Classic => {
-                let shared = ConcurrentBloomFilter::with_params(params, 5).unwrap();
-                thread::scope(|s| {
-                    for t in 0..4 {
-                        let shared = &shared;
-                        s.spawn(move || {
-                            (t..n).step_by(4).for_each(|i| {
-                                shared.insert(present_key(i));
-                            })
-                        });
-                    }
-                });
-                assert!((0..n).all(|i| shared.contains(present_key(i))));
-                let parallel = shared.into_inner();
-                let mut serial = BloomFilter::with_params(params, 5).unwrap();
-                (0..n).for_each(|i| {
-                    serial.insert(present_key(i));
-                });
-                assert_eq!(parallel.bits(), serial.bits());
-                // len may differ only by races between identical keys; these keys are distinct
-                // but a key whose bits were all set by others is not counted: allow that spread.
-                assert!(parallel.len().abs_diff(serial.len()) < n / 1000);
-            }
-            Layout::Blocked => {
-                let shared = ConcurrentBlockedBloomFilter::with_params(params, 5).unwrap();
-                thread::scope(|s| {
-                    for t in 0..4 {
-                        let shared = &shared;
-                        s.spawn(move || {
-                            (t..n).step_by(4).for_each(|i| {
-                                shared.insert(present_key(i));
-                            })
-                        });
-                    }
-                });
-                assert!((0..n).all(|i| shared.contains(present_key(i))));
-                let parallel = shared.into_inner();
-                let mut serial = BlockedBloomFilter::with_params(params, 5).unwrap();
-                (0..n).for_each(|i| {
-                    serial.insert(present_key(i));
-                });
-                assert_eq!(parallel.count_ones(), serial.count_ones());
-                assert!((0..n).all(|i| parallel.contains(present_key(i))));
-                let q = 200_000;
-                let fp_parallel = (0..q).filter(|&i| parallel.contains(absent_key(i))).count();
-                let fp_serial = (0..q).filter(|&i| serial.contains(absent_key(i))).count();
-                assert_eq!(fp_parallel, fp_serial, "same bits, same answers");
-            }
-        }
-    }
+    let same_answers = |parallel: &dyn Fn(u64) -> bool, serial: &dyn Fn(u64) -> bool| {
+        assert!(
+            (0..200_000).all(|i| parallel(i) == serial(i)),
+            "same bits, same answers"
+        );
+    };
+    let params = Params::for_items(Layout::Classic, n, 0.01).unwrap();
+    let (parallel, serial) = parallel_and_serial!(ConcurrentBloomFilter, BloomFilter, params, n);
+    assert_eq!(parallel.bits(), serial.bits());
+    assert!(parallel.len().abs_diff(serial.len()) < n / 1000);
+    let params = Params::for_items(Layout::Blocked, n, 0.01).unwrap();
+    let (parallel, serial) =
+        parallel_and_serial!(ConcurrentBlockedBloomFilter, BlockedBloomFilter, params, n);
+    assert_eq!(parallel.count_ones(), serial.count_ones());
+    assert!(parallel.len().abs_diff(serial.len()) < n / 1000);
+    same_answers(&|i| parallel.contains(absent_key(i)), &|i| {
+        serial.contains(absent_key(i))
+    });
 }
 
 /// build_parallel gives exactly the serial filter (blocked: bits and len; classic: bits).

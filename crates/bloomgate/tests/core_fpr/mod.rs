@@ -1,5 +1,6 @@
 //! Shared helpers of the classic/blocked/concurrent tests: disjoint key sets, exact small-filter
-//! models and the stated FPR tolerance.
+//! models, the stated FPR tolerance, and the API tests both plain bit filters must pass
+//! ([`plain_bit_filter_tests!`]).
 #![allow(dead_code)] // each test file uses a subset
 
 /// Keys inserted by the tests: prefix 1.
@@ -99,4 +100,112 @@ pub fn exact_blocked_fpr(bits: u64, k: u32, n: u64) -> f64 {
         }
     }
     total
+}
+
+/// The tests every plain bit filter (`BloomFilter`, `BlockedBloomFilter`) must pass, generated
+/// for `$filter` with parameters of `$layout`; `$other` is the other layout's filter type, whose
+/// decoder must refuse this one's files. Needs `bloomgate::{Error, FilterCodec, Layout, Params}`
+/// and `proptest::prelude::*` in scope.
+#[macro_export]
+macro_rules! plain_bit_filter_tests {
+    ($filter:ty, $layout:expr, $other:ty) => {
+        #[test]
+        fn insert_reports_possible_presence_and_len_counts_new_bits() {
+            let mut f = <$filter>::new(1000, 0.001).unwrap();
+            assert!(f.is_empty());
+            assert!(!f.insert(b"a"));
+            assert!(f.insert(b"a"));
+            assert_eq!(f.len(), 1);
+            f.insert_batch(&[b"b", b"c", b"a"]);
+            assert_eq!(f.len(), 3);
+            let mut out = Vec::new();
+            f.contains_batch(&[&b"a"[..], b"zzz", b"c"], &mut out);
+            assert!(out[0] && out[2]);
+            let h = f.hash(b"c");
+            assert!(f.contains_hash(h));
+            out.clear();
+            f.contains_batch_hashes(&[h], &mut out);
+            assert_eq!(out, [true]);
+            assert!(f.count_ones() <= 3 * u64::from(f.params().hashes));
+            assert!(f.memory_bytes() >= f.params().bytes() as usize);
+            assert!(f.fill_ratio() > 0.0);
+            f.clear();
+            assert!(f.is_empty() && f.count_ones() == 0 && !f.contains(b"a"));
+        }
+
+        #[test]
+        fn union_and_intersect_check_compatibility() {
+            let params = Params::for_items($layout, 1000, 0.01).unwrap();
+            let mut a = <$filter>::with_params(params, 1).unwrap();
+            let mut b = <$filter>::with_params(params, 1).unwrap();
+            a.insert(b"left");
+            a.insert(b"both");
+            b.insert(b"right");
+            b.insert(b"both");
+            let mut u = a.clone();
+            u.union(&b).unwrap();
+            assert!(u.contains(b"left") && u.contains(b"right") && u.contains(b"both"));
+            assert_eq!(u.len(), 3);
+            a.intersect(&b).unwrap();
+            assert!(a.contains(b"both"));
+            assert!(a.len() <= 2);
+
+            let other_seed = <$filter>::with_params(params, 2).unwrap();
+            assert!(matches!(u.union(&other_seed), Err(Error::Incompatible(_))));
+            let other_size = <$filter>::new(50_000, 0.01).unwrap();
+            assert!(matches!(
+                u.intersect(&other_size),
+                Err(Error::Incompatible(_))
+            ));
+            let other_k = Params {
+                hashes: params.hashes - 1,
+                ..params
+            };
+            let other_k = <$filter>::with_params(other_k, 1).unwrap();
+            assert!(matches!(u.union(&other_k), Err(Error::Incompatible(_))));
+        }
+
+        /// Files round-trip; the other layout's decoder and constructor refuse them.
+        #[test]
+        fn codec_round_trip_and_layout_checks() {
+            let mut f = <$filter>::new(100, 0.01).unwrap();
+            f.insert(b"x");
+            let bytes = f.to_bytes();
+            assert_eq!(<$filter>::from_bytes(&bytes).unwrap(), f);
+            assert!(<$other>::from_bytes(&bytes).is_err());
+            assert!(<$other>::with_params(*f.params(), 0).is_err());
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            /// Every inserted key is found: single, batched, after a file round trip and after
+            /// union.
+            #[test]
+            fn no_false_negatives(
+                keys in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..300),
+                others in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..100),
+                fpr in 0.0001f64..0.5,
+                seed in any::<u64>(),
+            ) {
+                let params = Params::for_items($layout, keys.len() as u64, fpr).unwrap();
+                let mut f = <$filter>::with_params(params, seed).unwrap();
+                f.insert_batch(&keys);
+                for k in &keys {
+                    prop_assert!(f.contains(k));
+                }
+                let g = <$filter>::from_bytes(&f.to_bytes()).unwrap();
+                prop_assert_eq!(&g, &f);
+                let mut h = <$filter>::with_params(params, seed).unwrap();
+                for k in &others {
+                    h.insert(k);
+                }
+                h.union(&g).unwrap();
+                let mut out = Vec::new();
+                h.contains_batch(&keys, &mut out);
+                h.contains_batch(&others, &mut out);
+                prop_assert!(out.iter().all(|&b| b));
+            }
+        }
+    };
 }

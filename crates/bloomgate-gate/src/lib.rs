@@ -13,6 +13,7 @@ mod error;
 mod gate;
 mod lifecycle;
 mod metrics;
+mod redis_pool;
 mod redis_store;
 mod remote;
 mod sqlite_store;

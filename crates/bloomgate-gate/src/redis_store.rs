@@ -6,29 +6,24 @@
 //! [`crate::SqliteStore`]: `ZADD GT` keeps the later time, `ZMSCORE` answers a batch in one round
 //! trip, `ZRANGEBYSCORE` loads oldest first.
 
-use std::sync::Mutex;
-
 use redis::{Commands, Connection};
 
+use crate::redis_pool::RedisPool;
 use crate::{ExactStore, Result, Seen};
 
 /// Redis-backed [`ExactStore`] (needs Redis ≥ 6.2 for `ZMSCORE` and `ZADD GT`).
 pub struct RedisStore {
-    client: redis::Client,
+    pool: RedisPool,
     prefix: String,
-    idle: Mutex<Vec<Connection>>,
 }
 
 impl RedisStore {
     /// Connects to `url` (`redis://HOST:PORT[/DB]`); every key this store touches starts with
     /// `prefix`.
     pub fn open(url: &str, prefix: &str) -> Result<Self> {
-        let client = redis::Client::open(url)?;
-        let conn = client.get_connection()?;
         Ok(RedisStore {
-            client,
+            pool: RedisPool::connect(url)?,
             prefix: prefix.to_owned(),
-            idle: Mutex::new(vec![conn]),
         })
     }
 
@@ -37,22 +32,8 @@ impl RedisStore {
     }
 
     fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>) -> Result<T> {
-        let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let mut conn = match pooled {
-            Some(conn) => conn,
-            None => self.client.get_connection()?,
-        };
-        let result = f(&mut conn);
-        // A connection that failed may be mid-reply: drop it rather than reuse it.
-        if result.is_ok() {
-            self.idle
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(conn);
-        }
-        Ok(result?)
+        self.pool.with_conn(f)
     }
-
     /// Every key under this store's prefix, via SCAN (never KEYS).
     fn scope_keys(&self) -> Result<Vec<String>> {
         let pattern = format!("{}*", self.prefix);

@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use redis::Connection;
 
 use crate::lifecycle::{HistoryLoader, LifecycleConfig};
+use crate::redis_pool::RedisPool;
 use crate::{Result, Seen};
 
 const SHARDS: usize = 64;
@@ -27,8 +28,7 @@ struct RemoteScope {
 
 /// Scope filters on a RESP server speaking the BF.* commands.
 pub(crate) struct RemoteFilters {
-    client: redis::Client,
-    idle: Mutex<Vec<Connection>>,
+    pool: RedisPool,
     prefix: String,
     config: LifecycleConfig,
     known: Vec<Mutex<HashMap<u64, RemoteScope>>>,
@@ -42,11 +42,8 @@ impl RemoteFilters {
             Some(rest) => format!("redis://{rest}"),
             None => url.to_owned(),
         };
-        let client = redis::Client::open(url)?;
-        let conn = client.get_connection()?;
         Ok(RemoteFilters {
-            client,
-            idle: Mutex::new(vec![conn]),
+            pool: RedisPool::connect(&url)?,
             prefix: prefix.to_owned(),
             config,
             known: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
@@ -54,21 +51,8 @@ impl RemoteFilters {
     }
 
     fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>) -> Result<T> {
-        let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let mut conn = match pooled {
-            Some(conn) => conn,
-            None => self.client.get_connection()?,
-        };
-        let result = f(&mut conn);
-        if result.is_ok() {
-            self.idle
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(conn);
-        }
-        Ok(result?)
+        self.pool.with_conn(f)
     }
-
     fn slot(&self, at_ms: u64) -> u64 {
         at_ms / self.config.generation_window_ms()
     }

@@ -1,20 +1,14 @@
 //! Generic keyspace commands (DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, the expiry family,
 //! FLUSHDB/FLUSHALL, DBSIZE, MEMORY USAGE) with Redis' replies and errors.
 
-use super::{flags::*, glob_match, is, text, Args, CommandSpec, Ctx, ERR_NOT_INTEGER, ERR_SYNTAX};
+use super::{
+    command_spec as spec, flags::*, glob_match, is, text, Args, CommandSpec, Ctx, ERR_NOT_INTEGER,
+    ERR_SYNTAX,
+};
 use crate::compat::murmur::murmur64a;
 use crate::resp::{parse_i64, Reply};
 
 pub fn commands() -> Vec<CommandSpec> {
-    let spec = |name, arity, flags, first_key, last_key, handler| CommandSpec {
-        name,
-        arity,
-        flags,
-        first_key,
-        last_key,
-        step: 1,
-        handler,
-    };
     vec![
         spec("DEL", -2, WRITE, 1, -1, del),
         spec("UNLINK", -2, WRITE | FAST, 1, -1, del),

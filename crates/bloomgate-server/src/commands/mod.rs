@@ -303,18 +303,30 @@ impl CommandSpec {
     }
 }
 
+/// A command spec with keys from `first_key` to `last_key` (step 1; 0, 0 for no keys).
+pub fn command_spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    first_key: i32,
+    last_key: i32,
+    handler: Handler,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        first_key,
+        last_key,
+        step: i32::from(first_key != 0),
+        handler,
+    }
+}
+
 /// A RedisBloom module command: variadic (the handler checks its own arity, as a module does),
 /// one key at argument 1.
 pub fn module_command(name: &'static str, flags: u32, handler: Handler) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity: -1,
-        flags: flags | flags::MODULE,
-        first_key: 1,
-        last_key: 1,
-        step: 1,
-        handler,
-    }
+    command_spec(name, -1, flags | flags::MODULE, 1, 1, handler)
 }
 
 /// The filter of type `T` at `key`: `Ok(None)` if missing, WRONGTYPE if another type.

@@ -3,8 +3,8 @@
 //! which only request an [`Action`] from the network layer.
 
 use super::{
-    flags::*, glob_match, is, lookup, table, text, wrong_arity, Action, Args, CommandSpec, Config,
-    Ctx, FsyncPolicy, ERR_NOT_INTEGER, ERR_SYNTAX,
+    command_spec, flags::*, glob_match, is, lookup, table, text, wrong_arity, Action, Args,
+    CommandSpec, Config, Ctx, FsyncPolicy, ERR_NOT_INTEGER, ERR_SYNTAX,
 };
 use crate::resp::{parse_i64, Reply};
 
@@ -14,15 +14,7 @@ pub const REDIS_VERSION: &str = "7.2.4";
 pub const BF_MODULE_VERSION: i64 = 20_807;
 
 pub fn commands() -> Vec<CommandSpec> {
-    let spec = |name, arity, flags, handler| CommandSpec {
-        name,
-        arity,
-        flags,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        handler,
-    };
+    let spec = |name, arity, flags, handler| command_spec(name, arity, flags, 0, 0, handler);
     vec![
         spec("PING", -1, FAST, ping),
         spec("ECHO", 2, FAST, echo),

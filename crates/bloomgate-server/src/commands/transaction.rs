@@ -2,19 +2,10 @@
 //! transaction executes atomically; its writes are logged as one record so a crash never
 //! replays half of it.
 
-use super::{flags::*, lookup, run, Args, CommandSpec, Ctx};
+use super::{command_spec as spec, flags::*, lookup, run, Args, CommandSpec, Ctx};
 use crate::resp::Reply;
 
 pub fn commands() -> Vec<CommandSpec> {
-    let spec = |name, arity, flags, first_key, last_key, handler| CommandSpec {
-        name,
-        arity,
-        flags,
-        first_key,
-        last_key,
-        step: 1,
-        handler,
-    };
     vec![
         spec("MULTI", 1, TRANSACTION | FAST | LOADING, 0, 0, multi),
         spec("EXEC", 1, TRANSACTION | LOADING, 0, 0, exec),

@@ -289,9 +289,12 @@ impl BloomChain {
         self.items
     }
 
-    /// Σ link capacities (BF.INFO Capacity).
+    /// Σ link capacities (BF.INFO Capacity); saturating, though loaded headers are checked to
+    /// keep it within `i64`.
     pub fn capacity(&self) -> u64 {
-        self.links.iter().map(|l| l.capacity).sum()
+        self.links
+            .iter()
+            .fold(0u64, |sum, l| sum.saturating_add(l.capacity))
     }
 
     pub fn links(&self) -> &[Link] {
@@ -354,8 +357,9 @@ impl BloomChain {
     /// SCANDUMP for iterator `iter >= 1`: the next chunk (≤ 16 MiB, never crossing a link) and
     /// the iterator to continue with (1 + byte offset after the chunk), or `(0, [])` when done.
     pub fn dump_chunk(&self, iter: i64) -> (i64, Vec<u8>) {
-        let Some((index, offset)) = u64::try_from(iter - 1).ok().and_then(|o| self.link_at(o))
-        else {
+        // `checked_sub`: an iterator of i64::MIN must not overflow (a fuzz regression).
+        let offset = iter.checked_sub(1).and_then(|o| u64::try_from(o).ok());
+        let Some((index, offset)) = offset.and_then(|o| self.link_at(o)) else {
             return (0, Vec::new());
         };
         let link = &self.links[index];
@@ -376,11 +380,7 @@ impl BloomChain {
 
     /// Total bit-array bytes a header describes, for memory checks before [`Self::from_header`].
     pub fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
-        Ok(parse_header(header)?
-            .links
-            .iter()
-            .map(|l| l.sizing.bytes)
-            .sum())
+        Ok(parse_header(header)?.total_bytes)
     }
 
     /// Builds an empty-bits chain from a SCANDUMP header, validating every field.
@@ -421,6 +421,8 @@ impl BloomChain {
 
 struct ParsedHeader {
     items: u64,
+    /// Σ link bytes (checked not to overflow).
+    total_bytes: u64,
     options: u32,
     growth: u32,
     /// Links with an empty placeholder bit array.
@@ -449,10 +451,18 @@ impl Fields<'_> {
     }
 }
 
+/// `bpe` a link with this error rate was built with (see [`LinkSizing::new`]).
+fn bpe_for(error: f64) -> f64 {
+    -(error.ln() / LN2_SQUARED)
+}
+
 /// Validates a header: exact length for its link count; only NOROUND/FORCE64/NO_SCALING options
 /// with FORCE64 set (32-bit-hash legacy filters are not supported); growth in range; per link
-/// `bytes` a non-zero multiple of 8, `bits == bytes*8`, error in (0,1), `hashes ==
-/// ceil(ln2*bpe)`, capacity ≥ 1, items ≤ capacity; Σ link items == chain items.
+/// `bytes` a non-zero multiple of 8, `bits == bytes*8`, error in (0,1), `bpe == -ln(error)/ln2²`
+/// (to 1e-9 relative, so a forged header cannot ask for 2^32 probes per item), `hashes ==
+/// ceil(ln2*bpe)`, capacity ≥ 1, items ≤ capacity; Σ link items == chain items; Σ link bytes
+/// and Σ capacities fit (capacity within `i64`, as BF.INFO replies it). The last three checks
+/// are `bf_loadchunk` fuzz regressions.
 fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
     if buf.len() < HEADER_FIXED {
         return Err(ERR_BAD_DATA);
@@ -475,6 +485,8 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
     }
     let mut links = Vec::with_capacity(nfilters);
     let mut item_sum = 0u64;
+    let mut total_bytes = 0u64;
+    let mut capacity_sum = 0u64;
     for _ in 0..nfilters {
         let bytes = f.u64();
         let bits = f.u64();
@@ -491,6 +503,7 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
             && error < 1.0
             && bpe.is_finite()
             && bpe > 0.0
+            && (bpe - bpe_for(error)).abs() <= bpe_for(error) * 1e-9
             && hashes >= 1
             && hashes == hashes_for(bpe)
             && capacity >= 1
@@ -500,6 +513,11 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
             return Err(ERR_BAD_DATA);
         }
         item_sum = item_sum.checked_add(link_items).ok_or(ERR_BAD_DATA)?;
+        total_bytes = total_bytes.checked_add(bytes).ok_or(ERR_BAD_DATA)?;
+        capacity_sum = capacity_sum
+            .checked_add(capacity)
+            .filter(|&c| c <= i64::MAX as u64)
+            .ok_or(ERR_BAD_DATA)?;
         links.push(Link {
             bits: BitArray::zeroed(0),
             sizing: LinkSizing {
@@ -519,6 +537,7 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
     }
     Ok(ParsedHeader {
         items,
+        total_bytes,
         options,
         growth,
         links,

@@ -138,6 +138,17 @@ fn wire_error(e: &redis::RedisError) -> String {
     }
 }
 
+/// Runs `serve` on `dir`, which must refuse to start; returns what it said on stderr.
+fn refused_start(dir: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
+        .args(["serve", "--port", &free_port().to_string(), "--dir"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 fn int(v: i64) -> Value {
     Value::Int(v)
 }
@@ -857,13 +868,7 @@ fn torn_log_tail_is_repaired_and_corrupt_snapshot_refused() {
     let at = bytes.len() / 2;
     bytes[at] ^= 0xff;
     std::fs::write(&snapshot, &bytes).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
-        .args(["serve", "--port", &free_port().to_string(), "--dir"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused_start(&dir);
     assert!(
         stderr.contains("dump.bgs") && stderr.contains("corrupt"),
         "{stderr}"
@@ -874,13 +879,7 @@ fn torn_log_tail_is_repaired_and_corrupt_snapshot_refused() {
 fn a_second_server_on_the_same_directory_is_refused() {
     let dir = temp_dir("lock");
     let server = Server::start(&dir, &[]);
-    let out = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
-        .args(["serve", "--port", &free_port().to_string(), "--dir"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused_start(&dir);
     assert!(
         stderr.contains("in use by another bloomgate server"),
         "{stderr}"

@@ -703,8 +703,15 @@ fn restart_keeps_data_and_debug_reload() {
         cmd(&mut c, &format!("BF.ADD r k{i}"));
     }
     cmd(&mut c, "EXPIRE r 1000");
+    cmd(&mut c, "CF.RESERVE cf 64 EXPANSION 2");
+    for i in 0..300 {
+        cmd(&mut c, &format!("CF.ADD cf k{i}"));
+    }
+    cmd(&mut c, "CF.DEL cf k0");
+    let cuckoo = cmd(&mut c, "CF.DEBUG cf");
     assert_eq!(cmd(&mut c, "DEBUG RELOAD"), Value::Okay);
     assert_eq!(cmd(&mut c, "BF.EXISTS r k7"), int(1));
+    assert_eq!(cmd(&mut c, "CF.DEBUG cf"), cuckoo);
     let before = cmd(&mut c, "BF.DEBUG r");
     cmd(&mut c, "BF.ADD r after-reload");
     assert_eq!(cmd(&mut c, "SAVE"), Value::Okay);
@@ -719,6 +726,8 @@ fn restart_keeps_data_and_debug_reload() {
     assert_eq!(cmd(&mut c, "BF.EXISTS r after-reload"), int(1));
     assert_eq!(cmd(&mut c, "BF.EXISTS r after-save"), int(1));
     assert!(matches!(cmd(&mut c, "TTL r"), Value::Int(t) if t > 900));
+    assert_eq!(cmd(&mut c, "CF.DEBUG cf"), cuckoo);
+    assert_eq!(cmd(&mut c, "CF.EXISTS cf k299"), int(1));
     assert_ne!(cmd(&mut c, "BF.DEBUG r"), before);
 }
 

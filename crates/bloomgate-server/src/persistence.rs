@@ -2,7 +2,8 @@
 //!
 //! Files in the data directory:
 //! - `dump.bgs` — snapshot: magic, the AOF generation it covers up to, then each key with its
-//!   expiry and its filter as RedisBloom's SCANDUMP stream (header + link bytes), then a CRC32 of
+//!   expiry, a type byte (1 = Bloom chain, 2 = cuckoo filter), the payload length and the filter
+//!   as RedisBloom's SCANDUMP stream (header, then link or sub-filter bytes), then a CRC32 of
 //!   everything before. Written to a temp file, fsynced, renamed, directory fsynced.
 //! - `appendonly.<gen>.aof` — log generations: magic, then records `u32 len, u32 crc32, payload`
 //!   where the payload is one or more RESP-encoded commands applied atomically (a MULTI/EXEC

@@ -1,6 +1,7 @@
 //! Deterministic benchmark keys: 16 random bytes per key, computed from (stream, index) so that any
 //! slice of a key set can be regenerated on the fly in fixed-size chunks (a 1B-key set never has
-//! to sit in memory) and every contender sees exactly the same keys.
+//! to sit in memory) and every contender sees exactly the same keys. Also username-like keys of
+//! varied length for the primer's "100M usernames" headline.
 
 /// One benchmark key: 16 bytes, like a UUID or a hashed username.
 pub type Key = [u8; 16];
@@ -63,11 +64,96 @@ pub fn present_sample(items: u64, len: usize) -> Vec<Key> {
         return keys(Stream::Present, 0, items as usize);
     }
     (0..len as u64)
-        .map(|j| {
-            let index = ((mix(j ^ 0x5EED) as u128 * items as u128) >> 64) as u64;
-            key(Stream::Present, index)
-        })
+        .map(|j| key(Stream::Present, sample_index(j, items)))
         .collect()
+}
+
+/// Index `j` of a random sample of indices below `items`.
+fn sample_index(j: u64, items: u64) -> u64 {
+    ((mix(j ^ 0x5EED) as u128 * items as u128) >> 64) as u64
+}
+
+/// Name parts of [`Username`]: none ends in a digit, `_` or `.`.
+const NAME_WORDS: [&str; 16] = [
+    "user",
+    "anna",
+    "dev",
+    "mike_t",
+    "sarah",
+    "the_real_bob",
+    "kim",
+    "alexander",
+    "jo",
+    "zed",
+    "maria.l",
+    "pixel_cat",
+    "tom",
+    "night_owl",
+    "li",
+    "gamer",
+];
+/// Separators between the name part and the number.
+const NAME_SEPS: [&str; 3] = ["_", ".", ""];
+
+/// A username-like key, e.g. `user_1234`, `anna.86`, `night_owl2468` (3–33 bytes; up to 22 below index 10^8), stored inline
+/// so that chunks of them cost no allocation. Unique per (stream, index): the number at the end is
+/// `2 × index + stream`, and no name part or separator ends in a digit, so the number (hence the
+/// stream and index) can be read back from the string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Username {
+    len: u8,
+    bytes: [u8; 39],
+}
+
+impl Username {
+    pub fn new(stream: Stream, index: u64) -> Username {
+        let pick = mix(index ^ 0x05E5_A11E);
+        let word = NAME_WORDS[(pick % 16) as usize];
+        let sep = NAME_SEPS[((pick >> 8) % 3) as usize];
+        let mut name = Username {
+            len: 0,
+            bytes: [0; 39],
+        };
+        let mut push = |part: &[u8]| {
+            let at = name.len as usize;
+            name.bytes[at..at + part.len()].copy_from_slice(part);
+            name.len += part.len() as u8;
+        };
+        push(word.as_bytes());
+        push(sep.as_bytes());
+        let number = index * 2 + stream as u64;
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut rest = number;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        push(&digits[at..]);
+        name
+    }
+}
+
+impl AsRef<[u8]> for Username {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
+/// Usernames at `len` random indices below `items` (as [`present_sample`]) for `Present`, or
+/// usernames `0..len` for `Absent`.
+pub fn usernames(stream: Stream, items: u64, len: usize) -> Vec<Username> {
+    match stream {
+        Stream::Present if items as usize > len => (0..len as u64)
+            .map(|j| Username::new(stream, sample_index(j, items)))
+            .collect(),
+        Stream::Present => (0..items).map(|i| Username::new(stream, i)).collect(),
+        Stream::Absent => (0..len as u64).map(|i| Username::new(stream, i)).collect(),
+    }
 }
 
 #[cfg(test)]
@@ -102,5 +188,24 @@ mod tests {
         let set: std::collections::HashSet<Key> =
             keys(Stream::Present, 0, 1_000_000).into_iter().collect();
         assert!(sample.iter().all(|k| set.contains(k)));
+    }
+
+    #[test]
+    fn usernames_are_unique_varied_and_disjoint() {
+        let present: Vec<Username> = (0..50_000)
+            .map(|i| Username::new(Stream::Present, i))
+            .collect();
+        let absent = usernames(Stream::Absent, 0, 50_000);
+        let mut seen = std::collections::HashSet::new();
+        assert!(present
+            .iter()
+            .chain(&absent)
+            .all(|u| seen.insert(u.as_ref().to_vec())));
+        let lengths: std::collections::HashSet<usize> =
+            present.iter().map(|u| u.as_ref().len()).collect();
+        assert!(lengths.len() >= 8, "{lengths:?}");
+        let big = Username::new(Stream::Absent, 999_999_999_999);
+        assert!(big.as_ref().ends_with(b"1999999999999"));
+        assert!(std::str::from_utf8(big.as_ref()).is_ok());
     }
 }

@@ -1,20 +1,26 @@
 //! bloomgate-bench: bloomgate side by side with the best Rust filters and with the machine's
 //! memory floor, on identical keys in one run, so ratios hold on a noisy machine (issue 3).
 //!
-//! `cargo run --release -p bloomgate-bench -- [--quick] [--json] [--plots DIR] [--sweep]`
-//! - default (full): 1M, 10M, 100M items, a ≥ 1 GiB filter, the primer's headline cases
-//!   (100M usernames at 1%, 1B keys at 1% built in parallel) and the accuracy sweep;
-//! - `--quick` (< 4 min on 2 cores): every contender at 1M items, one 256 MiB filter for the
-//!   Bloom contenders that scale, with the floor;
+//! `cargo run --release -p bloomgate-bench -- [--quick] [--json] [--plots DIR] [--sweep]
+//! [--only NAME,...]`
+//! - default (full, ≈ 30 min on 2 cores): every contender at 1M, 10M and 100M items, the four
+//!   Bloom contenders that scale at a 1 GiB filter, the primer's headline cases (100M usernames
+//!   at 1%, 1B keys at 1% built in parallel) and the accuracy sweep;
+//! - `--quick` (< 4 min on 2 cores): every contender at 1M items, and the four Bloom contenders
+//!   that scale at a 256 MiB filter, with the floor;
 //! - `--sweep`: only the accuracy sweep (bits per item 4…24 and power-of-two sizes);
 //! - `--json`: one JSON object on stdout; the table always goes to stderr;
 //! - `--plots DIR`: SVG plots (FPR vs bits per item; ns/query vs filter size with the floor).
+//!
+//! Filters of 100M items and more are filled untimed (by several threads where the filter can
+//! merge copies) and `insert` is timed on a sample of further keys (`contender::Sampled`).
+//! `BLOOMGATE_BENCH_SCALE=N` divides every size by N: a smoke test of a mode's whole path.
 
 use bloomgate_bench::{contender, floor, keys, ours, peers, plots, report, sweep, timing};
 
-use contender::{measure, Contender, Plan, Probes};
+use contender::{measure, Contender, Plan, Probes, Sampled};
 use floor::Floor;
-use keys::{keys, present_sample, Key, Stream};
+use keys::{keys, present_sample, usernames, Key, Stream};
 use report::{Document, Group, Machine, Row, Summary};
 use std::path::PathBuf;
 use sweep::SweepPoint;
@@ -55,6 +61,35 @@ const LARGE: &[&str] = &[
 
 /// Bits per item of every timed comparison (the issue's 1M-keys target is at 10 bits/item).
 const BITS_PER_ITEM: f64 = 10.0;
+
+/// A contender is skipped at a size when its projected time there exceeds this: build time at
+/// its previous size of ≥ 10M items scaled by the item ratio, plus that size's query time. It
+/// bounds full mode on a slow or loaded machine, and the output says which were skipped.
+const CONTENDER_LIMIT_S: f64 = 300.0;
+
+/// Keys per half of the timed insert sample of a large filter (see `contender::Sampled`).
+const INSERT_SAMPLE: u64 = 500_000;
+
+/// `BLOOMGATE_BENCH_SCALE` (default 1): every item count, byte size and sample is divided by it.
+fn scale() -> u64 {
+    static SCALE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SCALE.get_or_init(|| {
+        std::env::var("BLOOMGATE_BENCH_SCALE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n >= 1)
+            .unwrap_or(1)
+    })
+}
+
+/// `n` divided by the scale, at least 1000.
+fn scaled(n: u64) -> u64 {
+    (n / scale()).max(1000)
+}
+
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
 
 /// Calls `$f::<ContenderType>($args...)` for the contender named `$name`.
 macro_rules! dispatch {
@@ -131,6 +166,9 @@ fn parse_args() -> Result<Args, String> {
 #[derive(Default)]
 struct Run {
     only: Option<Vec<String>>,
+    /// Per contender at its last size of ≥ 10M items: items, build seconds and the other
+    /// seconds (queries), to project its next size.
+    last: std::collections::HashMap<&'static str, (u64, f64, f64)>,
     rows: Vec<Row>,
     floors: Vec<Floor>,
     groups: Vec<Group>,
@@ -158,6 +196,27 @@ fn cpu_seconds() -> f64 {
     ticks as f64 / 100.0 // USER_HZ is 100 on Linux
 }
 
+/// Wall and CPU time at a start point; displays as the time elapsed since, e.g. `12.3 s (20.1 s
+/// CPU)`: on a shared machine the CPU time tells what a step costs, the wall time what it took.
+struct Started(std::time::Instant, f64);
+
+impl Started {
+    fn now() -> Started {
+        Started(std::time::Instant::now(), cpu_seconds())
+    }
+}
+
+impl std::fmt::Display for Started {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.1} s ({:.1} s CPU)",
+            self.0.elapsed().as_secs_f64(),
+            cpu_seconds() - self.1
+        )
+    }
+}
+
 /// MemAvailable from /proc/meminfo, in bytes.
 fn available_memory() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
@@ -170,33 +229,33 @@ fn available_memory() -> u64 {
         .map_or(u64::MAX, |kib| kib * 1024)
 }
 
-/// Measures `C` at `plan` unless it cannot fit in memory, reporting either way.
+/// Measures `C` at `plan` unless it cannot fit in memory, reporting either way; true if it ran.
 fn run_one<C: Contender>(
     plan: &Plan,
     probes: &Probes,
     rows: &mut Vec<Row>,
     summaries: &mut Vec<Summary>,
-) {
-    let need = C::memory_estimate(plan);
-    let avail = available_memory();
-    if need > avail / 10 * 8 {
-        eprintln!(
-            "  skip {:<20} needs ≈{} but {} is available",
-            C::NAME,
-            report::human_bytes(need),
-            report::human_bytes(avail)
-        );
-        return;
+) -> bool {
+    let copies = match (probes.sampled, C::FILL) {
+        (Some(s), contender::Fill::Merge) => s.threads as u64,
+        _ => 1,
+    };
+    if !fits(C::NAME, C::memory_estimate(plan) * copies) {
+        return false;
     }
     eprint!("  {:<22}", C::NAME);
-    let started = std::time::Instant::now();
+    let started = Started::now();
     match measure::<C>(plan, probes) {
         Ok((r, s)) => {
-            eprintln!(" done in {:.1} s", started.elapsed().as_secs_f64());
+            eprintln!(" done in {started}");
             rows.extend(r);
             summaries.push(s);
+            true
         }
-        Err(e) => eprintln!(" FAILED: {e}"),
+        Err(e) => {
+            eprintln!(" FAILED: {e}");
+            false
+        }
     }
 }
 
@@ -209,16 +268,48 @@ fn hash_only_ns(keys: &[Key], reps: u32) -> f64 {
     })
 }
 
-/// Runs the named contenders at one size, with the floor for a buffer of the filter's size.
-fn run_group(run: &mut Run, title: String, plan: Plan, names: &[&str], probes: Probes) {
+/// Measures the floor for a buffer of `bytes` and reports it.
+fn probe_floor(run: &mut Run, bytes: u64) {
+    let [independent, dependent] = floor::probe(bytes, scaled(20_000_000) as usize, 3);
+    eprintln!(
+        "  floor at {}: {:.2} ns/line independent ({} in flight), {:.1} ns/line dependent",
+        report::human_bytes(bytes),
+        independent.ns_per_line,
+        floor::AHEAD,
+        dependent.ns_per_line
+    );
+    run.floors.extend([independent, dependent]);
+}
+
+/// Runs the named contenders at one size, with the floor for a buffer of the filter's size;
+/// `names` are those run at this size, and the rest of `ALL` are reported as not run.
+fn run_group(run: &mut Run, title: String, plan: Plan, names: &[&'static str], probes: Probes) {
+    let left_out: Vec<&str> = ALL
+        .iter()
+        .copied()
+        .filter(|n| run.selected(n) && !names.contains(n))
+        .collect();
     let names: Vec<&str> = names.iter().copied().filter(|n| run.selected(n)).collect();
+    if names.is_empty() {
+        return;
+    }
     eprintln!(
         "\n-- {title}: {} items, {} bits/item",
         plan.items, plan.bits_per_item
     );
-    let bytes = plan.bits / 8;
-    let floor_reads = 20_000_000;
-    run.floors.extend(floor::probe(bytes, floor_reads, 3));
+    if !left_out.is_empty() {
+        eprintln!(
+            "  not run at this size (only the Bloom filters that scale): {}",
+            left_out.join(", ")
+        );
+    }
+    if let Some(s) = probes.sampled {
+        eprintln!(
+            "  filled untimed ({} threads where copies merge), insert timed on 2 × {} further keys",
+            s.threads, s.sample
+        );
+    }
+    probe_floor(run, plan.bits / 8);
     let hash_ns = hash_only_ns(&probes.miss, probes.reps);
     run.rows.push(Row {
         filter: "hash-only".into(),
@@ -230,23 +321,41 @@ fn run_group(run: &mut Run, title: String, plan: Plan, names: &[&str], probes: P
         fpr: None,
     });
     let mut summaries = Vec::new();
-    for name in &names {
-        dispatch!(
-            *name,
-            run_one(&plan, &probes, &mut run.rows, &mut summaries)
-        );
+    for &name in &names {
+        if let Some(&(items, build, rest)) = run.last.get(name) {
+            let projected = build * plan.items as f64 / items as f64 + rest;
+            if projected > CONTENDER_LIMIT_S {
+                eprintln!(
+                    "  skip {name:<20} would take ≈{projected:.0} s (build {build:.0} s at {items} items, scaled, + {rest:.0} s of queries; limit {CONTENDER_LIMIT_S:.0} s)"
+                );
+                continue;
+            }
+        }
+        let started = std::time::Instant::now();
+        let ran = dispatch!(name, run_one(&plan, &probes, &mut run.rows, &mut summaries));
+        if ran && plan.items >= scaled(10_000_000) {
+            let wall = started.elapsed().as_secs_f64();
+            let build = summaries.last().map_or(0.0, |s| s.build_s).min(wall);
+            run.last.insert(name, (plan.items, build, wall - build));
+        }
     }
     report::print_table(&title, &summaries, &run.floors, hash_ns);
     run.groups.push(Group { summaries, hash_ns });
 }
 
-/// Probe keys for `items`: up to `sample` present keys and max(1M, sample) absent keys.
-fn probes(items: u64, sample: usize, reps: u32, build_reps: u32) -> Probes {
+/// Probe keys for `items`: up to `sample` present keys and max(1M, sample) absent keys (both
+/// scaled). Filters of 100M items or more are built the `Sampled` way.
+fn probes(items: u64, sample: u64, reps: u32, build_reps: u32) -> Probes {
+    let sample = scaled(sample);
     Probes {
-        hit: present_sample(items, sample),
-        miss: keys(Stream::Absent, 0, sample.max(1_000_000)),
+        hit: present_sample(items, sample as usize),
+        miss: keys(Stream::Absent, 0, sample.max(scaled(1_000_000)) as usize),
         reps,
         build_reps,
+        sampled: (items >= scaled(100_000_000)).then(|| Sampled {
+            sample: scaled(INSERT_SAMPLE),
+            threads: threads(),
+        }),
     }
 }
 
@@ -265,53 +374,114 @@ fn run_sweep(run: &mut Run, items: u64, bits_per_item: &[f64], pow2_bits: u64, a
     sweep::print(&run.sweep);
 }
 
-/// The primer's headline cases at 1%: 100M usernames (≈120 MB, build time) and 1B keys
-/// (≈1.2 GB) built in parallel on every core.
+/// Reports `need` bytes as not fitting when they exceed 80% of available memory.
+fn fits(name: &str, need: u64) -> bool {
+    let avail = available_memory();
+    let fits = need <= avail / 10 * 8;
+    if !fits {
+        eprintln!(
+            "  skip {name:<20} needs ≈{} but {} is available",
+            report::human_bytes(need),
+            report::human_bytes(avail)
+        );
+    }
+    fits
+}
+
+/// Prints and records one headline table.
+fn headline_table(run: &mut Run, title: &str, results: Vec<(Vec<Row>, Summary)>, hash_ns: f64) {
+    let mut summaries = Vec::new();
+    for (rows, summary) in results {
+        run.rows.extend(rows);
+        summaries.push(summary);
+    }
+    report::print_table(title, &summaries, &run.floors, hash_ns);
+    run.groups.push(Group { summaries, hash_ns });
+}
+
+/// The primer's headline cases at 1%: 100M usernames in about 120 MB (memory and build time),
+/// and 1B keys in about 1.2 GB built in parallel on every core (build time and FPR).
 fn run_headlines(run: &mut Run) {
-    let items = 100_000_000;
-    let mut plans = Vec::new();
-    for (name, layout) in [
+    let items = scaled(100_000_000);
+    let layouts = [
         ("bloomgate-classic", bloomgate::Layout::Classic),
         ("bloomgate-blocked", bloomgate::Layout::Blocked),
-    ] {
-        match bloomgate::Params::for_items(layout, items, 0.01) {
-            Ok(p) => plans.push((name, Plan::sized(items, p.bits))),
-            Err(e) => eprintln!("  {name}: {e}"),
-        }
-    }
-    if let Some((_, plan)) = plans.first() {
-        let title = "headline: 100M usernames at 1% (sized by Params::for_items)".to_string();
+    ];
+    let layouts: Vec<_> = layouts.iter().filter(|(n, _)| run.selected(n)).collect();
+    if let Some(bytes) = layouts
+        .iter()
+        .filter_map(|(_, l)| bloomgate::Params::for_items(*l, items, 0.01).ok())
+        .map(|p| p.bytes())
+        .max()
+    {
+        let title = format!("headline: {items} usernames at 1% (Params::for_items)");
         eprintln!("\n-- {title}");
-        run.floors
-            .extend(floor::probe(plan.bits / 8, 20_000_000, 3));
-        let probes = probes(items, 4_000_000, 3, 1);
-        let hash_ns = hash_only_ns(&probes.miss, probes.reps);
-        let mut summaries = Vec::new();
-        for (name, plan) in &plans {
-            dispatch!(*name, run_one(plan, &probes, &mut run.rows, &mut summaries));
+        probe_floor(run, bytes);
+        let sample = scaled(4_000_000) as usize;
+        let probes = ours::NameProbes {
+            hit: usernames(Stream::Present, items, sample),
+            miss: usernames(Stream::Absent, 0, sample),
+            reps: 3,
+        };
+        let hash_ns = timing::ns_per_op(probes.reps, probes.miss.len(), |_, r| {
+            probes.miss[r].iter().fold(0u64, |acc, k| {
+                acc ^ (xxhash_rust::xxh3::xxh3_128(k.as_ref()) as u64)
+            })
+        });
+        let mut results = Vec::new();
+        for (name, layout) in layouts {
+            let need = bloomgate::Params::for_items(*layout, items, 0.01).map_or(0, |p| p.bytes());
+            if !fits(name, need) {
+                continue;
+            }
+            eprint!("  {name:<22}");
+            let started = Started::now();
+            let result = match layout {
+                bloomgate::Layout::Classic => {
+                    ours::usernames::<bloomgate::BloomFilter>(items, 0.01, &probes)
+                }
+                bloomgate::Layout::Blocked => {
+                    ours::usernames::<bloomgate::BlockedBloomFilter>(items, 0.01, &probes)
+                }
+            };
+            match result {
+                Ok(r) => {
+                    eprintln!(" done in {started}");
+                    results.push(r);
+                }
+                Err(e) => eprintln!(" FAILED: {e}"),
+            }
         }
-        report::print_table(&title, &summaries, &run.floors, hash_ns);
-        run.groups.push(Group { summaries, hash_ns });
+        headline_table(run, &title, results, hash_ns);
     }
 
-    let items = 1_000_000_000;
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let title = format!("headline: 1B keys at 1%, parallel build on {threads} threads");
+    if !run.selected("bloomgate-blocked") {
+        return;
+    }
+    let items = scaled(1_000_000_000);
+    let title = format!(
+        "headline: {items} keys at 1%, parallel build on {} threads",
+        threads()
+    );
     eprintln!("\n-- {title}");
+    let Ok(params) = bloomgate::Params::for_items(bloomgate::Layout::Blocked, items, 0.01) else {
+        eprintln!("  bloomgate-blocked: cannot size {items} keys at 1%");
+        return;
+    };
+    if !fits("bloomgate-blocked", params.bytes()) {
+        return;
+    }
+    probe_floor(run, params.bytes());
     let probes = probes(items, 4_000_000, 3, 1);
     let hash_ns = hash_only_ns(&probes.miss, probes.reps);
-    match ours::parallel_blocked(items, 0.01, threads, &probes) {
-        Ok((rows, summary)) => {
-            run.floors
-                .extend(floor::probe(summary.bytes, 20_000_000, 3));
-            run.rows.extend(rows);
-            report::print_table(&title, std::slice::from_ref(&summary), &run.floors, hash_ns);
-            run.groups.push(Group {
-                summaries: vec![summary],
-                hash_ns,
-            });
+    eprint!("  {:<22}", "bloomgate-blocked");
+    let started = Started::now();
+    match ours::parallel_blocked(items, 0.01, &probes) {
+        Ok(result) => {
+            eprintln!(" done in {started}");
+            headline_table(run, &title, vec![result], hash_ns);
         }
-        Err(e) => eprintln!("  bloomgate-blocked parallel build FAILED: {e}"),
+        Err(e) => eprintln!(" FAILED: {e}"),
     }
 }
 
@@ -319,9 +489,9 @@ fn sweep_point<C: Contender>(plan: &Plan, miss: &[Key], pow2: bool) -> Result<Sw
     sweep::point::<C>(plan, miss, pow2)
 }
 
-/// Filter size in bits for a ≥ `bytes` filter at `BITS_PER_ITEM`: items = bits / 10.
+/// Items for a filter of `bytes` (scaled) at `BITS_PER_ITEM`: items = bits / 10.
 fn items_for_bytes(bytes: u64) -> u64 {
-    bytes * 8 / BITS_PER_ITEM as u64
+    scaled(bytes * 8 / BITS_PER_ITEM as u64)
 }
 
 fn main() {
@@ -344,7 +514,14 @@ fn main() {
         "bloomgate-bench ({mode}) on {} ({} cores), {}",
         machine.cpu, machine.cores, machine.date
     );
-    let started = std::time::Instant::now();
+    if scale() > 1 {
+        eprintln!(
+            "BLOOMGATE_BENCH_SCALE={}: every size divided by {} (smoke test, not a measurement)",
+            scale(),
+            scale()
+        );
+    }
+    let started = Started::now();
     let mut run = Run {
         only: args.only.clone(),
         ..Run::default()
@@ -352,9 +529,15 @@ fn main() {
     let every_bits: Vec<f64> = (4..=24).map(f64::from).collect();
 
     if args.sweep_only {
-        run_sweep(&mut run, 1_000_000, &every_bits, 1 << 24, 4_000_000);
+        run_sweep(
+            &mut run,
+            scaled(1_000_000),
+            &every_bits,
+            scaled(1 << 24),
+            scaled(4_000_000) as usize,
+        );
     } else if args.quick {
-        let plan = Plan::at_bits(1_000_000, BITS_PER_ITEM);
+        let plan = Plan::at_bits(scaled(1_000_000), BITS_PER_ITEM);
         run_group(
             &mut run,
             "1M items".into(),
@@ -368,15 +551,21 @@ fn main() {
             "256 MiB filter".into(),
             plan,
             LARGE,
-            probes(plan.items, 2_000_000, 2, 1),
+            probes(plan.items, 1_000_000, 2, 1),
         );
         if args.plots.is_some() {
             let some_bits: Vec<f64> = (2..=12).map(|h| f64::from(h * 2)).collect();
-            run_sweep(&mut run, 100_000, &some_bits, 1 << 20, 1_000_000);
+            run_sweep(
+                &mut run,
+                scaled(100_000),
+                &some_bits,
+                scaled(1 << 20),
+                scaled(1_000_000) as usize,
+            );
         }
     } else {
         for items in [1_000_000u64, 10_000_000, 100_000_000] {
-            let plan = Plan::at_bits(items, BITS_PER_ITEM);
+            let plan = Plan::at_bits(scaled(items), BITS_PER_ITEM);
             let (sample, reps, build_reps) = if items <= 1_000_000 {
                 (1_000_000, 7, 5)
             } else {
@@ -387,7 +576,7 @@ fn main() {
                 format!("{}M items", items / 1_000_000),
                 plan,
                 ALL,
-                probes(items, sample, reps, build_reps),
+                probes(plan.items, sample, reps, build_reps),
             );
         }
         let plan = Plan::at_bits(items_for_bytes(1 << 30), BITS_PER_ITEM);
@@ -399,13 +588,15 @@ fn main() {
             probes(plan.items, 4_000_000, 2, 1),
         );
         run_headlines(&mut run);
-        run_sweep(&mut run, 1_000_000, &every_bits, 1 << 24, 4_000_000);
+        run_sweep(
+            &mut run,
+            scaled(1_000_000),
+            &every_bits,
+            scaled(1 << 24),
+            scaled(4_000_000) as usize,
+        );
     }
-    eprintln!(
-        "\ntotal {:.1} s wall, {:.1} s CPU",
-        started.elapsed().as_secs_f64(),
-        cpu_seconds()
-    );
+    eprintln!("\ntotal {started}");
 
     if let Some(dir) = &args.plots {
         if let Err(e) = plots::write(dir, &run.groups, &run.floors, &run.sweep) {

@@ -1,21 +1,18 @@
 //! bloomgate's own filters as contenders, sized with `Params::for_bits` (the same bits per item as
-//! the peers, best k for the layout) and hashed with XXH3-128 (seed 0).
+//! the peers, best k for the layout) and hashed with XXH3-128 (seed 0). The four Bloom filters
+//! share one generic adapter ([`Ours`]); the scalable and cuckoo filters, sized by FPR, have
+//! their own. Also the primer's headline builds: 100M usernames and 1B keys in parallel.
 
-use crate::contender::{
-    batch_ns, build_by_insert, count_contained, query_ns, Contender, Plan, Probes,
-};
-use crate::keys::{for_each_chunk, Key, Stream};
+use crate::contender::{Contender, Fill, Plan, Probes};
+use crate::keys::{for_each_chunk, Key, Stream, Username, CHUNK};
 use crate::report::{Row, Summary};
-use crate::timing::BlockTimes;
+use crate::timing::ns_per_op;
 use bloomgate::{
-    BlockedBloomFilter, BloomFilter, ConcurrentBlockedBloomFilter, ConcurrentBloomFilter,
-    CountingBloomFilter, CuckooFilter, Layout, Params, ScalableBloomFilter,
+    BlockedBloomFilter, BloomFilter, ConcurrentBloomFilter, CountingBloomFilter, CuckooFilter,
+    Layout, Params, ScalableBloomFilter,
 };
+use std::hint::black_box;
 use std::time::{Duration, Instant};
-
-fn params(layout: Layout, plan: &Plan) -> Result<Params, String> {
-    Params::for_bits(layout, plan.bits, plan.items).map_err(|e| e.to_string())
-}
 
 fn describe(p: &Params) -> String {
     let layout = match p.layout {
@@ -25,175 +22,205 @@ fn describe(p: &Params) -> String {
     format!("same bits/item; XXH3-128 seed 0; k={}; {layout}", p.hashes)
 }
 
+/// What [`Ours`] needs from a bloomgate Bloom filter sized by [`Params`].
+pub trait Native: Sized + Send {
+    const NAME: &'static str;
+    const LAYOUT: Layout;
+    /// Appended to the shared `config` text.
+    const NOTE: &'static str = "";
+    /// `Fill::Merge` when the filter has `union`.
+    const FILL: Fill = Fill::Insert;
+    fn make(p: Params) -> bloomgate::Result<Self>;
+    fn add(&mut self, key: &[u8]);
+    /// The batch insert, where there is one.
+    fn add_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
+        keys.iter().for_each(|key| self.add(key.as_ref()));
+    }
+    fn has(&self, key: &[u8]) -> bool;
+    /// `false` without a batch query.
+    fn has_batch<K: AsRef<[u8]>>(&self, _keys: &[K], _out: &mut Vec<bool>) -> bool {
+        false
+    }
+    fn merge(&mut self, _other: &Self) -> bloomgate::Result<()> {
+        Err(bloomgate::Error::InvalidParameter(format!(
+            "{} has no union",
+            Self::NAME
+        )))
+    }
+    fn params(&self) -> &Params;
+    fn bytes(&self) -> usize;
+    fn memory_estimate(plan: &Plan) -> u64 {
+        plan.bits / 8
+    }
+}
+
+/// A bloomgate Bloom filter as a contender.
+pub struct Ours<F>(pub F);
+
 /// `bloomgate::BloomFilter`: classic layout.
-pub struct Classic(BloomFilter);
-
-impl Contender for Classic {
-    const NAME: &'static str = "bloomgate-classic";
-
-    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
-        let p = params(Layout::Classic, plan)?;
-        build_by_insert(
-            plan.items,
-            || {
-                BloomFilter::with_params(p, bloomgate::hash::DEFAULT_SEED)
-                    .map_err(|e| e.to_string())
-            },
-            |f, key| {
-                f.insert(key);
-            },
-        )
-        .map(|(f, t)| (Classic(f), t))
-    }
-
-    fn config(&self) -> String {
-        describe(self.0.params())
-    }
-
-    fn memory_bytes(&self) -> usize {
-        self.0.memory_bytes()
-    }
-
-    fn contains(&self, key: &Key) -> bool {
-        self.0.contains(key)
-    }
-
-    fn contains_batch(&self, keys: &[Key], out: &mut Vec<bool>) -> bool {
-        self.0.contains_batch(keys, out);
-        true
-    }
-
-    fn model_fpr(&self, items: u64) -> Option<f64> {
-        Some(self.0.params().fpr_at(items))
-    }
-}
-
+pub type Classic = Ours<BloomFilter>;
 /// `bloomgate::BlockedBloomFilter`: one 512-bit block per key; batched queries prefetch.
-pub struct Blocked(BlockedBloomFilter);
-
-impl Contender for Blocked {
-    const NAME: &'static str = "bloomgate-blocked";
-
-    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
-        let p = params(Layout::Blocked, plan)?;
-        build_by_insert(
-            plan.items,
-            || {
-                BlockedBloomFilter::with_params(p, bloomgate::hash::DEFAULT_SEED)
-                    .map_err(|e| e.to_string())
-            },
-            |f, key| {
-                f.insert(key);
-            },
-        )
-        .map(|(f, t)| (Blocked(f), t))
-    }
-
-    fn config(&self) -> String {
-        describe(self.0.params())
-    }
-
-    fn memory_bytes(&self) -> usize {
-        self.0.memory_bytes()
-    }
-
-    fn contains(&self, key: &Key) -> bool {
-        self.0.contains(key)
-    }
-
-    fn contains_batch(&self, keys: &[Key], out: &mut Vec<bool>) -> bool {
-        self.0.contains_batch(keys, out);
-        true
-    }
-
-    fn model_fpr(&self, items: u64) -> Option<f64> {
-        Some(self.0.params().fpr_at(items))
-    }
-}
-
+pub type Blocked = Ours<BlockedBloomFilter>;
 /// `bloomgate::ConcurrentBloomFilter` (classic layout, atomic words), driven from one thread
 /// here: the cost of the atomics against the plain classic filter.
-pub struct Concurrent(ConcurrentBloomFilter);
-
-impl Contender for Concurrent {
-    const NAME: &'static str = "bloomgate-concurrent";
-
-    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
-        let p = params(Layout::Classic, plan)?;
-        build_by_insert(
-            plan.items,
-            || {
-                BloomFilter::with_params(p, bloomgate::hash::DEFAULT_SEED)
-                    .map(ConcurrentBloomFilter::from)
-                    .map_err(|e| e.to_string())
-            },
-            |f, key| {
-                f.insert(key);
-            },
-        )
-        .map(|(f, t)| (Concurrent(f), t))
-    }
-
-    fn config(&self) -> String {
-        format!("{}; atomic words, 1 thread", describe(self.0.params()))
-    }
-
-    fn memory_bytes(&self) -> usize {
-        self.0.params().bytes() as usize
-    }
-
-    fn contains(&self, key: &Key) -> bool {
-        self.0.contains(key)
-    }
-
-    fn model_fpr(&self, items: u64) -> Option<f64> {
-        Some(self.0.params().fpr_at(items))
-    }
-}
-
+pub type Concurrent = Ours<ConcurrentBloomFilter>;
 /// `bloomgate::CountingBloomFilter`: one 4-bit counter per classic bit (same m and k as
 /// bloomgate-classic, so the same FPR at 4× the memory).
-pub struct Counting(CountingBloomFilter);
+pub type Counting = Ours<CountingBloomFilter>;
 
-impl Contender for Counting {
-    const NAME: &'static str = "bloomgate-counting";
+impl<F: Native> Contender for Ours<F> {
+    const NAME: &'static str = F::NAME;
+    const FILL: Fill = F::FILL;
 
-    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
-        let p = params(Layout::Classic, plan)?;
-        build_by_insert(
-            plan.items,
-            || {
-                CountingBloomFilter::with_params(p, bloomgate::hash::DEFAULT_SEED)
-                    .map_err(|e| e.to_string())
-            },
-            |f, key| {
-                f.insert(key);
-            },
-        )
-        .map(|(f, t)| (Counting(f), t))
+    fn empty(plan: &Plan) -> Result<Self, String> {
+        let p = Params::for_bits(F::LAYOUT, plan.bits, plan.items).map_err(|e| e.to_string())?;
+        F::make(p).map(Ours).map_err(|e| e.to_string())
+    }
+
+    fn insert(&mut self, key: &Key) {
+        self.0.add(key);
+    }
+
+    fn insert_chunk(&mut self, keys: &[Key]) {
+        self.0.add_batch(keys);
+    }
+
+    fn union(&mut self, other: &Self) -> Result<(), String> {
+        self.0.merge(&other.0).map_err(|e| e.to_string())
     }
 
     fn memory_estimate(plan: &Plan) -> u64 {
-        plan.bits / 2
+        F::memory_estimate(plan)
     }
 
     fn config(&self) -> String {
-        format!(
-            "{}; 4-bit counters (m counters = classic m)",
-            describe(self.0.params())
-        )
+        format!("{}{}", describe(self.0.params()), F::NOTE)
     }
 
     fn memory_bytes(&self) -> usize {
-        self.0.memory_bytes()
+        self.0.bytes()
     }
 
     fn contains(&self, key: &Key) -> bool {
-        self.0.contains(key)
+        self.0.has(key)
+    }
+
+    fn contains_batch(&self, keys: &[Key], out: &mut Vec<bool>) -> bool {
+        self.0.has_batch(keys, out)
     }
 
     fn model_fpr(&self, items: u64) -> Option<f64> {
         Some(self.0.params().fpr_at(items))
+    }
+}
+
+impl Native for BloomFilter {
+    const NAME: &'static str = "bloomgate-classic";
+    const LAYOUT: Layout = Layout::Classic;
+    const FILL: Fill = Fill::Merge;
+    fn make(p: Params) -> bloomgate::Result<Self> {
+        Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
+    }
+    fn add(&mut self, key: &[u8]) {
+        self.insert(key);
+    }
+    fn add_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
+        self.insert_batch(keys);
+    }
+    fn has(&self, key: &[u8]) -> bool {
+        self.contains(key)
+    }
+    fn has_batch<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut Vec<bool>) -> bool {
+        self.contains_batch(keys, out);
+        true
+    }
+    fn merge(&mut self, other: &Self) -> bloomgate::Result<()> {
+        self.union(other)
+    }
+    fn params(&self) -> &Params {
+        self.params()
+    }
+    fn bytes(&self) -> usize {
+        self.memory_bytes()
+    }
+}
+
+impl Native for BlockedBloomFilter {
+    const NAME: &'static str = "bloomgate-blocked";
+    const LAYOUT: Layout = Layout::Blocked;
+    const FILL: Fill = Fill::Merge;
+    fn make(p: Params) -> bloomgate::Result<Self> {
+        Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
+    }
+    fn add(&mut self, key: &[u8]) {
+        self.insert(key);
+    }
+    fn add_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
+        self.insert_batch(keys);
+    }
+    fn has(&self, key: &[u8]) -> bool {
+        self.contains(key)
+    }
+    fn has_batch<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut Vec<bool>) -> bool {
+        self.contains_batch(keys, out);
+        true
+    }
+    fn merge(&mut self, other: &Self) -> bloomgate::Result<()> {
+        self.union(other)
+    }
+    fn params(&self) -> &Params {
+        self.params()
+    }
+    fn bytes(&self) -> usize {
+        self.memory_bytes()
+    }
+}
+
+impl Native for ConcurrentBloomFilter {
+    const NAME: &'static str = "bloomgate-concurrent";
+    const LAYOUT: Layout = Layout::Classic;
+    const NOTE: &'static str = "; atomic words, 1 thread";
+    fn make(p: Params) -> bloomgate::Result<Self> {
+        Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
+    }
+    fn add(&mut self, key: &[u8]) {
+        self.insert(key);
+    }
+    fn add_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
+        self.insert_batch(keys);
+    }
+    fn has(&self, key: &[u8]) -> bool {
+        self.contains(key)
+    }
+    fn params(&self) -> &Params {
+        self.params()
+    }
+    fn bytes(&self) -> usize {
+        self.params().bytes() as usize
+    }
+}
+
+impl Native for CountingBloomFilter {
+    const NAME: &'static str = "bloomgate-counting";
+    const LAYOUT: Layout = Layout::Classic;
+    const NOTE: &'static str = "; 4-bit counters (m counters = classic m)";
+    fn make(p: Params) -> bloomgate::Result<Self> {
+        Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
+    }
+    fn add(&mut self, key: &[u8]) {
+        self.insert(key);
+    }
+    fn has(&self, key: &[u8]) -> bool {
+        self.contains(key)
+    }
+    fn params(&self) -> &Params {
+        self.params()
+    }
+    fn bytes(&self) -> usize {
+        self.memory_bytes()
+    }
+    fn memory_estimate(plan: &Plan) -> u64 {
+        plan.bits / 2
     }
 }
 
@@ -208,17 +235,16 @@ pub struct Scalable(ScalableBloomFilter);
 impl Contender for Scalable {
     const NAME: &'static str = "bloomgate-scalable";
 
-    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
+    fn empty(plan: &Plan) -> Result<Self, String> {
         let initial = (plan.items / SCALABLE_START_FRACTION).max(1);
-        build_by_insert(
-            plan.items,
-            || ScalableBloomFilter::new(initial, plan.target_fpr).map_err(|e| e.to_string()),
-            |f, key| {
-                // Err only past the size limit, far beyond any plan here.
-                let _ = f.insert(key);
-            },
-        )
-        .map(|(f, t)| (Scalable(f), t))
+        ScalableBloomFilter::new(initial, plan.target_fpr)
+            .map(Scalable)
+            .map_err(|e| e.to_string())
+    }
+
+    fn insert(&mut self, key: &Key) {
+        // Err only past the size limit, far beyond any plan here.
+        let _ = self.0.insert(key);
     }
 
     fn memory_estimate(plan: &Plan) -> u64 {
@@ -257,23 +283,19 @@ pub struct Cuckoo {
 impl Contender for Cuckoo {
     const NAME: &'static str = "bloomgate-cuckoo";
 
-    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
-        build_by_insert(
-            plan.items,
-            || {
-                CuckooFilter::new(plan.items, plan.target_fpr)
-                    .map(|filter| Cuckoo {
-                        filter,
-                        failed_inserts: 0,
-                    })
-                    .map_err(|e| e.to_string())
-            },
-            |f, key| {
-                if f.filter.insert(key).is_err() {
-                    f.failed_inserts += 1;
-                }
-            },
-        )
+    fn empty(plan: &Plan) -> Result<Self, String> {
+        CuckooFilter::new(plan.items, plan.target_fpr)
+            .map(|filter| Cuckoo {
+                filter,
+                failed_inserts: 0,
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    fn insert(&mut self, key: &Key) {
+        if self.filter.insert(key).is_err() {
+            self.failed_inserts += 1;
+        }
     }
 
     fn config(&self) -> String {
@@ -301,71 +323,64 @@ impl Contender for Cuckoo {
     }
 }
 
-/// The primer's 1B-keys case: a blocked filter sized for `items` at `fpr`, built by `threads`
-/// threads inserting disjoint index ranges into a `ConcurrentBlockedBloomFilter`, each generating
-/// its keys in chunks (a 1B-key set never sits in memory). Build time = the slowest thread's time
-/// inside inserts (key generation excluded); the wall time with generation is in `config`.
-/// Queries then run on the plain filter (`into_inner`, no copy).
-pub fn parallel_blocked(
-    items: u64,
+/// Single, missing and batched-missing query costs and the FPR of one built filter, on keys of
+/// any type; fails on a false negative.
+struct Queries {
+    hit_ns: f64,
+    miss_ns: f64,
+    batch_ns: f64,
     fpr: f64,
-    threads: usize,
-    probes: &Probes,
-) -> Result<(Vec<Row>, Summary), String> {
-    let params = Params::for_items(Layout::Blocked, items, fpr).map_err(|e| e.to_string())?;
-    let wall = Instant::now();
-    let filter = ConcurrentBlockedBloomFilter::with_params(params, bloomgate::hash::DEFAULT_SEED)
-        .map_err(|e| e.to_string())?;
-    let per_thread = items.div_ceil(threads as u64);
-    let build = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads as u64)
-            .map(|t| {
-                let filter = &filter;
-                scope.spawn(move || {
-                    let range = (t * per_thread).min(items)..((t + 1) * per_thread).min(items);
-                    let mut spent = Duration::ZERO;
-                    for_each_chunk(Stream::Present, range, |chunk| {
-                        let start = Instant::now();
-                        for key in chunk {
-                            filter.insert(key);
-                        }
-                        spent += start.elapsed();
-                    });
-                    spent
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(Duration::MAX))
-            .max()
-            .unwrap_or_default()
-    });
-    let wall = wall.elapsed();
-    let filter = filter.into_inner();
+}
 
-    let filter = Blocked(filter);
-    if count_contained(&filter, &probes.hit) != probes.hit.len() as u64 {
-        return Err("FALSE NEGATIVES after the parallel build".into());
+fn queries<K>(
+    hit: &[K],
+    miss: &[K],
+    reps: u32,
+    contains: impl Fn(&K) -> bool,
+    contains_batch: impl Fn(&[K], &mut Vec<bool>),
+) -> Result<Queries, String> {
+    let count = |keys: &[K]| keys.iter().filter(|k| contains(black_box(k))).count() as u64;
+    let found = count(hit);
+    if found != hit.len() as u64 {
+        return Err(format!(
+            "FALSE NEGATIVES: {} of {} present keys not found",
+            hit.len() as u64 - found,
+            hit.len()
+        ));
     }
-    let false_positives = count_contained(&filter, &probes.miss);
-    let fpr_measured = false_positives as f64 / probes.miss.len() as f64;
-    let hit_ns = query_ns(&filter, &probes.hit, probes.reps);
-    let miss_ns = query_ns(&filter, &probes.miss, probes.reps);
-    let batch_ns = batch_ns(probes.reps, &probes.miss, |keys, out| {
-        filter.0.contains_batch(keys, out)
-    });
-    let bytes = filter.0.memory_bytes() as u64;
+    let fpr = count(miss) as f64 / miss.len() as f64;
+    let mut out = Vec::with_capacity(miss.len());
+    contains_batch(miss, &mut out);
+    let batch_fp = out.iter().filter(|&&b| b).count() as f64 / miss.len() as f64;
+    if batch_fp != fpr {
+        return Err(format!("batch answers differ: FPR {batch_fp} vs {fpr}"));
+    }
+    Ok(Queries {
+        hit_ns: ns_per_op(reps, hit.len(), |_, r| count(&hit[r])),
+        miss_ns: ns_per_op(reps, miss.len(), |_, r| count(&miss[r])),
+        batch_ns: ns_per_op(reps, miss.len(), |_, r| {
+            out.clear();
+            contains_batch(&miss[r], &mut out);
+            out.iter().filter(|&&b| b).count() as u64
+        }),
+        fpr,
+    })
+}
+
+/// The JSON rows and table line of one headline filter.
+fn headline_rows(
+    name: &'static str,
+    config: String,
+    params: &Params,
+    items: u64,
+    build: Duration,
+    q: Queries,
+) -> (Vec<Row>, Summary) {
+    let bytes = params.bytes();
     let bits_per_item = bytes as f64 * 8.0 / items as f64;
     let insert_ns = build.as_nanos() as f64 / items as f64;
-    let config = format!(
-        "Params::for_items(Blocked, {items}, {fpr}); XXH3-128 seed 0; k={}; blocked 512-bit; parallel build on {threads} threads (ConcurrentBlockedBloomFilter), {:.1} s inserting, {:.1} s wall with key generation; ns/insert = build time / items",
-        params.hashes,
-        build.as_secs_f64(),
-        wall.as_secs_f64()
-    );
     let row = |op: &'static str, ns: f64, fpr: Option<f64>| Row {
-        filter: Blocked::NAME.to_string(),
+        filter: name.to_string(),
         config: config.clone(),
         op,
         items,
@@ -375,22 +390,121 @@ pub fn parallel_blocked(
     };
     let rows = vec![
         row("insert", insert_ns, None),
-        row("query_hit", hit_ns, None),
-        row("query_miss", miss_ns, Some(fpr_measured)),
-        row("query_miss_batch", batch_ns, Some(fpr_measured)),
+        row("query_hit", q.hit_ns, None),
+        row("query_miss", q.miss_ns, Some(q.fpr)),
+        row("query_miss_batch", q.batch_ns, Some(q.fpr)),
     ];
     let summary = Summary {
-        filter: Blocked::NAME,
+        filter: name,
         config,
         bytes,
         bits_per_item,
         build_s: build.as_secs_f64(),
         insert_ns,
-        hit_ns,
-        miss_ns,
-        batch_ns: Some(batch_ns),
-        fpr: fpr_measured,
+        hit_ns: q.hit_ns,
+        miss_ns: q.miss_ns,
+        batch_ns: Some(q.batch_ns),
+        fpr: q.fpr,
         model_fpr: Some(params.fpr_at(items)),
     };
-    Ok((rows, summary))
+    (rows, summary)
+}
+
+/// Present and absent usernames to query a username filter with.
+pub struct NameProbes {
+    pub hit: Vec<Username>,
+    pub miss: Vec<Username>,
+    pub reps: u32,
+}
+
+/// The primer's first headline for one layout: `items` usernames (`user_123`-like strings of
+/// varied length, [`Username`]) at `fpr`, sized by `Params::for_items`, built on one thread with the
+/// batch insert over 1M-name chunks (name generation excluded from the build time).
+pub fn usernames<F: Native>(
+    items: u64,
+    fpr: f64,
+    probes: &NameProbes,
+) -> Result<(Vec<Row>, Summary), String> {
+    let params = Params::for_items(F::LAYOUT, items, fpr).map_err(|e| e.to_string())?;
+    let wall = Instant::now();
+    let mut build = Duration::ZERO;
+    let start = Instant::now();
+    let mut filter = F::make(params).map_err(|e| e.to_string())?;
+    build += start.elapsed();
+    let mut chunk = Vec::with_capacity(CHUNK);
+    let mut next = 0;
+    while next < items {
+        let len = (items - next).min(CHUNK as u64);
+        chunk.clear();
+        chunk.extend((next..next + len).map(|i| Username::new(Stream::Present, i)));
+        let start = Instant::now();
+        filter.add_batch(&chunk);
+        build += start.elapsed();
+        next += len;
+    }
+    let wall = wall.elapsed();
+    let q = queries(
+        &probes.hit,
+        &probes.miss,
+        probes.reps,
+        |k| filter.has(k.as_ref()),
+        |keys, out| {
+            filter.has_batch(keys, out);
+        },
+    )?;
+    let config = format!(
+        "Params::for_items({:?}, {items}, {fpr}); XXH3-128 seed 0; k={}; usernames like user_123, anna.86, night_owl2468 (varied length); built on 1 thread with insert_batch per 1M names: {:.1} s inserting, {:.1} s wall with name generation; ns/insert = build time / items",
+        F::LAYOUT,
+        params.hashes,
+        build.as_secs_f64(),
+        wall.as_secs_f64()
+    );
+    Ok(headline_rows(F::NAME, config, &params, items, build, q))
+}
+
+/// The primer's second headline: a blocked filter sized for `items` at `fpr`, built over every
+/// core by `BlockedBloomFilter::insert_parallel` (hash in parallel, each thread writes its own
+/// block range) fed 1M-key chunks generated on the fly (a 1B-key set never sits in memory).
+/// Build time = time inside `insert_parallel` (key generation excluded); the wall time with
+/// generation is in `config`.
+pub fn parallel_blocked(
+    items: u64,
+    fpr: f64,
+    probes: &Probes,
+) -> Result<(Vec<Row>, Summary), String> {
+    let params = Params::for_items(Layout::Blocked, items, fpr).map_err(|e| e.to_string())?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let wall = Instant::now();
+    let mut build = Duration::ZERO;
+    let start = Instant::now();
+    let mut filter = BlockedBloomFilter::with_params(params, bloomgate::hash::DEFAULT_SEED)
+        .map_err(|e| e.to_string())?;
+    build += start.elapsed();
+    for_each_chunk(Stream::Present, 0..items, |chunk| {
+        let start = Instant::now();
+        filter.insert_parallel(chunk);
+        build += start.elapsed();
+    });
+    let wall = wall.elapsed();
+    let q = queries(
+        &probes.hit,
+        &probes.miss,
+        probes.reps,
+        |k| filter.contains(k),
+        |keys, out| filter.contains_batch(keys, out),
+    )?;
+    let config = format!(
+        "Params::for_items(Blocked, {items}, {fpr}); XXH3-128 seed 0; k={}; blocked 512-bit; built by insert_parallel on {threads} threads per 1M-key chunk: {:.1} s inserting, {:.1} s wall with key generation; ns/insert = build time / items",
+        params.hashes,
+        build.as_secs_f64(),
+        wall.as_secs_f64()
+    );
+    Ok(headline_rows(
+        BlockedBloomFilter::NAME,
+        config,
+        &params,
+        items,
+        build,
+        q,
+    ))
 }

@@ -2,8 +2,12 @@
 //! otherwise the equal-accuracy target FPR (`Plan::target_fpr`); `config` says which, and which
 //! hasher, k and layout. Keys are the same 16-byte keys for everyone; contenders whose API takes a
 //! pre-computed u64 hash get the low word of XXH3-128 (our hash), others hash as their users do.
+//! fastbloom and sbbf-rs can merge copies, so large ones are filled by several threads; their
+//! untimed fill also hashes ahead and prefetches (`insert_chunk`), while the timed `insert` is
+//! always the plain per-key call users make.
 
-use crate::contender::{build_by_insert, Contender, Plan};
+use crate::contender::{Contender, Fill, Plan};
+use crate::floor::prefetch;
 use crate::keys::{for_each_chunk, Key, Stream};
 use crate::model;
 use crate::timing::BlockTimes;
@@ -15,51 +19,6 @@ use xxhash_rust::xxh3::xxh3_128_with_seed;
 /// Low 64 bits of XXH3-128 with seed 0: what `bloomgate::KeyHash::of(key, 0).lo` is.
 pub fn xxh3_lo(key: &[u8]) -> u64 {
     xxh3_128_with_seed(key, 0) as u64
-}
-
-/// `fastbloom` as users get it: `with_num_bits(m).expected_items(n)` (k chosen by fastbloom),
-/// default hasher (SipHash-1-3, random keys).
-pub struct Fastbloom(fastbloom::BloomFilter);
-
-impl Contender for Fastbloom {
-    const NAME: &'static str = "fastbloom";
-
-    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
-        build_by_insert(
-            plan.items,
-            || {
-                Ok(fastbloom::BloomFilter::with_num_bits(plan.bits as usize)
-                    .expected_items(plan.items as usize))
-            },
-            |f, key| {
-                f.insert(key);
-            },
-        )
-        .map(|(f, t)| (Fastbloom(f), t))
-    }
-
-    fn config(&self) -> String {
-        format!(
-            "same bits/item; default hasher SipHash-1-3 (random keys); k={}; classic",
-            self.0.num_hashes()
-        )
-    }
-
-    fn memory_bytes(&self) -> usize {
-        self.0.num_bits() / 8
-    }
-
-    fn contains(&self, key: &Key) -> bool {
-        self.0.contains(key)
-    }
-
-    fn model_fpr(&self, items: u64) -> Option<f64> {
-        Some(model::classic(
-            self.0.num_bits() as f64,
-            self.0.num_hashes(),
-            items as f64,
-        ))
-    }
 }
 
 /// Hands fastbloom XXH3-128 (low word) through its hasher API. A `[u8; 16]` key reaches the
@@ -88,30 +47,100 @@ impl BuildHasher for Xxh3Build {
     }
 }
 
+/// What differs between the two fastbloom contenders: the hasher and how k is chosen.
+pub trait FastbloomFlavour: BuildHasher + Send + Sized {
+    const NAME: &'static str;
+    fn make(plan: &Plan) -> fastbloom::BloomFilter<Self>;
+    /// `config` text for k hashes.
+    fn describe(k: u32) -> String;
+}
+
+/// A `fastbloom::BloomFilter` contender with hasher `S`.
+pub struct Fastbloom<S = fastbloom::DefaultHasher>(fastbloom::BloomFilter<S>);
+
 /// `fastbloom` with our hash and our classic filter's m and k, to compare the filter cores alone.
-pub struct FastbloomSameHash(fastbloom::BloomFilter<Xxh3Build>);
+pub type FastbloomSameHash = Fastbloom<Xxh3Build>;
 
-impl Contender for FastbloomSameHash {
+/// One random SipHash key per run: every copy of a fill shares it, so the copies can be unioned.
+fn run_seed() -> u128 {
+    static SEED: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+    *SEED.get_or_init(|| {
+        let state = std::collections::hash_map::RandomState::new();
+        (u128::from(state.hash_one(1u8)) << 64) | u128::from(state.hash_one(2u8))
+    })
+}
+
+/// `fastbloom` as users get it: `with_num_bits(m).expected_items(n)` (k chosen by fastbloom),
+/// default hasher (SipHash-1-3 with a random key: one per run, set with `seed`).
+impl FastbloomFlavour for fastbloom::DefaultHasher {
+    const NAME: &'static str = "fastbloom";
+    fn make(plan: &Plan) -> fastbloom::BloomFilter<Self> {
+        fastbloom::BloomFilter::with_num_bits(plan.bits as usize)
+            .seed(&run_seed())
+            .expected_items(plan.items as usize)
+    }
+    fn describe(k: u32) -> String {
+        format!("same bits/item; default hasher SipHash-1-3 (random key per run); k={k}; classic")
+    }
+}
+
+impl FastbloomFlavour for Xxh3Build {
     const NAME: &'static str = "fastbloom-samehash";
+    fn make(plan: &Plan) -> fastbloom::BloomFilter<Self> {
+        fastbloom::BloomFilter::with_num_bits(plan.bits as usize)
+            .hasher(Xxh3Build)
+            .hashes(model::classic_best_k(plan.bits_per_item))
+    }
+    fn describe(k: u32) -> String {
+        format!("same bits/item; XXH3-128 low word via hasher API; k={k} (as bloomgate-classic); classic")
+    }
+}
 
-    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
-        let k = model::classic_best_k(plan.bits_per_item);
-        build_by_insert(
-            plan.items,
-            || {
-                Ok(fastbloom::BloomFilter::with_num_bits(plan.bits as usize)
-                    .hasher(Xxh3Build)
-                    .hashes(k))
+impl<S: FastbloomFlavour> Contender for Fastbloom<S> {
+    const NAME: &'static str = S::NAME;
+    const FILL: Fill = Fill::Merge;
+
+    fn empty(plan: &Plan) -> Result<Self, String> {
+        Ok(Fastbloom(S::make(plan)))
+    }
+
+    fn insert(&mut self, key: &Key) {
+        self.0.insert(key);
+    }
+
+    /// Hashes ahead and prefetches the k words fastbloom 0.17 will set (its double hashing:
+    /// h2 = h1·0x517C_C1B7_2722_0A95, next = rotl(h, 5) + h2, bit = ⌊h·m / 2^64⌋), then inserts
+    /// by `insert_hash`. Only a hint: were the scheme to change, the fill would be slower, not
+    /// different.
+    fn insert_chunk(&mut self, keys: &[Key]) {
+        insert_ahead(
+            &mut self.0,
+            keys,
+            |f, key| f.source_hash(key),
+            |f, hash| {
+                let bits = f.num_bits() as u128;
+                let words = f.as_slice().as_ptr();
+                let word = |h: u64| ((h as u128 * bits) >> 70) as usize;
+                let (mut h, step) = (hash, hash.wrapping_mul(0x517C_C1B7_2722_0A95));
+                prefetch(words.wrapping_add(word(h)));
+                for _ in 1..f.num_hashes() {
+                    h = h.rotate_left(5).wrapping_add(step);
+                    prefetch(words.wrapping_add(word(h)));
+                }
             },
-            |f, key| {
-                f.insert(key);
+            |f, hash| {
+                f.insert_hash(hash);
             },
-        )
-        .map(|(f, t)| (FastbloomSameHash(f), t))
+        );
+    }
+
+    fn union(&mut self, other: &Self) -> Result<(), String> {
+        self.0.union(&other.0);
+        Ok(())
     }
 
     fn config(&self) -> String {
-        format!("same bits/item; XXH3-128 low word via hasher API; k={} (as bloomgate-classic); classic", self.0.num_hashes())
+        S::describe(self.0.num_hashes())
     }
 
     fn memory_bytes(&self) -> usize {
@@ -131,22 +160,39 @@ impl Contender for FastbloomSameHash {
     }
 }
 
+/// Inserts `keys` hashing each one `AHEAD` keys early and calling `prefetch_for` on that hash, so
+/// many cache misses overlap. For filling large peer filters only (never in a timed insert).
+fn insert_ahead<F>(
+    filter: &mut F,
+    keys: &[Key],
+    hash: impl Fn(&F, &Key) -> u64,
+    prefetch_for: impl Fn(&F, u64),
+    mut insert: impl FnMut(&mut F, u64),
+) {
+    const AHEAD: usize = 16;
+    let hashes: Vec<u64> = keys.iter().map(|key| hash(filter, key)).collect();
+    for (i, &h) in hashes.iter().enumerate() {
+        if let Some(&next) = hashes.get(i + AHEAD) {
+            prefetch_for(filter, next);
+        }
+        insert(filter, h);
+    }
+}
+
 /// `bloomfilter` 3: `Bloom::new(bytes, n)` (k chosen by the crate), SipHash-1-3 with a random seed.
 pub struct Bloomfilter(bloomfilter::Bloom<[u8]>);
 
 impl Contender for Bloomfilter {
     const NAME: &'static str = "bloomfilter";
 
-    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
-        build_by_insert(
-            plan.items,
-            || {
-                bloomfilter::Bloom::new((plan.bits / 8) as usize, plan.items as usize)
-                    .map_err(str::to_string)
-            },
-            |f, key| f.set(&key[..]),
-        )
-        .map(|(f, t)| (Bloomfilter(f), t))
+    fn empty(plan: &Plan) -> Result<Self, String> {
+        bloomfilter::Bloom::new((plan.bits / 8) as usize, plan.items as usize)
+            .map(Bloomfilter)
+            .map_err(str::to_string)
+    }
+
+    fn insert(&mut self, key: &Key) {
+        self.0.set(&key[..]);
     }
 
     fn config(&self) -> String {
@@ -179,20 +225,44 @@ pub struct SbbfRs(sbbf_rs_safe::Filter);
 impl Contender for SbbfRs {
     const NAME: &'static str = "sbbf-rs";
 
-    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
-        build_by_insert(
-            plan.items,
-            || {
-                Ok(sbbf_rs_safe::Filter::new(
-                    plan.bits_per_item.round() as usize,
-                    plan.items as usize,
-                ))
+    const FILL: Fill = Fill::Merge;
+
+    fn empty(plan: &Plan) -> Result<Self, String> {
+        Ok(SbbfRs(sbbf_rs_safe::Filter::new(
+            plan.bits_per_item.round() as usize,
+            plan.items as usize,
+        )))
+    }
+
+    fn insert(&mut self, key: &Key) {
+        self.0.insert_hash(xxh3_lo(key));
+    }
+
+    /// Hashes ahead and prefetches the 32-byte bucket the Parquet spec assigns to each hash,
+    /// ⌊(hash >> 32) · buckets / 2^32⌋ (a hint only), then inserts by `insert_hash`.
+    fn insert_chunk(&mut self, keys: &[Key]) {
+        insert_ahead(
+            &mut self.0,
+            keys,
+            |_, key| xxh3_lo(key),
+            |f, hash| {
+                let bytes = f.as_bytes();
+                let bucket = ((hash >> 32) * (bytes.len() as u64 / 32)) >> 32;
+                prefetch(bytes.as_ptr().wrapping_add(bucket as usize * 32));
             },
-            |f, key| {
-                f.insert_hash(xxh3_lo(key));
+            |f, hash| {
+                f.insert_hash(hash);
             },
-        )
-        .map(|(f, t)| (SbbfRs(f), t))
+        );
+    }
+
+    fn union(&mut self, other: &Self) -> Result<(), String> {
+        let (mine, theirs) = (self.0.as_bytes_mut(), other.0.as_bytes());
+        if mine.len() != theirs.len() {
+            return Err("sbbf-rs: union of filters of different sizes".into());
+        }
+        mine.iter_mut().zip(theirs).for_each(|(a, b)| *a |= b);
+        Ok(())
     }
 
     fn config(&self) -> String {
@@ -222,6 +292,15 @@ pub struct XorfBinaryFuse8(xorf::BinaryFuse8);
 
 impl Contender for XorfBinaryFuse8 {
     const NAME: &'static str = "xorf-binaryfuse8";
+    const FILL: Fill = Fill::Whole;
+
+    fn empty(_plan: &Plan) -> Result<Self, String> {
+        Err("xorf-binaryfuse8 is static: built from the whole key set at once".into())
+    }
+
+    fn insert(&mut self, _key: &Key) {
+        unreachable!("FILL = Whole: built only by build(), and empty() refuses")
+    }
 
     fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
         // Block 0: hashing every key; block 1: the construction (one indivisible step).
@@ -273,21 +352,17 @@ pub struct Cuckoofilter {
 impl Contender for Cuckoofilter {
     const NAME: &'static str = "cuckoofilter";
 
-    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
-        build_by_insert(
-            plan.items,
-            || {
-                Ok(Cuckoofilter {
-                    filter: cuckoofilter::CuckooFilter::with_capacity(plan.items as usize),
-                    failed_inserts: 0,
-                })
-            },
-            |f, key| {
-                if f.filter.add(key).is_err() {
-                    f.failed_inserts += 1;
-                }
-            },
-        )
+    fn empty(plan: &Plan) -> Result<Self, String> {
+        Ok(Cuckoofilter {
+            filter: cuckoofilter::CuckooFilter::with_capacity(plan.items as usize),
+            failed_inserts: 0,
+        })
+    }
+
+    fn insert(&mut self, key: &Key) {
+        if self.filter.add(key).is_err() {
+            self.failed_inserts += 1;
+        }
     }
 
     fn config(&self) -> String {
@@ -322,16 +397,15 @@ pub struct Qfilter(qfilter::Filter);
 impl Contender for Qfilter {
     const NAME: &'static str = "qfilter";
 
-    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
-        build_by_insert(
-            plan.items,
-            || qfilter::Filter::new(plan.items, plan.target_fpr).map_err(|e| format!("{e:?}")),
-            |f, key| {
-                // Err only when full; sized for n it is not.
-                let _ = f.insert(key);
-            },
-        )
-        .map(|(f, t)| (Qfilter(f), t))
+    fn empty(plan: &Plan) -> Result<Self, String> {
+        qfilter::Filter::new(plan.items, plan.target_fpr)
+            .map(Qfilter)
+            .map_err(|e| format!("{e:?}"))
+    }
+
+    fn insert(&mut self, key: &Key) {
+        // Err only when full; sized for n it is not.
+        let _ = self.0.insert(key);
     }
 
     fn config(&self) -> String {
@@ -357,14 +431,12 @@ pub struct StdHashSet(HashSet<Key>);
 impl Contender for StdHashSet {
     const NAME: &'static str = "hashset";
 
-    fn build(plan: &Plan) -> Result<(Self, BlockTimes), String> {
-        build_by_insert(
-            plan.items,
-            || Ok(StdHashSet(HashSet::with_capacity(plan.items as usize))),
-            |s, key| {
-                s.0.insert(*key);
-            },
-        )
+    fn empty(plan: &Plan) -> Result<Self, String> {
+        Ok(StdHashSet(HashSet::with_capacity(plan.items as usize)))
+    }
+
+    fn insert(&mut self, key: &Key) {
+        self.0.insert(*key);
     }
 
     fn memory_estimate(plan: &Plan) -> u64 {

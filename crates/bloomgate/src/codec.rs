@@ -188,8 +188,9 @@ pub trait FilterCodec: Sized {
     }
 }
 
-/// Reads a complete file image (header, body, checksum) from `reader` without trusting the
-/// header's length for allocation. The result still has to be verified by `from_bytes`.
+/// Reads a complete file image (header, body, checksum, then end of input) from `reader`
+/// without trusting the header's length for allocation. The result still has to be verified by
+/// `from_bytes`.
 pub fn read_image<R: Read>(mut reader: R) -> Result<Vec<u8>> {
     let mut header_bytes = [0u8; HEADER_LEN];
     reader
@@ -200,7 +201,7 @@ pub fn read_image<R: Read>(mut reader: R) -> Result<Vec<u8>> {
     let mut image = header_bytes.to_vec();
     // `take` + `read_to_end` grows the buffer with the data actually present, so a forged length
     // cannot make us allocate it up front.
-    let read = reader
+    let read = (&mut reader)
         .take(total)
         .read_to_end(&mut image)
         .map_err(|e| io_corrupt(e, "body"))?;
@@ -209,7 +210,17 @@ pub fn read_image<R: Read>(mut reader: R) -> Result<Vec<u8>> {
             "truncated: header promises {total} more bytes, found {read}"
         )));
     }
-    Ok(image)
+    // The image must end right after the checksum, as `split_verified` insists for a byte
+    // slice: both readers accept the same files (a `core_reader` fuzz regression).
+    let mut extra = [0u8; 1];
+    loop {
+        match reader.read(&mut extra) {
+            Ok(0) => return Ok(image),
+            Ok(_) => return Err(corrupt("trailing bytes after the checksum")),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_corrupt(e, "end of file")),
+        }
+    }
 }
 
 /// Splits a file image into its validated header and body, verifying the checksum and that the

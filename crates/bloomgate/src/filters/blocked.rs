@@ -542,7 +542,8 @@ impl BlockedBloomFilter {
         let present = self
             .kernel
             .insert(&mut self.blocks[index], h.hi, self.params.hashes);
-        self.len += u64::from(!present);
+        // Saturating: `len` comes from the file for a loaded filter (a fuzz regression).
+        self.len = self.len.saturating_add(u64::from(!present));
         present
     }
 
@@ -569,7 +570,7 @@ impl BlockedBloomFilter {
                 added += u64::from(!kernel.insert(&mut blocks[index], h.hi, hashes));
             },
         );
-        self.len += added;
+        self.len = self.len.saturating_add(added);
     }
 
     /// Appends `contains` of every key to `out`, hashing and prefetching ahead.

@@ -79,7 +79,8 @@ impl CountingBloomFilter {
                 self.set_counter(i, c + 1);
             }
         }
-        self.len += 1;
+        // Saturating: `len` comes from the file for a loaded filter (a fuzz regression).
+        self.len = self.len.saturating_add(1);
         was_present
     }
 

@@ -192,9 +192,12 @@ impl WindowedBloomFilter {
         self.generations.len()
     }
 
-    /// Distinct items (per generation) over all generations.
+    /// Distinct items (per generation) over all generations; saturating, as the generations'
+    /// counts come from the file for a loaded filter (a fuzz regression).
     pub fn len(&self) -> u64 {
-        self.generations.iter().map(|g| g.len()).sum()
+        self.generations
+            .iter()
+            .fold(0u64, |sum, g| sum.saturating_add(g.len()))
     }
 
     pub fn is_empty(&self) -> bool {

@@ -1,8 +1,7 @@
 //! Replays what the `resp_parser`, `bf_loadchunk` and `cf_loadchunk` fuzz targets in `fuzz/`
 //! found, through the very checks those targets run (`fuzz/src/*.rs`, included by path), so a
 //! fixed crash stays fixed on stable Rust without cargo-fuzz. Inputs are the minimised crashers
-//! in `tests/fuzz_regressions/<target>-<name>.bin`; one too big to keep is built here. Tests
-//! marked `#[ignore]` replay crashes that are still open (run them with `--ignored`).
+//! in `tests/fuzz_regressions/<target>-<name>.bin`; one too big to keep is built here.
 
 #[allow(dead_code)]
 #[path = "../../../fuzz/src/command_script.rs"]
@@ -119,17 +118,16 @@ fn cf_replays_without_panic(name: &str) {
     );
 }
 
-/// A CF header with deletes = 2^64 − 6: the sixth CF.DEL overflowed the delete counter.
+/// A CF header with deletes = 2^64 − 6: the sixth CF.DEL overflowed the delete counter (now
+/// saturating).
 #[test]
-#[ignore = "open: CF.DEL overflows `deletes` loaded from a header (compat/cuckoo.rs)"]
 fn cf_deletes_counter_overflow() {
     cf_replays_without_panic("cf_loadchunk-deletes-overflow");
 }
 
 /// A CF header with items = 0, then a chunk whose one bucket holds every fingerprint: CF.DEL
-/// finds the item and underflowed the item counter.
+/// finds the item and underflowed the item counter (now saturating).
 #[test]
-#[ignore = "open: CF.DEL underflows `items` when chunks hold more than the header's count (compat/cuckoo.rs)"]
 fn cf_items_counter_underflow() {
     cf_replays_without_panic("cf_loadchunk-items-underflow");
 }

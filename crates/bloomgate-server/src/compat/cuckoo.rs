@@ -259,12 +259,12 @@ impl CuckooChain {
                 .find_map(|(f, sub)| sub.free_slot(l.i1, l.i2, bs).map(|s| (f, s)))
             {
                 self.filters[f].slots[slot] = l.fp;
-                self.items += 1;
+                self.items = self.items.saturating_add(1);
                 return Ok(());
             }
             let newest = self.filters.last_mut().expect("at least one sub-filter");
             if newest.kick_insert(l.fp, l.i1, bs, self.max_iterations) {
-                self.items += 1;
+                self.items = self.items.saturating_add(1);
                 return Ok(());
             }
             self.grow(max_filters, budget)?;
@@ -323,8 +323,10 @@ impl CuckooChain {
             return false;
         };
         self.filters[f].slots[slot] = 0;
-        self.items -= 1;
-        self.deletes += 1;
+        // Counts come from a dump header, which cannot be checked against the slot bytes that
+        // follow it: they saturate rather than wrap.
+        self.items = self.items.saturating_sub(1);
+        self.deletes = self.deletes.saturating_add(1);
         if self.filters.len() > 1 && self.deletes as f64 > COMPACT_DELETE_RATIO * self.items as f64
         {
             self.compact();

@@ -114,67 +114,44 @@ impl<F: Native> Contender for Ours<F> {
     }
 }
 
-impl Native for BloomFilter {
-    const NAME: &'static str = "bloomgate-classic";
-    const LAYOUT: Layout = Layout::Classic;
-    const FILL: Fill = Fill::Merge;
-    fn make(p: Params) -> bloomgate::Result<Self> {
-        Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
-    }
-    fn add(&mut self, key: &[u8]) {
-        self.insert(key);
-    }
-    fn add_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
-        self.insert_batch(keys);
-    }
-    fn has(&self, key: &[u8]) -> bool {
-        self.contains(key)
-    }
-    fn has_batch<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut Vec<bool>) -> bool {
-        self.contains_batch(keys, out);
-        true
-    }
-    fn merge(&mut self, other: &Self) -> bloomgate::Result<()> {
-        self.union(other)
-    }
-    fn params(&self) -> &Params {
-        self.params()
-    }
-    fn bytes(&self) -> usize {
-        self.memory_bytes()
-    }
+/// The plain bit filters: the same API (from the library's shared definitions), so one adapter.
+macro_rules! native_bit_filter {
+    ($filter:ty, $name:literal, $layout:expr) => {
+        impl Native for $filter {
+            const NAME: &'static str = $name;
+            const LAYOUT: Layout = $layout;
+            const FILL: Fill = Fill::Merge;
+            fn make(p: Params) -> bloomgate::Result<Self> {
+                Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
+            }
+            fn add(&mut self, key: &[u8]) {
+                self.insert(key);
+            }
+            fn add_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
+                self.insert_batch(keys);
+            }
+            fn has(&self, key: &[u8]) -> bool {
+                self.contains(key)
+            }
+            fn has_batch<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut Vec<bool>) -> bool {
+                self.contains_batch(keys, out);
+                true
+            }
+            fn merge(&mut self, other: &Self) -> bloomgate::Result<()> {
+                self.union(other)
+            }
+            fn params(&self) -> &Params {
+                self.params()
+            }
+            fn bytes(&self) -> usize {
+                self.memory_bytes()
+            }
+        }
+    };
 }
 
-impl Native for BlockedBloomFilter {
-    const NAME: &'static str = "bloomgate-blocked";
-    const LAYOUT: Layout = Layout::Blocked;
-    const FILL: Fill = Fill::Merge;
-    fn make(p: Params) -> bloomgate::Result<Self> {
-        Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
-    }
-    fn add(&mut self, key: &[u8]) {
-        self.insert(key);
-    }
-    fn add_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
-        self.insert_batch(keys);
-    }
-    fn has(&self, key: &[u8]) -> bool {
-        self.contains(key)
-    }
-    fn has_batch<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut Vec<bool>) -> bool {
-        self.contains_batch(keys, out);
-        true
-    }
-    fn merge(&mut self, other: &Self) -> bloomgate::Result<()> {
-        self.union(other)
-    }
-    fn params(&self) -> &Params {
-        self.params()
-    }
-    fn bytes(&self) -> usize {
-        self.memory_bytes()
-    }
-}
+native_bit_filter!(BloomFilter, "bloomgate-classic", Layout::Classic);
+native_bit_filter!(BlockedBloomFilter, "bloomgate-blocked", Layout::Blocked);
 
 impl Native for ConcurrentBloomFilter {
     const NAME: &'static str = "bloomgate-concurrent";

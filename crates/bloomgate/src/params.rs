@@ -137,6 +137,17 @@ impl Params {
     }
 
     /// Checks every field (used by constructors and by decoders of untrusted data).
+    /// [`Self::validate`], and that the parameters are of `layout`, as `filter` (a type name for
+    /// the error) needs.
+    pub fn validate_for(&self, layout: Layout, filter: &str) -> Result<()> {
+        if self.layout != layout {
+            return Err(Error::InvalidParameter(format!(
+                "{filter} needs Layout::{layout:?} parameters"
+            )));
+        }
+        self.validate()
+    }
+
     pub fn validate(&self) -> Result<()> {
         check_items(self.items)?;
         check_hashes(self.hashes)?;

@@ -23,7 +23,7 @@
 use std::thread;
 
 use crate::codec::{put_words, BodyReader, FilterCodec, FilterKind};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hash::{KeyHash, BLOCK_BITS, BLOCK_WORDS, DEFAULT_SEED};
 use crate::params::{self, Layout, Params};
 
@@ -406,12 +406,7 @@ impl BlockedBloomFilter {
 
     /// An empty filter with explicit parameters (must be of the blocked layout).
     pub fn with_params(params: Params, seed: u64) -> Result<Self> {
-        if params.layout != Layout::Blocked {
-            return Err(Error::InvalidParameter(
-                "BlockedBloomFilter needs Layout::Blocked parameters".into(),
-            ));
-        }
-        params.validate()?;
+        params.validate_for(Layout::Blocked, "BlockedBloomFilter")?;
         let blocks = (params.bits / BLOCK_BITS) as usize;
         Ok(Self::from_blocks(params, seed, zeroed_blocks(blocks), 0))
     }

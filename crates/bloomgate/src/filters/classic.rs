@@ -10,7 +10,7 @@ use std::thread;
 
 use crate::bits::BitArray;
 use crate::codec::{put_words, BodyReader, FilterCodec, FilterKind};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hash::{KeyHash, DEFAULT_SEED};
 use crate::params::{self, Layout, Params};
 
@@ -51,12 +51,7 @@ impl BloomFilter {
 
     /// An empty filter with explicit parameters (must be of the classic layout).
     pub fn with_params(params: Params, seed: u64) -> Result<Self> {
-        if params.layout != Layout::Classic {
-            return Err(Error::InvalidParameter(
-                "BloomFilter needs Layout::Classic parameters".into(),
-            ));
-        }
-        params.validate()?;
+        params.validate_for(Layout::Classic, "BloomFilter")?;
         // vec![0; n] comes from alloc_zeroed: pages stay untouched until the first insert.
         let mut bits = BitArray::zeroed(params.words());
         advise_huge_pages(bits.words_mut().as_mut_ptr(), bits.len_bytes());

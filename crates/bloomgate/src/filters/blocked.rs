@@ -568,17 +568,7 @@ impl BlockedBloomFilter {
         self.len = self.len.saturating_add(added);
     }
 
-    /// Appends `contains` of every key to `out`, hashing and prefetching ahead.
-    pub fn contains_batch(&self, keys: &[impl AsRef<[u8]>], out: &mut Vec<bool>) {
-        let seed = self.seed;
-        self.contains_batch_with(keys.len(), |i| KeyHash::of(keys[i].as_ref(), seed), out);
-    }
-
-    /// Appends `contains_hash` of every hash to `out`, prefetching ahead.
-    pub fn contains_batch_hashes(&self, hashes: &[KeyHash], out: &mut Vec<bool>) {
-        self.contains_batch_with(hashes.len(), |i| hashes[i], out);
-    }
-
+    /// The batch queries' engine: hashes and prefetches blocks ahead.
     #[inline(always)]
     fn contains_batch_with(
         &self,

@@ -140,19 +140,9 @@ impl BloomFilter {
         );
     }
 
-    /// Appends `contains` of every key to `out`. Out of cache (arrays of at least
-    /// [`PREFETCH_MIN_BYTES`]) the k lines of the key `PREFETCH_DISTANCE` ahead are prefetched so
-    /// their misses overlap; in cache the probes are cheaper than computing them twice.
-    pub fn contains_batch(&self, keys: &[impl AsRef<[u8]>], out: &mut Vec<bool>) {
-        let seed = self.seed;
-        self.contains_batch_with(keys.len(), |i| KeyHash::of(keys[i].as_ref(), seed), out);
-    }
-
-    /// Appends `contains_hash` of every hash to `out` (prefetching like [`Self::contains_batch`]).
-    pub fn contains_batch_hashes(&self, hashes: &[KeyHash], out: &mut Vec<bool>) {
-        self.contains_batch_with(hashes.len(), |i| hashes[i], out);
-    }
-
+    /// The batch queries' engine: out of cache (arrays of at least [`PREFETCH_MIN_BYTES`]) the k
+    /// lines of the key `PREFETCH_DISTANCE` ahead are prefetched so their misses overlap; in cache
+    /// the probes are cheaper than computing them twice.
     fn contains_batch_with(
         &self,
         count: usize,

@@ -39,9 +39,25 @@ macro_rules! key_operations {
 
 /// Bookkeeping of the plain (non-atomic) bit filters, over their `words()` / `words_mut()` view
 /// of the bit array and their `len`, `params` and `seed` fields: counts, fill, estimates, memory,
-/// clearing, and union / intersection with a compatible filter.
+/// clearing, union / intersection with a compatible filter, and the batch queries over each
+/// filter's own prefetching `contains_batch_with`.
 macro_rules! plain_bit_filter_bookkeeping {
     () => {
+        /// Appends `contains` of every key to `out`, hashing and prefetching ahead.
+        pub fn contains_batch(&self, keys: &[impl AsRef<[u8]>], out: &mut Vec<bool>) {
+            let seed = self.seed;
+            self.contains_batch_with(
+                keys.len(),
+                |i| crate::hash::KeyHash::of(keys[i].as_ref(), seed),
+                out,
+            );
+        }
+
+        /// Appends `contains_hash` of every hash to `out`, prefetching like `contains_batch`.
+        pub fn contains_batch_hashes(&self, hashes: &[crate::hash::KeyHash], out: &mut Vec<bool>) {
+            self.contains_batch_with(hashes.len(), |i| hashes[i], out);
+        }
+
         /// Number of inserts that set at least one new bit (RedisBloom's count semantics): a
         /// repeated key, or a new key whose bits were all set already (a false positive), is not
         /// counted.

@@ -526,16 +526,21 @@ fn main() {
         only: args.only.clone(),
         ..Run::default()
     };
+    // The accuracy sweep of `--sweep` and full mode: every bits/item 4..=24 at 1M items, plus
+    // power-of-two sizes.
     let every_bits: Vec<f64> = (4..=24).map(f64::from).collect();
-
-    if args.sweep_only {
+    let full_sweep = |run: &mut Run| {
         run_sweep(
-            &mut run,
+            run,
             scaled(1_000_000),
             &every_bits,
             scaled(1 << 24),
             scaled(4_000_000) as usize,
-        );
+        )
+    };
+
+    if args.sweep_only {
+        full_sweep(&mut run);
     } else if args.quick {
         let plan = Plan::at_bits(scaled(1_000_000), BITS_PER_ITEM);
         run_group(
@@ -588,13 +593,7 @@ fn main() {
             probes(plan.items, 4_000_000, 2, 1),
         );
         run_headlines(&mut run);
-        run_sweep(
-            &mut run,
-            scaled(1_000_000),
-            &every_bits,
-            scaled(1 << 24),
-            scaled(4_000_000) as usize,
-        );
+        full_sweep(&mut run);
     }
     eprintln!("\ntotal {started}");
 

@@ -36,11 +36,13 @@ fn filter<'a>(ctx: &'a Ctx, key: &[u8]) -> Result<Option<&'a CuckooChain>, Reply
     typed(ctx, key)
 }
 
-fn filter_or(ctx: &Ctx, key: &[u8], missing: &'static str) -> Result<CuckooInfo, Reply> {
-    match filter(ctx, key)? {
-        Some(f) => Ok(CuckooInfo::of(f)),
-        None => Err(Reply::error(missing)),
-    }
+/// The filter at `key`, or the error `missing` (each command words it its own way).
+fn filter_or<'a>(
+    ctx: &'a Ctx,
+    key: &[u8],
+    missing: &'static str,
+) -> Result<&'a CuckooChain, Reply> {
+    filter(ctx, key)?.ok_or_else(|| Reply::error(missing))
 }
 
 /// The cf-* configuration in force, with `capacity` for a new filter.
@@ -331,52 +333,23 @@ fn compact(ctx: &mut Ctx, args: &Args) -> Reply {
     Reply::ok()
 }
 
-/// The numbers CF.INFO and CF.DEBUG report, copied out of the borrowed filter.
-struct CuckooInfo {
-    size: u64,
-    buckets: u64,
-    filters: u64,
-    items: u64,
-    deletes: u64,
-    bucket_size: u16,
-    expansion: u16,
-    max_iterations: u16,
-    debug: String,
-}
-
-impl CuckooInfo {
-    fn of(f: &CuckooChain) -> Self {
-        Self {
-            size: f.size_bytes(),
-            buckets: f.buckets(),
-            filters: f.filters() as u64,
-            items: f.items(),
-            deletes: f.deletes(),
-            bucket_size: f.bucket_size(),
-            expansion: f.expansion(),
-            max_iterations: f.max_iterations(),
-            debug: f.debug_line(),
-        }
-    }
-}
-
 fn info(ctx: &mut Ctx, args: &Args) -> Reply {
     if args.len() != 2 {
         return wrong_arity("cf.info");
     }
-    let i = match filter_or(ctx, &args[1], ERR_NOT_FOUND) {
-        Ok(i) => i,
+    let f = match filter_or(ctx, &args[1], ERR_NOT_FOUND) {
+        Ok(f) => f,
         Err(reply) => return reply,
     };
     let fields = [
-        ("Size", i.size),
-        ("Number of buckets", i.buckets),
-        ("Number of filters", i.filters),
-        ("Number of items inserted", i.items),
-        ("Number of items deleted", i.deletes),
-        ("Bucket size", u64::from(i.bucket_size)),
-        ("Expansion rate", u64::from(i.expansion)),
-        ("Max iterations", u64::from(i.max_iterations)),
+        ("Size", f.size_bytes()),
+        ("Number of buckets", f.buckets()),
+        ("Number of filters", f.filters() as u64),
+        ("Number of items inserted", f.items()),
+        ("Number of items deleted", f.deletes()),
+        ("Bucket size", u64::from(f.bucket_size())),
+        ("Expansion rate", u64::from(f.expansion())),
+        ("Max iterations", u64::from(f.max_iterations())),
     ];
     Reply::Map(
         fields
@@ -391,7 +364,7 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Reply {
         return wrong_arity("cf.debug");
     }
     match filter_or(ctx, &args[1], ERR_NOT_FOUND) {
-        Ok(i) => Reply::bulk(i.debug),
+        Ok(f) => Reply::bulk(f.debug_line()),
         Err(reply) => reply,
     }
 }
@@ -405,9 +378,8 @@ fn scandump(ctx: &mut Ctx, args: &Args) -> Reply {
     let Some(iter) = parse_i64(&args[2]).filter(|&i| i >= 0) else {
         return Reply::error("Invalid position");
     };
-    let filter = match filter(ctx, &args[1]) {
-        Ok(Some(filter)) => filter,
-        Ok(None) => return Reply::error(ERR_NOT_FOUND),
+    let filter = match filter_or(ctx, &args[1], ERR_NOT_FOUND) {
+        Ok(filter) => filter,
         Err(reply) => return reply,
     };
     let done = Reply::Array(vec![Reply::Int(0), Reply::Nil]);

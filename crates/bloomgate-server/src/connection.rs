@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::commands::{execute, Action, Session};
-use crate::resp::{Reply, RequestParser};
+use crate::resp::{Encode, Reply, RequestParser};
 use crate::server::Shared;
 
 /// Reply bytes buffered before they are written out mid-pipeline.

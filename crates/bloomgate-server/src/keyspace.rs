@@ -1,105 +1,11 @@
-//! The keyspace: keys → filter values with optional expiry, memory accounting and the key
+//! The keyspace: keys → dialect values with optional expiry, memory accounting and the key
 //! modification tracking WATCH needs. Values are `Arc`-shared so a snapshot can take a
 //! point-in-time copy in O(keys) and writers copy a filter only if a snapshot still holds it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::compat::cuckoo::CuckooChain;
-use crate::compat::sbchain::BloomChain;
-
-/// A stored value: one of RedisBloom's two module types.
-#[derive(Clone, Debug)]
-pub enum Value {
-    Bloom(BloomChain),
-    Cuckoo(CuckooChain),
-}
-
-impl Value {
-    /// TYPE reply: RedisBloom's module type names.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Value::Bloom(_) => "MBbloom--",
-            Value::Cuckoo(_) => "MBbloomCF",
-        }
-    }
-
-    /// Bytes the value accounts for in `used_memory` (the filter's reported size).
-    pub fn memory(&self) -> u64 {
-        match self {
-            Value::Bloom(chain) => chain.size_bytes(),
-            Value::Cuckoo(filter) => filter.size_bytes(),
-        }
-    }
-}
-
-/// A filter type stored as a [`Value`] variant and restorable from its SCANDUMP stream, so the
-/// BF and CF command families share typed lookups and LOADCHUNK.
-pub trait FilterValue: Sized {
-    fn of(value: &Value) -> Option<&Self>;
-    fn of_mut(value: &mut Value) -> Option<&mut Self>;
-    fn into_value(self) -> Value;
-    /// Bytes the filter a dump header describes will take, checked before allocating.
-    fn header_bytes(header: &[u8]) -> Result<u64, &'static str>;
-    /// An empty filter shaped as the header says, every field validated.
-    fn from_header(header: &[u8]) -> Result<Self, &'static str>;
-    /// Writes one SCANDUMP chunk back; `iter` is what SCANDUMP returned with it.
-    fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str>;
-}
-
-impl FilterValue for BloomChain {
-    fn of(value: &Value) -> Option<&Self> {
-        match value {
-            Value::Bloom(chain) => Some(chain),
-            _ => None,
-        }
-    }
-    fn of_mut(value: &mut Value) -> Option<&mut Self> {
-        match value {
-            Value::Bloom(chain) => Some(chain),
-            _ => None,
-        }
-    }
-    fn into_value(self) -> Value {
-        Value::Bloom(self)
-    }
-    fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
-        BloomChain::header_bytes(header)
-    }
-    fn from_header(header: &[u8]) -> Result<Self, &'static str> {
-        BloomChain::from_header(header)
-    }
-    fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
-        BloomChain::load_chunk(self, iter, data)
-    }
-}
-
-impl FilterValue for CuckooChain {
-    fn of(value: &Value) -> Option<&Self> {
-        match value {
-            Value::Cuckoo(filter) => Some(filter),
-            _ => None,
-        }
-    }
-    fn of_mut(value: &mut Value) -> Option<&mut Self> {
-        match value {
-            Value::Cuckoo(filter) => Some(filter),
-            _ => None,
-        }
-    }
-    fn into_value(self) -> Value {
-        Value::Cuckoo(self)
-    }
-    fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
-        CuckooChain::header_bytes(header).map_err(|e| e.message())
-    }
-    fn from_header(header: &[u8]) -> Result<Self, &'static str> {
-        CuckooChain::from_header(header).map_err(|e| e.message())
-    }
-    fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
-        CuckooChain::load_chunk(self, iter, data)
-    }
-}
+pub use bloomgate_dialect::Value;
 
 /// Per-key bookkeeping overhead counted in memory usage (dict entry + key object), matching the
 /// order of magnitude Redis reports.
@@ -136,6 +42,8 @@ pub struct Db {
     used_memory: u64,
     watched: HashMap<Vec<u8>, WatchState>,
     change_seq: u64,
+    /// Keys handed out by [`Db::value_mut`] and their memory before the change.
+    unsettled: Vec<(Vec<u8>, u64)>,
 }
 
 impl Db {
@@ -168,6 +76,31 @@ impl Db {
         self.used_memory = self.used_memory - before + after;
         self.touch(key);
         Some(result)
+    }
+
+    /// The live value of `key` for a change (copied first if a snapshot shares it); memory
+    /// accounting is brought up to date by [`Db::settle`] once the command is done.
+    pub fn value_mut(&mut self, key: &[u8], now_ms: i64) -> Option<&mut Value> {
+        self.expire_if_due(key, now_ms);
+        let entry = self.entries.get_mut(key)?;
+        if !self.unsettled.iter().any(|(k, _)| k == key) {
+            self.unsettled.push((key.to_vec(), entry.memory(key)));
+        }
+        let value = Arc::make_mut(&mut entry.value);
+        if let Some(state) = self.watched.get_mut(key) {
+            self.change_seq += 1;
+            state.last_change = self.change_seq;
+        }
+        Some(value)
+    }
+
+    /// Accounts for the memory of values changed through [`Db::value_mut`].
+    pub fn settle(&mut self) {
+        for (key, before) in std::mem::take(&mut self.unsettled) {
+            if let Some(entry) = self.entries.get(&key) {
+                self.used_memory = self.used_memory - before + entry.memory(&key);
+            }
+        }
     }
 
     /// Inserts or replaces `key` (keeping no previous expiry).

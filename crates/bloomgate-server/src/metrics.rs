@@ -39,7 +39,7 @@ impl Latency {
 
 /// Fill ratio and estimated FPR of one chain: a probe misses link i with probability
 /// `1 - fill_i^k_i` (fill = set bits / bits), so FPR ≈ 1 - Π_i (1 - fill_i^k_i).
-fn chain_health(chain: &crate::compat::sbchain::BloomChain) -> (f64, f64) {
+fn chain_health(chain: &bloomgate_dialect::sbchain::BloomChain) -> (f64, f64) {
     let mut miss_all = 1.0;
     let (mut ones, mut bits) = (0u64, 0u64);
     for link in chain.links() {

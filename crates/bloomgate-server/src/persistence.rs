@@ -24,17 +24,22 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 
 use crate::commands::{execute, Config, FsyncPolicy, Session, Store};
-use crate::compat::cuckoo::{self, CuckooChain};
-use crate::compat::sbchain::{BloomChain, MAX_SCANDUMP_CHUNK};
+use bloomgate_dialect::value::Kind;
+
 use crate::keyspace::{Db, Entry, Snapshot, Value};
-use crate::resp::{Reply, RequestParser};
+use crate::resp::{Encode, Reply, RequestParser};
 
 pub const SNAPSHOT_FILE: &str = "dump.bgs";
 const SNAPSHOT_TMP: &str = "dump.bgs.tmp";
 const SNAPSHOT_MAGIC: &[u8; 16] = b"BLOOMGATE-SNAP01";
 const AOF_MAGIC: &[u8; 16] = b"BLOOMGATE-AOF-01";
-const TYPE_BLOOM: u8 = 1;
-const TYPE_CUCKOO: u8 = 2;
+/// The snapshot's type byte of each dialect value kind.
+fn type_byte(kind: Kind) -> u8 {
+    match kind {
+        Kind::Bloom => 1,
+        Kind::Cuckoo => 2,
+    }
+}
 /// Keys longer than Redis' bulk limit cannot exist; a larger length is corruption.
 const MAX_KEY_LEN: u32 = 512 * 1024 * 1024;
 
@@ -82,34 +87,13 @@ pub fn write_snapshot(
         w.write_all(&(key.len() as u32).to_le_bytes())?;
         w.write_all(key)?;
         w.write_all(&entry.expires_at.unwrap_or(-1).to_le_bytes())?;
-        match &*entry.value {
-            Value::Bloom(chain) => {
-                w.write_all(&[TYPE_BLOOM])?;
-                let header = chain.dump_header();
-                let body: u64 = chain.links().iter().map(|l| l.bytes()).sum();
-                w.write_all(&(header.len() as u64 + body).to_le_bytes())?;
-                w.write_all(&header)?;
-                let mut iter = 1;
-                loop {
-                    let (next, chunk) = chain.dump_chunk(iter);
-                    if next == 0 {
-                        break;
-                    }
-                    w.write_all(&chunk)?;
-                    iter = next;
-                }
-            }
-            Value::Cuckoo(filter) => {
-                w.write_all(&[TYPE_CUCKOO])?;
-                let header = filter.dump_header();
-                w.write_all(&(header.len() as u64 + filter.slot_bytes()).to_le_bytes())?;
-                w.write_all(&header)?;
-                let mut iter = 1;
-                while let Some((next, chunk)) = filter.dump_chunk(iter) {
-                    w.write_all(chunk)?;
-                    iter = next;
-                }
-            }
+        let value: &Value = &entry.value;
+        w.write_all(&[type_byte(value.kind())])?;
+        let (header, chunks) = value.dump_layout();
+        let body: u64 = chunks.iter().map(|&(_, len)| len).sum();
+        w.write_all(&(header.len() as u64 + body).to_le_bytes())?;
+        for (_, data) in value.dump_stream() {
+            w.write_all(&data)?;
         }
     }
     let crc = w.hasher.finalize();
@@ -192,11 +176,10 @@ pub fn read_snapshot(path: &Path) -> anyhow::Result<(u64, Snapshot)> {
         let expires = i64::from_le_bytes(r.array()?);
         let kind = r.array::<1>()?[0];
         let payload_len = r.u64()?;
-        let value = match kind {
-            TYPE_BLOOM => Value::Bloom(read_bloom(&mut r, &key, payload_len)?),
-            TYPE_CUCKOO => Value::Cuckoo(read_cuckoo(&mut r, &key, payload_len)?),
-            _ => return Err(r.fail(&format!("unknown value type {kind}"))),
+        let Some(kind) = Kind::ALL.into_iter().find(|&k| type_byte(k) == kind) else {
+            return Err(r.fail(&format!("unknown value type {kind}")));
         };
+        let value = read_value(&mut r, kind, &key, payload_len)?;
         let entry = Entry {
             value: Arc::new(value),
             expires_at: (expires >= 0).then_some(expires),
@@ -215,71 +198,39 @@ pub fn read_snapshot(path: &Path) -> anyhow::Result<(u64, Snapshot)> {
     Ok((generation, entries))
 }
 
-/// A scalable Bloom chain stored as its SCANDUMP header and link bytes.
-fn read_bloom(r: &mut SnapshotReader, key: &[u8], payload_len: u64) -> anyhow::Result<BloomChain> {
-    let payload_start = r.offset;
-    let fixed = r.bytes(20.min(payload_len))?;
-    let header_len = BloomChain::header_len(&fixed).ok_or_else(|| r.fail("bad filter header"))?;
+/// A value stored as its SCANDUMP stream: the header, then the chunks LOADCHUNK takes, read in
+/// the pieces SCANDUMP would produce (each inside one link or sub-filter).
+fn read_value(
+    r: &mut SnapshotReader,
+    kind: Kind,
+    key: &[u8],
+    payload_len: u64,
+) -> anyhow::Result<Value> {
+    let prefix = r.bytes((kind.header_prefix() as u64).min(payload_len))?;
+    let header_len = kind
+        .header_len(&prefix)
+        .ok_or_else(|| r.fail("bad filter header"))?;
     if header_len as u64 > payload_len {
         return Err(r.fail("filter header longer than its value"));
     }
-    let mut header = fixed;
+    let mut header = prefix;
     header.extend(r.bytes(header_len as u64 - header.len() as u64)?);
-    let mut chain = BloomChain::from_header(&header).map_err(|e| {
+    let mut value = kind.from_header(&header).map_err(|e| {
         r.fail(&format!(
             "invalid filter header for key {:?}: {e}",
             String::from_utf8_lossy(key)
         ))
     })?;
-    let body: u64 = chain.links().iter().map(|l| l.bytes()).sum();
+    let (_, chunks) = value.dump_layout();
+    let body: u64 = chunks.iter().map(|&(_, len)| len).sum();
     if header_len as u64 + body != payload_len {
         return Err(r.fail("filter size does not match its header"));
     }
-    let mut done = 0u64;
-    for link_bytes in chain.links().iter().map(|l| l.bytes()).collect::<Vec<_>>() {
-        let mut left = link_bytes;
-        while left > 0 {
-            let n = left.min(MAX_SCANDUMP_CHUNK);
-            let data = r.bytes(n)?;
-            done += n;
-            chain
-                .load_chunk(done as i64 + 1, &data)
-                .map_err(|e| r.fail(e))?;
-            left -= n;
-        }
+    for (iter, len) in chunks {
+        let data = r.bytes(len)?;
+        value.load_chunk(iter, &data).map_err(|e| r.fail(e))?;
     }
-    debug_assert_eq!(r.offset - payload_start, payload_len);
-    Ok(chain)
-}
-
-/// A cuckoo filter stored as its 38-byte SCANDUMP header and slot bytes.
-fn read_cuckoo(
-    r: &mut SnapshotReader,
-    key: &[u8],
-    payload_len: u64,
-) -> anyhow::Result<CuckooChain> {
-    if payload_len < cuckoo::HEADER_LEN as u64 {
-        return Err(r.fail("filter header longer than its value"));
-    }
-    let header = r.bytes(cuckoo::HEADER_LEN as u64)?;
-    let mut filter = CuckooChain::from_header(&header).map_err(|e| {
-        r.fail(&format!(
-            "invalid cuckoo header for key {:?}: {}",
-            String::from_utf8_lossy(key),
-            e.message()
-        ))
-    })?;
-    if cuckoo::HEADER_LEN as u64 + filter.slot_bytes() != payload_len {
-        return Err(r.fail("filter size does not match its header"));
-    }
-    // Read in the pieces SCANDUMP would produce: each lies inside one sub-filter.
-    let mut iter = 1;
-    while let Some((next, chunk)) = filter.dump_chunk(iter) {
-        let data = r.bytes(chunk.len() as u64)?;
-        filter.load_chunk(next, &data).map_err(|e| r.fail(e))?;
-        iter = next;
-    }
-    Ok(filter)
+    Ok(value)
 }
 
 /// Encodes commands as one log record: `u32 len, u32 crc32, payload`.
@@ -726,8 +677,8 @@ mod tests {
     #[test]
     fn cuckoo_log_replay_is_exact_under_another_config() {
         let mut store = Store::new(Config::default());
-        store.config.cf_bucket_size = 4;
-        store.config.cf_initial_size = 64;
+        store.config.dialect.cf_bucket_size = 4;
+        store.config.dialect.cf_initial_size = 64;
         let mut session = Session::new(1, false);
         let mut log = Vec::new();
         for i in 0..300 {

@@ -1,43 +1,19 @@
-//! RESP2/RESP3 wire format: the reply values commands produce, their encoding for either protocol
+//! RESP2/RESP3 wire format: the encoding of the dialect's reply values for either protocol
 //! version, and an incremental request parser with Redis' limits (multibulk and inline forms).
 
 use std::fmt::Write as _;
 
-/// A reply value, independent of the protocol version it will be encoded in.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Reply {
-    Simple(String),
-    /// Full error line without the leading `-` (e.g. `ERR not found`).
-    Error(String),
-    Int(i64),
-    Bulk(Vec<u8>),
-    /// Null bulk (`$-1` in RESP2, `_` in RESP3).
-    Nil,
-    /// Null array (`*-1` in RESP2, `_` in RESP3): an aborted EXEC.
-    NilArray,
-    Array(Vec<Reply>),
-    /// Key/value pairs: a map in RESP3, a flat array in RESP2.
-    Map(Vec<(Reply, Reply)>),
-    /// A boolean in RESP3, integer 0/1 in RESP2.
-    Bool(bool),
+pub use bloomgate_dialect::num::parse_i64;
+pub use bloomgate_dialect::Reply;
+
+/// RESP encoding of a [`Reply`].
+pub trait Encode {
+    /// Appends the encoding of `self` for protocol `proto` (2 or 3).
+    fn encode(&self, proto: u8, out: &mut Vec<u8>);
 }
 
-impl Reply {
-    pub fn ok() -> Self {
-        Reply::Simple("OK".into())
-    }
-    pub fn error(msg: impl Into<String>) -> Self {
-        Reply::Error(msg.into())
-    }
-    pub fn bulk(data: impl Into<Vec<u8>>) -> Self {
-        Reply::Bulk(data.into())
-    }
-    pub fn is_error(&self) -> bool {
-        matches!(self, Reply::Error(_))
-    }
-
-    /// Appends the encoding of `self` for protocol `proto` (2 or 3).
-    pub fn encode(&self, proto: u8, out: &mut Vec<u8>) {
+impl Encode for Reply {
+    fn encode(&self, proto: u8, out: &mut Vec<u8>) {
         match self {
             Reply::Simple(s) => line(out, b'+', s),
             Reply::Error(s) => line(out, b'-', s),
@@ -262,20 +238,6 @@ impl RequestParser {
             }
         }
     }
-}
-
-/// Redis' `string2ll`: optional `-`, digits, no `+`, no leading zeros, no spaces, in range.
-pub fn parse_i64(s: &[u8]) -> Option<i64> {
-    let text = std::str::from_utf8(s).ok()?;
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    if digits.is_empty()
-        || !digits.bytes().all(|b| b.is_ascii_digit())
-        || (digits.len() > 1 && digits.starts_with('0'))
-        || (digits == "0" && text.starts_with('-'))
-    {
-        return None;
-    }
-    text.parse().ok()
 }
 
 /// Redis' `sdssplitargs` for inline commands: whitespace-separated words, "double quotes" with

@@ -5,8 +5,8 @@ use super::{
     command_spec as spec, flags::*, glob_match, is, text, Args, CommandSpec, Ctx, ERR_NOT_INTEGER,
     ERR_SYNTAX,
 };
-use crate::compat::murmur::murmur64a;
 use crate::resp::{parse_i64, Reply};
+use bloomgate_dialect::murmur::murmur64a;
 
 pub fn commands() -> Vec<CommandSpec> {
     vec![

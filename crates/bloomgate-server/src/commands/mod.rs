@@ -1,26 +1,25 @@
 //! The command layer: the command table (names, arity, flags), dispatch with Redis' checks
 //! (unknown command, arity, authentication, loading, maxmemory, MULTI queueing) and the state
-//! commands run against. Plain synchronous code with no I/O or async types, so the same layer can
-//! run behind the tokio server or inside a Redis/Valkey module. One module per command family.
+//! commands run against. Plain synchronous code with no I/O or async types. Redis' own commands
+//! live here, one module per family; BF.* and CF.* come from `bloomgate-dialect`, run through
+//! [`ServerHost`], and are logged as the dialect says they propagate.
 
-pub mod bloom;
-pub mod cuckoo;
 pub mod keys;
 pub mod server;
 pub mod transaction;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::keyspace::{Db, FilterValue};
-use crate::resp::{self, Reply};
+use bloomgate_dialect::commands::{self as dialect, Propagate, WrongType};
+
+use crate::keyspace::{Db, Value};
+use crate::resp::Reply;
 
 pub type Args = [Vec<u8>];
 
-pub const ERR_OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
-pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub use bloomgate_dialect::{ERR_OOM, ERR_WRONGTYPE};
 pub const ERR_NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 pub const ERR_SYNTAX: &str = "ERR syntax error";
-pub const ERR_NOT_FOUND: &str = "ERR not found";
 pub const ERR_NOAUTH: &str = "NOAUTH Authentication required.";
 pub const ERR_LOADING: &str = "LOADING Redis is loading the dataset in memory";
 
@@ -56,14 +55,8 @@ impl FsyncPolicy {
 /// Runtime configuration visible through CONFIG GET/SET.
 #[derive(Clone, Debug)]
 pub struct Config {
-    pub bf_error_rate: f64,
-    pub bf_initial_size: u64,
-    pub bf_expansion: u32,
-    pub cf_bucket_size: u64,
-    pub cf_initial_size: u64,
-    pub cf_max_iterations: u64,
-    pub cf_expansion: u64,
-    pub cf_max_expansions: u64,
+    /// The `bf-*` / `cf-*` settings.
+    pub dialect: bloomgate_dialect::Config,
     /// Bytes; 0 = no limit.
     pub maxmemory: u64,
     /// What one allocation may take when `maxmemory` is 0: the machine's physical memory (set
@@ -79,14 +72,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            bf_error_rate: 0.01,
-            bf_initial_size: 100,
-            bf_expansion: 2,
-            cf_bucket_size: 2,
-            cf_initial_size: 1024,
-            cf_max_iterations: 20,
-            cf_expansion: 1,
-            cf_max_expansions: 32,
+            dialect: bloomgate_dialect::Config::default(),
             maxmemory: 0,
             memory_ceiling: u64::MAX,
             appendfsync: FsyncPolicy::Everysec,
@@ -245,6 +231,41 @@ impl Ctx<'_> {
 
 pub type Handler = fn(&mut Ctx, &Args) -> Reply;
 
+/// How a command runs: a handler of this crate, or the dialect's.
+#[derive(Clone, Copy)]
+pub enum Exec {
+    Native(Handler),
+    Dialect(&'static dialect::CommandInfo),
+}
+
+/// The dialect's view of the server: the store and the calling session.
+pub struct ServerHost<'a> {
+    pub store: &'a mut Store,
+    pub proto: u8,
+    pub now_ms: i64,
+}
+
+impl dialect::Host for ServerHost<'_> {
+    fn proto(&self) -> u8 {
+        self.proto
+    }
+    fn config(&self) -> &bloomgate_dialect::Config {
+        &self.store.config.dialect
+    }
+    fn memory_budget(&self) -> u64 {
+        self.store.memory_budget()
+    }
+    fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType> {
+        Ok(self.store.db.value(key, self.now_ms))
+    }
+    fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
+        Ok(self.store.db.value_mut(key, self.now_ms))
+    }
+    fn create(&mut self, key: &[u8], value: Value) {
+        self.store.db.insert(key.to_vec(), value, None);
+    }
+}
+
 /// Command flags (a subset of Redis').
 pub mod flags {
     pub const WRITE: u32 = 1;
@@ -271,7 +292,7 @@ pub struct CommandSpec {
     pub first_key: i32,
     pub last_key: i32,
     pub step: i32,
-    pub handler: Handler,
+    pub exec: Exec,
 }
 
 impl CommandSpec {
@@ -319,67 +340,20 @@ pub fn command_spec(
         first_key,
         last_key,
         step: i32::from(first_key != 0),
-        handler,
+        exec: Exec::Native(handler),
     }
 }
 
-/// A RedisBloom module command: variadic (the handler checks its own arity, as a module does),
-/// one key at argument 1.
-pub fn module_command(name: &'static str, flags: u32, handler: Handler) -> CommandSpec {
-    command_spec(name, -1, flags | flags::MODULE, 1, 1, handler)
-}
-
-/// The filter of type `T` at `key`: `Ok(None)` if missing, WRONGTYPE if another type.
-pub fn typed<'a, T: FilterValue>(ctx: &'a Ctx, key: &[u8]) -> Result<Option<&'a T>, Reply> {
-    match ctx.store.db.value(key, ctx.now_ms) {
-        Some(value) => T::of(value)
-            .map(Some)
-            .ok_or_else(|| Reply::error(ERR_WRONGTYPE)),
-        None => Ok(None),
-    }
-}
-
-/// Runs `f` on the filter of type `T` at `key`, which the caller has just found with that type.
-pub fn update_typed<T: FilterValue, R>(
-    ctx: &mut Ctx,
-    key: &[u8],
-    f: impl FnOnce(&mut T) -> R,
-) -> R {
-    let now = ctx.now_ms;
-    ctx.store
-        .db
-        .update(key, now, |value| f(T::of_mut(value).expect("type checked")))
-        .expect("key checked")
-}
-
-/// BF.LOADCHUNK / CF.LOADCHUNK `key iter data`: iterator 1 on a missing key creates the filter
-/// from a dump header, its size checked against the memory budget before anything is
-/// allocated; later iterators write chunks into an existing filter. `bad_iter` is the family's
-/// wording for a non-numeric iterator.
-pub fn load_chunk<T: FilterValue>(ctx: &mut Ctx, args: &Args, bad_iter: &'static str) -> Reply {
-    let Some(iter) = resp::parse_i64(&args[2]) else {
-        return Reply::error(bad_iter);
-    };
-    let (key, data) = (&args[1], &args[3]);
-    let result = match typed::<T>(ctx, key) {
-        Err(reply) => return reply,
-        Ok(None) if iter == 1 => T::header_bytes(data).and_then(|bytes| {
-            if bytes > ctx.store.memory_budget() {
-                return Err(ERR_OOM);
-            }
-            let filter = T::from_header(data)?;
-            ctx.store.db.insert(key.to_vec(), filter.into_value(), None);
-            Ok(())
-        }),
-        Ok(None) => Err(ERR_NOT_FOUND),
-        Ok(Some(_)) => update_typed(ctx, key, |f: &mut T| f.load_chunk(iter, data)),
-    };
-    match result {
-        Ok(()) => {
-            ctx.changed(1);
-            Reply::ok()
-        }
-        Err(msg) => Reply::error(msg),
+/// A dialect command: the handler checks its own arity, as a module's does.
+fn dialect_command(info: &'static dialect::CommandInfo) -> CommandSpec {
+    CommandSpec {
+        name: info.name,
+        arity: info.arity,
+        flags: info.flags | flags::MODULE,
+        first_key: info.first_key,
+        last_key: info.last_key,
+        step: info.step,
+        exec: Exec::Dialect(info),
     }
 }
 
@@ -387,9 +361,7 @@ pub fn load_chunk<T: FilterValue>(ctx: &mut Ctx, args: &Args, bad_iter: &'static
 pub fn table() -> &'static [CommandSpec] {
     static TABLE: std::sync::OnceLock<Vec<CommandSpec>> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut all = Vec::new();
-        all.extend(bloom::commands());
-        all.extend(cuckoo::commands());
+        let mut all: Vec<CommandSpec> = dialect::table().iter().map(dialect_command).collect();
         all.extend(keys::commands());
         all.extend(server::commands());
         all.extend(transaction::commands());
@@ -438,12 +410,7 @@ pub fn unknown_command(args: &Args) -> Reply {
     ))
 }
 
-pub fn wrong_arity(name: &str) -> Reply {
-    Reply::error(format!(
-        "ERR wrong number of arguments for '{}' command",
-        name.to_lowercase()
-    ))
-}
+pub use bloomgate_dialect::commands::wrong_arity;
 
 /// Runs one command for `session`. `replaying` is set while the log is replayed at start (no
 /// auth, no logging, no MULTI state).
@@ -512,6 +479,12 @@ pub fn run(
             close: false,
         };
     }
+    if let Exec::Dialect(info) = spec.exec {
+        return run_dialect(store, session, spec, info, args, replaying);
+    }
+    let Exec::Native(handler) = spec.exec else {
+        unreachable!("dialect commands returned above")
+    };
     let dirty_before = store.dirty;
     let mut ctx = Ctx {
         store,
@@ -521,7 +494,7 @@ pub fn run(
         action: None,
         close: false,
     };
-    let reply = (spec.handler)(&mut ctx, args);
+    let reply = handler(&mut ctx, args);
     let Ctx {
         store,
         log_as,
@@ -534,17 +507,55 @@ pub fn run(
     } else {
         log_as.unwrap_or_else(|| vec![args.to_vec()])
     };
-    store.stats.commands_processed += 1;
-    let counters = store.stats.per_command.entry(spec.name).or_default();
-    counters.0 += 1;
-    if reply.is_error() {
-        counters.1 += 1;
-    }
+    count_call(store, spec, &reply);
     Outcome {
         reply,
         log,
         action,
         close,
+    }
+}
+
+/// Runs a BF.*/CF.* command: the dialect decides the reply, the changes and what to log.
+fn run_dialect(
+    store: &mut Store,
+    session: &Session,
+    spec: &CommandSpec,
+    info: &'static dialect::CommandInfo,
+    args: &Args,
+    replaying: bool,
+) -> Outcome {
+    let slices: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+    let mut host = ServerHost {
+        store,
+        proto: session.proto,
+        now_ms: now_ms(),
+    };
+    let outcome = dialect::execute(&mut host, info, &slices);
+    store.db.settle();
+    store.dirty += outcome.dirty;
+    store.persistence.changes_since_save += outcome.dirty;
+    let log = match outcome.propagate {
+        _ if replaying => Vec::new(),
+        Propagate::Nothing => Vec::new(),
+        Propagate::Verbatim => vec![args.to_vec()],
+        Propagate::Commands(commands) => commands,
+    };
+    count_call(store, spec, &outcome.reply);
+    Outcome {
+        reply: outcome.reply,
+        log,
+        action: None,
+        close: false,
+    }
+}
+
+fn count_call(store: &mut Store, spec: &CommandSpec, reply: &Reply) {
+    store.stats.commands_processed += 1;
+    let counters = store.stats.per_command.entry(spec.name).or_default();
+    counters.0 += 1;
+    if reply.is_error() {
+        counters.1 += 1;
     }
 }
 
@@ -555,22 +566,10 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// Case-insensitive ASCII comparison of an argument with an option name.
-pub fn is(arg: &[u8], name: &str) -> bool {
-    arg.eq_ignore_ascii_case(name.as_bytes())
-}
+pub use bloomgate_dialect::num::{is, parse_f64};
 
 pub fn text(arg: &[u8]) -> String {
     String::from_utf8_lossy(arg).into_owned()
-}
-
-/// Redis' `string2d`-like double parsing: no surrounding spaces, no NaN.
-pub fn parse_f64(arg: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(arg).ok()?;
-    if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
-        return None;
-    }
-    s.parse::<f64>().ok().filter(|v| !v.is_nan())
 }
 
 /// Redis glob matching (`*`, `?`, `[...]` with ranges and `^`, `\` escapes).

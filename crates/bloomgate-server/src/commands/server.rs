@@ -367,14 +367,7 @@ const CONFIG_NAMES: [&str; 18] = [
 fn config_value(ctx: &Ctx, name: &str) -> String {
     let c = &ctx.store.config;
     match name {
-        "bf-error-rate" => c.bf_error_rate.to_string(),
-        "bf-initial-size" => c.bf_initial_size.to_string(),
-        "bf-expansion-factor" => c.bf_expansion.to_string(),
-        "cf-bucket-size" => c.cf_bucket_size.to_string(),
-        "cf-initial-size" => c.cf_initial_size.to_string(),
-        "cf-max-iterations" => c.cf_max_iterations.to_string(),
-        "cf-expansion-factor" => c.cf_expansion.to_string(),
-        "cf-max-expansions" => c.cf_max_expansions.to_string(),
+        _ if c.dialect.get(name).is_some() => c.dialect.get(name).unwrap_or_default(),
         "maxmemory" => c.maxmemory.to_string(),
         "maxmemory-policy" => "noeviction".into(),
         "appendonly" => "yes".into(),
@@ -391,32 +384,10 @@ fn config_value(ctx: &Ctx, name: &str) -> String {
 /// Validates and applies one configuration pair (CONFIG SET and the config file); `name` is
 /// lower-case. Immutable names are refused here (the server applies them at start).
 pub fn apply_config(c: &mut Config, name: &str, value: &str) -> Result<(), String> {
-    let int_in = |lo: u64, hi: u64| -> Result<u64, String> {
-        match value.parse::<u64>() {
-            Ok(v) if (lo..=hi).contains(&v) => Ok(v),
-            Ok(_) => Err(format!("argument must be between {lo} and {hi} inclusive")),
-            Err(_) => Err("argument couldn't be parsed into an integer".into()),
-        }
-    };
+    if c.dialect.set(name, value)? {
+        return Ok(());
+    }
     match name {
-        "bf-error-rate" => match value.parse::<f64>() {
-            // Values above 0.25 are accepted and capped (RedisBloom behaviour).
-            Ok(v) if v > 0.0 && v < 1.0 => c.bf_error_rate = v.min(0.25),
-            _ => return Err("argument must be between 0 and 1 exclusive".into()),
-        },
-        "bf-initial-size" => c.bf_initial_size = int_in(1, 1 << 30)?,
-        "bf-expansion-factor" => c.bf_expansion = int_in(0, 32768)? as u32,
-        "cf-bucket-size" => c.cf_bucket_size = int_in(1, 255)?,
-        "cf-initial-size" => {
-            let v = int_in(4, 1 << 30)?;
-            if v < 2 * c.cf_bucket_size {
-                return Err("argument must be at least 2 * cf-bucket-size".into());
-            }
-            c.cf_initial_size = v;
-        }
-        "cf-max-iterations" => c.cf_max_iterations = int_in(1, 65535)?,
-        "cf-expansion-factor" => c.cf_expansion = int_in(0, 32768)?,
-        "cf-max-expansions" => c.cf_max_expansions = int_in(1, 65536)?,
         "maxmemory" => {
             c.maxmemory = parse_memory(value).ok_or("argument must be a memory value")?
         }
@@ -643,7 +614,7 @@ mod tests {
             Reply::Map(vec![(Reply::bulk("bf-error-rate"), Reply::bulk("0.01"))])
         );
         assert_eq!(h.run("CONFIG SET bf-error-rate 0.5"), Reply::ok());
-        assert_eq!(h.store.config.bf_error_rate, 0.25);
+        assert_eq!(h.store.config.dialect.bf_error_rate, 0.25);
         assert!(h.run("CONFIG SET bf-initial-size 0").is_error());
         assert_eq!(h.run("CONFIG SET maxmemory 10mb"), Reply::ok());
         assert_eq!(h.store.config.maxmemory, 10 * 1024 * 1024);

@@ -7,12 +7,15 @@
 
 use bloomgate::bits::BitArray;
 
-use super::murmur::murmur64a;
+use crate::murmur::murmur64a;
 
 /// Link option bits as stored in the dump header.
 pub const OPT_NOROUND: u32 = 1;
+/// Legacy: `entries` counts bits.
 pub const OPT_ENTS_IS_BITS: u32 = 2;
+/// 64-bit hashing (every filter created since 2.x).
 pub const OPT_FORCE64: u32 = 4;
+/// The chain never grows.
 pub const OPT_NO_SCALING: u32 = 8;
 /// NOROUND | FORCE64: what RedisBloom has created since 2.x.
 pub const DEFAULT_OPTIONS: u32 = OPT_NOROUND | OPT_FORCE64;
@@ -35,11 +38,14 @@ const CHAIN_OVERHEAD: u64 = 32;
 const LINK_OVERHEAD: u64 = 64;
 /// Dump header sizes: `u64 size, u32 nfilters, u32 options, u32 growth`, then per link
 /// `u64 bytes, u64 bits, u64 size, f64 error, f64 bpe, u32 hashes, u64 entries, u8 n2`.
-const HEADER_FIXED: usize = 20;
+pub const HEADER_FIXED: usize = 20;
 const HEADER_LINK: usize = 53;
 
+/// LOADCHUNK: a header or chunk that fails validation.
 pub const ERR_BAD_DATA: &str = "ERR received bad data";
+/// LOADCHUNK: an offset outside every link.
 pub const ERR_NO_LINK: &str = "ERR invalid offset - no link found";
+/// LOADCHUNK: a chunk running past its link.
 pub const ERR_CHUNK_TOO_BIG: &str = "ERR invalid chunk - Too big for current filter";
 
 /// The two 64-bit hashes every probe position derives from.
@@ -67,9 +73,13 @@ impl HashPair {
 /// Sizing of one link for a capacity and error rate (NOROUND|FORCE64 rules).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinkSizing {
+    /// Bytes of the bit array (a multiple of 8).
     pub bytes: u64,
+    /// Bits (`bytes × 8`).
     pub bits: u64,
+    /// Probes per item.
     pub hashes: u32,
+    /// Bits per entry.
     pub bpe: f64,
 }
 
@@ -141,14 +151,52 @@ impl Link {
         newly_set
     }
 
+    /// Bytes of the bit array.
     pub fn bytes(&self) -> u64 {
         self.sizing.bytes
     }
 
+    /// Bits of the bit array (`bytes × 8`).
+    pub fn bits(&self) -> u64 {
+        self.sizing.bits
+    }
+
+    /// Bits per entry the link was sized with.
+    pub fn bpe(&self) -> f64 {
+        self.sizing.bpe
+    }
+
+    /// The link's error rate.
+    pub fn error(&self) -> f64 {
+        self.error
+    }
+
+    /// Items the link was sized for (RedisBloom's `entries`).
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Items this link newly took.
+    pub fn items(&self) -> u64 {
+        self.items
+    }
+
+    /// Legacy power-of-two exponent (0 for NOROUND links).
+    pub fn n2(&self) -> u8 {
+        self.n2
+    }
+
+    /// The bit array as RedisBloom stores it (little-endian bytes).
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        self.bits.to_le_bytes()
+    }
+
+    /// Probes per item.
     pub fn hashes(&self) -> u32 {
         self.sizing.hashes
     }
 
+    /// Bits set (for fill estimates).
     pub fn count_ones(&self) -> u64 {
         self.bits.count_ones()
     }
@@ -188,11 +236,12 @@ pub enum AddError {
 }
 
 impl AddError {
+    /// RedisBloom's error text.
     pub fn message(self) -> &'static str {
         match self {
             AddError::Full => "ERR non scaling filter is full",
             AddError::GrowFailed => "ERR problem inserting into filter",
-            AddError::OutOfMemory => crate::commands::ERR_OOM,
+            AddError::OutOfMemory => crate::ERR_OOM,
         }
     }
 }
@@ -237,6 +286,7 @@ impl BloomChain {
         Some(LinkSizing::new(capacity, first_error)?.bytes)
     }
 
+    /// Whether the chain may grow.
     pub fn is_scaling(&self) -> bool {
         self.options & OPT_NO_SCALING == 0
     }
@@ -279,6 +329,7 @@ impl BloomChain {
         Ok(true)
     }
 
+    /// Whether `item` may be present (any link reports it).
     pub fn contains(&self, item: &[u8]) -> bool {
         let h = HashPair::of(item);
         self.links.iter().rev().any(|link| link.contains(h))
@@ -297,12 +348,36 @@ impl BloomChain {
             .fold(0u64, |sum, l| sum.saturating_add(l.capacity))
     }
 
+    /// The links, oldest first.
     pub fn links(&self) -> &[Link] {
         &self.links
     }
 
+    /// The expansion factor (`Expansion rate`).
     pub fn growth(&self) -> u32 {
         self.growth
+    }
+
+    /// The dump header's option bits.
+    pub fn options(&self) -> u32 {
+        self.options
+    }
+
+    /// Where each SCANDUMP chunk ends: `(iterator returned with it, length)`; chunks are at most
+    /// 16 MiB and never cross a link.
+    pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
+        let mut plan = Vec::new();
+        let mut end = 1i64;
+        for link in &self.links {
+            let mut left = link.sizing.bytes;
+            while left > 0 {
+                let len = left.min(MAX_SCANDUMP_CHUNK);
+                end += len as i64;
+                plan.push((end, len));
+                left -= len;
+            }
+        }
+        plan
     }
 
     /// BF.INFO Size: `32 + 64 × links + Σ link bytes`.

@@ -1,53 +1,57 @@
 //! CF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (see
 //! `shared/reference/redisbloom.md`). Arity is checked here, as a module command would.
 
-use super::{
-    flags::*, is, load_chunk, module_command as spec, typed, update_typed, wrong_arity, Args,
-    CommandSpec, Ctx, ERR_NOT_FOUND, ERR_OOM,
-};
-use crate::compat::cuckoo::{
+use super::{flags::*, load_chunk, spec, wrong_arity, Args, Command, CommandInfo, Ctx, Host};
+use crate::cuckoo::{
     CuckooChain, CuckooParams, InsertError, MAX_BUCKET_SIZE, MAX_CAPACITY, MAX_EXPANSION,
     MAX_ITERATIONS,
 };
-use crate::keyspace::Value;
-use crate::resp::{parse_i64, Reply};
+use crate::num::{is, parse_i64};
+use crate::reply::Reply;
+use crate::value::Value;
+use crate::{ERR_NOT_FOUND, ERR_OOM};
 
-pub fn commands() -> Vec<CommandSpec> {
+/// The CF.* command table.
+pub fn commands() -> Vec<CommandInfo> {
+    let cf = |name, command, flags| spec(name, command, flags, "cuckoo");
     vec![
-        spec("CF.RESERVE", WRITE | DENYOOM, reserve),
-        spec("CF.ADD", WRITE | DENYOOM, add),
-        spec("CF.ADDNX", WRITE | DENYOOM, addnx),
-        spec("CF.INSERT", WRITE | DENYOOM, insert),
-        spec("CF.INSERTNX", WRITE | DENYOOM, insertnx),
-        spec("CF.EXISTS", READONLY | FAST, exists),
-        spec("CF.MEXISTS", READONLY | FAST, mexists),
-        spec("CF.COUNT", READONLY | FAST, count),
-        spec("CF.DEL", WRITE | FAST, del),
-        spec("CF.COMPACT", WRITE, compact),
-        spec("CF.INFO", READONLY | FAST, info),
-        spec("CF.DEBUG", READONLY, debug),
-        spec("CF.SCANDUMP", READONLY, scandump),
-        spec("CF.LOADCHUNK", WRITE | DENYOOM, loadchunk),
+        cf("CF.RESERVE", Command::CfReserve, WRITE | DENYOOM),
+        cf("CF.ADD", Command::CfAdd, WRITE | DENYOOM),
+        cf("CF.ADDNX", Command::CfAddnx, WRITE | DENYOOM),
+        cf("CF.INSERT", Command::CfInsert, WRITE | DENYOOM),
+        cf("CF.INSERTNX", Command::CfInsertnx, WRITE | DENYOOM),
+        cf("CF.EXISTS", Command::CfExists, READONLY | FAST),
+        cf("CF.MEXISTS", Command::CfMexists, READONLY | FAST),
+        cf("CF.COUNT", Command::CfCount, READONLY | FAST),
+        cf("CF.DEL", Command::CfDel, WRITE | FAST),
+        cf("CF.COMPACT", Command::CfCompact, WRITE),
+        cf("CF.INFO", Command::CfInfo, READONLY | FAST),
+        cf("CF.DEBUG", Command::CfDebug, READONLY),
+        cf("CF.SCANDUMP", Command::CfScandump, READONLY),
+        cf("CF.LOADCHUNK", Command::CfLoadchunk, WRITE | DENYOOM),
     ]
 }
 
 /// Borrows the filter at `key`: `Ok(None)` if missing, WRONGTYPE if another type.
-fn filter<'a>(ctx: &'a Ctx, key: &[u8]) -> Result<Option<&'a CuckooChain>, Reply> {
-    typed(ctx, key)
+fn filter<'a, H: Host + ?Sized>(
+    ctx: &'a mut Ctx<H>,
+    key: &[u8],
+) -> Result<Option<&'a CuckooChain>, Reply> {
+    ctx.typed(key)
 }
 
 /// The filter at `key`, or the error `missing` (each command words it its own way).
-fn filter_or<'a>(
-    ctx: &'a Ctx,
+fn filter_or<'a, H: Host + ?Sized>(
+    ctx: &'a mut Ctx<H>,
     key: &[u8],
     missing: &'static str,
 ) -> Result<&'a CuckooChain, Reply> {
-    filter(ctx, key)?.ok_or_else(|| Reply::error(missing))
+    ctx.existing(key, missing)
 }
 
 /// The cf-* configuration in force, with `capacity` for a new filter.
-fn configured(ctx: &Ctx, capacity: u64) -> CuckooParams {
-    let c = &ctx.store.config;
+fn configured<H: Host + ?Sized>(ctx: &Ctx<H>, capacity: u64) -> CuckooParams {
+    let c = ctx.config();
     CuckooParams {
         capacity,
         bucket_size: c.cf_bucket_size as u16,
@@ -59,13 +63,13 @@ fn configured(ctx: &Ctx, capacity: u64) -> CuckooParams {
 /// Creates a filter at `key` after the maxmemory check. The creation is logged as the
 /// `CF.LOADCHUNK key 1 <header>` of the empty filter, which rebuilds exactly this shape on
 /// replay whatever the configuration is then; `then_log` (the command's own effect) follows.
-fn create(
-    ctx: &mut Ctx,
+fn create<H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
     key: &[u8],
     p: CuckooParams,
     then_log: Option<&Args>,
 ) -> Result<(), Reply> {
-    if p.planned_bytes() > ctx.store.memory_budget() {
+    if p.planned_bytes() > ctx.budget() {
         return Err(Reply::error(ERR_OOM));
     }
     let filter = CuckooChain::new(p).ok_or_else(|| Reply::error("Couldn't create filter!"))?;
@@ -75,12 +79,9 @@ fn create(
         b"1".to_vec(),
         filter.dump_header(),
     ]];
-    log.extend(then_log.map(<[Vec<u8>]>::to_vec));
-    ctx.log_as = Some(log);
-    ctx.store
-        .db
-        .insert(key.to_vec(), Value::Cuckoo(filter), None);
-    ctx.changed(1);
+    log.extend(then_log.map(|args| args.iter().map(|a| a.to_vec()).collect()));
+    ctx.propagate_as(log);
+    ctx.create(key, Value::Cuckoo(filter));
     Ok(())
 }
 
@@ -93,24 +94,24 @@ enum Added {
 
 /// Adds `items` (unique-only with `nx`), creating the filter with `create_with` capacity if
 /// missing (else `ERR not found`). Stops at an out-of-memory error.
-fn add_items(
-    ctx: &mut Ctx,
+fn add_items<H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
     args: &Args,
     items: &Args,
     nx: bool,
     create_with: Option<u64>,
 ) -> Result<Vec<Added>, Reply> {
-    let key = &args[1];
+    let key = args[1];
     if filter(ctx, key)?.is_none() {
         let capacity = create_with.ok_or_else(|| Reply::error(ERR_NOT_FOUND))?;
         create(ctx, key, configured(ctx, capacity), Some(args))?;
     }
-    let max_filters = ctx.store.config.cf_max_expansions;
+    let max_filters = ctx.config().cf_max_expansions;
     let mut outcomes = Vec::with_capacity(items.len());
     let mut added = 0;
     for item in items {
-        let budget = ctx.store.memory_budget();
-        let result = update_typed(ctx, key, |filter: &mut CuckooChain| {
+        let budget = ctx.budget();
+        let result = ctx.update(key, |filter: &mut CuckooChain| {
             if nx {
                 filter.insert_unique(item, max_filters, budget)
             } else {
@@ -134,11 +135,11 @@ fn add_items(
     Ok(outcomes)
 }
 
-fn reserve(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() < 3 {
         return wrong_arity("cf.reserve");
     }
-    let Some(capacity) = parse_i64(&args[2]).filter(|&c| c > 0) else {
+    let Some(capacity) = parse_i64(args[2]).filter(|&c| c > 0) else {
         return Reply::error("Bad capacity");
     };
     // Options are matched by name anywhere after the capacity (as BF.RESERVE's are).
@@ -158,7 +159,7 @@ fn reserve(ctx: &mut Ctx, args: &Args) -> Reply {
             ))),
         }
     };
-    let c = &ctx.store.config;
+    let c = ctx.config().clone();
     let parsed = option("MAXITERATIONS", c.cf_max_iterations, 1, MAX_ITERATIONS).and_then(|m| {
         let b = option("BUCKETSIZE", c.cf_bucket_size, 1, MAX_BUCKET_SIZE)?;
         let e = option("EXPANSION", c.cf_expansion, 0, MAX_EXPANSION)?;
@@ -172,7 +173,7 @@ fn reserve(ctx: &mut Ctx, args: &Args) -> Reply {
     if capacity < 2 * bucket_size || capacity > MAX_CAPACITY {
         return Reply::error("Capacity must be in the range [2 * BUCKETSIZE, 1073741824]");
     }
-    let key = &args[1];
+    let key = args[1];
     match filter(ctx, key) {
         Err(reply) => return reply,
         Ok(Some(_)) => return Reply::error("ERR item exists"),
@@ -191,11 +192,11 @@ fn reserve(ctx: &mut Ctx, args: &Args) -> Reply {
 }
 
 /// CF.ADD / CF.ADDNX: one item, the filter created with `cf-initial-size` if missing.
-fn add_one(ctx: &mut Ctx, args: &Args, nx: bool, name: &str) -> Reply {
+fn add_one<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool, name: &str) -> Reply {
     if args.len() != 3 {
         return wrong_arity(name);
     }
-    let capacity = ctx.store.config.cf_initial_size;
+    let capacity = ctx.config().cf_initial_size;
     match add_items(ctx, args, &args[2..], nx, Some(capacity)) {
         Ok(outcomes) => match outcomes[0] {
             Added::Yes => Reply::Bool(true),
@@ -206,19 +207,19 @@ fn add_one(ctx: &mut Ctx, args: &Args, nx: bool, name: &str) -> Reply {
     }
 }
 
-fn add(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     add_one(ctx, args, false, "cf.add")
 }
 
-fn addnx(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn addnx<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     add_one(ctx, args, true, "cf.addnx")
 }
 
 /// CF.INSERT / CF.INSERTNX `key [CAPACITY c] [NOCREATE] ITEMS item...`: options are recognised
 /// by their first letter (RedisBloom quirk). Replies per item: INSERT 1 / -1 (no room),
 /// INSERTNX 1 / 0 (present) / -1; INSERT's 1 is a boolean under RESP3, INSERTNX's are integers.
-fn insert_many(ctx: &mut Ctx, args: &Args, nx: bool, name: &str) -> Reply {
-    let mut capacity = ctx.store.config.cf_initial_size;
+fn insert_many<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool, name: &str) -> Reply {
+    let mut capacity = ctx.config().cf_initial_size;
     let mut nocreate = false;
     let mut items_at = None;
     let mut i = 2;
@@ -265,79 +266,85 @@ fn insert_many(ctx: &mut Ctx, args: &Args, nx: bool, name: &str) -> Reply {
     }
 }
 
-fn insert(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     insert_many(ctx, args, false, "cf.insert")
 }
 
-fn insertnx(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn insertnx<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     insert_many(ctx, args, true, "cf.insertnx")
 }
 
 /// EXISTS / MEXISTS / COUNT answer 0 for a missing key and for a key of another type.
-fn probe<T: Default>(ctx: &Ctx, key: &[u8], f: impl FnOnce(&CuckooChain) -> T) -> T {
+fn probe<T: Default, H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    f: impl FnOnce(&CuckooChain) -> T,
+) -> T {
     match filter(ctx, key) {
         Ok(Some(filter)) => f(filter),
         _ => T::default(),
     }
 }
 
-fn exists(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn exists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 3 {
         return wrong_arity("cf.exists");
     }
-    Reply::Bool(probe(ctx, &args[1], |f| f.contains(&args[2])))
+    Reply::Bool(probe(ctx, args[1], |f| f.contains(args[2])))
 }
 
-fn mexists(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn mexists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() < 3 {
         return wrong_arity("cf.mexists");
     }
+    let found: Vec<bool> = probe(ctx, args[1], |f| {
+        args[2..].iter().map(|item| f.contains(item)).collect()
+    });
     Reply::Array(
-        args[2..]
-            .iter()
-            .map(|item| Reply::Bool(probe(ctx, &args[1], |f| f.contains(item))))
+        (0..args.len() - 2)
+            .map(|i| Reply::Bool(found.get(i).copied().unwrap_or(false)))
             .collect(),
     )
 }
 
-fn count(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn count<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 3 {
         return wrong_arity("cf.count");
     }
-    Reply::Int(probe(ctx, &args[1], |f| f.count(&args[2])) as i64)
+    Reply::Int(probe(ctx, args[1], |f| f.count(args[2])) as i64)
 }
 
-fn del(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn del<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 3 {
         return wrong_arity("cf.del");
     }
-    if let Err(reply) = filter_or(ctx, &args[1], "Not found") {
+    if let Err(reply) = filter_or(ctx, args[1], "Not found") {
         return reply;
     }
-    let deleted = update_typed(ctx, &args[1], |f: &mut CuckooChain| f.delete(&args[2]));
+    let deleted = ctx.update(args[1], |f: &mut CuckooChain| f.delete(args[2]));
     if deleted {
         ctx.changed(1);
     }
     Reply::Bool(deleted)
 }
 
-fn compact(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn compact<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 2 {
         return wrong_arity("cf.compact");
     }
-    if let Err(reply) = filter_or(ctx, &args[1], "Cuckoo filter was not found") {
+    if let Err(reply) = filter_or(ctx, args[1], "Cuckoo filter was not found") {
         return reply;
     }
-    update_typed(ctx, &args[1], CuckooChain::compact);
+    ctx.update(args[1], CuckooChain::compact);
     ctx.changed(1);
     Reply::ok()
 }
 
-fn info(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 2 {
         return wrong_arity("cf.info");
     }
-    let f = match filter_or(ctx, &args[1], ERR_NOT_FOUND) {
+    let f = match filter_or(ctx, args[1], ERR_NOT_FOUND) {
         Ok(f) => f,
         Err(reply) => return reply,
     };
@@ -359,11 +366,11 @@ fn info(ctx: &mut Ctx, args: &Args) -> Reply {
     )
 }
 
-fn debug(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn debug<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 2 {
         return wrong_arity("cf.debug");
     }
-    match filter_or(ctx, &args[1], ERR_NOT_FOUND) {
+    match filter_or(ctx, args[1], ERR_NOT_FOUND) {
         Ok(f) => Reply::bulk(f.debug_line()),
         Err(reply) => reply,
     }
@@ -371,14 +378,14 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Reply {
 
 /// SCANDUMP: `[1, header]` at 0, then chunks; `[0, nil]` when done — and at once for a filter
 /// holding no items (RedisBloom quirk: an empty filter has nothing to dump).
-fn scandump(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 3 {
         return wrong_arity("cf.scandump");
     }
-    let Some(iter) = parse_i64(&args[2]).filter(|&i| i >= 0) else {
+    let Some(iter) = parse_i64(args[2]).filter(|&i| i >= 0) else {
         return Reply::error("Invalid position");
     };
-    let filter = match filter_or(ctx, &args[1], ERR_NOT_FOUND) {
+    let filter = match filter_or(ctx, args[1], ERR_NOT_FOUND) {
         Ok(filter) => filter,
         Err(reply) => return reply,
     };
@@ -396,17 +403,17 @@ fn scandump(ctx: &mut Ctx, args: &Args) -> Reply {
 }
 
 /// LOADCHUNK: the 38-byte header at iterator 1 creates the filter; chunks follow.
-fn loadchunk(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 4 {
         return wrong_arity("cf.loadchunk");
     }
-    load_chunk::<CuckooChain>(ctx, args, "Invalid position")
+    load_chunk::<CuckooChain, H>(ctx, args, "Invalid position")
 }
 
 #[cfg(test)]
 mod tests {
     use crate::commands::testing::*;
-    use crate::resp::Reply;
+    use crate::reply::Reply;
 
     fn ints(values: &[i64]) -> Reply {
         Reply::Array(values.iter().map(|&v| Reply::Int(v)).collect())
@@ -524,17 +531,19 @@ mod tests {
         let mut h = Harness::new();
         h.run("BF.ADD bloom a");
         h.run("CF.ADD cuckoo a");
-        for key in ["missing", "bloom"] {
+        h.foreign.push(b"string".to_vec());
+        for key in ["missing", "bloom", "string"] {
             assert_eq!(h.run(&format!("CF.EXISTS {key} a")), Reply::Bool(false));
             assert_eq!(h.run(&format!("CF.COUNT {key} a")), Reply::Int(0));
             assert_eq!(h.run(&format!("CF.MEXISTS {key} a")), bools(&[false]));
         }
-        let wrongtype = err(crate::commands::ERR_WRONGTYPE);
+        let wrongtype = err(crate::ERR_WRONGTYPE);
         assert_eq!(h.run("CF.ADD bloom a"), wrongtype);
         assert_eq!(h.run("CF.INFO bloom"), wrongtype);
+        assert_eq!(h.run("CF.ADD string a"), wrongtype);
         assert_eq!(h.run("BF.ADD cuckoo a"), wrongtype);
         assert_eq!(h.run("BF.EXISTS cuckoo a"), Reply::Bool(false));
-        assert_eq!(h.run("TYPE cuckoo"), Reply::Simple("MBbloomCF".into()));
+        assert_eq!(h.keys[&b"cuckoo"[..]].type_name(), "MBbloomCF");
     }
 
     #[test]
@@ -571,7 +580,7 @@ mod tests {
     #[test]
     fn max_expansions_reached() {
         let mut h = Harness::new();
-        h.store.config.cf_max_expansions = 2;
+        h.config.cf_max_expansions = 2;
         h.run("CF.RESERVE k 4 BUCKETSIZE 1 MAXITERATIONS 1");
         let replies: Vec<Reply> = (0..100).map(|i| h.run(&format!("CF.ADD k {i}"))).collect();
         assert!(replies.contains(&err("Maximum expansions reached")));
@@ -584,21 +593,16 @@ mod tests {
     #[test]
     fn resp3_shapes() {
         let mut h = Harness::new();
-        h.session.proto = 3;
-        let encode = |r: &Reply| {
-            let mut out = Vec::new();
-            r.encode(3, &mut out);
-            String::from_utf8(out).unwrap()
+        h.proto = 3;
+        assert_eq!(h.run("CF.ADD k a"), Reply::Bool(true));
+        assert_eq!(h.run("CF.EXISTS k a"), Reply::Bool(true));
+        assert_eq!(h.run("CF.COUNT k a"), Reply::Int(1));
+        assert_eq!(h.run("CF.INSERTNX k ITEMS a"), ints(&[0]));
+        assert_eq!(h.run("CF.INSERT k ITEMS b"), bools(&[true]));
+        let Reply::Map(info) = h.run("CF.INFO k") else {
+            panic!()
         };
-        assert_eq!(encode(&h.run("CF.ADD k a")), "#t\r\n");
-        assert_eq!(encode(&h.run("CF.EXISTS k a")), "#t\r\n");
-        assert_eq!(encode(&h.run("CF.COUNT k a")), ":1\r\n");
-        assert_eq!(encode(&h.run("CF.INSERTNX k ITEMS a")), "*1\r\n:0\r\n");
-        assert_eq!(encode(&h.run("CF.INSERT k ITEMS b")), "*1\r\n#t\r\n");
-        assert!(encode(&h.run("CF.INFO k")).starts_with("%8\r\n+Size\r\n:1080\r\n"));
-        let mut out = Vec::new();
-        h.run("CF.EXISTS k a").encode(2, &mut out);
-        assert_eq!(out, b":1\r\n");
+        assert_eq!(info[0], (Reply::Simple("Size".into()), Reply::Int(1080)));
     }
 
     /// SCANDUMP → LOADCHUNK rebuilds the same bytes; an empty filter dumps nothing; forged
@@ -653,9 +657,9 @@ mod tests {
         let mut huge = chunks[0].1.clone();
         huge[8..16].copy_from_slice(&(1u64 << 30).to_le_bytes());
         huge[0..8].copy_from_slice(&0u64.to_le_bytes());
-        h.store.config.maxmemory = 1 << 20;
-        assert_eq!(load(&mut h, "x", "1", huge), err(crate::commands::ERR_OOM));
-        h.store.config.maxmemory = 0;
+        h.memory_limit = 1 << 20;
+        assert_eq!(load(&mut h, "x", "1", huge), err(crate::ERR_OOM));
+        h.memory_limit = 0;
         assert_eq!(load(&mut h, "x", "1", vec![0; 37]), err("Invalid header"));
         assert_eq!(load(&mut h, "x", "5", vec![0; 4]), err("ERR not found"));
         assert_eq!(

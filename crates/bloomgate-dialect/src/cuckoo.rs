@@ -11,7 +11,7 @@
 //! `i mod n`. Because `n` is a power of two, the alternate of a *reduced* index is the reduced
 //! alternate, so a fingerprint moved by a kick can always find its way back.
 
-use super::murmur::murmur64a;
+use crate::murmur::murmur64a;
 
 /// The multiplier that turns a fingerprint into the bucket offset of its alternate.
 const ALT_MULTIPLIER: u64 = 0x5bd1e995;
@@ -27,9 +27,13 @@ pub const MAX_SCANDUMP_CHUNK: u64 = 16 * 1024 * 1024;
 /// Compaction runs after a delete once deletes exceed this share of the stored items.
 const COMPACT_DELETE_RATIO: f64 = 0.10;
 
+/// Most slots per bucket.
 pub const MAX_BUCKET_SIZE: u64 = 255;
+/// Longest kick chain.
 pub const MAX_ITERATIONS: u64 = 65535;
+/// Largest expansion factor.
 pub const MAX_EXPANSION: u64 = 32768;
+/// Largest capacity CF.RESERVE accepts.
 pub const MAX_CAPACITY: u64 = 1 << 30;
 /// `cf-max-expansions`' upper bound, and so the most sub-filters a valid dump can describe.
 pub const MAX_FILTERS: u64 = 65536;
@@ -37,12 +41,16 @@ pub const MAX_FILTERS: u64 = 65536;
 /// The hash of an item as the filter uses it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lookup {
+    /// 8-bit fingerprint, never 0.
     pub fp: u8,
+    /// First bucket index (before reduction).
     pub i1: u64,
+    /// Alternate bucket index (before reduction).
     pub i2: u64,
 }
 
 impl Lookup {
+    /// Hashes `item` as RedisBloom does.
     pub fn of(item: &[u8]) -> Self {
         let h = murmur64a(item, 0);
         let fp = (h % 255 + 1) as u8;
@@ -70,11 +78,12 @@ pub enum InsertError {
 }
 
 impl InsertError {
+    /// RedisBloom's error text.
     pub fn message(self) -> &'static str {
         match self {
             InsertError::Full => "Filter is full",
             InsertError::MaxExpansions => "Maximum expansions reached",
-            InsertError::OutOfMemory => crate::commands::ERR_OOM,
+            InsertError::OutOfMemory => crate::ERR_OOM,
         }
     }
 }
@@ -82,8 +91,11 @@ impl InsertError {
 /// Creation parameters, validated by the caller against the documented ranges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CuckooParams {
+    /// Items the first sub-filter is sized for.
     pub capacity: u64,
+    /// Slots per bucket.
     pub bucket_size: u16,
+    /// Kick chain length.
     pub max_iterations: u16,
     /// As given (0..=32768); stored rounded up to a power of two.
     pub expansion: u16,
@@ -224,6 +236,7 @@ impl CuckooChain {
             .any(|f| f.slot_of(l, self.bucket_size).is_some())
     }
 
+    /// Whether `item` may be present.
     pub fn contains(&self, item: &[u8]) -> bool {
         self.lookup_in(Lookup::of(item))
     }
@@ -368,14 +381,17 @@ impl CuckooChain {
         self.deletes = 0;
     }
 
+    /// Fingerprints stored ("Number of items inserted").
     pub fn items(&self) -> u64 {
         self.items
     }
 
+    /// Deletes since the last compaction.
     pub fn deletes(&self) -> u64 {
         self.deletes
     }
 
+    /// Number of sub-filters.
     pub fn filters(&self) -> usize {
         self.filters.len()
     }
@@ -385,14 +401,17 @@ impl CuckooChain {
         self.filters[0].buckets
     }
 
+    /// Slots per bucket.
     pub fn bucket_size(&self) -> u16 {
         self.bucket_size
     }
 
+    /// Kick chain length.
     pub fn max_iterations(&self) -> u16 {
         self.max_iterations
     }
 
+    /// Growth factor (a power of two, or 0).
     pub fn expansion(&self) -> u16 {
         self.expansion
     }
@@ -424,6 +443,11 @@ impl CuckooChain {
             self.max_iterations,
             self.expansion
         )
+    }
+
+    /// Each sub-filter's bucket count and slot bytes, oldest first.
+    pub fn sub_filters(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        self.filters.iter().map(|f| (f.buckets, f.slots.as_slice()))
     }
 
     /// The 38-byte SCANDUMP header (iterator 0).
@@ -518,6 +542,7 @@ pub enum HeaderError {
 }
 
 impl HeaderError {
+    /// RedisBloom's error text.
     pub fn message(self) -> &'static str {
         match self {
             HeaderError::Invalid => "Invalid header",

@@ -1,30 +1,31 @@
 //! BF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (see
 //! `shared/reference/redisbloom.md`). Arity is checked here, as a module command would.
 
-use super::{
-    flags::*, is, load_chunk, module_command as spec, parse_f64, typed, update_typed, wrong_arity,
-    Args, CommandSpec, Ctx, ERR_NOT_FOUND, ERR_OOM,
-};
-use crate::compat::sbchain::BloomChain;
-use crate::keyspace::Value;
-use crate::resp::{parse_i64, Reply};
+use super::{flags::*, load_chunk, spec, wrong_arity, Args, Command, CommandInfo, Ctx, Host};
+use crate::num::{is, parse_f64, parse_i64};
+use crate::reply::Reply;
+use crate::sbchain::BloomChain;
+use crate::value::Value;
+use crate::{ERR_NOT_FOUND, ERR_OOM};
 
 const MAX_CAPACITY: i64 = 1 << 30;
 const MAX_EXPANSION: i64 = 32768;
 
-pub fn commands() -> Vec<CommandSpec> {
+/// The BF.* command table.
+pub fn commands() -> Vec<CommandInfo> {
+    let bf = |name, command, flags| spec(name, command, flags, "bloom");
     vec![
-        spec("BF.RESERVE", WRITE | DENYOOM, reserve),
-        spec("BF.ADD", WRITE | DENYOOM, add),
-        spec("BF.MADD", WRITE | DENYOOM, madd),
-        spec("BF.INSERT", WRITE | DENYOOM, insert),
-        spec("BF.EXISTS", READONLY | FAST, exists),
-        spec("BF.MEXISTS", READONLY | FAST, mexists),
-        spec("BF.CARD", READONLY | FAST, card),
-        spec("BF.INFO", READONLY | FAST, info),
-        spec("BF.SCANDUMP", READONLY, scandump),
-        spec("BF.LOADCHUNK", WRITE | DENYOOM, loadchunk),
-        spec("BF.DEBUG", READONLY, debug),
+        bf("BF.RESERVE", Command::BfReserve, WRITE | DENYOOM),
+        bf("BF.ADD", Command::BfAdd, WRITE | DENYOOM),
+        bf("BF.MADD", Command::BfMadd, WRITE | DENYOOM),
+        bf("BF.INSERT", Command::BfInsert, WRITE | DENYOOM),
+        bf("BF.EXISTS", Command::BfExists, READONLY | FAST),
+        bf("BF.MEXISTS", Command::BfMexists, READONLY | FAST),
+        bf("BF.CARD", Command::BfCard, READONLY | FAST),
+        bf("BF.INFO", Command::BfInfo, READONLY | FAST),
+        bf("BF.SCANDUMP", Command::BfScandump, READONLY),
+        bf("BF.LOADCHUNK", Command::BfLoadchunk, WRITE | DENYOOM),
+        bf("BF.DEBUG", Command::BfDebug, READONLY),
     ]
 }
 
@@ -38,8 +39,8 @@ struct CreateParams {
 }
 
 impl CreateParams {
-    fn from_config(ctx: &Ctx) -> Self {
-        let c = &ctx.store.config;
+    fn from_config<H: Host + ?Sized>(ctx: &Ctx<H>) -> Self {
+        let c = ctx.config();
         Self {
             capacity: c.bf_initial_size,
             error: c.bf_error_rate,
@@ -70,31 +71,41 @@ impl CreateParams {
 }
 
 /// Borrows the chain at `key`: `Ok(None)` if missing, WRONGTYPE if another type.
-fn chain<'a>(ctx: &'a Ctx, key: &[u8]) -> Result<Option<&'a BloomChain>, Reply> {
-    typed(ctx, key)
+fn chain<'a, H: Host + ?Sized>(
+    ctx: &'a mut Ctx<H>,
+    key: &[u8],
+) -> Result<Option<&'a BloomChain>, Reply> {
+    ctx.typed(key)
 }
 
-fn chain_or_not_found<'a>(ctx: &'a Ctx, key: &[u8]) -> Result<&'a BloomChain, Reply> {
-    chain(ctx, key)?.ok_or_else(|| Reply::error(ERR_NOT_FOUND))
+fn chain_or_not_found<'a, H: Host + ?Sized>(
+    ctx: &'a mut Ctx<H>,
+    key: &[u8],
+) -> Result<&'a BloomChain, Reply> {
+    ctx.existing(key, ERR_NOT_FOUND)
 }
 
 /// Creates a chain at `key` after the maxmemory check.
-fn create(ctx: &mut Ctx, key: &[u8], p: CreateParams) -> Result<(), Reply> {
+fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], p: CreateParams) -> Result<(), Reply> {
     let planned = BloomChain::planned_bytes(p.capacity, p.error, p.nonscaling)
         .ok_or_else(|| Reply::error("ERR could not create filter"))?;
-    if planned > ctx.store.memory_budget() {
+    if planned > ctx.budget() {
         return Err(Reply::error(ERR_OOM));
     }
     let chain = BloomChain::new(p.capacity, p.error, p.expansion, p.nonscaling)
         .ok_or_else(|| Reply::error("ERR could not create filter"))?;
-    ctx.store.db.insert(key.to_vec(), Value::Bloom(chain), None);
-    ctx.changed(1);
+    ctx.create(key, Value::Bloom(chain));
     Ok(())
 }
 
 /// Adds items in order, stopping at the first error (placed as the last element), as MADD and
 /// INSERT reply. Creates the filter with `create_with` if missing, or fails with `ERR not found`.
-fn add_items(ctx: &mut Ctx, key: &[u8], items: &Args, create_with: Option<CreateParams>) -> Reply {
+fn add_items<H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    items: &Args,
+    create_with: Option<CreateParams>,
+) -> Reply {
     match chain(ctx, key) {
         Err(reply) => return reply,
         Ok(Some(_)) => {}
@@ -107,15 +118,15 @@ fn add_items(ctx: &mut Ctx, key: &[u8], items: &Args, create_with: Option<Create
             }
             // Replay must rebuild the same chain whatever the config is then.
             let mut logged = params.as_insert_options(key);
-            logged.extend(items.iter().cloned());
-            ctx.log_as = Some(vec![logged]);
+            logged.extend(items.iter().map(|item| item.to_vec()));
+            ctx.propagate_as(vec![logged]);
         }
     }
     let mut replies = Vec::with_capacity(items.len());
     let mut added = 0;
     for item in items {
-        let budget = ctx.store.memory_budget();
-        match update_typed(ctx, key, |chain: &mut BloomChain| chain.add(item, budget)) {
+        let budget = ctx.budget();
+        match ctx.update(key, |chain: &mut BloomChain| chain.add(item, budget)) {
             Ok(new) => {
                 added += u64::from(new);
                 replies.push(Reply::Bool(new));
@@ -130,17 +141,17 @@ fn add_items(ctx: &mut Ctx, key: &[u8], items: &Args, create_with: Option<Create
     Reply::Array(replies)
 }
 
-fn reserve(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() < 4 {
         return wrong_arity("bf.reserve");
     }
-    let Some(error) = parse_f64(&args[2]) else {
+    let Some(error) = parse_f64(args[2]) else {
         return Reply::error("ERR bad error rate");
     };
     if !(error > 0.0 && error < 1.0) {
         return Reply::error("ERR error rate must be in the range (0.000000, 1.000000)");
     }
-    let Some(capacity) = parse_i64(&args[3]) else {
+    let Some(capacity) = parse_i64(args[3]) else {
         return Reply::error("ERR bad capacity");
     };
     if !(1..=MAX_CAPACITY).contains(&capacity) {
@@ -148,7 +159,7 @@ fn reserve(ctx: &mut Ctx, args: &Args) -> Reply {
     }
     // Options are matched anywhere after the capacity; unknown words are ignored (quirk).
     let options = &args[4..];
-    let mut expansion = i64::from(ctx.store.config.bf_expansion);
+    let mut expansion = i64::from(ctx.config().bf_expansion);
     let expansion_at = options.iter().position(|a| is(a, "EXPANSION"));
     if let Some(at) = expansion_at {
         let Some(value) = options.get(at + 1) else {
@@ -168,7 +179,7 @@ fn reserve(ctx: &mut Ctx, args: &Args) -> Reply {
         return Reply::error("Nonscaling filters cannot expand");
     }
     nonscaling |= expansion == 0;
-    let key = &args[1];
+    let key = args[1];
     match chain(ctx, key) {
         Err(reply) => return reply,
         Ok(Some(_)) => return Reply::error("ERR item exists"),
@@ -186,29 +197,29 @@ fn reserve(ctx: &mut Ctx, args: &Args) -> Reply {
     }
 }
 
-fn add(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 3 {
         return wrong_arity("bf.add");
     }
     let params = CreateParams::from_config(ctx);
-    match add_items(ctx, &args[1], &args[2..], Some(params)) {
+    match add_items(ctx, args[1], &args[2..], Some(params)) {
         Reply::Array(mut replies) => replies.pop().expect("one item"),
         other => other,
     }
 }
 
-fn madd(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn madd<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() < 3 {
         return wrong_arity("bf.madd");
     }
     let params = CreateParams::from_config(ctx);
-    add_items(ctx, &args[1], &args[2..], Some(params))
+    add_items(ctx, args[1], &args[2..], Some(params))
 }
 
 /// BF.INSERT options are recognised by their first letters (RedisBloom quirk): `i` ITEMS,
 /// `e`+`r` ERROR else EXPANSION, `c` CAPACITY, `n` with third letter `c` NOCREATE else
 /// NONSCALING.
-fn insert(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     let mut params = CreateParams::from_config(ctx);
     let mut nocreate = false;
     let mut items_at = None;
@@ -260,53 +271,52 @@ fn insert(ctx: &mut Ctx, args: &Args) -> Reply {
     params.nonscaling |= params.expansion == 0;
     add_items(
         ctx,
-        &args[1],
+        args[1],
         &args[items_at..],
         (!nocreate).then_some(params),
     )
 }
 
 /// EXISTS/MEXISTS answer 0 for a missing key and for a key of another type.
-fn probe(ctx: &Ctx, key: &[u8], item: &[u8]) -> Reply {
-    let found = matches!(chain(ctx, key), Ok(Some(chain)) if chain.contains(item));
-    Reply::Bool(found)
+fn probe<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], items: &Args) -> Vec<Reply> {
+    let chain = chain(ctx, key).ok().flatten();
+    items
+        .iter()
+        .map(|item| Reply::Bool(chain.is_some_and(|c| c.contains(item))))
+        .collect()
 }
 
-fn exists(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn exists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 3 {
         return wrong_arity("bf.exists");
     }
-    probe(ctx, &args[1], &args[2])
+    probe(ctx, args[1], &args[2..3]).remove(0)
 }
 
-fn mexists(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn mexists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() < 3 {
         return wrong_arity("bf.mexists");
     }
-    Reply::Array(
-        args[2..]
-            .iter()
-            .map(|item| probe(ctx, &args[1], item))
-            .collect(),
-    )
+    Reply::Array(probe(ctx, args[1], &args[2..]))
 }
 
-fn card(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 2 {
         return wrong_arity("bf.card");
     }
-    match chain(ctx, &args[1]) {
+    match chain(ctx, args[1]) {
         Ok(Some(chain)) => Reply::Int(chain.items() as i64),
         Ok(None) => Reply::Int(0),
         Err(reply) => reply,
     }
 }
 
-fn info(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 2 && args.len() != 3 {
         return wrong_arity("bf.info");
     }
-    let chain = match chain_or_not_found(ctx, &args[1]) {
+    let proto = ctx.proto();
+    let chain = match chain_or_not_found(ctx, args[1]) {
         Ok(chain) => chain,
         Err(reply) => return reply,
     };
@@ -333,7 +343,7 @@ fn info(ctx: &mut Ctx, args: &Args) -> Reply {
     if let Some(selector) = args.get(2) {
         // RESP2: an array of one element; RESP3: a one-entry map.
         return match fields.into_iter().find(|(_, name, _)| is(selector, name)) {
-            Some((label, _, value)) if ctx.session.proto >= 3 => {
+            Some((label, _, value)) if proto >= 3 => {
                 Reply::Map(vec![(Reply::Simple(label.into()), value)])
             }
             Some((_, _, value)) => Reply::Array(vec![value]),
@@ -348,14 +358,14 @@ fn info(ctx: &mut Ctx, args: &Args) -> Reply {
     )
 }
 
-fn scandump(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 3 {
         return wrong_arity("bf.scandump");
     }
-    let Some(iter) = parse_i64(&args[2]) else {
+    let Some(iter) = parse_i64(args[2]) else {
         return Reply::error("Second argument must be numeric");
     };
-    let chain = match chain_or_not_found(ctx, &args[1]) {
+    let chain = match chain_or_not_found(ctx, args[1]) {
         Ok(chain) => chain,
         Err(reply) => return reply,
     };
@@ -367,18 +377,18 @@ fn scandump(ctx: &mut Ctx, args: &Args) -> Reply {
     Reply::Array(vec![Reply::Int(next), Reply::Bulk(data)])
 }
 
-fn loadchunk(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 4 {
         return wrong_arity("bf.loadchunk");
     }
-    load_chunk::<BloomChain>(ctx, args, "ERR Second argument must be numeric")
+    load_chunk::<BloomChain, H>(ctx, args, "ERR Second argument must be numeric")
 }
 
-fn debug(ctx: &mut Ctx, args: &Args) -> Reply {
+pub(crate) fn debug<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 2 {
         return wrong_arity("bf.debug");
     }
-    match chain_or_not_found(ctx, &args[1]) {
+    match chain_or_not_found(ctx, args[1]) {
         Ok(chain) => Reply::Array(chain.debug_lines().into_iter().map(Reply::bulk).collect()),
         Err(reply) => reply,
     }
@@ -387,8 +397,9 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Reply {
 #[cfg(test)]
 mod tests {
     use crate::commands::testing::*;
-    use crate::commands::{execute, Config, Session, Store};
-    use crate::resp::Reply;
+    use crate::commands::Propagate;
+    use crate::reply::Reply;
+    use crate::value::Value;
 
     #[test]
     fn reserve_checks_arguments_before_existence() {
@@ -430,35 +441,37 @@ mod tests {
     /// configuration rebuilds the same bytes.
     #[test]
     fn auto_create_is_logged_deterministically() {
-        let mut store = Store::new(Config::default());
-        store.config.bf_error_rate = 0.02;
-        store.config.bf_initial_size = 7;
-        let mut session = Session::new(1, false);
-        let args: Vec<Vec<u8>> = ["BF.MADD", "k", "a", "b"]
-            .iter()
-            .map(|s| s.as_bytes().to_vec())
-            .collect();
-        let outcome = execute(&mut store, &mut session, &args, false);
-        assert_eq!(outcome.log.len(), 1);
-        let mut replayed = Store::new(Config::default());
-        for cmd in &outcome.log {
-            execute(&mut replayed, &mut session, cmd, true);
+        let mut h = Harness::new();
+        h.config.bf_error_rate = 0.02;
+        h.config.bf_initial_size = 7;
+        h.run("BF.MADD k a b");
+        let Some(Propagate::Commands(log)) = h.last.take().map(|o| o.propagate) else {
+            panic!("an auto-create is rewritten")
+        };
+        assert_eq!(log.len(), 1);
+        let mut replayed = Harness::new();
+        for cmd in &log {
+            replayed.run_args(cmd);
         }
-        let dump = |s: &Store| match s.db.value(b"k", 0) {
-            Some(crate::keyspace::Value::Bloom(c)) => (c.dump_header(), c.dump_chunk(1)),
+        let dump = |h: &Harness| match h.keys.get(&b"k"[..]) {
+            Some(Value::Bloom(c)) => (c.dump_header(), c.dump_chunk(1)),
             _ => panic!("missing"),
         };
-        assert_eq!(dump(&store), dump(&replayed));
+        assert_eq!(dump(&h), dump(&replayed));
+        // A read, or a write that changed nothing, propagates nothing.
+        h.run("BF.EXISTS k a");
+        assert_eq!(h.last.take().unwrap().propagate, Propagate::Nothing);
+        h.run("BF.ADD k a");
+        assert_eq!(h.last.take().unwrap().propagate, Propagate::Nothing);
+        h.run("BF.ADD k zzz");
+        assert_eq!(h.last.take().unwrap().propagate, Propagate::Verbatim);
     }
 
     #[test]
     fn maxmemory_refuses_growth_and_reservations() {
         let mut h = Harness::new();
-        h.store.config.maxmemory = 4096;
-        assert_eq!(
-            h.run("BF.RESERVE big 0.0001 100000"),
-            err(crate::commands::ERR_OOM)
-        );
+        h.memory_limit = 4096;
+        assert_eq!(h.run("BF.RESERVE big 0.0001 100000"), err(crate::ERR_OOM));
         assert_eq!(h.run("BF.RESERVE small 0.01 10"), Reply::ok());
     }
 
@@ -467,8 +480,8 @@ mod tests {
     #[test]
     fn machine_memory_bounds_allocations_without_maxmemory() {
         let mut h = Harness::new();
-        h.store.config.memory_ceiling = 1 << 30;
-        let oom = err(crate::commands::ERR_OOM);
+        h.memory_limit = 1 << 30;
+        let oom = err(crate::ERR_OOM);
         assert_eq!(h.run("BF.RESERVE huge 1e-300 1073741824"), oom);
         h.run("BF.RESERVE src 0.01 1000");
         let Reply::Array(dump) = h.run("BF.SCANDUMP src 0") else {
@@ -488,6 +501,6 @@ mod tests {
             header,
         ];
         assert_eq!(h.run_args(&load), oom);
-        assert_eq!(h.run("EXISTS forged"), Reply::Int(0));
+        assert!(!h.keys.contains_key(&b"forged"[..]));
     }
 }

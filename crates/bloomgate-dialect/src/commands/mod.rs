@@ -1,0 +1,433 @@
+//! BF.* and CF.* command semantics over any host.
+//!
+//! A host (the server's keyspace, or Redis' through the module API) implements [`Host`]: the
+//! calling client's protocol version, the settings, a memory budget and typed access to keys.
+//! [`execute`] runs one command and returns an [`Outcome`]: the reply, how many changes it made
+//! (Redis' `dirty`), and what to replicate or log. Propagation is derived here from the
+//! command's write flag and the changes it reported, never left to each host: a write that
+//! changed nothing propagates nothing; one that must be replayed differently from how it was
+//! sent (an auto-created filter, whose shape must not depend on the replica's settings) carries
+//! its rewrite.
+
+pub mod bloom;
+pub mod cuckoo;
+
+use crate::config::Config;
+use crate::num::parse_i64;
+use crate::reply::Reply;
+use crate::value::{DialectType, Value};
+use crate::{ERR_NOT_FOUND, ERR_OOM, ERR_WRONGTYPE};
+
+/// Command arguments, the command name first.
+pub type Args<'a> = [&'a [u8]];
+
+/// A key holds a value that is not one of the dialect's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WrongType;
+
+/// What a command runs against.
+pub trait Host {
+    /// The calling client's protocol version (2 or 3).
+    fn proto(&self) -> u8;
+    /// The `bf-*` / `cf-*` settings in force.
+    fn config(&self) -> &Config;
+    /// Bytes a new allocation may take now (under `maxmemory`, or the machine's memory).
+    fn memory_budget(&self) -> u64;
+    /// The value at `key`: `Ok(None)` if missing, `Err(WrongType)` for a non-dialect value.
+    fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType>;
+    /// Mutable [`Host::value`]; the host accounts for the change after the command.
+    fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType>;
+    /// Stores `value` at `key`, which the command has just found missing.
+    fn create(&mut self, key: &[u8], value: Value);
+}
+
+/// What to send to replicas and the log after a command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Propagate {
+    /// The command changed nothing.
+    Nothing,
+    /// The command as it was sent.
+    Verbatim,
+    /// These commands instead (each a full argument list), applied atomically.
+    Commands(Vec<Vec<Vec<u8>>>),
+}
+
+/// The result of one command.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The reply to send.
+    pub reply: Reply,
+    /// Changes made (Redis' `dirty` increment).
+    pub dirty: u64,
+    /// What to replicate / log.
+    pub propagate: Propagate,
+}
+
+/// What a handler sees: the host plus the command's bookkeeping.
+pub struct Ctx<'a, H: Host + ?Sized> {
+    host: &'a mut H,
+    dirty: u64,
+    rewrite: Option<Vec<Vec<Vec<u8>>>>,
+}
+
+impl<H: Host + ?Sized> Ctx<'_, H> {
+    /// The settings in force.
+    pub fn config(&self) -> &Config {
+        self.host.config()
+    }
+
+    /// The calling client's protocol version.
+    pub fn proto(&self) -> u8 {
+        self.host.proto()
+    }
+
+    /// Bytes a new allocation may take now.
+    pub fn budget(&self) -> u64 {
+        self.host.memory_budget()
+    }
+
+    /// Records `n` changes to the keyspace.
+    pub fn changed(&mut self, n: u64) {
+        self.dirty += n;
+    }
+
+    /// Replicate and log `commands` instead of the command as sent.
+    pub fn propagate_as(&mut self, commands: Vec<Vec<Vec<u8>>>) {
+        self.rewrite = Some(commands);
+    }
+
+    /// The filter of type `T` at `key`: `Ok(None)` if missing, WRONGTYPE if another type.
+    pub fn typed<T: DialectType>(&mut self, key: &[u8]) -> Result<Option<&T>, Reply> {
+        match self.host.value(key) {
+            Ok(Some(value)) => T::of(value).map(Some).ok_or_else(wrongtype),
+            Ok(None) => Ok(None),
+            Err(WrongType) => Err(wrongtype()),
+        }
+    }
+
+    /// The filter of type `T` at `key`, or the error `missing` if there is none.
+    pub fn existing<T: DialectType>(
+        &mut self,
+        key: &[u8],
+        missing: &'static str,
+    ) -> Result<&T, Reply> {
+        self.typed(key)?.ok_or_else(|| Reply::error(missing))
+    }
+
+    /// Mutable [`Ctx::typed`].
+    pub fn typed_mut<T: DialectType>(&mut self, key: &[u8]) -> Result<Option<&mut T>, Reply> {
+        match self.host.value_mut(key) {
+            Ok(Some(value)) => T::of_mut(value).map(Some).ok_or_else(wrongtype),
+            Ok(None) => Ok(None),
+            Err(WrongType) => Err(wrongtype()),
+        }
+    }
+
+    /// Runs `f` on the filter at `key`, which the command has just found with type `T`.
+    pub fn update<T: DialectType, R>(&mut self, key: &[u8], f: impl FnOnce(&mut T) -> R) -> R {
+        match self.typed_mut(key) {
+            Ok(Some(filter)) => f(filter),
+            _ => unreachable!("the caller found the key with this type"),
+        }
+    }
+
+    /// Stores a new filter at a missing `key` and counts the change.
+    pub fn create(&mut self, key: &[u8], value: Value) {
+        self.host.create(key, value);
+        self.changed(1);
+    }
+}
+
+fn wrongtype() -> Reply {
+    Reply::error(ERR_WRONGTYPE)
+}
+
+/// Redis' wrong-arity error (lower-case command name).
+pub fn wrong_arity(name: &str) -> Reply {
+    Reply::error(format!(
+        "ERR wrong number of arguments for '{}' command",
+        name.to_lowercase()
+    ))
+}
+
+/// Command flags, as Redis names them.
+pub mod flags {
+    /// Changes the keyspace.
+    pub const WRITE: u32 = 1;
+    /// Only reads.
+    pub const READONLY: u32 = 2;
+    /// Refused when used memory exceeds maxmemory.
+    pub const DENYOOM: u32 = 4;
+    /// O(1) or O(log N).
+    pub const FAST: u32 = 64;
+}
+
+/// Which handler a command runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Command {
+    BfReserve,
+    BfAdd,
+    BfMadd,
+    BfInsert,
+    BfExists,
+    BfMexists,
+    BfCard,
+    BfInfo,
+    BfScandump,
+    BfLoadchunk,
+    BfDebug,
+    CfReserve,
+    CfAdd,
+    CfAddnx,
+    CfInsert,
+    CfInsertnx,
+    CfExists,
+    CfMexists,
+    CfCount,
+    CfDel,
+    CfCompact,
+    CfInfo,
+    CfDebug,
+    CfScandump,
+    CfLoadchunk,
+}
+
+/// A command's metadata, the same for both hosts (registration, COMMAND INFO, ACL, routing).
+#[derive(Debug)]
+pub struct CommandInfo {
+    /// Upper-case name.
+    pub name: &'static str,
+    /// The handler.
+    pub command: Command,
+    /// [`flags`] bits.
+    pub flags: u32,
+    /// Redis arity: N = exactly N arguments (with the name), -N = at least N. Handlers check
+    /// their own arity (as a module's do); this is what COMMAND INFO reports.
+    pub arity: i32,
+    /// First key argument (1-based).
+    pub first_key: i32,
+    /// Last key argument.
+    pub last_key: i32,
+    /// Step between keys.
+    pub step: i32,
+    /// ACL category beyond the flags' (`bloom` or `cuckoo`).
+    pub category: &'static str,
+}
+
+impl CommandInfo {
+    /// The flag names as Redis lists them.
+    pub fn flag_names(&self) -> Vec<&'static str> {
+        [
+            (flags::WRITE, "write"),
+            (flags::READONLY, "readonly"),
+            (flags::DENYOOM, "denyoom"),
+            (flags::FAST, "fast"),
+        ]
+        .iter()
+        .filter(|(f, _)| self.flags & f != 0)
+        .map(|(_, n)| *n)
+        .collect()
+    }
+}
+
+/// Every dialect command.
+pub fn table() -> &'static [CommandInfo] {
+    static TABLE: std::sync::OnceLock<Vec<CommandInfo>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut all = bloom::commands();
+        all.extend(cuckoo::commands());
+        all
+    })
+}
+
+/// The dialect command called `name` (any case).
+pub fn lookup(name: &[u8]) -> Option<&'static CommandInfo> {
+    table()
+        .iter()
+        .find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// A one-key module-style command (keys at argument 1).
+pub(crate) fn spec(
+    name: &'static str,
+    command: Command,
+    flags: u32,
+    category: &'static str,
+) -> CommandInfo {
+    CommandInfo {
+        name,
+        command,
+        flags,
+        arity: -1,
+        first_key: 1,
+        last_key: 1,
+        step: 1,
+        category,
+    }
+}
+
+/// Runs `info`'s command with `args` (its name first) against `host`.
+pub fn execute<H: Host + ?Sized>(host: &mut H, info: &CommandInfo, args: &Args) -> Outcome {
+    let mut ctx = Ctx {
+        host,
+        dirty: 0,
+        rewrite: None,
+    };
+    let reply = match info.command {
+        Command::BfReserve => bloom::reserve(&mut ctx, args),
+        Command::BfAdd => bloom::add(&mut ctx, args),
+        Command::BfMadd => bloom::madd(&mut ctx, args),
+        Command::BfInsert => bloom::insert(&mut ctx, args),
+        Command::BfExists => bloom::exists(&mut ctx, args),
+        Command::BfMexists => bloom::mexists(&mut ctx, args),
+        Command::BfCard => bloom::card(&mut ctx, args),
+        Command::BfInfo => bloom::info(&mut ctx, args),
+        Command::BfScandump => bloom::scandump(&mut ctx, args),
+        Command::BfLoadchunk => bloom::loadchunk(&mut ctx, args),
+        Command::BfDebug => bloom::debug(&mut ctx, args),
+        Command::CfReserve => cuckoo::reserve(&mut ctx, args),
+        Command::CfAdd => cuckoo::add(&mut ctx, args),
+        Command::CfAddnx => cuckoo::addnx(&mut ctx, args),
+        Command::CfInsert => cuckoo::insert(&mut ctx, args),
+        Command::CfInsertnx => cuckoo::insertnx(&mut ctx, args),
+        Command::CfExists => cuckoo::exists(&mut ctx, args),
+        Command::CfMexists => cuckoo::mexists(&mut ctx, args),
+        Command::CfCount => cuckoo::count(&mut ctx, args),
+        Command::CfDel => cuckoo::del(&mut ctx, args),
+        Command::CfCompact => cuckoo::compact(&mut ctx, args),
+        Command::CfInfo => cuckoo::info(&mut ctx, args),
+        Command::CfDebug => cuckoo::debug(&mut ctx, args),
+        Command::CfScandump => cuckoo::scandump(&mut ctx, args),
+        Command::CfLoadchunk => cuckoo::loadchunk(&mut ctx, args),
+    };
+    let Ctx { dirty, rewrite, .. } = ctx;
+    let propagate = if info.flags & flags::WRITE == 0 || dirty == 0 {
+        Propagate::Nothing
+    } else {
+        rewrite.map_or(Propagate::Verbatim, Propagate::Commands)
+    };
+    Outcome {
+        reply,
+        dirty,
+        propagate,
+    }
+}
+
+/// BF.LOADCHUNK / CF.LOADCHUNK `key iter data`: iterator 1 on a missing key creates the filter
+/// from a dump header, its size checked against the memory budget before anything is
+/// allocated; later iterators write chunks into an existing filter. `bad_iter` is the family's
+/// wording for a non-numeric iterator.
+pub(crate) fn load_chunk<T: DialectType, H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    args: &Args,
+    bad_iter: &'static str,
+) -> Reply {
+    let Some(iter) = parse_i64(args[2]) else {
+        return Reply::error(bad_iter);
+    };
+    let (key, data) = (args[1], args[3]);
+    let budget = ctx.budget();
+    let result = match ctx.typed::<T>(key) {
+        Err(reply) => return reply,
+        Ok(None) if iter == 1 => T::header_bytes(data).and_then(|bytes| {
+            if bytes > budget {
+                return Err(ERR_OOM);
+            }
+            let filter = T::from_header(data)?;
+            ctx.create(key, filter.into_value());
+            Ok(())
+        }),
+        Ok(None) => Err(ERR_NOT_FOUND),
+        Ok(Some(_)) => ctx
+            .update(key, |f: &mut T| f.load_chunk(iter, data))
+            .map(|()| ctx.changed(1)),
+    };
+    match result {
+        Ok(()) => Reply::ok(),
+        Err(msg) => Reply::error(msg),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A minimal host over a map, so command semantics are tested without a server.
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Keys, settings and a budget; `memory_limit` 0 means unlimited.
+    pub struct Harness {
+        pub config: Config,
+        pub proto: u8,
+        pub memory_limit: u64,
+        pub keys: HashMap<Vec<u8>, Value>,
+        /// Keys holding a non-dialect value (a string, say).
+        pub foreign: Vec<Vec<u8>>,
+        pub last: Option<Outcome>,
+    }
+
+    impl Host for Harness {
+        fn proto(&self) -> u8 {
+            self.proto
+        }
+        fn config(&self) -> &Config {
+            &self.config
+        }
+        fn memory_budget(&self) -> u64 {
+            let used: u64 = self.keys.values().map(Value::memory).sum();
+            match self.memory_limit {
+                0 => u64::MAX,
+                limit => limit.saturating_sub(used),
+            }
+        }
+        fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType> {
+            if self.foreign.iter().any(|k| k == key) {
+                return Err(WrongType);
+            }
+            Ok(self.keys.get(key))
+        }
+        fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
+            if self.foreign.iter().any(|k| k == key) {
+                return Err(WrongType);
+            }
+            Ok(self.keys.get_mut(key))
+        }
+        fn create(&mut self, key: &[u8], value: Value) {
+            self.keys.insert(key.to_vec(), value);
+        }
+    }
+
+    impl Harness {
+        pub fn new() -> Self {
+            Self {
+                config: Config::default(),
+                proto: 2,
+                memory_limit: 0,
+                keys: HashMap::new(),
+                foreign: Vec::new(),
+                last: None,
+            }
+        }
+
+        pub fn run(&mut self, line: &str) -> Reply {
+            let args: Vec<Vec<u8>> = line
+                .split_whitespace()
+                .map(|w| w.as_bytes().to_vec())
+                .collect();
+            self.run_args(&args)
+        }
+
+        pub fn run_args(&mut self, args: &[Vec<u8>]) -> Reply {
+            let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let info = lookup(args[0]).expect("a dialect command");
+            let outcome = execute(self, info, &args);
+            let reply = outcome.reply.clone();
+            self.last = Some(outcome);
+            reply
+        }
+    }
+
+    pub fn err(msg: &str) -> Reply {
+        Reply::error(msg)
+    }
+}

@@ -1,0 +1,370 @@
+//! RedisBloom's RDB encoding of its two module types, as a sequence of typed fields.
+//!
+//! Redis saves a module value as a stream of unsigned integers, doubles and string buffers
+//! written through the module API; RedisBloom's field order (see "Module data types and RDB
+//! encoding" in `shared/reference/redisbloom.md`) is what lets an RDB file, a `DUMP` payload or a
+//! full sync move between RedisBloom and bloomgate. This module knows the order; the host supplies
+//! the field I/O ([`RdbSink`], [`RdbSource`]): the module through Redis' `RedisModule_Save*` /
+//! `RedisModule_Load*`, the server through its own encoder of Redis' module-value format.
+//!
+//! Loading never trusts a size: the fields are turned into a SCANDUMP header and validated by
+//! the same code as `LOADCHUNK` before any bit array is allocated, and every string buffer must
+//! have exactly the length the header implies.
+
+use crate::cuckoo::{self, CuckooChain};
+use crate::sbchain::BloomChain;
+use crate::value::DialectType;
+
+/// Receives a value's fields in order.
+pub trait RdbSink {
+    /// An unsigned integer field.
+    fn save_unsigned(&mut self, value: u64);
+    /// A double field.
+    fn save_double(&mut self, value: f64);
+    /// A string buffer field.
+    fn save_string(&mut self, value: &[u8]);
+}
+
+/// Supplies a value's fields in order.
+pub trait RdbSource {
+    /// The next unsigned integer field.
+    fn load_unsigned(&mut self) -> Result<u64, RdbError>;
+    /// The next double field.
+    fn load_double(&mut self) -> Result<f64, RdbError>;
+    /// The next string buffer; a source that can check a length before allocating refuses one
+    /// longer than `max_len`.
+    fn load_string(&mut self, max_len: u64) -> Result<Vec<u8>, RdbError>;
+}
+
+/// Why a value could not be loaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RdbError {
+    /// The field stream ended early or a field had the wrong type.
+    Truncated,
+    /// The fields describe an invalid filter (the reason, in LOADCHUNK's words or ours).
+    Invalid(String),
+    /// This encoding version is newer than the reader knows.
+    UnknownEncoding(i32),
+}
+
+impl std::fmt::Display for RdbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RdbError::Truncated => f.write_str("truncated or mistyped module value"),
+            RdbError::Invalid(why) => write!(f, "invalid module value: {why}"),
+            RdbError::UnknownEncoding(v) => write!(f, "unknown encoding version {v}"),
+        }
+    }
+}
+
+impl std::error::Error for RdbError {}
+
+fn invalid(why: impl Into<String>) -> RdbError {
+    RdbError::Invalid(why.into())
+}
+
+/// Most links or sub-filters a value may describe before anything is allocated for them.
+const MAX_PARTS: u64 = 65536;
+
+/// `MBbloom--`: chain items, link count, options (encver ≥ 2), growth (encver ≥ 4); per link
+/// entries, error, hashes, bpe, bits and n2 (encver ≥ 1), the bit array, link items.
+pub fn save_bloom(chain: &BloomChain, out: &mut impl RdbSink) {
+    out.save_unsigned(chain.items());
+    out.save_unsigned(chain.links().len() as u64);
+    out.save_unsigned(u64::from(chain.options()));
+    out.save_unsigned(u64::from(chain.growth()));
+    for link in chain.links() {
+        out.save_unsigned(link.capacity());
+        out.save_double(link.error());
+        out.save_unsigned(u64::from(link.hashes()));
+        out.save_double(link.bpe());
+        out.save_unsigned(link.bits());
+        out.save_unsigned(u64::from(link.n2()));
+        out.save_string(&link.to_le_bytes());
+        out.save_unsigned(link.items());
+    }
+}
+
+/// Reads a `MBbloom--` value (encoding versions 0–4).
+pub fn load_bloom(input: &mut impl RdbSource, encver: i32) -> Result<BloomChain, RdbError> {
+    if !(0..=BloomChain::ENCODING_VERSION).contains(&encver) {
+        return Err(RdbError::UnknownEncoding(encver));
+    }
+    let items = input.load_unsigned()?;
+    let nfilters = input.load_unsigned()?;
+    if nfilters == 0 || nfilters > MAX_PARTS {
+        return Err(invalid("filter count out of range"));
+    }
+    let options = if encver >= 2 {
+        input.load_unsigned()?
+    } else {
+        0
+    };
+    let growth = if encver >= 4 {
+        input.load_unsigned()?
+    } else {
+        2
+    };
+    let (options, growth) = (
+        u32::try_from(options).map_err(|_| invalid("options out of range"))?,
+        u32::try_from(growth).map_err(|_| invalid("growth out of range"))?,
+    );
+    let mut header = Vec::new();
+    header.extend_from_slice(&items.to_le_bytes());
+    header.extend_from_slice(&(nfilters as u32).to_le_bytes());
+    header.extend_from_slice(&options.to_le_bytes());
+    header.extend_from_slice(&growth.to_le_bytes());
+    let mut bodies = Vec::new();
+    for _ in 0..nfilters {
+        let capacity = input.load_unsigned()?;
+        let error = input.load_double()?;
+        let hashes = input.load_unsigned()?;
+        let bpe = input.load_double()?;
+        let (bits, n2) = if encver >= 1 {
+            (input.load_unsigned()?, input.load_unsigned()?)
+        } else {
+            ((capacity as f64 * bpe) as u64, 0)
+        };
+        let bytes = bits.div_ceil(8);
+        let data = input.load_string(bytes)?;
+        if data.len() as u64 != bytes {
+            return Err(invalid("bit array length does not match its bit count"));
+        }
+        let link_items = input.load_unsigned()?;
+        let hashes = u32::try_from(hashes).map_err(|_| invalid("hash count out of range"))?;
+        let n2 = u8::try_from(n2).map_err(|_| invalid("n2 out of range"))?;
+        header.extend_from_slice(&bytes.to_le_bytes());
+        header.extend_from_slice(&bits.to_le_bytes());
+        header.extend_from_slice(&link_items.to_le_bytes());
+        header.extend_from_slice(&error.to_le_bytes());
+        header.extend_from_slice(&bpe.to_le_bytes());
+        header.extend_from_slice(&hashes.to_le_bytes());
+        header.extend_from_slice(&capacity.to_le_bytes());
+        header.push(n2);
+        bodies.push(data);
+    }
+    let mut chain = BloomChain::from_header(&header).map_err(invalid)?;
+    fill(&mut chain, &bodies)?;
+    Ok(chain)
+}
+
+/// Writes each part's bytes back through LOADCHUNK's path, in the chunks SCANDUMP would use.
+fn fill<T: DialectType>(value: &mut T, parts: &[Vec<u8>]) -> Result<(), RdbError> {
+    let all: Vec<u8> = parts.concat();
+    let mut at = 0usize;
+    for (iter, len) in value.chunk_plan() {
+        let end = at + len as usize;
+        let data = all
+            .get(at..end)
+            .ok_or_else(|| invalid("body shorter than its header"))?;
+        value.load_chunk(iter, data).map_err(invalid)?;
+        at = end;
+    }
+    if at != all.len() {
+        return Err(invalid("body longer than its header"));
+    }
+    Ok(())
+}
+
+/// `MBbloomCF` (encver 4): filter count, first bucket count, items, deletes, bucket size, max
+/// iterations, expansion; per sub-filter its bucket count and slot bytes.
+pub fn save_cuckoo(filter: &CuckooChain, out: &mut impl RdbSink) {
+    out.save_unsigned(filter.filters() as u64);
+    out.save_unsigned(filter.buckets());
+    out.save_unsigned(filter.items());
+    out.save_unsigned(filter.deletes());
+    out.save_unsigned(u64::from(filter.bucket_size()));
+    out.save_unsigned(u64::from(filter.max_iterations()));
+    out.save_unsigned(u64::from(filter.expansion()));
+    for (buckets, slots) in filter.sub_filters() {
+        out.save_unsigned(buckets);
+        out.save_string(slots);
+    }
+}
+
+/// Defaults for fields that encodings before 4 did not store (RedisBloom's configuration
+/// defaults; every sub-filter then has the first one's bucket count, i.e. expansion 1).
+const LEGACY_BUCKET_SIZE: u16 = 2;
+const LEGACY_MAX_ITERATIONS: u16 = 20;
+const LEGACY_EXPANSION: u16 = 1;
+
+/// Reads a `MBbloomCF` value (encoding versions 0–4).
+pub fn load_cuckoo(input: &mut impl RdbSource, encver: i32) -> Result<CuckooChain, RdbError> {
+    if !(0..=CuckooChain::ENCODING_VERSION).contains(&encver) {
+        return Err(RdbError::UnknownEncoding(encver));
+    }
+    let filters = input.load_unsigned()?;
+    let buckets = input.load_unsigned()?;
+    let items = input.load_unsigned()?;
+    if filters == 0 || filters > MAX_PARTS || buckets == 0 {
+        return Err(invalid("filter or bucket count out of range"));
+    }
+    let (deletes, bucket_size, max_iterations, expansion) = if encver >= 4 {
+        let deletes = input.load_unsigned()?;
+        let small = |v: u64| u16::try_from(v).map_err(|_| invalid("field out of range"));
+        let bucket_size = small(input.load_unsigned()?)?;
+        let max_iterations = small(input.load_unsigned()?)?;
+        let expansion = small(input.load_unsigned()?)?;
+        (deletes, bucket_size, max_iterations, expansion)
+    } else {
+        (
+            0,
+            LEGACY_BUCKET_SIZE,
+            LEGACY_MAX_ITERATIONS,
+            LEGACY_EXPANSION,
+        )
+    };
+    let mut header = Vec::with_capacity(cuckoo::HEADER_LEN);
+    header.extend_from_slice(&items.to_le_bytes());
+    header.extend_from_slice(&buckets.to_le_bytes());
+    header.extend_from_slice(&deletes.to_le_bytes());
+    header.extend_from_slice(&filters.to_le_bytes());
+    header.extend_from_slice(&bucket_size.to_le_bytes());
+    header.extend_from_slice(&max_iterations.to_le_bytes());
+    header.extend_from_slice(&expansion.to_le_bytes());
+    let mut filter = CuckooChain::from_header(&header).map_err(|e| invalid(e.message()))?;
+    let expected: Vec<u64> = filter.sub_filters().map(|(b, _)| b).collect();
+    let mut bodies = Vec::with_capacity(expected.len());
+    for want in expected {
+        let got = if encver >= 4 {
+            input.load_unsigned()?
+        } else {
+            buckets
+        };
+        if got != want {
+            return Err(invalid(
+                "sub-filter bucket count does not match the expansion",
+            ));
+        }
+        let len = want * u64::from(bucket_size);
+        let data = input.load_string(len)?;
+        if data.len() as u64 != len {
+            return Err(invalid("sub-filter length does not match its bucket count"));
+        }
+        bodies.push(data);
+    }
+    fill(&mut filter, &bodies)?;
+    Ok(filter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuckoo::CuckooParams;
+
+    /// Fields as a list, for round trips without a Redis.
+    #[derive(Default)]
+    struct Fields {
+        items: std::collections::VecDeque<Field>,
+    }
+
+    #[derive(Debug, PartialEq)]
+    enum Field {
+        U(u64),
+        D(f64),
+        S(Vec<u8>),
+    }
+
+    impl RdbSink for Fields {
+        fn save_unsigned(&mut self, value: u64) {
+            self.items.push_back(Field::U(value));
+        }
+        fn save_double(&mut self, value: f64) {
+            self.items.push_back(Field::D(value));
+        }
+        fn save_string(&mut self, value: &[u8]) {
+            self.items.push_back(Field::S(value.to_vec()));
+        }
+    }
+
+    impl RdbSource for Fields {
+        fn load_unsigned(&mut self) -> Result<u64, RdbError> {
+            match self.items.pop_front() {
+                Some(Field::U(v)) => Ok(v),
+                _ => Err(RdbError::Truncated),
+            }
+        }
+        fn load_double(&mut self) -> Result<f64, RdbError> {
+            match self.items.pop_front() {
+                Some(Field::D(v)) => Ok(v),
+                _ => Err(RdbError::Truncated),
+            }
+        }
+        fn load_string(&mut self, max_len: u64) -> Result<Vec<u8>, RdbError> {
+            match self.items.pop_front() {
+                Some(Field::S(v)) if v.len() as u64 <= max_len => Ok(v),
+                Some(Field::S(_)) => Err(invalid("string longer than expected")),
+                _ => Err(RdbError::Truncated),
+            }
+        }
+    }
+
+    #[test]
+    fn bloom_round_trip_keeps_dump_bytes() {
+        let mut chain = BloomChain::new(10, 0.01, 2, false).unwrap();
+        for i in 0..100 {
+            chain.add(format!("k{i}").as_bytes(), u64::MAX).unwrap();
+        }
+        let mut fields = Fields::default();
+        save_bloom(&chain, &mut fields);
+        assert_eq!(fields.items[1], Field::U(chain.links().len() as u64));
+        let back = load_bloom(&mut fields, 4).unwrap();
+        assert!(fields.items.is_empty());
+        assert_eq!(back.dump_header(), chain.dump_header());
+        assert!(back.dump_stream().eq(chain.dump_stream()));
+    }
+
+    #[test]
+    fn cuckoo_round_trip_keeps_dump_bytes() {
+        let p = CuckooParams {
+            capacity: 64,
+            bucket_size: 2,
+            max_iterations: 20,
+            expansion: 2,
+        };
+        let mut filter = CuckooChain::new(p).unwrap();
+        for i in 0..300 {
+            filter
+                .insert(format!("k{i}").as_bytes(), 32, u64::MAX)
+                .unwrap();
+        }
+        assert!(filter.filters() > 1);
+        let mut fields = Fields::default();
+        save_cuckoo(&filter, &mut fields);
+        let back = load_cuckoo(&mut fields, 4).unwrap();
+        assert_eq!(back, filter);
+    }
+
+    #[test]
+    fn damaged_fields_are_refused() {
+        let chain = BloomChain::new(100, 0.01, 2, false).unwrap();
+        let mut fields = Fields::default();
+        save_bloom(&chain, &mut fields);
+        // hashes (field 6) off by one.
+        fields.items[6] = Field::U(99);
+        assert!(matches!(
+            load_bloom(&mut fields, 4),
+            Err(RdbError::Invalid(_))
+        ));
+        let mut fields = Fields::default();
+        save_bloom(&chain, &mut fields);
+        fields.items.truncate(5);
+        assert_eq!(load_bloom(&mut fields, 4).unwrap_err(), RdbError::Truncated);
+        let mut fields = Fields::default();
+        fields.save_unsigned(0);
+        fields.save_unsigned(0);
+        assert!(load_bloom(&mut fields, 4).is_err());
+        assert_eq!(
+            load_bloom(&mut Fields::default(), 5).unwrap_err(),
+            RdbError::UnknownEncoding(5)
+        );
+        let mut fields = Fields::default();
+        for v in [1, 1 << 40, 0, 0, 2, 20, 1] {
+            fields.save_unsigned(v);
+        }
+        assert!(matches!(
+            load_cuckoo(&mut fields, 4),
+            Err(RdbError::Invalid(_))
+        ));
+    }
+}

@@ -1,0 +1,305 @@
+//! The dialect's stored values and the one trait both hosts use to handle them: type name and
+//! encoding version, memory, the SCANDUMP stream (header + chunks) that snapshots, AOF rewrites
+//! and LOADCHUNK share, and the RDB field sequence. A host keeps [`Value`]s and never matches on
+//! the filter kinds itself; a new value type is one more variant and one more impl here.
+
+use crate::cuckoo::{self, CuckooChain};
+use crate::rdb::{RdbError, RdbSink, RdbSource};
+use crate::sbchain::BloomChain;
+
+/// A value of the dialect: one of RedisBloom's module types.
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// `MBbloom--`: a scalable Bloom chain.
+    Bloom(BloomChain),
+    /// `MBbloomCF`: a cuckoo filter.
+    Cuckoo(CuckooChain),
+}
+
+/// Which dialect type a value is (for hosts that register types separately, such as a module).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// [`Value::Bloom`].
+    Bloom,
+    /// [`Value::Cuckoo`].
+    Cuckoo,
+}
+
+impl Kind {
+    /// Every kind, in registration order.
+    pub const ALL: [Kind; 2] = [Kind::Bloom, Kind::Cuckoo];
+
+    /// The module type name (`TYPE` reply, RDB module id).
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Kind::Bloom => BloomChain::TYPE_NAME,
+            Kind::Cuckoo => CuckooChain::TYPE_NAME,
+        }
+    }
+
+    /// Length of the dump header that starts with `prefix` (at least [`Kind::header_prefix`]
+    /// bytes), or `None` if the prefix is malformed.
+    pub fn header_len(self, prefix: &[u8]) -> Option<usize> {
+        match self {
+            Kind::Bloom => BloomChain::header_len(prefix),
+            Kind::Cuckoo => CuckooChain::header_len(prefix),
+        }
+    }
+
+    /// Bytes needed to learn the header's full length.
+    pub fn header_prefix(self) -> usize {
+        match self {
+            Kind::Bloom => BloomChain::HEADER_PREFIX,
+            Kind::Cuckoo => CuckooChain::HEADER_PREFIX,
+        }
+    }
+
+    /// Bytes of bit/slot arrays the header describes, checked against a budget before
+    /// [`Kind::from_header`] allocates them.
+    pub fn header_bytes(self, header: &[u8]) -> Result<u64, &'static str> {
+        match self {
+            Kind::Bloom => <BloomChain as DialectType>::header_bytes(header),
+            Kind::Cuckoo => <CuckooChain as DialectType>::header_bytes(header),
+        }
+    }
+
+    /// An empty value shaped as the header says, every field validated.
+    pub fn from_header(self, header: &[u8]) -> Result<Value, &'static str> {
+        match self {
+            Kind::Bloom => <BloomChain as DialectType>::from_header(header).map(Value::Bloom),
+            Kind::Cuckoo => <CuckooChain as DialectType>::from_header(header).map(Value::Cuckoo),
+        }
+    }
+
+    /// Reads a value of this kind saved with encoding version `encver`.
+    pub fn rdb_load(self, input: &mut impl RdbSource, encver: i32) -> Result<Value, RdbError> {
+        match self {
+            Kind::Bloom => BloomChain::rdb_load(input, encver).map(Value::Bloom),
+            Kind::Cuckoo => CuckooChain::rdb_load(input, encver).map(Value::Cuckoo),
+        }
+    }
+}
+
+/// What every dialect value type provides to hosts.
+pub trait DialectType: Sized + Clone {
+    /// RedisBloom's module type name (9 characters).
+    const TYPE_NAME: &'static str;
+    /// The RDB encoding version written (readers accept this and older ones).
+    const ENCODING_VERSION: i32;
+    /// Bytes of a dump that [`DialectType::header_len`] needs.
+    const HEADER_PREFIX: usize;
+    /// The kind of value.
+    const KIND: Kind;
+
+    /// This type inside a [`Value`], if it is one.
+    fn of(value: &Value) -> Option<&Self>;
+    /// Mutable [`DialectType::of`].
+    fn of_mut(value: &mut Value) -> Option<&mut Self>;
+    /// Wraps into a [`Value`].
+    fn into_value(self) -> Value;
+
+    /// Bytes reported as the filter's size (INFO `Size`), also its memory accounting.
+    fn memory(&self) -> u64;
+
+    /// Length of a dump header from its first [`DialectType::HEADER_PREFIX`] bytes.
+    fn header_len(prefix: &[u8]) -> Option<usize>;
+    /// Bytes the filter a dump header describes will take, checked before allocating.
+    fn header_bytes(header: &[u8]) -> Result<u64, &'static str>;
+    /// An empty filter shaped as the header says, every field validated.
+    fn from_header(header: &[u8]) -> Result<Self, &'static str>;
+    /// Writes one SCANDUMP chunk back; `iter` is what SCANDUMP returned with it.
+    fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str>;
+    /// The SCANDUMP header (iterator 0).
+    fn dump_header(&self) -> Vec<u8>;
+    /// Where each SCANDUMP chunk after the header ends: `(iterator returned with it, length)`.
+    fn chunk_plan(&self) -> Vec<(i64, u64)>;
+    /// The bytes of the chunk that [`DialectType::chunk_plan`] lists as ending at `iter`.
+    fn chunk_bytes(&self, iter: i64, len: u64) -> Vec<u8>;
+
+    /// Writes the value in RedisBloom's RDB field order.
+    fn rdb_save(&self, out: &mut impl RdbSink);
+    /// Reads a value saved with encoding version `encver` (this one or older), validating every
+    /// field before allocating.
+    fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError>;
+
+    /// The dump as LOADCHUNK commands would carry it: `(1, header)`, then `(iter, chunk)`.
+    fn dump_stream(&self) -> impl Iterator<Item = (i64, Vec<u8>)> + '_ {
+        std::iter::once((1, self.dump_header())).chain(
+            self.chunk_plan()
+                .into_iter()
+                .map(|(iter, len)| (iter, self.chunk_bytes(iter, len))),
+        )
+    }
+}
+
+/// Runs `$body` with `$v` bound to the concrete filter inside a [`Value`].
+macro_rules! each {
+    ($value:expr, $v:ident => $body:expr) => {
+        match $value {
+            Value::Bloom($v) => $body,
+            Value::Cuckoo($v) => $body,
+        }
+    };
+}
+
+impl Value {
+    /// Which kind of value this is.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Value::Bloom(_) => Kind::Bloom,
+            Value::Cuckoo(_) => Kind::Cuckoo,
+        }
+    }
+
+    /// TYPE reply: RedisBloom's module type names.
+    pub fn type_name(&self) -> &'static str {
+        self.kind().type_name()
+    }
+
+    /// Bytes the value accounts for (the filter's reported size).
+    pub fn memory(&self) -> u64 {
+        each!(self, v => v.memory())
+    }
+
+    /// The dump as LOADCHUNK commands would carry it: `(1, header)`, then `(iter, chunk)`.
+    pub fn dump_stream(&self) -> Box<dyn Iterator<Item = (i64, Vec<u8>)> + '_> {
+        each!(self, v => Box::new(v.dump_stream()))
+    }
+
+    /// The header, then the chunk lengths and iterators (no bytes copied).
+    pub fn dump_layout(&self) -> (Vec<u8>, Vec<(i64, u64)>) {
+        each!(self, v => (v.dump_header(), v.chunk_plan()))
+    }
+
+    /// Writes one chunk back (see [`DialectType::load_chunk`]).
+    pub fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
+        each!(self, v => v.load_chunk(iter, data))
+    }
+
+    /// Writes the value in RedisBloom's RDB field order.
+    pub fn rdb_save(&self, out: &mut impl RdbSink) {
+        each!(self, v => v.rdb_save(out))
+    }
+
+    /// The RDB encoding version this value is written with.
+    pub fn encoding_version(&self) -> i32 {
+        match self {
+            Value::Bloom(_) => BloomChain::ENCODING_VERSION,
+            Value::Cuckoo(_) => CuckooChain::ENCODING_VERSION,
+        }
+    }
+}
+
+impl DialectType for BloomChain {
+    const TYPE_NAME: &'static str = "MBbloom--";
+    const ENCODING_VERSION: i32 = 4;
+    const HEADER_PREFIX: usize = crate::sbchain::HEADER_FIXED;
+    const KIND: Kind = Kind::Bloom;
+
+    fn of(value: &Value) -> Option<&Self> {
+        match value {
+            Value::Bloom(chain) => Some(chain),
+            _ => None,
+        }
+    }
+    fn of_mut(value: &mut Value) -> Option<&mut Self> {
+        match value {
+            Value::Bloom(chain) => Some(chain),
+            _ => None,
+        }
+    }
+    fn into_value(self) -> Value {
+        Value::Bloom(self)
+    }
+    fn memory(&self) -> u64 {
+        self.size_bytes()
+    }
+    fn header_len(prefix: &[u8]) -> Option<usize> {
+        crate::sbchain::BloomChain::header_len(prefix)
+    }
+    fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
+        BloomChain::header_bytes(header)
+    }
+    fn from_header(header: &[u8]) -> Result<Self, &'static str> {
+        BloomChain::from_header(header)
+    }
+    fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
+        BloomChain::load_chunk(self, iter, data)
+    }
+    fn dump_header(&self) -> Vec<u8> {
+        BloomChain::dump_header(self)
+    }
+    fn chunk_plan(&self) -> Vec<(i64, u64)> {
+        BloomChain::chunk_plan(self)
+    }
+    fn chunk_bytes(&self, iter: i64, len: u64) -> Vec<u8> {
+        self.dump_chunk(iter - len as i64).1
+    }
+    fn rdb_save(&self, out: &mut impl RdbSink) {
+        crate::rdb::save_bloom(self, out)
+    }
+    fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
+        crate::rdb::load_bloom(input, encver)
+    }
+}
+
+impl DialectType for CuckooChain {
+    const TYPE_NAME: &'static str = "MBbloomCF";
+    const ENCODING_VERSION: i32 = 4;
+    const HEADER_PREFIX: usize = cuckoo::HEADER_LEN;
+    const KIND: Kind = Kind::Cuckoo;
+
+    fn of(value: &Value) -> Option<&Self> {
+        match value {
+            Value::Cuckoo(filter) => Some(filter),
+            _ => None,
+        }
+    }
+    fn of_mut(value: &mut Value) -> Option<&mut Self> {
+        match value {
+            Value::Cuckoo(filter) => Some(filter),
+            _ => None,
+        }
+    }
+    fn into_value(self) -> Value {
+        Value::Cuckoo(self)
+    }
+    fn memory(&self) -> u64 {
+        self.size_bytes()
+    }
+    fn header_len(prefix: &[u8]) -> Option<usize> {
+        (prefix.len() >= cuckoo::HEADER_LEN).then_some(cuckoo::HEADER_LEN)
+    }
+    fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
+        CuckooChain::header_bytes(header).map_err(|e| e.message())
+    }
+    fn from_header(header: &[u8]) -> Result<Self, &'static str> {
+        CuckooChain::from_header(header).map_err(|e| e.message())
+    }
+    fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
+        CuckooChain::load_chunk(self, iter, data)
+    }
+    fn dump_header(&self) -> Vec<u8> {
+        CuckooChain::dump_header(self)
+    }
+    fn chunk_plan(&self) -> Vec<(i64, u64)> {
+        let mut plan = Vec::new();
+        let mut iter = 1;
+        while let Some((next, chunk)) = self.dump_chunk(iter) {
+            plan.push((next, chunk.len() as u64));
+            iter = next;
+        }
+        plan
+    }
+    fn chunk_bytes(&self, iter: i64, len: u64) -> Vec<u8> {
+        self.dump_chunk(iter - len as i64)
+            .map(|(_, chunk)| chunk.to_vec())
+            .unwrap_or_default()
+    }
+    fn rdb_save(&self, out: &mut impl RdbSink) {
+        crate::rdb::save_cuckoo(self, out)
+    }
+    fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
+        crate::rdb::load_cuckoo(input, encver)
+    }
+}

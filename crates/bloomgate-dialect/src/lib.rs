@@ -5,7 +5,8 @@
 //! [`cuckoo::CuckooChain`], [`murmur`]), their SCANDUMP/LOADCHUNK and RDB encodings ([`value`],
 //! [`rdb`]), the `bf-*`/`cf-*` settings ([`config`]) and the BF.*/CF.* command semantics —
 //! argument parsing in RedisBloom's order, errors word for word, replies, and what a write must
-//! replicate or log ([`commands`]).
+//! replicate or log ([`commands`]). Beside them, our own extension: time-windowed filters
+//! ([`windowed`], the `WF.*` commands).
 //!
 //! Two hosts run it: `bloomgate serve` (`bloomgate-server`, its own keyspace and persistence) and
 //! the Redis/Valkey module (`bloomgate-module`, Redis' keyspace, RDB and replication). A host
@@ -22,6 +23,7 @@ pub mod rdb;
 pub mod reply;
 pub mod sbchain;
 pub mod value;
+pub mod windowed;
 
 pub use commands::{execute, Host, Outcome};
 pub use config::Config;

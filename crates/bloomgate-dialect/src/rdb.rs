@@ -14,6 +14,7 @@
 use crate::cuckoo::{self, CuckooChain};
 use crate::sbchain::BloomChain;
 use crate::value::DialectType;
+use crate::windowed::WindowedFilter;
 
 /// Receives a value's fields in order.
 pub trait RdbSink {
@@ -247,6 +248,36 @@ pub fn load_cuckoo(input: &mut impl RdbSource, encver: i32) -> Result<CuckooChai
     Ok(filter)
 }
 
+/// `BGwindowF` (our type): its dump header as one string, then each generation's file image.
+pub fn save_windowed(filter: &WindowedFilter, out: &mut impl RdbSink) {
+    out.save_string(&filter.dump_header());
+    for (iter, len) in filter.chunk_plan() {
+        let image = filter.chunk_bytes(iter);
+        debug_assert_eq!(image.len() as u64, len);
+        out.save_string(&image);
+    }
+}
+
+/// Reads a `BGwindowF` value, every part validated as LOADCHUNK validates it.
+pub fn load_windowed(input: &mut impl RdbSource, encver: i32) -> Result<WindowedFilter, RdbError> {
+    if encver != WindowedFilter::ENCODING_VERSION {
+        return Err(RdbError::UnknownEncoding(encver));
+    }
+    const MAX_HEADER: u64 = 64 * 1024;
+    let header = input.load_string(MAX_HEADER)?;
+    let mut filter = WindowedFilter::from_header(&header).map_err(invalid)?;
+    let mut parts = Vec::new();
+    for (_, len) in filter.chunk_plan() {
+        let data = input.load_string(len)?;
+        if data.len() as u64 != len {
+            return Err(invalid("generation length does not match its header"));
+        }
+        parts.push(data);
+    }
+    fill(&mut filter, &parts)?;
+    Ok(filter)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,6 +364,38 @@ mod tests {
         save_cuckoo(&filter, &mut fields);
         let back = load_cuckoo(&mut fields, 4).unwrap();
         assert_eq!(back, filter);
+    }
+
+    #[test]
+    fn windowed_round_trip_keeps_dump_bytes() {
+        let params = crate::windowed::WindowParams {
+            error: 0.01,
+            capacity: 50,
+            window_ms: 1000,
+            generations: 3,
+            expansion: 2,
+        };
+        let mut filter = WindowedFilter::new(params);
+        for t in [0u64, 1000, 2000] {
+            for i in 0..120 {
+                filter
+                    .add(format!("{t}/{i}").as_bytes(), t, u64::MAX)
+                    .unwrap();
+            }
+        }
+        let mut fields = Fields::default();
+        save_windowed(&filter, &mut fields);
+        let back = load_windowed(&mut fields, 1).unwrap();
+        assert!(back.dump_stream().eq(filter.dump_stream()));
+        let mut fields = Fields::default();
+        save_windowed(&filter, &mut fields);
+        if let Some(Field::S(image)) = fields.items.get_mut(2) {
+            image[50] ^= 0x10;
+        }
+        assert!(matches!(
+            load_windowed(&mut fields, 1),
+            Err(RdbError::Invalid(_))
+        ));
     }
 
     #[test]

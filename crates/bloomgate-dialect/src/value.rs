@@ -6,6 +6,7 @@
 use crate::cuckoo::{self, CuckooChain};
 use crate::rdb::{RdbError, RdbSink, RdbSource};
 use crate::sbchain::BloomChain;
+use crate::windowed::WindowedFilter;
 
 /// A value of the dialect: one of RedisBloom's module types.
 #[derive(Clone, Debug)]
@@ -14,6 +15,28 @@ pub enum Value {
     Bloom(BloomChain),
     /// `MBbloomCF`: a cuckoo filter.
     Cuckoo(CuckooChain),
+    /// `BGwindowF`: a time-windowed filter (our extension).
+    Windowed(WindowedFilter),
+}
+
+/// Runs `$body` with `$t` naming the concrete type of a [`Kind`].
+macro_rules! each_kind {
+    ($kind:expr, $t:ident => $body:expr) => {
+        match $kind {
+            Kind::Bloom => {
+                type $t = BloomChain;
+                $body
+            }
+            Kind::Cuckoo => {
+                type $t = CuckooChain;
+                $body
+            }
+            Kind::Windowed => {
+                type $t = WindowedFilter;
+                $body
+            }
+        }
+    };
 }
 
 /// Which dialect type a value is (for hosts that register types separately, such as a module).
@@ -23,60 +46,49 @@ pub enum Kind {
     Bloom,
     /// [`Value::Cuckoo`].
     Cuckoo,
+    /// [`Value::Windowed`].
+    Windowed,
 }
 
 impl Kind {
     /// Every kind, in registration order.
-    pub const ALL: [Kind; 2] = [Kind::Bloom, Kind::Cuckoo];
+    pub const ALL: [Kind; 3] = [Kind::Bloom, Kind::Cuckoo, Kind::Windowed];
 
     /// The module type name (`TYPE` reply, RDB module id).
     pub fn type_name(self) -> &'static str {
-        match self {
-            Kind::Bloom => BloomChain::TYPE_NAME,
-            Kind::Cuckoo => CuckooChain::TYPE_NAME,
-        }
+        each_kind!(self, T => T::TYPE_NAME)
+    }
+
+    /// The RDB encoding version written for this kind.
+    pub fn encoding_version(self) -> i32 {
+        each_kind!(self, T => T::ENCODING_VERSION)
     }
 
     /// Length of the dump header that starts with `prefix` (at least [`Kind::header_prefix`]
     /// bytes), or `None` if the prefix is malformed.
     pub fn header_len(self, prefix: &[u8]) -> Option<usize> {
-        match self {
-            Kind::Bloom => BloomChain::header_len(prefix),
-            Kind::Cuckoo => CuckooChain::header_len(prefix),
-        }
+        each_kind!(self, T => <T as DialectType>::header_len(prefix))
     }
 
     /// Bytes needed to learn the header's full length.
     pub fn header_prefix(self) -> usize {
-        match self {
-            Kind::Bloom => BloomChain::HEADER_PREFIX,
-            Kind::Cuckoo => CuckooChain::HEADER_PREFIX,
-        }
+        each_kind!(self, T => T::HEADER_PREFIX)
     }
 
     /// Bytes of bit/slot arrays the header describes, checked against a budget before
     /// [`Kind::from_header`] allocates them.
     pub fn header_bytes(self, header: &[u8]) -> Result<u64, &'static str> {
-        match self {
-            Kind::Bloom => <BloomChain as DialectType>::header_bytes(header),
-            Kind::Cuckoo => <CuckooChain as DialectType>::header_bytes(header),
-        }
+        each_kind!(self, T => <T as DialectType>::header_bytes(header))
     }
 
     /// An empty value shaped as the header says, every field validated.
     pub fn from_header(self, header: &[u8]) -> Result<Value, &'static str> {
-        match self {
-            Kind::Bloom => <BloomChain as DialectType>::from_header(header).map(Value::Bloom),
-            Kind::Cuckoo => <CuckooChain as DialectType>::from_header(header).map(Value::Cuckoo),
-        }
+        each_kind!(self, T => <T as DialectType>::from_header(header).map(T::into_value))
     }
 
     /// Reads a value of this kind saved with encoding version `encver`.
     pub fn rdb_load(self, input: &mut impl RdbSource, encver: i32) -> Result<Value, RdbError> {
-        match self {
-            Kind::Bloom => BloomChain::rdb_load(input, encver).map(Value::Bloom),
-            Kind::Cuckoo => CuckooChain::rdb_load(input, encver).map(Value::Cuckoo),
-        }
+        each_kind!(self, T => T::rdb_load(input, encver).map(T::into_value))
     }
 }
 
@@ -138,6 +150,7 @@ macro_rules! each {
         match $value {
             Value::Bloom($v) => $body,
             Value::Cuckoo($v) => $body,
+            Value::Windowed($v) => $body,
         }
     };
 }
@@ -148,6 +161,7 @@ impl Value {
         match self {
             Value::Bloom(_) => Kind::Bloom,
             Value::Cuckoo(_) => Kind::Cuckoo,
+            Value::Windowed(_) => Kind::Windowed,
         }
     }
 
@@ -183,10 +197,7 @@ impl Value {
 
     /// The RDB encoding version this value is written with.
     pub fn encoding_version(&self) -> i32 {
-        match self {
-            Value::Bloom(_) => BloomChain::ENCODING_VERSION,
-            Value::Cuckoo(_) => CuckooChain::ENCODING_VERSION,
-        }
+        self.kind().encoding_version()
     }
 }
 
@@ -301,5 +312,58 @@ impl DialectType for CuckooChain {
     }
     fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
         crate::rdb::load_cuckoo(input, encver)
+    }
+}
+
+impl DialectType for WindowedFilter {
+    const TYPE_NAME: &'static str = "BGwindowF";
+    const ENCODING_VERSION: i32 = 1;
+    const HEADER_PREFIX: usize = crate::windowed::HEADER_FIXED;
+    const KIND: Kind = Kind::Windowed;
+
+    fn of(value: &Value) -> Option<&Self> {
+        match value {
+            Value::Windowed(filter) => Some(filter),
+            _ => None,
+        }
+    }
+    fn of_mut(value: &mut Value) -> Option<&mut Self> {
+        match value {
+            Value::Windowed(filter) => Some(filter),
+            _ => None,
+        }
+    }
+    fn into_value(self) -> Value {
+        Value::Windowed(self)
+    }
+    fn memory(&self) -> u64 {
+        WindowedFilter::memory(self)
+    }
+    fn header_len(prefix: &[u8]) -> Option<usize> {
+        WindowedFilter::header_len(prefix)
+    }
+    fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
+        WindowedFilter::header_bytes(header)
+    }
+    fn from_header(header: &[u8]) -> Result<Self, &'static str> {
+        WindowedFilter::from_header(header)
+    }
+    fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
+        WindowedFilter::load_chunk(self, iter, data)
+    }
+    fn dump_header(&self) -> Vec<u8> {
+        WindowedFilter::dump_header(self)
+    }
+    fn chunk_plan(&self) -> Vec<(i64, u64)> {
+        WindowedFilter::chunk_plan(self)
+    }
+    fn chunk_bytes(&self, iter: i64, _len: u64) -> Vec<u8> {
+        WindowedFilter::chunk_bytes(self, iter)
+    }
+    fn rdb_save(&self, out: &mut impl RdbSink) {
+        crate::rdb::save_windowed(self, out)
+    }
+    fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
+        crate::rdb::load_windowed(input, encver)
     }
 }

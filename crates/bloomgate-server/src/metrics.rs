@@ -154,6 +154,7 @@ pub fn render(shared: &Shared) -> String {
                 cuckoo_items += filter.items();
                 continue;
             }
+            Value::Windowed(_) => continue,
         };
         let (fill, fpr) = chain_health(chain);
         filters += 1;

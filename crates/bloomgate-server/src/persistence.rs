@@ -2,7 +2,7 @@
 //!
 //! Files in the data directory:
 //! - `dump.bgs` — snapshot: magic, the AOF generation it covers up to, then each key with its
-//!   expiry, a type byte (1 = Bloom chain, 2 = cuckoo filter), the payload length and the filter
+//!   expiry, a type byte (1 = Bloom chain, 2 = cuckoo filter, 3 = windowed filter), the payload length and the filter
 //!   as RedisBloom's SCANDUMP stream (header, then link or sub-filter bytes), then a CRC32 of
 //!   everything before. Written to a temp file, fsynced, renamed, directory fsynced.
 //! - `appendonly.<gen>.aof` — log generations: magic, then records `u32 len, u32 crc32, payload`
@@ -38,6 +38,7 @@ fn type_byte(kind: Kind) -> u8 {
     match kind {
         Kind::Bloom => 1,
         Kind::Cuckoo => 2,
+        Kind::Windowed => 3,
     }
 }
 /// Keys longer than Redis' bulk limit cannot exist; a larger length is corruption.

@@ -11,6 +11,7 @@
 
 pub mod bloom;
 pub mod cuckoo;
+pub mod windowed;
 
 use crate::config::Config;
 use crate::num::parse_i64;
@@ -39,6 +40,13 @@ pub trait Host {
     fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType>;
     /// Stores `value` at `key`, which the command has just found missing.
     fn create(&mut self, key: &[u8], value: Value);
+    /// The time commands see, in Unix milliseconds (time-windowed filters). Hosts with a
+    /// simulated clock override it.
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    }
 }
 
 /// What to send to replicas and the log after a command.
@@ -84,6 +92,11 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
     /// Bytes a new allocation may take now.
     pub fn budget(&self) -> u64 {
         self.host.memory_budget()
+    }
+
+    /// The host's clock, in Unix milliseconds.
+    pub fn now_ms(&self) -> u64 {
+        self.host.now_ms()
     }
 
     /// Records `n` changes to the keyspace.
@@ -191,6 +204,16 @@ pub enum Command {
     CfDebug,
     CfScandump,
     CfLoadchunk,
+    WfReserve,
+    WfAdd,
+    WfMadd,
+    WfInsert,
+    WfExists,
+    WfMexists,
+    WfCard,
+    WfInfo,
+    WfScandump,
+    WfLoadchunk,
 }
 
 /// A command's metadata, the same for both hosts (registration, COMMAND INFO, ACL, routing).
@@ -237,6 +260,7 @@ pub fn table() -> &'static [CommandInfo] {
     TABLE.get_or_init(|| {
         let mut all = bloom::commands();
         all.extend(cuckoo::commands());
+        all.extend(windowed::commands());
         all
     })
 }
@@ -300,6 +324,16 @@ pub fn execute<H: Host + ?Sized>(host: &mut H, info: &CommandInfo, args: &Args) 
         Command::CfDebug => cuckoo::debug(&mut ctx, args),
         Command::CfScandump => cuckoo::scandump(&mut ctx, args),
         Command::CfLoadchunk => cuckoo::loadchunk(&mut ctx, args),
+        Command::WfReserve => windowed::reserve(&mut ctx, args),
+        Command::WfAdd => windowed::add(&mut ctx, args),
+        Command::WfMadd => windowed::madd(&mut ctx, args),
+        Command::WfInsert => windowed::insert(&mut ctx, args),
+        Command::WfExists => windowed::exists(&mut ctx, args),
+        Command::WfMexists => windowed::mexists(&mut ctx, args),
+        Command::WfCard => windowed::card(&mut ctx, args),
+        Command::WfInfo => windowed::info(&mut ctx, args),
+        Command::WfScandump => windowed::scandump(&mut ctx, args),
+        Command::WfLoadchunk => windowed::loadchunk(&mut ctx, args),
     };
     let Ctx { dirty, rewrite, .. } = ctx;
     let propagate = if info.flags & flags::WRITE == 0 || dirty == 0 {
@@ -364,6 +398,8 @@ pub(crate) mod testing {
         /// Keys holding a non-dialect value (a string, say).
         pub foreign: Vec<Vec<u8>>,
         pub last: Option<Outcome>,
+        /// The simulated clock.
+        pub now_ms: u64,
     }
 
     impl Host for Harness {
@@ -395,6 +431,9 @@ pub(crate) mod testing {
         fn create(&mut self, key: &[u8], value: Value) {
             self.keys.insert(key.to_vec(), value);
         }
+        fn now_ms(&self) -> u64 {
+            self.now_ms
+        }
     }
 
     impl Harness {
@@ -406,6 +445,7 @@ pub(crate) mod testing {
                 keys: HashMap::new(),
                 foreign: Vec::new(),
                 last: None,
+                now_ms: 0,
             }
         }
 

@@ -1,0 +1,183 @@
+//! WF.* (time-windowed filters) against the real `bloomgate serve` with the real clock: items
+//! age out after their windows, and a restart — snapshot, and the log replayed after every
+//! window has passed — rebuilds the same bytes, because writes are logged with their time.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(dir: &Path) -> Server {
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let mut child = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
+                .args([
+                    "serve",
+                    "--appendfsync",
+                    "always",
+                    "--port",
+                    &port.to_string(),
+                ])
+                .arg("--dir")
+                .arg(dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+                if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                    let _ = s.write_all(b"PING\r\n");
+                    let _ = s.shutdown(std::net::Shutdown::Write);
+                    let mut reply = Vec::new();
+                    let _ = s.read_to_end(&mut reply);
+                    if reply.ends_with(b"+PONG\r\n") {
+                        return Server { child, port };
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("server did not start");
+    }
+
+    fn conn(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bloomgate-wf-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(con: &mut redis::Connection, args: &[&str]) -> Value {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query(con).unwrap()
+}
+
+/// The whole SCANDUMP sequence of `key`.
+fn dump(con: &mut redis::Connection, key: &str) -> Vec<(i64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut iter = 0i64;
+    loop {
+        let (next, data): (i64, Vec<u8>) = redis::cmd("WF.SCANDUMP")
+            .arg(key)
+            .arg(iter)
+            .query(con)
+            .unwrap();
+        if next == 0 {
+            return out;
+        }
+        out.push((next, data));
+        iter = next;
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[test]
+fn items_age_out_and_restarts_rebuild_the_same_bytes() {
+    let dir = temp_dir("age");
+    let server = Server::start(&dir);
+    let mut con = server.conn();
+    // Windows of 400 ms, 2 generations: an item lives between 400 and 800 ms.
+    let window = 400u64;
+    // Start just after a slot boundary so the whole first phase stays in one slot.
+    let start = now_ms();
+    std::thread::sleep(Duration::from_millis(window - start % window + 5));
+    assert_eq!(
+        run(
+            &mut con,
+            &["WF.RESERVE", "seen", "0.01", "1000", "400", "2"]
+        ),
+        Value::Okay
+    );
+    let items: Vec<String> = (0..200).map(|i| format!("item-{i}")).collect();
+    let mut madd = redis::cmd("WF.MADD");
+    madd.arg("seen").arg(&items);
+    let added: Vec<i64> = madd.query(&mut con).unwrap();
+    assert!(added.iter().all(|&a| a == 1));
+    let added_at = now_ms();
+    let mut mexists = redis::cmd("WF.MEXISTS");
+    mexists.arg("seen").arg(&items);
+    let found: Vec<i64> = mexists.query(&mut con).unwrap();
+    assert!(found.iter().all(|&f| f == 1), "no false negative");
+    let card: i64 = redis::cmd("WF.CARD").arg("seen").query(&mut con).unwrap();
+    assert_eq!(card, 200);
+    let before = dump(&mut con, "seen");
+    assert_eq!(before.len(), 2, "header + one generation");
+
+    // kill -9: the log replays the adds with their times, into the same bytes.
+    server.kill9();
+    let server = Server::start(&dir);
+    let mut con = server.conn();
+    assert_eq!(dump(&mut con, "seen"), before);
+
+    // After G windows the items are gone for readers...
+    let gone_at = added_at - added_at % window + 2 * window + 20;
+    std::thread::sleep(Duration::from_millis(gone_at.saturating_sub(now_ms())));
+    let found: Vec<i64> = mexists.query(&mut con).unwrap();
+    assert!(found.iter().filter(|&&f| f == 1).count() < 10, "{found:?}");
+    let card: i64 = redis::cmd("WF.CARD").arg("seen").query(&mut con).unwrap();
+    assert_eq!(card, 0);
+    // ...yet a replay long after still rebuilds the very same bytes (nothing re-evaluated
+    // against the replaying clock), and a snapshot keeps them too.
+    assert_eq!(dump(&mut con, "seen"), before);
+    server.kill9();
+    let server = Server::start(&dir);
+    let mut con = server.conn();
+    assert_eq!(dump(&mut con, "seen"), before);
+    assert_eq!(run(&mut con, &["SAVE"]), Value::Okay);
+    server.kill9();
+    let server = Server::start(&dir);
+    let mut con = server.conn();
+    assert_eq!(dump(&mut con, "seen"), before);
+    // The next write drops the dead generation.
+    assert_eq!(run(&mut con, &["WF.ADD", "seen", "fresh"]), Value::Int(1));
+    let after = dump(&mut con, "seen");
+    assert_eq!(after.len(), 2);
+    assert_ne!(after, before);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,529 @@
+//! WF.* — time-windowed filters ("has this key been seen in the last N windows?"), our own
+//! command family beside RedisBloom's (it never changes BF.*/CF.* behaviour). Semantics and the
+//! dump format are documented in [`crate::windowed`].
+//!
+//! | command | reply |
+//! |---|---|
+//! | `WF.RESERVE key error_rate capacity window_ms generations [EXPANSION n]` | `OK` |
+//! | `WF.ADD key item` | 1 if new to its generation, else 0 |
+//! | `WF.MADD key item...` | array of 0/1 (stops at the first error, which ends the array) |
+//! | `WF.INSERT key [ERROR e] [CAPACITY c] [WINDOW ms] [GENERATIONS g] [EXPANSION n] [NOCREATE] [AT ms] ITEMS item...` | like MADD; creates the filter if missing (WINDOW and GENERATIONS then required; ERROR and CAPACITY default to `bf-error-rate` and `bf-initial-size`, EXPANSION to 2). `AT` adds at that time instead of the server's clock — what replicas and the log receive |
+//! | `WF.EXISTS key item` / `WF.MEXISTS key item...` | 0/1 as of the server's clock; 0 for a missing key or another type |
+//! | `WF.CARD key` | items in live generations; 0 if missing |
+//! | `WF.INFO key` | map: Capacity, Error rate, Window, Generations, Expansion rate, Number of items inserted, Size, Estimated error rate, Live generations (per generation: Start, Age, Items, Size) |
+//! | `WF.SCANDUMP key iter` / `WF.LOADCHUNK key iter data` | as BF's: `[1, header]`, then one generation per chunk, `[0, ""]` |
+//!
+//! Every write replicates and logs as `WF.INSERT key ... AT <its time> ITEMS ...`, so replay
+//! and replicas rebuild the same bytes whatever their clocks say.
+
+use super::{flags::*, load_chunk, spec, wrong_arity, Args, Command, CommandInfo, Ctx, Host};
+use crate::num::{is, parse_f64, parse_i64};
+use crate::reply::Reply;
+use crate::value::Value;
+use crate::windowed::{WindowParams, WindowedFilter};
+use crate::ERR_NOT_FOUND;
+
+/// The WF.* command table.
+pub fn commands() -> Vec<CommandInfo> {
+    let wf = |name, command, flags| spec(name, command, flags, "bloom");
+    vec![
+        wf("WF.RESERVE", Command::WfReserve, WRITE | DENYOOM),
+        wf("WF.ADD", Command::WfAdd, WRITE | DENYOOM),
+        wf("WF.MADD", Command::WfMadd, WRITE | DENYOOM),
+        wf("WF.INSERT", Command::WfInsert, WRITE | DENYOOM),
+        wf("WF.EXISTS", Command::WfExists, READONLY | FAST),
+        wf("WF.MEXISTS", Command::WfMexists, READONLY | FAST),
+        wf("WF.CARD", Command::WfCard, READONLY | FAST),
+        wf("WF.INFO", Command::WfInfo, READONLY | FAST),
+        wf("WF.SCANDUMP", Command::WfScandump, READONLY),
+        wf("WF.LOADCHUNK", Command::WfLoadchunk, WRITE | DENYOOM),
+    ]
+}
+
+const DEFAULT_EXPANSION: u32 = 2;
+
+fn now(ctx: &Ctx<impl Host + ?Sized>) -> u64 {
+    ctx.now_ms()
+}
+
+/// Parses `value` as an integer in `range`, else `err`.
+fn int_in(
+    value: &[u8],
+    range: std::ops::RangeInclusive<u64>,
+    err: &'static str,
+) -> Result<u64, Reply> {
+    parse_i64(value)
+        .and_then(|v| u64::try_from(v).ok())
+        .filter(|v| range.contains(v))
+        .ok_or_else(|| Reply::error(err))
+}
+
+pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+    if args.len() != 6 && args.len() != 8 {
+        return wrong_arity("wf.reserve");
+    }
+    let Some(error) = parse_f64(args[2]) else {
+        return Reply::error("ERR bad error rate");
+    };
+    let parsed = (|| {
+        let capacity = int_in(args[3], 0..=u64::MAX, "ERR bad capacity")?;
+        let window_ms = int_in(args[4], 0..=u64::MAX, "ERR bad window")?;
+        let generations = int_in(args[5], 0..=u64::from(u32::MAX), "ERR bad generations")?;
+        let expansion = match args.get(6) {
+            None => u64::from(DEFAULT_EXPANSION),
+            Some(option) if is(option, "EXPANSION") => {
+                int_in(args[7], 0..=u64::from(u32::MAX), "ERR bad expansion")?
+            }
+            Some(_) => return Err(Reply::error("ERR syntax error")),
+        };
+        Ok(WindowParams {
+            error,
+            capacity,
+            window_ms,
+            generations: generations as u32,
+            expansion: expansion as u32,
+        })
+    })();
+    let params = match parsed {
+        Ok(params) => params,
+        Err(reply) => return reply,
+    };
+    if let Err(msg) = params.validate() {
+        return Reply::error(msg);
+    }
+    match ctx.typed::<WindowedFilter>(args[1]) {
+        Err(reply) => reply,
+        Ok(Some(_)) => Reply::error("ERR item exists"),
+        Ok(None) => {
+            ctx.create(args[1], Value::Windowed(WindowedFilter::new(params)));
+            Reply::ok()
+        }
+    }
+}
+
+/// Adds `items` at `at_ms`, creating the filter with `create` if missing; the write is
+/// propagated as `WF.INSERT` with its time (and the creation parameters when it created).
+fn add_items<H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    items: &Args,
+    at_ms: u64,
+    create: Option<Result<WindowParams, &'static str>>,
+) -> Reply {
+    let mut logged: Vec<Vec<u8>> = vec![b"WF.INSERT".to_vec(), key.to_vec()];
+    match ctx.typed::<WindowedFilter>(key) {
+        Err(reply) => return reply,
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            let params = match create {
+                None => return Reply::error(ERR_NOT_FOUND),
+                Some(Err(msg)) => return Reply::error(msg),
+                Some(Ok(params)) => params,
+            };
+            for (name, value) in [
+                ("ERROR", params.error.to_string()),
+                ("CAPACITY", params.capacity.to_string()),
+                ("WINDOW", params.window_ms.to_string()),
+                ("GENERATIONS", params.generations.to_string()),
+                ("EXPANSION", params.expansion.to_string()),
+            ] {
+                logged.push(name.as_bytes().to_vec());
+                logged.push(value.into_bytes());
+            }
+            ctx.create(key, Value::Windowed(WindowedFilter::new(params)));
+        }
+    }
+    let mut replies = Vec::with_capacity(items.len());
+    let mut added = 0;
+    for item in items {
+        let budget = ctx.budget();
+        match ctx.update(key, |f: &mut WindowedFilter| f.add(item, at_ms, budget)) {
+            Ok(new) => {
+                added += u64::from(new);
+                replies.push(Reply::Bool(new));
+            }
+            Err(e) => {
+                replies.push(Reply::error(e.message()));
+                break;
+            }
+        }
+    }
+    ctx.changed(added);
+    logged.extend([
+        b"AT".to_vec(),
+        at_ms.to_string().into_bytes(),
+        b"ITEMS".to_vec(),
+    ]);
+    logged.extend(items.iter().take(replies.len()).map(|i| i.to_vec()));
+    ctx.propagate_as(vec![logged]);
+    Reply::Array(replies)
+}
+
+pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+    if args.len() != 3 {
+        return wrong_arity("wf.add");
+    }
+    let at = now(ctx);
+    match add_items(ctx, args[1], &args[2..], at, None) {
+        Reply::Array(mut replies) => replies.pop().expect("one item"),
+        other => other,
+    }
+}
+
+pub(crate) fn madd<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+    if args.len() < 3 {
+        return wrong_arity("wf.madd");
+    }
+    let at = now(ctx);
+    add_items(ctx, args[1], &args[2..], at, None)
+}
+
+pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+    if args.len() < 4 {
+        return wrong_arity("wf.insert");
+    }
+    let c = ctx.config();
+    let mut error = c.bf_error_rate;
+    let mut capacity = c.bf_initial_size;
+    let (mut window_ms, mut generations) = (None, None);
+    let mut expansion = u64::from(DEFAULT_EXPANSION);
+    let mut nocreate = false;
+    let mut at_ms = None;
+    let mut i = 2;
+    let items_at = loop {
+        let Some(arg) = args.get(i) else {
+            return wrong_arity("wf.insert");
+        };
+        if is(arg, "ITEMS") {
+            break i + 1;
+        }
+        if is(arg, "NOCREATE") {
+            nocreate = true;
+            i += 1;
+            continue;
+        }
+        let Some(value) = args.get(i + 1) else {
+            return wrong_arity("wf.insert");
+        };
+        let any = 0..=u64::MAX;
+        let parsed = if is(arg, "ERROR") {
+            parse_f64(value)
+                .map(|e| error = e)
+                .ok_or_else(|| Reply::error("ERR bad error rate"))
+        } else if is(arg, "CAPACITY") {
+            int_in(value, any, "ERR bad capacity").map(|v| capacity = v)
+        } else if is(arg, "WINDOW") {
+            int_in(value, any, "ERR bad window").map(|v| window_ms = Some(v))
+        } else if is(arg, "GENERATIONS") {
+            int_in(value, 0..=u64::from(u32::MAX), "ERR bad generations")
+                .map(|v| generations = Some(v as u32))
+        } else if is(arg, "EXPANSION") {
+            int_in(value, 0..=u64::from(u32::MAX), "ERR bad expansion").map(|v| expansion = v)
+        } else if is(arg, "AT") {
+            int_in(value, any, "ERR bad time").map(|v| at_ms = Some(v))
+        } else {
+            Err(Reply::error("ERR unknown argument"))
+        };
+        if let Err(reply) = parsed {
+            return reply;
+        }
+        i += 2;
+    };
+    if items_at >= args.len() {
+        return wrong_arity("wf.insert");
+    }
+    let create = (!nocreate).then(|| match (window_ms, generations) {
+        (Some(window_ms), Some(generations)) => {
+            let params = WindowParams {
+                error,
+                capacity,
+                window_ms,
+                generations,
+                expansion: expansion as u32,
+            };
+            params.validate().map(|()| params)
+        }
+        _ => Err("ERR WINDOW and GENERATIONS are required to create a windowed filter"),
+    });
+    let at = at_ms.unwrap_or_else(|| now(ctx));
+    add_items(ctx, args[1], &args[items_at..], at, create)
+}
+
+/// EXISTS / MEXISTS answer 0 for a missing key and for a key of another type.
+fn probe<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], items: &Args) -> Vec<Reply> {
+    let at = now(ctx);
+    let filter = ctx.typed::<WindowedFilter>(key).ok().flatten();
+    items
+        .iter()
+        .map(|item| Reply::Bool(filter.is_some_and(|f| f.contains(item, at))))
+        .collect()
+}
+
+pub(crate) fn exists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+    if args.len() != 3 {
+        return wrong_arity("wf.exists");
+    }
+    probe(ctx, args[1], &args[2..3]).remove(0)
+}
+
+pub(crate) fn mexists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+    if args.len() < 3 {
+        return wrong_arity("wf.mexists");
+    }
+    Reply::Array(probe(ctx, args[1], &args[2..]))
+}
+
+pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+    if args.len() != 2 {
+        return wrong_arity("wf.card");
+    }
+    let at = now(ctx);
+    match ctx.typed::<WindowedFilter>(args[1]) {
+        Ok(f) => Reply::Int(f.map_or(0, |f| f.items(at)) as i64),
+        Err(reply) => reply,
+    }
+}
+
+pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+    if args.len() != 2 {
+        return wrong_arity("wf.info");
+    }
+    let at = now(ctx);
+    let f = match ctx.existing::<WindowedFilter>(args[1], ERR_NOT_FOUND) {
+        Ok(f) => f,
+        Err(reply) => return reply,
+    };
+    let p = f.params();
+    let label = |s: &str| Reply::Simple(s.into());
+    let generations = f
+        .generation_stats(at)
+        .into_iter()
+        .map(|(start, items, bytes, _)| {
+            Reply::Map(vec![
+                (label("Start"), Reply::Int(start as i64)),
+                (label("Age"), Reply::Int(at as i64 - start as i64)),
+                (label("Items"), Reply::Int(items as i64)),
+                (label("Size"), Reply::Int(bytes as i64)),
+            ])
+        })
+        .collect();
+    Reply::Map(vec![
+        (label("Capacity"), Reply::Int(p.capacity as i64)),
+        (label("Error rate"), Reply::bulk(p.error.to_string())),
+        (label("Window"), Reply::Int(p.window_ms as i64)),
+        (label("Generations"), Reply::Int(i64::from(p.generations))),
+        (label("Expansion rate"), Reply::Int(i64::from(p.expansion))),
+        (
+            label("Number of items inserted"),
+            Reply::Int(f.items(at) as i64),
+        ),
+        (label("Size"), Reply::Int(f.memory() as i64)),
+        (
+            label("Estimated error rate"),
+            Reply::bulk(f.estimated_fpr(at).to_string()),
+        ),
+        (label("Live generations"), Reply::Array(generations)),
+    ])
+}
+
+pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+    if args.len() != 3 {
+        return wrong_arity("wf.scandump");
+    }
+    let Some(iter) = parse_i64(args[2]) else {
+        return Reply::error("ERR Second argument must be numeric");
+    };
+    match ctx.existing::<WindowedFilter>(args[1], ERR_NOT_FOUND) {
+        Ok(f) => {
+            let (next, data) = f.scandump(iter);
+            Reply::Array(vec![Reply::Int(next), Reply::Bulk(data)])
+        }
+        Err(reply) => reply,
+    }
+}
+
+pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+    if args.len() != 4 {
+        return wrong_arity("wf.loadchunk");
+    }
+    load_chunk::<WindowedFilter, H>(ctx, args, "ERR Second argument must be numeric")
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::commands::testing::*;
+    use crate::commands::Propagate;
+    use crate::reply::Reply;
+
+    fn bools(values: &[bool]) -> Reply {
+        Reply::Array(values.iter().map(|&v| Reply::Bool(v)).collect())
+    }
+
+    #[test]
+    fn reserve_add_exists_and_expiry() {
+        let mut h = Harness::new();
+        h.now_ms = 10_000;
+        assert_eq!(h.run("WF.RESERVE k 0.01 100 1000 3"), Reply::ok());
+        assert_eq!(
+            h.run("WF.RESERVE k 0.01 100 1000 3"),
+            err("ERR item exists")
+        );
+        assert_eq!(h.run("WF.ADD k a"), Reply::Bool(true));
+        assert_eq!(h.run("WF.ADD k a"), Reply::Bool(false));
+        assert_eq!(h.run("WF.MADD k b c"), bools(&[true, true]));
+        h.now_ms = 11_999;
+        assert_eq!(h.run("WF.MEXISTS k a b zz"), bools(&[true, true, false]));
+        assert_eq!(h.run("WF.CARD k"), Reply::Int(3));
+        h.now_ms = 13_000;
+        assert_eq!(h.run("WF.EXISTS k a"), Reply::Bool(false));
+        assert_eq!(h.run("WF.CARD k"), Reply::Int(0));
+        assert_eq!(h.run("WF.EXISTS missing a"), Reply::Bool(false));
+        assert_eq!(h.run("WF.CARD missing"), Reply::Int(0));
+        assert_eq!(h.run("WF.ADD missing a"), err("ERR not found"));
+    }
+
+    #[test]
+    fn argument_errors() {
+        let mut h = Harness::new();
+        let cases = [
+            ("WF.RESERVE k x 100 1000 3", "ERR bad error rate"),
+            (
+                "WF.RESERVE k 1.5 100 1000 3",
+                "ERR error rate must be in the range (0.000000, 1.000000)",
+            ),
+            (
+                "WF.RESERVE k 0.01 0 1000 3",
+                "ERR capacity must be in the range [1, 1073741824]",
+            ),
+            (
+                "WF.RESERVE k 0.01 100 0 3",
+                "ERR window must be in the range [1, 3153600000000] milliseconds",
+            ),
+            (
+                "WF.RESERVE k 0.01 100 1000 1",
+                "ERR generations must be in the range [2, 1024]",
+            ),
+            (
+                "WF.RESERVE k 0.01 100 1000 3 EXPANSION 0",
+                "ERR expansion must be in the range [1, 32768]",
+            ),
+            ("WF.RESERVE k 0.01 100 1000 3 FOO 2", "ERR syntax error"),
+            (
+                "WF.RESERVE k 0.01 100 1000",
+                "ERR wrong number of arguments for 'wf.reserve' command",
+            ),
+            (
+                "WF.INSERT k ITEMS a",
+                "ERR WINDOW and GENERATIONS are required to create a windowed filter",
+            ),
+            (
+                "WF.INSERT k WINDOW 10 GENERATIONS 2 NOCREATE ITEMS a",
+                "ERR not found",
+            ),
+            (
+                "WF.INSERT k WINDOW x GENERATIONS 2 ITEMS a",
+                "ERR bad window",
+            ),
+            ("WF.INSERT k FOO 1 ITEMS a", "ERR unknown argument"),
+            (
+                "WF.INSERT k WINDOW 10 GENERATIONS 2 ITEMS",
+                "ERR wrong number of arguments for 'wf.insert' command",
+            ),
+        ];
+        for (line, want) in cases {
+            assert_eq!(h.run(line), err(want), "{line}");
+        }
+        assert!(h.keys.is_empty());
+    }
+
+    /// Writes propagate with their time; replaying them with another clock (and later) rebuilds
+    /// the same dump.
+    #[test]
+    fn writes_propagate_with_their_time_and_replay_exactly() {
+        let mut h = Harness::new();
+        let mut log = Vec::new();
+        for (now, line) in [
+            (
+                1_000,
+                "WF.INSERT k WINDOW 1000 GENERATIONS 2 CAPACITY 50 ITEMS a b",
+            ),
+            (1_500, "WF.ADD k c"),
+            (2_100, "WF.MADD k d e"),
+            (4_200, "WF.ADD k f"),
+        ] {
+            h.now_ms = now;
+            h.run(line);
+            match h.last.take().unwrap().propagate {
+                Propagate::Commands(cmds) => log.extend(cmds),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&log[1].concat()),
+            "WF.INSERTkAT1500ITEMSc"
+        );
+        let mut replica = Harness::new();
+        replica.now_ms = 99_999_999;
+        for cmd in &log {
+            replica.run_args(cmd);
+        }
+        let dump = |h: &mut Harness| {
+            let mut out = Vec::new();
+            let mut iter = 0;
+            loop {
+                let Reply::Array(r) = h.run(&format!("WF.SCANDUMP k {iter}")) else {
+                    panic!()
+                };
+                let (Reply::Int(next), Reply::Bulk(data)) = (&r[0], &r[1]) else {
+                    panic!()
+                };
+                if *next == 0 {
+                    return out;
+                }
+                out.push((*next, data.clone()));
+                iter = *next;
+            }
+        };
+        let original = dump(&mut h);
+        assert_eq!(original, dump(&mut replica));
+        // The dump loads back through LOADCHUNK.
+        for (iter, data) in &original {
+            let args = vec![
+                b"WF.LOADCHUNK".to_vec(),
+                b"copy".to_vec(),
+                iter.to_string().into_bytes(),
+                data.clone(),
+            ];
+            assert_eq!(h.run_args(&args), Reply::ok());
+        }
+        h.now_ms = 4_300;
+        assert_eq!(h.run("WF.MEXISTS copy f a"), bools(&[true, false]));
+        // Reads propagate nothing.
+        h.run("WF.EXISTS k f");
+        assert_eq!(h.last.take().unwrap().propagate, Propagate::Nothing);
+    }
+
+    #[test]
+    fn info_and_wrong_types() {
+        let mut h = Harness::new();
+        h.now_ms = 5_000;
+        h.run("WF.RESERVE k 0.01 100 1000 3");
+        h.run("WF.ADD k a");
+        let Reply::Map(info) = h.run("WF.INFO k") else {
+            panic!()
+        };
+        assert_eq!(info[0], (Reply::Simple("Capacity".into()), Reply::Int(100)));
+        assert_eq!(info[5].1, Reply::Int(1));
+        let Reply::Array(gens) = &info[8].1 else {
+            panic!()
+        };
+        assert_eq!(gens.len(), 1);
+        h.run("BF.ADD bloom a");
+        let wrongtype = err(crate::ERR_WRONGTYPE);
+        assert_eq!(h.run("WF.ADD bloom a"), wrongtype);
+        assert_eq!(h.run("WF.INFO bloom"), wrongtype);
+        assert_eq!(h.run("WF.EXISTS bloom a"), Reply::Bool(false));
+        assert_eq!(h.run("BF.ADD k a"), wrongtype);
+        assert_eq!(h.run("WF.INFO nope"), err("ERR not found"));
+    }
+}

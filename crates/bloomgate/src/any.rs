@@ -8,8 +8,8 @@ use std::io::{Read, Write};
 use crate::codec::{self, decode_whole, FilterCodec, FilterKind};
 use crate::error::{Error, Result};
 use crate::filters::{
-    BlockedBloomFilter, BloomFilter, CountingBloomFilter, CuckooFilter, ScalableBloomFilter,
-    WindowedBloomFilter,
+    BitLayout, BlockedBloomFilter, Bloom, BloomFilter, CountingBloomFilter, CuckooFilter,
+    ScalableBloomFilter, WindowedBloomFilter,
 };
 use crate::params::Params;
 
@@ -132,20 +132,8 @@ impl AnyFilter {
         use InfoValue::{Float, Int, Text};
         let mut out = vec![("kind", Text(self.kind().name().to_string()))];
         match self {
-            Self::Classic(f) => {
-                out.extend(params_info(f.params()));
-                out.extend([
-                    ("fill_ratio", Float(f.fill_ratio())),
-                    ("estimated_items", Float(f.estimated_len())),
-                ]);
-            }
-            Self::Blocked(f) => {
-                out.extend(params_info(f.params()));
-                out.extend([
-                    ("fill_ratio", Float(f.fill_ratio())),
-                    ("estimated_items", Float(f.estimated_len())),
-                ]);
-            }
+            Self::Classic(f) => out.extend(bit_filter_info(f)),
+            Self::Blocked(f) => out.extend(bit_filter_info(f)),
             Self::Counting(f) => {
                 let p = f.params();
                 out.extend(params_info(p));
@@ -198,6 +186,14 @@ impl AnyFilter {
         ]);
         out
     }
+}
+
+/// `bits, hashes, capacity, fill_ratio, estimated_items` of a bit filter of any layout.
+fn bit_filter_info<L: BitLayout>(f: &Bloom<L>) -> impl Iterator<Item = (&'static str, InfoValue)> {
+    params_info(f.params()).into_iter().chain([
+        ("fill_ratio", InfoValue::Float(f.fill_ratio())),
+        ("estimated_items", InfoValue::Float(f.estimated_len())),
+    ])
 }
 
 /// `bits, hashes, capacity` of a bit-array filter.

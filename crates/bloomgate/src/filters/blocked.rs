@@ -130,7 +130,9 @@ impl StorageUnit for Block {
     fn words(units: &[Block]) -> &[u64] {
         // SAFETY: Block is repr(C) around [u64; 8] with no padding (asserted above), so a slice
         // of n blocks is exactly 8n contiguous, initialised, suitably aligned u64s.
-        unsafe { std::slice::from_raw_parts(units.as_ptr().cast::<u64>(), units.len() * BLOCK_WORDS) }
+        unsafe {
+            std::slice::from_raw_parts(units.as_ptr().cast::<u64>(), units.len() * BLOCK_WORDS)
+        }
     }
 
     fn words_mut(units: &mut [Block]) -> &mut [u64] {

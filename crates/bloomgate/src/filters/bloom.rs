@@ -172,8 +172,13 @@ impl<L: BitLayout> Bloom<L> {
 
     /// Appends `contains_hash` of every hash to `out`, prefetching like `contains_batch`.
     pub fn contains_batch_hashes(&self, hashes: &[KeyHash], out: &mut Vec<bool>) {
-        self.layout
-            .contains_batch(self.units(), self.geometry, hashes.len(), |i| hashes[i], out);
+        self.layout.contains_batch(
+            self.units(),
+            self.geometry,
+            hashes.len(),
+            |i| hashes[i],
+            out,
+        );
     }
 
     /// Parallel bulk build over every core (see [`Self::insert_parallel`]).

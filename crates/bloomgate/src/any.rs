@@ -16,19 +16,28 @@ use crate::params::Params;
 /// One of the library's filter types, chosen by the file it was read from.
 #[derive(Debug)]
 pub enum AnyFilter {
+    /// A classic Bloom filter.
     Classic(BloomFilter),
+    /// A cache-line blocked Bloom filter.
     Blocked(BlockedBloomFilter),
+    /// A counting Bloom filter (4-bit counters).
     Counting(CountingBloomFilter),
+    /// A scalable Bloom filter (a chain of growing classic links).
     Scalable(ScalableBloomFilter),
+    /// A cuckoo filter.
     Cuckoo(CuckooFilter),
+    /// A time-windowed Bloom filter (a ring of blocked generations).
     Windowed(WindowedBloomFilter),
 }
 
 /// A value in [`AnyFilter::info`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum InfoValue {
+    /// A count or size.
     Int(u64),
+    /// A rate, ratio or estimate.
     Float(f64),
+    /// A name.
     Text(String),
 }
 
@@ -76,6 +85,7 @@ impl AnyFilter {
         each!(self, f => f.write_to(writer))
     }
 
+    /// Which kind of filter this is (the file header's kind id).
     pub fn kind(&self) -> FilterKind {
         match self {
             Self::Classic(_) => FilterKind::Classic,
@@ -112,6 +122,7 @@ impl AnyFilter {
         each!(self, f => f.len())
     }
 
+    /// Whether the filter counts no items.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -21,6 +21,6 @@ pub use concurrent::*;
 pub use counting::*;
 pub use cuckoo::*;
 pub use layout::{BitLayout, Geometry, StorageUnit};
-pub use prefetch::advise_huge_pages;
+pub use prefetch::{advise_huge_pages, prefetch};
 pub use scalable::*;
 pub use windowed::*;

@@ -33,9 +33,11 @@ pub fn advise_huge_pages<T>(ptr: *mut T, len_bytes: usize) {
     }
 }
 
-/// Hint the CPU to bring a cache line into cache. Never faults, whatever the address.
+/// Hints the CPU to bring the cache line at `ptr` into cache (PREFETCHT0 on x86-64, nothing
+/// elsewhere). Never faults, whatever the address. Public so that the benchmark's memory-floor
+/// probe issues exactly the filters' instruction without an `unsafe` block of its own.
 #[inline(always)]
-pub(crate) fn prefetch<T>(ptr: *const T) {
+pub fn prefetch<T>(ptr: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: PREFETCHT0 is a hint: it reads nothing architecturally and cannot fault.
     unsafe {

@@ -2,6 +2,8 @@
 //! regression shows up as a change here: hashing, classic and blocked queries (present/absent
 //! keys), blocked batched queries, and inserts. `cargo bench -p bloomgate-bench`.
 
+#![forbid(unsafe_code)]
+
 use bloomgate::{BlockedBloomFilter, BloomFilter, KeyHash, Layout, Params};
 use bloomgate_bench::keys::{keys, Stream};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};

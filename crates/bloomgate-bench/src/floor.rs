@@ -28,17 +28,8 @@ pub struct Floor {
     pub ns_per_line: f64,
 }
 
-/// Hints the CPU to bring the line at `ptr` into cache. Never faults, whatever the address.
-#[inline(always)]
-pub fn prefetch<T>(ptr: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 is a hint: it reads nothing architecturally and cannot fault.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(ptr.cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = ptr;
-}
+/// The library's prefetch hint, so the floor and the filters issue the same instruction.
+pub use bloomgate::prefetch;
 
 /// Measures both patterns on a fresh buffer of `bytes` (rounded up to whole lines), best of
 /// `reps` runs of `reads` accesses each (fewer for the slow chase on large buffers).

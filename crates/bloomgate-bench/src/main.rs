@@ -16,6 +16,8 @@
 //! merge copies) and `insert` is timed on a sample of further keys (`contender::Sampled`).
 //! `BLOOMGATE_BENCH_SCALE=N` divides every size by N: a smoke test of a mode's whole path.
 
+#![forbid(unsafe_code)]
+
 use bloomgate_bench::{contender, floor, keys, ours, peers, plots, report, sweep, timing};
 
 use contender::{measure, Contender, Plan, Probes, Sampled};

@@ -8,8 +8,8 @@ use crate::keys::{for_each_chunk, Key, Stream, Username, CHUNK};
 use crate::report::{Row, Summary};
 use crate::timing::ns_per_op;
 use bloomgate::{
-    BlockedBloomFilter, BloomFilter, ConcurrentBloomFilter, CountingBloomFilter, CuckooFilter,
-    Layout, Params, ScalableBloomFilter,
+    BitLayout, BlockedBloomFilter, Bloom, BloomFilter, ConcurrentBloom, ConcurrentBloomFilter,
+    CountingBloomFilter, CuckooFilter, Layout, Params, ScalableBloomFilter,
 };
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -114,48 +114,60 @@ impl<F: Native> Contender for Ours<F> {
     }
 }
 
-/// The plain bit filters: the same API (from the library's shared definitions), so one adapter.
-macro_rules! native_bit_filter {
-    ($filter:ty, $name:literal, $layout:expr) => {
-        impl Native for $filter {
-            const NAME: &'static str = $name;
-            const LAYOUT: Layout = $layout;
-            const FILL: Fill = Fill::Merge;
-            fn make(p: Params) -> bloomgate::Result<Self> {
-                Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
-            }
-            fn add(&mut self, key: &[u8]) {
-                self.insert(key);
-            }
-            fn add_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
-                self.insert_batch(keys);
-            }
-            fn has(&self, key: &[u8]) -> bool {
-                self.contains(key)
-            }
-            fn has_batch<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut Vec<bool>) -> bool {
-                self.contains_batch(keys, out);
-                true
-            }
-            fn merge(&mut self, other: &Self) -> bloomgate::Result<()> {
-                self.union(other)
-            }
-            fn params(&self) -> &Params {
-                self.params()
-            }
-            fn bytes(&self) -> usize {
-                self.memory_bytes()
-            }
-        }
-    };
+/// The contender names of a layout's filters: the one line a new layout adds here.
+pub trait Named: BitLayout {
+    /// Name of the plain filter, `Bloom<Self>`.
+    const PLAIN: &'static str;
+    /// Name of the concurrent filter, `ConcurrentBloom<Self>`.
+    const CONCURRENT: &'static str;
 }
 
-native_bit_filter!(BloomFilter, "bloomgate-classic", Layout::Classic);
-native_bit_filter!(BlockedBloomFilter, "bloomgate-blocked", Layout::Blocked);
+impl Named for bloomgate::Classic {
+    const PLAIN: &'static str = "bloomgate-classic";
+    const CONCURRENT: &'static str = "bloomgate-concurrent";
+}
 
-impl Native for ConcurrentBloomFilter {
-    const NAME: &'static str = "bloomgate-concurrent";
-    const LAYOUT: Layout = Layout::Classic;
+impl Named for bloomgate::Blocked {
+    const PLAIN: &'static str = "bloomgate-blocked";
+    const CONCURRENT: &'static str = "bloomgate-concurrent-blocked";
+}
+
+/// Every layout's plain filter: one generic adapter over the library's generic filter.
+impl<L: Named> Native for Bloom<L> {
+    const NAME: &'static str = L::PLAIN;
+    const LAYOUT: Layout = L::LAYOUT;
+    const FILL: Fill = Fill::Merge;
+    fn make(p: Params) -> bloomgate::Result<Self> {
+        Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
+    }
+    fn add(&mut self, key: &[u8]) {
+        self.insert(key);
+    }
+    fn add_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
+        self.insert_batch(keys);
+    }
+    fn has(&self, key: &[u8]) -> bool {
+        self.contains(key)
+    }
+    fn has_batch<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut Vec<bool>) -> bool {
+        self.contains_batch(keys, out);
+        true
+    }
+    fn merge(&mut self, other: &Self) -> bloomgate::Result<()> {
+        self.union(other)
+    }
+    fn params(&self) -> &Params {
+        self.params()
+    }
+    fn bytes(&self) -> usize {
+        self.memory_bytes()
+    }
+}
+
+/// Every layout's concurrent filter, driven from one thread: the cost of the atomics.
+impl<L: Named> Native for ConcurrentBloom<L> {
+    const NAME: &'static str = L::CONCURRENT;
+    const LAYOUT: Layout = L::LAYOUT;
     const NOTE: &'static str = "; atomic words, 1 thread";
     fn make(p: Params) -> bloomgate::Result<Self> {
         Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
@@ -477,7 +489,7 @@ pub fn parallel_blocked(
         wall.as_secs_f64()
     );
     Ok(headline_rows(
-        BlockedBloomFilter::NAME,
+        <BlockedBloomFilter as Native>::NAME,
         config,
         &params,
         items,

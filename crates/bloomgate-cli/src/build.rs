@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use bloomgate::any::AnyFilter;
 use bloomgate::hash::DEFAULT_SEED;
 use bloomgate::{
-    BlockedBloomFilter, BloomFilter, CountingBloomFilter, CuckooFilter, Layout, Params,
+    BitLayout, Blocked, Bloom, Classic, CountingBloomFilter, CuckooFilter, Layout, Params,
     ScalableBloomFilter,
 };
 use bloomgate::{DEFAULT_GROWTH, DEFAULT_TIGHTENING};
@@ -90,6 +90,14 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// A bit filter of any layout, built over every core.
+fn build_bits<L: BitLayout>(params: Params, seed: u64, keys: &[&[u8]]) -> Result<AnyFilter>
+where
+    Bloom<L>: Into<AnyFilter>,
+{
+    Ok(Bloom::<L>::build_parallel(params, seed, keys)?.into())
+}
+
 fn build(args: &Args, items: u64, keys: &[&[u8]]) -> Result<AnyFilter> {
     let bit_params = |layout: Layout| -> Result<Params> {
         Ok(match (args.fpr, args.bits, args.hashes) {
@@ -110,13 +118,8 @@ fn build(args: &Args, items: u64, keys: &[&[u8]]) -> Result<AnyFilter> {
         }
     };
     Ok(match args.kind {
-        Kind::Classic => {
-            BloomFilter::build_parallel(bit_params(Layout::Classic)?, args.seed, keys)?.into()
-        }
-        Kind::Blocked => {
-            BlockedBloomFilter::build_parallel(bit_params(Layout::Blocked)?, args.seed, keys)?
-                .into()
-        }
+        Kind::Classic => build_bits::<Classic>(bit_params(Classic::LAYOUT)?, args.seed, keys)?,
+        Kind::Blocked => build_bits::<Blocked>(bit_params(Blocked::LAYOUT)?, args.seed, keys)?,
         Kind::Counting => {
             let mut filter =
                 CountingBloomFilter::with_params(bit_params(Layout::Classic)?, args.seed)?;

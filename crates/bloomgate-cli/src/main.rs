@@ -1,6 +1,8 @@
 //! The one `bloomgate` binary. Thin: argument parsing and output formatting only; the work is
 //! done by the library crates.
 
+#![forbid(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 
 mod build;

@@ -7,6 +7,8 @@
 //! product's retention window, are rebuilt from the store when they saturate, and share one memory
 //! budget. [`demo`] reproduces the feed-service case study on a real store.
 
+#![forbid(unsafe_code)]
+
 mod cache;
 pub mod demo;
 mod error;

@@ -8,27 +8,36 @@ use std::io::{Read, Write};
 use crate::codec::{self, decode_whole, FilterCodec, FilterKind};
 use crate::error::{Error, Result};
 use crate::filters::{
-    BlockedBloomFilter, BloomFilter, CountingBloomFilter, CuckooFilter, ScalableBloomFilter,
-    WindowedBloomFilter,
+    BitLayout, BlockedBloomFilter, Bloom, BloomFilter, CountingBloomFilter, CuckooFilter,
+    ScalableBloomFilter, WindowedBloomFilter,
 };
 use crate::params::Params;
 
 /// One of the library's filter types, chosen by the file it was read from.
 #[derive(Debug)]
 pub enum AnyFilter {
+    /// A classic Bloom filter.
     Classic(BloomFilter),
+    /// A cache-line blocked Bloom filter.
     Blocked(BlockedBloomFilter),
+    /// A counting Bloom filter (4-bit counters).
     Counting(CountingBloomFilter),
+    /// A scalable Bloom filter (a chain of growing classic links).
     Scalable(ScalableBloomFilter),
+    /// A cuckoo filter.
     Cuckoo(CuckooFilter),
+    /// A time-windowed Bloom filter (a ring of blocked generations).
     Windowed(WindowedBloomFilter),
 }
 
 /// A value in [`AnyFilter::info`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum InfoValue {
+    /// A count or size.
     Int(u64),
+    /// A rate, ratio or estimate.
     Float(f64),
+    /// A name.
     Text(String),
 }
 
@@ -76,6 +85,7 @@ impl AnyFilter {
         each!(self, f => f.write_to(writer))
     }
 
+    /// Which kind of filter this is (the file header's kind id).
     pub fn kind(&self) -> FilterKind {
         match self {
             Self::Classic(_) => FilterKind::Classic,
@@ -112,6 +122,7 @@ impl AnyFilter {
         each!(self, f => f.len())
     }
 
+    /// Whether the filter counts no items.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -132,20 +143,8 @@ impl AnyFilter {
         use InfoValue::{Float, Int, Text};
         let mut out = vec![("kind", Text(self.kind().name().to_string()))];
         match self {
-            Self::Classic(f) => {
-                out.extend(params_info(f.params()));
-                out.extend([
-                    ("fill_ratio", Float(f.fill_ratio())),
-                    ("estimated_items", Float(f.estimated_len())),
-                ]);
-            }
-            Self::Blocked(f) => {
-                out.extend(params_info(f.params()));
-                out.extend([
-                    ("fill_ratio", Float(f.fill_ratio())),
-                    ("estimated_items", Float(f.estimated_len())),
-                ]);
-            }
+            Self::Classic(f) => out.extend(bit_filter_info(f)),
+            Self::Blocked(f) => out.extend(bit_filter_info(f)),
             Self::Counting(f) => {
                 let p = f.params();
                 out.extend(params_info(p));
@@ -198,6 +197,14 @@ impl AnyFilter {
         ]);
         out
     }
+}
+
+/// `bits, hashes, capacity, fill_ratio, estimated_items` of a bit filter of any layout.
+fn bit_filter_info<L: BitLayout>(f: &Bloom<L>) -> impl Iterator<Item = (&'static str, InfoValue)> {
+    params_info(f.params()).into_iter().chain([
+        ("fill_ratio", InfoValue::Float(f.fill_ratio())),
+        ("estimated_items", InfoValue::Float(f.estimated_len())),
+    ])
 }
 
 /// `bits, hashes, capacity` of a bit-array filter.

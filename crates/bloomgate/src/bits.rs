@@ -56,10 +56,12 @@ impl BitArray {
         self.words.len() * 8
     }
 
+    /// The words (bit i = word i/64, bit i%64).
     pub fn words(&self) -> &[u64] {
         &self.words
     }
 
+    /// The words, mutably.
     pub fn words_mut(&mut self) -> &mut [u64] {
         &mut self.words
     }

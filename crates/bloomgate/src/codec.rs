@@ -35,11 +35,17 @@ pub const HASH_XXH3_128: u8 = 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum FilterKind {
+    /// [`crate::BloomFilter`].
     Classic = 1,
+    /// [`crate::BlockedBloomFilter`].
     Blocked = 2,
+    /// [`crate::CountingBloomFilter`].
     Counting = 3,
+    /// [`crate::ScalableBloomFilter`].
     Scalable = 4,
+    /// [`crate::CuckooFilter`].
     Cuckoo = 5,
+    /// [`crate::WindowedBloomFilter`].
     Windowed = 6,
 }
 
@@ -73,10 +79,15 @@ impl FilterKind {
 /// The validated fixed header of a filter file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// Format version ([`FORMAT_VERSION`]).
     pub version: u16,
+    /// The filter kind of the body.
     pub kind: FilterKind,
+    /// Hash algorithm id ([`HASH_XXH3_128`]).
     pub hash_algorithm: u8,
+    /// Seed the filter hashes keys with.
     pub seed: u64,
+    /// Length of the body in bytes (checksum excluded), at most [`MAX_BODY_BYTES`].
     pub body_len: u64,
 }
 
@@ -293,10 +304,12 @@ pub struct BodyReader<'a> {
 }
 
 impl<'a> BodyReader<'a> {
+    /// A reader over a body's bytes.
     pub fn new(bytes: &'a [u8]) -> Self {
         Self { bytes }
     }
 
+    /// Bytes not read yet.
     pub fn remaining(&self) -> usize {
         self.bytes.len()
     }
@@ -319,22 +332,27 @@ impl<'a> BodyReader<'a> {
         Ok(self.bytes(N as u64)?.try_into().expect("exact length"))
     }
 
+    /// Reads one byte.
     pub fn u8(&mut self) -> Result<u8> {
         Ok(self.array::<1>()?[0])
     }
 
+    /// Reads a little-endian u16.
     pub fn u16(&mut self) -> Result<u16> {
         Ok(u16::from_le_bytes(self.array()?))
     }
 
+    /// Reads a little-endian u32.
     pub fn u32(&mut self) -> Result<u32> {
         Ok(u32::from_le_bytes(self.array()?))
     }
 
+    /// Reads a little-endian u64.
     pub fn u64(&mut self) -> Result<u64> {
         Ok(u64::from_le_bytes(self.array()?))
     }
 
+    /// Reads a little-endian IEEE-754 f64.
     pub fn f64(&mut self) -> Result<f64> {
         Ok(f64::from_le_bytes(self.array()?))
     }

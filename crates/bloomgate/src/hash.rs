@@ -34,7 +34,9 @@
 /// XXH3-128 of the key bytes with a 64-bit seed, split into two 64-bit words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KeyHash {
+    /// Low 64 bits of the XXH3-128 hash.
     pub lo: u64,
+    /// High 64 bits of the XXH3-128 hash.
     pub hi: u64,
 }
 

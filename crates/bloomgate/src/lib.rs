@@ -3,6 +3,8 @@
 //! Answer "is this key in the set?" in memory: "definitely not" is always right, "maybe" is
 //! wrong at a chosen, measured rate.
 
+#![deny(missing_docs)]
+
 pub mod any;
 pub mod bits;
 pub mod codec;

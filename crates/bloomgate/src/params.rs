@@ -30,7 +30,9 @@ use crate::hash::BLOCK_BITS;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Layout {
+    /// k probes over the whole array.
     Classic,
+    /// All k probes in one 512-bit block (one cache line).
     Blocked,
 }
 
@@ -38,6 +40,7 @@ pub enum Layout {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Params {
+    /// The bit layout the sizing model is for.
     pub layout: Layout,
     /// Size of the bit array: a multiple of 64 (classic) or 512 (blocked).
     pub bits: u64,
@@ -148,6 +151,7 @@ impl Params {
         self.validate()
     }
 
+    /// Checks sizes and k against the layout and the limits ([`MAX_HASHES`], [`MAX_BITS`]).
     pub fn validate(&self) -> Result<()> {
         check_items(self.items)?;
         check_hashes(self.hashes)?;
@@ -207,6 +211,7 @@ pub struct ParamsBuilder {
 }
 
 impl ParamsBuilder {
+    /// A builder for `items` keys at false-positive rate `fpr` (see [`Params::builder`]).
     pub fn new(layout: Layout, items: u64, fpr: f64) -> Self {
         ParamsBuilder {
             layout,
@@ -232,6 +237,7 @@ impl ParamsBuilder {
         self
     }
 
+    /// The sized parameters.
     pub fn build(self) -> Result<Params> {
         let ParamsBuilder {
             layout,

@@ -20,33 +20,48 @@
 //! Large filters are allocated zeroed and advised onto transparent huge pages before first
 //! touch (`advise_huge_pages`): with 4 KiB pages every random probe also misses the TLB.
 
-use std::thread;
+use std::mem::{align_of, size_of, ManuallyDrop};
+use std::sync::atomic::AtomicU64;
 
-use crate::codec::{put_words, BodyReader, FilterCodec, FilterKind};
-use crate::error::Result;
-use crate::hash::{KeyHash, BLOCK_BITS, BLOCK_WORDS, DEFAULT_SEED};
-use crate::params::{self, Layout, Params};
+use super::layout::{BitLayout, Geometry, StorageUnit};
+use super::prefetch::{advise_huge_pages, prefetch, rolling};
+use super::Bloom;
+use crate::codec::FilterKind;
+use crate::hash::{fast_range, KeyHash, BLOCK_WORDS};
+use crate::params::Layout;
 
-/// One 512-bit block, aligned to a cache line.
+/// One 512-bit block, aligned to a cache line: the storage unit of the blocked layout.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C, align(64))]
-pub(crate) struct Block(pub(crate) [u64; BLOCK_WORDS]);
+pub struct Block(pub [u64; BLOCK_WORDS]);
 
-/// How far ahead batched calls prefetch. 24 keys ≈ 24 lines in flight, enough to cover DRAM
-/// latency on the reference machine (anchors: 8.6 ns/line at 32 lanes vs 12 at 16).
-pub(crate) const PREFETCH_DISTANCE: usize = 24;
-const RING: usize = 32; // power of two ≥ PREFETCH_DISTANCE
+/// One 512-bit block of atomics; same size, alignment and bit layout as [`Block`] (the unit of
+/// the concurrent blocked filter).
+#[derive(Debug, Default)]
+#[repr(C, align(64))]
+pub struct AtomicBlock(pub [AtomicU64; BLOCK_WORDS]);
+
+const _: () = assert!(size_of::<AtomicBlock>() == size_of::<Block>());
+const _: () = assert!(align_of::<AtomicBlock>() == align_of::<Block>());
+const _: () = assert!(size_of::<Block>() == BLOCK_WORDS * size_of::<u64>());
+
+/// The blocked layout policy; its value is the block kernel chosen for this CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Blocked(Kernel);
+
+/// A Bloom filter whose keys each set k bits inside one 512-bit block.
+pub type BlockedBloomFilter = Bloom<Blocked>;
 
 /// Which block kernel a filter uses. Both give bit-identical results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kernel {
+enum Kernel {
     Portable,
     #[cfg(target_arch = "x86_64")]
     Avx2,
 }
 
 impl Kernel {
-    pub(crate) fn detect() -> Kernel {
+    fn detect() -> Kernel {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             return Kernel::Avx2;
@@ -56,7 +71,7 @@ impl Kernel {
 
     /// The key's bits inside its block.
     #[inline]
-    pub(crate) fn mask(self, hi: u64, hashes: u32) -> [u64; BLOCK_WORDS] {
+    fn mask(self, hi: u64, hashes: u32) -> [u64; BLOCK_WORDS] {
         match self {
             Kernel::Portable => KeyHash { lo: 0, hi }.block_mask(hashes),
             // SAFETY: Avx2 is only chosen when the CPU reports AVX2 (Kernel::detect).
@@ -82,6 +97,188 @@ impl Kernel {
             // SAFETY: Avx2 is only chosen when the CPU reports AVX2 (Kernel::detect).
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2 => unsafe { avx2::insert(block, hi, hashes) },
+        }
+    }
+}
+
+/// Blocks: the store is a `Vec<Block>` allocated onto huge pages before first touch.
+impl StorageUnit for Block {
+    type Store = Vec<Block>;
+    type Atomic = AtomicBlock;
+    const WORDS: usize = BLOCK_WORDS;
+
+    fn zeroed(count: usize) -> Vec<Block> {
+        zeroed_blocks(count)
+    }
+
+    fn units(store: &Vec<Block>) -> &[Block] {
+        store
+    }
+
+    fn units_mut(store: &mut Vec<Block>) -> &mut [Block] {
+        store
+    }
+
+    fn into_vec(store: Vec<Block>) -> Vec<Block> {
+        store
+    }
+
+    fn from_vec(units: Vec<Block>) -> Vec<Block> {
+        units
+    }
+
+    fn words(units: &[Block]) -> &[u64] {
+        // SAFETY: Block is repr(C) around [u64; 8] with no padding (asserted above), so a slice
+        // of n blocks is exactly 8n contiguous, initialised, suitably aligned u64s.
+        unsafe {
+            std::slice::from_raw_parts(units.as_ptr().cast::<u64>(), units.len() * BLOCK_WORDS)
+        }
+    }
+
+    fn words_mut(units: &mut [Block]) -> &mut [u64] {
+        // SAFETY: as in `words`; the exclusive borrow of `units` makes the view unique.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                units.as_mut_ptr().cast::<u64>(),
+                units.len() * BLOCK_WORDS,
+            )
+        }
+    }
+
+    fn into_atomic(units: Vec<Block>) -> Vec<AtomicBlock> {
+        let mut units = ManuallyDrop::new(units);
+        // SAFETY: AtomicBlock and Block have the same size and alignment (asserted above) and
+        // u64 → AtomicU64 is a valid reinterpretation (same size and bit validity); the plain
+        // Vec is never dropped, so ownership of the allocation moves exactly once.
+        unsafe {
+            Vec::from_raw_parts(
+                units.as_mut_ptr().cast::<AtomicBlock>(),
+                units.len(),
+                units.capacity(),
+            )
+        }
+    }
+
+    fn from_atomic(units: Vec<AtomicBlock>) -> Vec<Block> {
+        let mut units = ManuallyDrop::new(units);
+        // SAFETY: as in `into_atomic`, the other way; we own the Vec, so no other thread can
+        // access the atomics while they become plain words.
+        unsafe {
+            Vec::from_raw_parts(
+                units.as_mut_ptr().cast::<Block>(),
+                units.len(),
+                units.capacity(),
+            )
+        }
+    }
+
+    fn atomic_words(units: &[AtomicBlock]) -> &[AtomicU64] {
+        // SAFETY: AtomicBlock is repr(C) around [AtomicU64; 8] with no padding (same size as
+        // Block, asserted above), so n blocks are 8n contiguous, initialised AtomicU64s; the
+        // shared borrow is carried over unchanged.
+        unsafe {
+            std::slice::from_raw_parts(
+                units.as_ptr().cast::<AtomicU64>(),
+                units.len() * BLOCK_WORDS,
+            )
+        }
+    }
+}
+
+impl BitLayout for Blocked {
+    type Unit = Block;
+    const LAYOUT: Layout = Layout::Blocked;
+    const KIND: FilterKind = FilterKind::Blocked;
+    const TYPE_NAME: &'static str = "BlockedBloomFilter";
+    /// One line per key: prefetching pays off as soon as the array leaves L1/L2.
+    const PREFETCH_MIN_BYTES: usize = 0;
+    const LOCAL: bool = true;
+
+    fn select() -> Self {
+        Blocked(Kernel::detect())
+    }
+
+    #[inline]
+    fn insert(self, blocks: &mut [Block], g: Geometry, h: KeyHash) -> bool {
+        let index = Self::home(g, h);
+        self.0.insert(&mut blocks[index], h.hi, g.hashes)
+    }
+
+    #[inline]
+    fn contains(self, blocks: &[Block], g: Geometry, h: KeyHash) -> bool {
+        let index = Self::home(g, h);
+        self.0.contains(&blocks[index], h.hi, g.hashes)
+    }
+
+    #[inline]
+    fn probes(self, g: Geometry, h: KeyHash, mut visit: impl FnMut(usize, u64) -> bool) -> bool {
+        let first = Self::home(g, h) * BLOCK_WORDS;
+        let mask = self.0.mask(h.hi, g.hashes);
+        mask.iter()
+            .enumerate()
+            .all(|(w, &m)| m == 0 || visit(first + w, m))
+    }
+
+    #[inline(always)]
+    fn prefetch(self, words: *const u64, g: Geometry, h: KeyHash) {
+        prefetch(words.wrapping_add(Self::home(g, h) * BLOCK_WORDS));
+    }
+
+    /// Block index = `fast_range(lo, blocks)` (see `crate::hash`).
+    #[inline(always)]
+    fn home(g: Geometry, h: KeyHash) -> usize {
+        fast_range(h.lo, g.units) as usize
+    }
+
+    /// The mean over blocks of Π_w (ones_w / 64)^(c_w), c_w the probes per word — exact for
+    /// the actual bit state (uneven block loads included).
+    fn estimated_fpr(blocks: &[Block], g: Geometry) -> f64 {
+        let hashes = g.hashes as usize;
+        let total: f64 = blocks
+            .iter()
+            .map(|block| {
+                block
+                    .0
+                    .iter()
+                    .enumerate()
+                    .map(|(w, word)| {
+                        let probes = hashes / BLOCK_WORDS + usize::from(w < hashes % BLOCK_WORDS);
+                        (f64::from(word.count_ones()) / 64.0).powi(probes as i32)
+                    })
+                    .product::<f64>()
+            })
+            .sum();
+        total / blocks.len() as f64
+    }
+
+    /// Hashes ahead and prefetches every block (one line per key); the AVX2 loop is compiled
+    /// with AVX2 enabled so the kernel inlines into it.
+    #[inline(always)]
+    fn contains_batch(
+        self,
+        blocks: &[Block],
+        g: Geometry,
+        count: usize,
+        hash_at: impl Fn(usize) -> KeyHash,
+        out: &mut Vec<bool>,
+    ) {
+        out.reserve(count);
+        match self.0 {
+            Kernel::Portable => {
+                let base = blocks.as_ptr();
+                rolling(
+                    count,
+                    hash_at,
+                    |h| prefetch(base.wrapping_add(Self::home(g, h))),
+                    |h| {
+                        let block = &blocks[Self::home(g, h)];
+                        out.push(portable::contains(block, h.hi, g.hashes));
+                    },
+                );
+            }
+            // SAFETY: Avx2 is only chosen when the CPU reports AVX2 (Kernel::detect).
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { avx2::contains_batch(blocks, g, count, hash_at, out) },
         }
     }
 }
@@ -249,54 +446,19 @@ mod avx2 {
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn contains_batch(
         blocks: &[Block],
-        hashes: u32,
+        g: super::Geometry,
         count: usize,
         hash_at: impl Fn(usize) -> crate::hash::KeyHash,
         out: &mut Vec<bool>,
     ) {
-        let nblocks = blocks.len() as u64;
+        use super::{BitLayout, Blocked};
+        let base = blocks.as_ptr();
         super::rolling(
             count,
             hash_at,
-            |h| {
-                super::prefetch(
-                    blocks
-                        .as_ptr()
-                        .wrapping_add(h.block_index(nblocks) as usize),
-                )
-            },
-            |h| {
-                out.push(contains(
-                    &blocks[h.block_index(nblocks) as usize],
-                    h.hi,
-                    hashes,
-                ))
-            },
+            |h| super::prefetch(base.wrapping_add(Blocked::home(g, h))),
+            |h| out.push(contains(&blocks[Blocked::home(g, h)], h.hi, g.hashes)),
         );
-    }
-}
-
-/// Asks the kernel to back `[ptr, ptr + len)` with transparent huge pages (Linux, THP in
-/// `madvise` mode). A random probe into a large filter otherwise costs a TLB miss and a page
-/// walk on top of the cache miss: measured on the reference VM (1 GiB, prefetched random
-/// reads) 192 ns → 54 ns per read under load. Must run before the pages are first touched.
-/// Best effort: failures (old kernels, THP disabled) are ignored; small arrays are skipped.
-/// Public so that other large buffers (the benchmark's memory-floor probe) get the same
-/// treatment as the filters; it never reads or writes the memory.
-pub fn advise_huge_pages<T>(ptr: *mut T, len_bytes: usize) {
-    const HUGE: usize = 2 << 20;
-    if len_bytes < 2 * HUGE {
-        return;
-    }
-    #[cfg(target_os = "linux")]
-    {
-        let start = (ptr as usize).next_multiple_of(HUGE);
-        let end = (ptr as usize + len_bytes) / HUGE * HUGE;
-        if end > start {
-            // SAFETY: [start, end) lies inside the caller's live allocation; MADV_HUGEPAGE only
-            // changes how the kernel backs those pages, never their contents or validity.
-            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
-        }
     }
 }
 
@@ -323,348 +485,16 @@ fn zeroed_blocks(count: usize) -> Vec<Block> {
     }
 }
 
-/// Hint the CPU to bring a block into cache. Never faults, whatever the address.
-#[inline(always)]
-pub(crate) fn prefetch<T>(ptr: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 is a hint: it reads nothing architecturally and cannot fault.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(ptr.cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = ptr;
-}
-
-/// Visits `count` hashes in order, computing each `PREFETCH_DISTANCE` steps ahead and calling
-/// `prefetch_for` on it then, so that many cache misses are in flight at once.
-#[inline(always)]
-pub(crate) fn rolling(
-    count: usize,
-    hash_at: impl Fn(usize) -> KeyHash,
-    prefetch_for: impl Fn(KeyHash),
-    mut visit: impl FnMut(KeyHash),
-) {
-    let mut ring = [KeyHash { lo: 0, hi: 0 }; RING];
-    let ahead = count.min(PREFETCH_DISTANCE);
-    for (i, slot) in ring.iter_mut().enumerate().take(ahead) {
-        *slot = hash_at(i);
-        prefetch_for(*slot);
-    }
-    for i in 0..count {
-        let h = ring[i % RING];
-        let next = i + PREFETCH_DISTANCE;
-        if next < count {
-            let nh = hash_at(next);
-            prefetch_for(nh);
-            ring[next % RING] = nh;
-        }
-        visit(h);
-    }
-}
-
-/// A Bloom filter whose keys each set k bits inside one 512-bit block.
-#[derive(Clone)]
-pub struct BlockedBloomFilter {
-    params: Params,
-    seed: u64,
-    blocks: Vec<Block>,
-    len: u64,
-    kernel: Kernel,
-}
-
-impl std::fmt::Debug for BlockedBloomFilter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BlockedBloomFilter")
-            .field("params", &self.params)
-            .field("seed", &self.seed)
-            .field("len", &self.len)
-            .field("kernel", &self.kernel)
-            .finish()
-    }
-}
-
-impl PartialEq for BlockedBloomFilter {
-    fn eq(&self, other: &Self) -> bool {
-        self.params == other.params
-            && self.seed == other.seed
-            && self.len == other.len
-            && self.blocks == other.blocks
-    }
-}
-
-impl BlockedBloomFilter {
-    key_operations!(mut);
-    plain_bit_filter_bookkeeping!();
-
-    /// A filter for `items` keys at false-positive rate `fpr`, seed [`DEFAULT_SEED`].
-    pub fn new(items: u64, fpr: f64) -> Result<Self> {
-        Self::with_params(
-            Params::for_items(Layout::Blocked, items, fpr)?,
-            DEFAULT_SEED,
-        )
-    }
-
-    /// An empty filter with explicit parameters (must be of the blocked layout).
-    pub fn with_params(params: Params, seed: u64) -> Result<Self> {
-        params.validate_for(Layout::Blocked, "BlockedBloomFilter")?;
-        let blocks = (params.bits / BLOCK_BITS) as usize;
-        Ok(Self::from_blocks(params, seed, zeroed_blocks(blocks), 0))
-    }
-
-    pub(crate) fn from_blocks(params: Params, seed: u64, blocks: Vec<Block>, len: u64) -> Self {
-        debug_assert_eq!(blocks.len() as u64 * BLOCK_BITS, params.bits);
-        BlockedBloomFilter {
-            params,
-            seed,
-            blocks,
-            len,
-            kernel: Kernel::detect(),
-        }
-    }
-
-    pub(crate) fn into_blocks(self) -> (Params, u64, Vec<Block>, u64) {
-        (self.params, self.seed, self.blocks, self.len)
-    }
-
-    /// The bit array as u64 words (block b = words 8b..8b+8).
-    pub(crate) fn words(&self) -> &[u64] {
-        // SAFETY: Block is repr(C) around [u64; 8] with no padding (size 64 = 8 × 8), so a slice
-        // of n blocks is exactly 8n contiguous, initialised, suitably aligned u64s.
-        unsafe {
-            std::slice::from_raw_parts(
-                self.blocks.as_ptr().cast::<u64>(),
-                self.blocks.len() * BLOCK_WORDS,
-            )
-        }
-    }
-
-    /// The bit array as mutable u64 words (block b = words 8b..8b+8).
-    fn words_mut(&mut self) -> &mut [u64] {
-        // SAFETY: as in `words`; the exclusive borrow of `self.blocks` makes the view unique.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                self.blocks.as_mut_ptr().cast::<u64>(),
-                self.blocks.len() * BLOCK_WORDS,
-            )
-        }
-    }
-
-    /// Parallel bulk build over every core. Keys are hashed in parallel and handed to the thread
-    /// that owns their block range, so each thread writes only its own region with plain
-    /// (non-atomic) stores and prefetching; `len` is exact, as with serial inserts.
-    pub fn build_parallel<K: AsRef<[u8]> + Sync>(
-        params: Params,
-        seed: u64,
-        keys: &[K],
-    ) -> Result<Self> {
-        let mut filter = Self::with_params(params, seed)?;
-        filter.insert_parallel(keys);
-        Ok(filter)
-    }
-
-    /// Inserts `keys` over every core, as [`Self::build_parallel`] does; call it once per chunk
-    /// to load a key set too large to hold in memory at once.
-    pub fn insert_parallel<K: AsRef<[u8]> + Sync>(&mut self, keys: &[K]) {
-        let filter = self;
-        let seed = filter.seed;
-        let threads = thread::available_parallelism().map_or(1, |n| n.get());
-        if threads == 1 || keys.len() < 1 << 16 {
-            filter.insert_batch(keys);
-            return;
-        }
-        let nblocks = filter.blocks.len() as u64;
-        // Region r holds blocks starts[r]..starts[r + 1]; a block never straddles two regions.
-        let starts: Vec<usize> = (0..=threads)
-            .map(|r| (r as u128 * u128::from(nblocks) / threads as u128) as usize)
-            .collect();
-        let region_of = |block: u64| starts[1..threads].partition_point(|&s| s as u64 <= block);
-        const ROUND_PER_THREAD: usize = 1 << 20;
-        let mut buckets: Vec<Vec<Vec<KeyHash>>> = vec![vec![Vec::new(); threads]; threads];
-        let (hashes, kernel) = (filter.params.hashes, filter.kernel);
-        for round in keys.chunks(ROUND_PER_THREAD * threads) {
-            thread::scope(|s| {
-                let per = round.len().div_ceil(threads);
-                for (part, mine) in round.chunks(per).zip(buckets.iter_mut()) {
-                    let region_of = &region_of;
-                    s.spawn(move || {
-                        mine.iter_mut().for_each(Vec::clear);
-                        for key in part {
-                            let h = KeyHash::of(key.as_ref(), seed);
-                            mine[region_of(h.block_index(nblocks))].push(h);
-                        }
-                    });
-                }
-            });
-            let buckets = &buckets;
-            let added: u64 = thread::scope(|s| {
-                let mut rest = filter.blocks.as_mut_slice();
-                let mut workers = Vec::with_capacity(threads);
-                for r in 0..threads {
-                    let (region, tail) = rest.split_at_mut(starts[r + 1] - starts[r]);
-                    rest = tail;
-                    let offset = starts[r];
-                    workers.push(s.spawn(move || {
-                        let mut added = 0;
-                        for from in buckets {
-                            let mine = &from[r];
-                            let base = region.as_ptr().wrapping_sub(offset);
-                            rolling(
-                                mine.len(),
-                                |i| mine[i],
-                                |h| prefetch(base.wrapping_add(h.block_index(nblocks) as usize)),
-                                |h| {
-                                    let index = h.block_index(nblocks) as usize - offset;
-                                    let present = kernel.insert(&mut region[index], h.hi, hashes);
-                                    added += u64::from(!present);
-                                },
-                            );
-                        }
-                        added
-                    }));
-                }
-                workers
-                    .into_iter()
-                    .map(|w| w.join().expect("build worker panicked"))
-                    .sum()
-            });
-            filter.len += added;
-        }
-    }
-
-    #[inline]
-    pub fn insert_hash(&mut self, h: KeyHash) -> bool {
-        let index = h.block_index(self.blocks.len() as u64) as usize;
-        let present = self
-            .kernel
-            .insert(&mut self.blocks[index], h.hi, self.params.hashes);
-        // Saturating: `len` comes from the file for a loaded filter (a fuzz regression).
-        self.len = self.len.saturating_add(u64::from(!present));
-        present
-    }
-
-    #[inline]
-    pub fn contains_hash(&self, h: KeyHash) -> bool {
-        let index = h.block_index(self.blocks.len() as u64) as usize;
-        self.kernel
-            .contains(&self.blocks[index], h.hi, self.params.hashes)
-    }
-
-    /// Inserts every key, prefetching ahead.
-    pub fn insert_batch(&mut self, keys: &[impl AsRef<[u8]>]) {
-        let (seed, hashes, kernel) = (self.seed, self.params.hashes, self.kernel);
-        let nblocks = self.blocks.len() as u64;
-        let base = self.blocks.as_ptr();
-        let blocks = &mut self.blocks;
-        let mut added = 0;
-        rolling(
-            keys.len(),
-            |i| KeyHash::of(keys[i].as_ref(), seed),
-            |h| prefetch(base.wrapping_add(h.block_index(nblocks) as usize)),
-            |h| {
-                let index = h.block_index(nblocks) as usize;
-                added += u64::from(!kernel.insert(&mut blocks[index], h.hi, hashes));
-            },
-        );
-        self.len = self.len.saturating_add(added);
-    }
-
-    /// The batch queries' engine: hashes and prefetches blocks ahead.
-    #[inline(always)]
-    fn contains_batch_with(
-        &self,
-        count: usize,
-        hash_at: impl Fn(usize) -> KeyHash,
-        out: &mut Vec<bool>,
-    ) {
-        out.reserve(count);
-        let hashes = self.params.hashes;
-        match self.kernel {
-            Kernel::Portable => {
-                let (blocks, nblocks) = (&self.blocks, self.blocks.len() as u64);
-                rolling(
-                    count,
-                    hash_at,
-                    |h| {
-                        prefetch(
-                            blocks
-                                .as_ptr()
-                                .wrapping_add(h.block_index(nblocks) as usize),
-                        )
-                    },
-                    |h| {
-                        let block = &blocks[h.block_index(nblocks) as usize];
-                        out.push(portable::contains(block, h.hi, hashes));
-                    },
-                );
-            }
-            // SAFETY: Avx2 is only chosen when the CPU reports AVX2 (Kernel::detect).
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe {
-                avx2::contains_batch(&self.blocks, hashes, count, hash_at, out)
-            },
-        }
-    }
-
-    /// FPR of the filter as it is now: the mean over blocks of Π_w (ones_w / 64)^(c_w), c_w the
-    /// probes per word — exact for the actual bit state (uneven block loads included).
-    pub fn estimated_fpr(&self) -> f64 {
-        let hashes = self.params.hashes as usize;
-        let total: f64 = self
-            .blocks
-            .iter()
-            .map(|block| {
-                block
-                    .0
-                    .iter()
-                    .enumerate()
-                    .map(|(w, word)| {
-                        let probes = hashes / BLOCK_WORDS + usize::from(w < hashes % BLOCK_WORDS);
-                        (f64::from(word.count_ones()) / 64.0).powi(probes as i32)
-                    })
-                    .product::<f64>()
-            })
-            .sum();
-        total / self.blocks.len() as f64
-    }
-}
-
-/// Body: bits u64, hashes u32, design items u64, len u64, then bits/64 little-endian words
-/// (block b = words 8b..8b+8).
-impl FilterCodec for BlockedBloomFilter {
-    const KIND: FilterKind = FilterKind::Blocked;
-
-    fn hash_seed(&self) -> u64 {
-        self.seed
-    }
-
-    fn encode_body(&self, out: &mut Vec<u8>) {
-        params::encode_body_params(&self.params, self.len, out);
-        put_words(out, self.words());
-    }
-
-    fn decode_body(body: &mut BodyReader<'_>, seed: u64) -> Result<Self> {
-        let (params, len) = params::decode_body_params(body, Layout::Blocked)?;
-        let bytes = body.bytes(params.bytes())?;
-        let mut filter = Self::with_params(params, seed)?;
-        for (block, chunk) in filter.blocks.iter_mut().zip(bytes.chunks_exact(64)) {
-            for (word, b) in block.0.iter_mut().zip(chunk.chunks_exact(8)) {
-                *word = u64::from_le_bytes(b.try_into().expect("8 bytes"));
-            }
-        }
-        filter.len = len;
-        Ok(filter)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::FilterCodec;
 
     /// The AVX2 and portable kernels must agree bit for bit for every k, on many keys.
     #[test]
     fn kernels_agree() {
         let detected = Kernel::detect();
-        for k in 1..=params::MAX_HASHES {
+        for k in 1..=crate::params::MAX_HASHES {
             for i in 0..2000u64 {
                 let h = KeyHash::of(&i.to_le_bytes(), 99);
                 let portable = Kernel::Portable.mask(h.hi, k);
@@ -690,9 +520,8 @@ mod tests {
 
     #[test]
     fn words_view_matches_blocks() {
-        let mut f =
-            BlockedBloomFilter::with_params(Params::new(Layout::Blocked, 1024, 8, 10).unwrap(), 1)
-                .unwrap();
+        let params = crate::params::Params::new(Layout::Blocked, 1024, 8, 10).unwrap();
+        let mut f = BlockedBloomFilter::with_params(params, 1).unwrap();
         f.insert(b"x");
         let words = f.words().to_vec();
         assert_eq!(words.len(), 16);

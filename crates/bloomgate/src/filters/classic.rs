@@ -1,196 +1,167 @@
-//! Classic Bloom filter: k probes spread over the whole bit array. The most space-efficient bit
-//! filter (9.59 bits/key at 1%) and the layout RedisBloom-style tools expect; a query touches up
-//! to k cache lines, so the blocked filter is faster when memory is not the constraint.
+//! Classic Bloom filter layout: k probes spread over the whole bit array. The most
+//! space-efficient bit filter (9.59 bits/key at 1%) and the layout RedisBloom-style tools
+//! expect; a query touches up to k cache lines, so the blocked filter is faster when memory is
+//! not the constraint.
 //!
 //! Probe positions: `KeyHash::classic_probe` (double hashing with a nonlinear remix, see
 //! `crate::hash`). `contains` stops at the first clear bit, so an absent key usually costs
 //! one or two memory reads.
 
-use std::thread;
+use std::mem::{align_of, ManuallyDrop};
+use std::sync::atomic::AtomicU64;
 
+use super::layout::{BitLayout, Geometry, StorageUnit};
+use super::prefetch::{advise_huge_pages, prefetch};
+use super::Bloom;
 use crate::bits::BitArray;
-use crate::codec::{put_words, BodyReader, FilterCodec, FilterKind};
-use crate::error::Result;
-use crate::hash::{KeyHash, DEFAULT_SEED};
-use crate::params::{self, Layout, Params};
+use crate::codec::FilterKind;
+use crate::hash::KeyHash;
+use crate::params::{Layout, Params};
 
-use super::blocked::{advise_huge_pages, prefetch, rolling};
-use super::ConcurrentBloomFilter;
-
-/// Below this size the array sits in L2/L3 and prefetching costs more than it saves.
-const PREFETCH_MIN_BYTES: usize = 8 << 20;
-
-/// Prefetches the cache lines of a key's k probes in the word array at `base`.
-#[inline(always)]
-pub(crate) fn prefetch_probes<T>(base: *const T, h: KeyHash, bits: u64, hashes: u32) {
-    for position in h.classic_probes(bits, hashes) {
-        prefetch(base.wrapping_add((position >> 6) as usize));
-    }
-}
+/// The classic layout policy: k independent probes over m bits (no kernel choice).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Classic;
 
 /// A classic Bloom filter over packed little-endian u64 words.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BloomFilter {
-    params: Params,
-    seed: u64,
-    bits: BitArray,
-    len: u64,
+pub type BloomFilter = Bloom<Classic>;
+
+/// Plain words: the store is a [`BitArray`].
+impl StorageUnit for u64 {
+    type Store = BitArray;
+    type Atomic = AtomicU64;
+    const WORDS: usize = 1;
+
+    fn zeroed(count: usize) -> BitArray {
+        // vec![0; n] comes from alloc_zeroed: pages stay untouched until the first insert.
+        let mut bits = BitArray::zeroed(count);
+        advise_huge_pages(bits.words_mut().as_mut_ptr(), bits.len_bytes());
+        bits
+    }
+
+    fn units(store: &BitArray) -> &[u64] {
+        store.words()
+    }
+
+    fn units_mut(store: &mut BitArray) -> &mut [u64] {
+        store.words_mut()
+    }
+
+    fn into_vec(store: BitArray) -> Vec<u64> {
+        store.into_words()
+    }
+
+    fn from_vec(units: Vec<u64>) -> BitArray {
+        BitArray::from_words(units)
+    }
+
+    fn words(units: &[u64]) -> &[u64] {
+        units
+    }
+
+    fn words_mut(units: &mut [u64]) -> &mut [u64] {
+        units
+    }
+
+    fn into_atomic(words: Vec<u64>) -> Vec<AtomicU64> {
+        if align_of::<AtomicU64>() != align_of::<u64>() {
+            return words.into_iter().map(AtomicU64::new).collect();
+        }
+        let mut words = ManuallyDrop::new(words);
+        // SAFETY: AtomicU64 has the same size and bit validity as u64 (std docs) and, checked
+        // above, the same alignment, so the allocation's layout is identical for both element
+        // types; the original Vec is never dropped, so ownership moves to the new Vec once.
+        unsafe {
+            Vec::from_raw_parts(
+                words.as_mut_ptr().cast::<AtomicU64>(),
+                words.len(),
+                words.capacity(),
+            )
+        }
+    }
+
+    fn from_atomic(words: Vec<AtomicU64>) -> Vec<u64> {
+        if align_of::<AtomicU64>() != align_of::<u64>() {
+            return words.into_iter().map(AtomicU64::into_inner).collect();
+        }
+        let mut words = ManuallyDrop::new(words);
+        // SAFETY: as in `into_atomic`; we own the Vec, so no other thread can access the
+        // atomics.
+        unsafe {
+            Vec::from_raw_parts(
+                words.as_mut_ptr().cast::<u64>(),
+                words.len(),
+                words.capacity(),
+            )
+        }
+    }
+
+    fn atomic_words(units: &[AtomicU64]) -> &[AtomicU64] {
+        units
+    }
 }
 
-impl BloomFilter {
-    key_operations!(mut);
-    plain_bit_filter_bookkeeping!();
+impl BitLayout for Classic {
+    type Unit = u64;
+    const LAYOUT: Layout = Layout::Classic;
+    const KIND: FilterKind = FilterKind::Classic;
+    const TYPE_NAME: &'static str = "BloomFilter";
+    /// Below 8 MiB the array sits in L2/L3 and prefetching k lines costs more than it saves.
+    const PREFETCH_MIN_BYTES: usize = 8 << 20;
+    const LOCAL: bool = false;
 
-    /// A filter for `items` keys at false-positive rate `fpr`, seed [`DEFAULT_SEED`].
-    pub fn new(items: u64, fpr: f64) -> Result<Self> {
-        Self::with_params(
-            Params::for_items(Layout::Classic, items, fpr)?,
-            DEFAULT_SEED,
-        )
-    }
-
-    /// An empty filter with explicit parameters (must be of the classic layout).
-    pub fn with_params(params: Params, seed: u64) -> Result<Self> {
-        params.validate_for(Layout::Classic, "BloomFilter")?;
-        // vec![0; n] comes from alloc_zeroed: pages stay untouched until the first insert.
-        let mut bits = BitArray::zeroed(params.words());
-        advise_huge_pages(bits.words_mut().as_mut_ptr(), bits.len_bytes());
-        Ok(Self::from_bits(params, seed, bits, 0))
-    }
-
-    pub(crate) fn from_bits(params: Params, seed: u64, bits: BitArray, len: u64) -> Self {
-        debug_assert_eq!(bits.len_bits(), params.bits);
-        BloomFilter {
-            params,
-            seed,
-            bits,
-            len,
-        }
-    }
-
-    pub(crate) fn into_bits(self) -> (Params, u64, BitArray, u64) {
-        (self.params, self.seed, self.bits, self.len)
-    }
-
-    /// The bit array (bit i = word i/64, bit i%64).
-    pub fn bits(&self) -> &BitArray {
-        &self.bits
-    }
-
-    fn words(&self) -> &[u64] {
-        self.bits.words()
-    }
-
-    fn words_mut(&mut self) -> &mut [u64] {
-        self.bits.words_mut()
-    }
-
-    /// Parallel bulk build over every core: threads insert disjoint slices of `keys` into a
-    /// shared [`ConcurrentBloomFilter`] (atomic `fetch_or`), which is then unwrapped without a
-    /// copy. `len` may over-count by the rare duplicate keys inserted by two threads at once.
-    pub fn build_parallel<K: AsRef<[u8]> + Sync>(
-        params: Params,
-        seed: u64,
-        keys: &[K],
-    ) -> Result<Self> {
-        let mut filter = Self::with_params(params, seed)?;
-        let threads = thread::available_parallelism().map_or(1, |n| n.get());
-        if threads == 1 || keys.len() < 1 << 16 {
-            filter.insert_batch(keys);
-            return Ok(filter);
-        }
-        let shared = ConcurrentBloomFilter::from(filter);
-        thread::scope(|s| {
-            for part in keys.chunks(keys.len().div_ceil(threads)) {
-                let shared = &shared;
-                s.spawn(move || shared.insert_batch(part));
-            }
-        });
-        Ok(shared.into_inner())
+    fn select() -> Self {
+        Classic
     }
 
     #[inline]
-    pub fn insert_hash(&mut self, h: KeyHash) -> bool {
+    fn insert(self, words: &mut [u64], g: Geometry, h: KeyHash) -> bool {
         let mut present = true;
-        for position in h.classic_probes(self.params.bits, self.params.hashes) {
-            present &= self.bits.set(position);
+        for position in h.classic_probes(g.bits, g.hashes) {
+            let word = &mut words[(position >> 6) as usize];
+            let bit = 1u64 << (position & 63);
+            present &= *word & bit != 0;
+            *word |= bit;
         }
-        // Saturating: `len` comes from the file for a loaded filter (a fuzz regression).
-        self.len = self.len.saturating_add(u64::from(!present));
         present
     }
 
     #[inline]
-    pub fn contains_hash(&self, h: KeyHash) -> bool {
-        h.classic_probes(self.params.bits, self.params.hashes)
-            .all(|position| self.bits.get(position))
+    fn contains(self, words: &[u64], g: Geometry, h: KeyHash) -> bool {
+        h.classic_probes(g.bits, g.hashes)
+            .all(|position| words[(position >> 6) as usize] & (1u64 << (position & 63)) != 0)
     }
 
-    /// Inserts every key, prefetching the k lines of the key `PREFETCH_DISTANCE` ahead.
-    pub fn insert_batch(&mut self, keys: &[impl AsRef<[u8]>]) {
-        let (seed, bits, hashes) = (self.seed, self.params.bits, self.params.hashes);
-        let base = self.bits.words().as_ptr();
-        rolling(
-            keys.len(),
-            |i| KeyHash::of(keys[i].as_ref(), seed),
-            |h| prefetch_probes(base, h, bits, hashes),
-            |h| {
-                self.insert_hash(h);
-            },
-        );
+    #[inline]
+    fn probes(self, g: Geometry, h: KeyHash, mut visit: impl FnMut(usize, u64) -> bool) -> bool {
+        h.classic_probes(g.bits, g.hashes)
+            .all(|position| visit((position >> 6) as usize, 1u64 << (position & 63)))
     }
 
-    /// The batch queries' engine: out of cache (arrays of at least [`PREFETCH_MIN_BYTES`]) the k
-    /// lines of the key `PREFETCH_DISTANCE` ahead are prefetched so their misses overlap; in cache
-    /// the probes are cheaper than computing them twice.
-    fn contains_batch_with(
-        &self,
-        count: usize,
-        hash_at: impl Fn(usize) -> KeyHash,
-        out: &mut Vec<bool>,
-    ) {
-        out.reserve(count);
-        if self.memory_bytes() < PREFETCH_MIN_BYTES {
-            out.extend((0..count).map(|i| self.contains_hash(hash_at(i))));
-            return;
+    #[inline(always)]
+    fn prefetch(self, words: *const u64, g: Geometry, h: KeyHash) {
+        for position in h.classic_probes(g.bits, g.hashes) {
+            prefetch(words.wrapping_add((position >> 6) as usize));
         }
-        let (bits, hashes) = (self.params.bits, self.params.hashes);
-        let base = self.bits.words().as_ptr();
-        rolling(
-            count,
-            hash_at,
-            |h| prefetch_probes(base, h, bits, hashes),
-            |h| out.push(self.contains_hash(h)),
-        );
     }
 
-    /// FPR of the filter as it is now: fill^k (exact for independent uniform probes).
-    pub fn estimated_fpr(&self) -> f64 {
-        self.fill_ratio().powi(self.params.hashes as i32)
+    fn home(_: Geometry, _: KeyHash) -> usize {
+        unreachable!("the classic layout is not local (LOCAL = false)")
+    }
+
+    /// fill^k (exact for independent uniform probes).
+    fn estimated_fpr(words: &[u64], g: Geometry) -> f64 {
+        let ones: u64 = words.iter().map(|w| u64::from(w.count_ones())).sum();
+        (ones as f64 / g.bits as f64).powi(g.hashes as i32)
     }
 }
 
-/// Body: bits u64, hashes u32, design items u64, len u64, then bits/64 little-endian words.
-impl FilterCodec for BloomFilter {
-    const KIND: FilterKind = FilterKind::Classic;
-
-    fn hash_seed(&self) -> u64 {
-        self.seed
+impl Bloom<Classic> {
+    /// The bit array (bit i = word i/64, bit i%64).
+    pub fn bits(&self) -> &BitArray {
+        self.store()
     }
 
-    fn encode_body(&self, out: &mut Vec<u8>) {
-        params::encode_body_params(&self.params, self.len, out);
-        put_words(out, self.bits.words());
-    }
-
-    fn decode_body(body: &mut BodyReader<'_>, seed: u64) -> Result<Self> {
-        let (params, len) = params::decode_body_params(body, Layout::Classic)?;
-        let words = body.words(params.bits / 64)?;
-        Ok(Self::from_bits(
-            params,
-            seed,
-            BitArray::from_words(words),
-            len,
-        ))
+    pub(crate) fn from_bits(params: Params, seed: u64, bits: BitArray, len: u64) -> Self {
+        Self::from_store(params, seed, bits, len)
     }
 }

@@ -12,23 +12,14 @@
 //! different keys rarely write the same line. Two threads inserting the same new key at the same
 //! moment may both count it (each set some bit first).
 
-use std::mem::{align_of, size_of, ManuallyDrop};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::blocked::{rolling, Block, Kernel};
-use super::classic::prefetch_probes;
-use super::{BlockedBloomFilter, BloomFilter};
-use crate::bits::BitArray;
+use super::layout::{BitLayout, Geometry, StorageUnit};
+use super::prefetch::rolling;
+use super::{Blocked, Bloom, Classic};
 use crate::error::Result;
-use crate::hash::{KeyHash, BLOCK_BITS, BLOCK_WORDS};
-use crate::params::{Layout, Params};
-
-/// One 512-bit block of atomics; same size, alignment and bit layout as `Block`.
-#[repr(C, align(64))]
-struct AtomicBlock([AtomicU64; BLOCK_WORDS]);
-
-const _: () = assert!(size_of::<AtomicBlock>() == size_of::<Block>());
-const _: () = assert!(align_of::<AtomicBlock>() == align_of::<Block>());
+use crate::hash::KeyHash;
+use crate::params::Params;
 
 #[repr(align(64))]
 #[derive(Default)]
@@ -58,234 +49,144 @@ impl StripedLen {
     }
 }
 
-/// Reinterprets words as atomics without copying where `AtomicU64` and `u64` share alignment
-/// (every 64-bit platform); copies elsewhere.
-fn into_atomic_words(words: Vec<u64>) -> Vec<AtomicU64> {
-    if align_of::<AtomicU64>() != align_of::<u64>() {
-        return words.into_iter().map(AtomicU64::new).collect();
-    }
-    let mut words = ManuallyDrop::new(words);
-    // SAFETY: AtomicU64 has the same size and bit validity as u64 (std docs) and, checked above,
-    // the same alignment, so the allocation's layout is identical for both element types; the
-    // original Vec is never dropped, so ownership moves to the new Vec exactly once.
-    unsafe {
-        Vec::from_raw_parts(
-            words.as_mut_ptr().cast::<AtomicU64>(),
-            words.len(),
-            words.capacity(),
-        )
-    }
-}
-
-fn from_atomic_words(words: Vec<AtomicU64>) -> Vec<u64> {
-    if align_of::<AtomicU64>() != align_of::<u64>() {
-        return words.into_iter().map(AtomicU64::into_inner).collect();
-    }
-    let mut words = ManuallyDrop::new(words);
-    // SAFETY: as in `into_atomic_words`; we own the Vec, so no other thread can access the atomics.
-    unsafe {
-        Vec::from_raw_parts(
-            words.as_mut_ptr().cast::<u64>(),
-            words.len(),
-            words.capacity(),
-        )
-    }
+/// A Bloom filter of layout `L` with insert/contains through `&self`. `Send + Sync`.
+pub struct ConcurrentBloom<L: BitLayout> {
+    params: Params,
+    seed: u64,
+    units: Vec<<L::Unit as StorageUnit>::Atomic>,
+    len: StripedLen,
+    geometry: Geometry,
+    layout: L,
 }
 
 /// A classic Bloom filter with insert/contains through `&self`. `Send + Sync`.
-pub struct ConcurrentBloomFilter {
-    params: Params,
-    seed: u64,
-    words: Vec<AtomicU64>,
-    len: StripedLen,
-}
+pub type ConcurrentBloomFilter = ConcurrentBloom<Classic>;
 
-impl ConcurrentBloomFilter {
-    key_operations!();
+/// A blocked Bloom filter with insert/contains through `&self`. `Send + Sync`.
+pub type ConcurrentBlockedBloomFilter = ConcurrentBloom<Blocked>;
 
+impl<L: BitLayout> ConcurrentBloom<L> {
     /// A filter for `items` keys at false-positive rate `fpr`, seed `DEFAULT_SEED`.
     pub fn new(items: u64, fpr: f64) -> Result<Self> {
-        BloomFilter::new(items, fpr).map(Self::from)
+        Bloom::<L>::new(items, fpr).map(Self::from)
     }
 
+    /// An empty filter with explicit parameters (which must be of this layout).
     pub fn with_params(params: Params, seed: u64) -> Result<Self> {
-        BloomFilter::with_params(params, seed).map(Self::from)
+        Bloom::<L>::with_params(params, seed).map(Self::from)
     }
 
+    fn words(&self) -> &[AtomicU64] {
+        L::Unit::atomic_words(&self.units)
+    }
+
+    /// Hash of `key` with this filter's seed (for `insert_hash` / `contains_hash`).
+    #[inline]
+    pub fn hash(&self, key: impl AsRef<[u8]>) -> KeyHash {
+        KeyHash::of(key.as_ref(), self.seed)
+    }
+
+    /// Adds `key`; returns true if it was possibly present already (all its bits were set).
+    #[inline]
+    pub fn insert(&self, key: impl AsRef<[u8]>) -> bool {
+        self.insert_hash(self.hash(key))
+    }
+
+    /// "Maybe present" (true) or "definitely absent" (false).
+    #[inline]
+    pub fn contains(&self, key: impl AsRef<[u8]>) -> bool {
+        self.contains_hash(self.hash(key))
+    }
+
+    /// [`Self::insert`] of a precomputed hash.
     #[inline]
     pub fn insert_hash(&self, h: KeyHash) -> bool {
-        let mut present = true;
-        for position in h.classic_probes(self.params.bits, self.params.hashes) {
-            let word = &self.words[(position >> 6) as usize];
-            let bit = 1u64 << (position & 63);
-            // Skip the locked RMW (and the cache-line ownership it needs) if the bit is set.
-            if word.load(Relaxed) & bit == 0 {
-                present &= word.fetch_or(bit, Relaxed) & bit != 0;
+        let words = self.words();
+        let mut missing = false;
+        self.layout.probes(self.geometry, h, |index, mask| {
+            let word = &words[index];
+            // Skip the locked RMW (and the cache-line ownership it needs) if the bits are set.
+            if word.load(Relaxed) & mask != mask {
+                missing |= word.fetch_or(mask, Relaxed) & mask != mask;
             }
-        }
-        if !present {
+            true
+        });
+        if missing {
             self.len.add_one(h);
         }
-        present
+        !missing
     }
 
-    /// Inserts every key, prefetching the k lines of the key `PREFETCH_DISTANCE` ahead (so the
+    /// [`Self::contains`] of a precomputed hash.
+    #[inline]
+    pub fn contains_hash(&self, h: KeyHash) -> bool {
+        let words = self.words();
+        self.layout.probes(self.geometry, h, |index, mask| {
+            words[index].load(Relaxed) & mask == mask
+        })
+    }
+
+    /// Inserts every key, prefetching the lines of the key `PREFETCH_DISTANCE` ahead (so the
     /// atomic `fetch_or`s mostly hit L1 instead of each waiting for DRAM).
     pub fn insert_batch(&self, keys: &[impl AsRef<[u8]>]) {
-        let (bits, hashes) = (self.params.bits, self.params.hashes);
+        let base = self.words().as_ptr().cast::<u64>();
         rolling(
             keys.len(),
             |i| self.hash(&keys[i]),
-            |h| prefetch_probes(self.words.as_ptr(), h, bits, hashes),
+            |h| self.layout.prefetch(base, self.geometry, h),
             |h| {
                 self.insert_hash(h);
             },
         );
     }
 
-    #[inline]
-    pub fn contains_hash(&self, h: KeyHash) -> bool {
-        h.classic_probes(self.params.bits, self.params.hashes)
-            .all(|p| self.words[(p >> 6) as usize].load(Relaxed) & (1u64 << (p & 63)) != 0)
-    }
-
     /// Inserts that set at least one new bit (see the module comment for races).
     pub fn len(&self) -> u64 {
         self.len.total()
     }
 
+    /// Whether nothing was inserted.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The filter's parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// The seed keys are hashed with.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Number of set bits.
     pub fn count_ones(&self) -> u64 {
-        self.words
+        self.words()
             .iter()
             .map(|w| u64::from(w.load(Relaxed).count_ones()))
             .sum()
     }
 
     /// Back to a plain filter, without copying bits.
-    pub fn into_inner(self) -> BloomFilter {
+    pub fn into_inner(self) -> Bloom<L> {
         let len = self.len.total();
-        let bits = BitArray::from_words(from_atomic_words(self.words));
-        BloomFilter::from_bits(self.params, self.seed, bits, len)
+        let units = L::Unit::from_atomic(self.units);
+        Bloom::from_store(self.params, self.seed, L::Unit::from_vec(units), len)
     }
 }
 
-impl From<BloomFilter> for ConcurrentBloomFilter {
+impl<L: BitLayout> From<Bloom<L>> for ConcurrentBloom<L> {
     /// Without copying bits.
-    fn from(filter: BloomFilter) -> Self {
-        let (params, seed, bits, len) = filter.into_bits();
-        ConcurrentBloomFilter {
+    fn from(filter: Bloom<L>) -> Self {
+        let (params, seed, units, len) = filter.into_parts();
+        ConcurrentBloom {
             params,
             seed,
-            words: into_atomic_words(bits.into_words()),
+            units: L::Unit::into_atomic(units),
             len: StripedLen::starting_at(len),
-        }
-    }
-}
-
-/// A blocked Bloom filter with insert/contains through `&self`. `Send + Sync`.
-pub struct ConcurrentBlockedBloomFilter {
-    params: Params,
-    seed: u64,
-    blocks: Vec<AtomicBlock>,
-    len: StripedLen,
-    kernel: Kernel,
-}
-
-impl ConcurrentBlockedBloomFilter {
-    key_operations!();
-
-    /// A filter for `items` keys at false-positive rate `fpr`, seed `DEFAULT_SEED`.
-    pub fn new(items: u64, fpr: f64) -> Result<Self> {
-        BlockedBloomFilter::new(items, fpr).map(Self::from)
-    }
-
-    pub fn with_params(params: Params, seed: u64) -> Result<Self> {
-        BlockedBloomFilter::with_params(params, seed).map(Self::from)
-    }
-
-    #[inline]
-    pub fn insert_hash(&self, h: KeyHash) -> bool {
-        let block = &self.blocks[h.block_index(self.blocks.len() as u64) as usize];
-        let mask = self.kernel.mask(h.hi, self.params.hashes);
-        let mut missing = 0;
-        for (word, m) in block.0.iter().zip(mask) {
-            let mut old = word.load(Relaxed);
-            if m & !old != 0 {
-                old = word.fetch_or(m, Relaxed);
-            }
-            missing |= m & !old;
-        }
-        if missing != 0 {
-            self.len.add_one(h);
-        }
-        missing == 0
-    }
-
-    #[inline]
-    pub fn contains_hash(&self, h: KeyHash) -> bool {
-        let block = &self.blocks[h.block_index(self.blocks.len() as u64) as usize];
-        let mask = self.kernel.mask(h.hi, self.params.hashes);
-        let missing = block
-            .0
-            .iter()
-            .zip(mask)
-            .fold(0, |acc, (word, m)| acc | (m & !word.load(Relaxed)));
-        missing == 0
-    }
-
-    /// Inserts that set at least one new bit (see the module comment for races).
-    pub fn len(&self) -> u64 {
-        self.len.total()
-    }
-
-    pub fn count_ones(&self) -> u64 {
-        self.blocks
-            .iter()
-            .flat_map(|b| &b.0)
-            .map(|w| u64::from(w.load(Relaxed).count_ones()))
-            .sum()
-    }
-
-    /// Back to a plain filter, without copying bits.
-    pub fn into_inner(self) -> BlockedBloomFilter {
-        let len = self.len.total();
-        let mut blocks = ManuallyDrop::new(self.blocks);
-        // SAFETY: AtomicBlock and Block have the same size and alignment (asserted at compile
-        // time) and AtomicU64 has the bit validity of u64, so the allocation is a valid
-        // Vec<Block>; the atomic Vec is never dropped and we own it (no other thread can access).
-        let blocks = unsafe {
-            Vec::from_raw_parts(
-                blocks.as_mut_ptr().cast::<Block>(),
-                blocks.len(),
-                blocks.capacity(),
-            )
-        };
-        debug_assert_eq!(self.params.layout, Layout::Blocked);
-        debug_assert_eq!(blocks.len() as u64 * BLOCK_BITS, self.params.bits);
-        BlockedBloomFilter::from_blocks(self.params, self.seed, blocks, len)
-    }
-}
-
-impl From<BlockedBloomFilter> for ConcurrentBlockedBloomFilter {
-    /// Without copying bits.
-    fn from(filter: BlockedBloomFilter) -> Self {
-        let (params, seed, blocks, len) = filter.into_blocks();
-        let mut blocks = ManuallyDrop::new(blocks);
-        // SAFETY: same size/alignment (asserted above) and u64 → AtomicU64 is a valid
-        // reinterpretation; the plain Vec is never dropped, so ownership moves exactly once.
-        let blocks = unsafe {
-            Vec::from_raw_parts(
-                blocks.as_mut_ptr().cast::<AtomicBlock>(),
-                blocks.len(),
-                blocks.capacity(),
-            )
-        };
-        ConcurrentBlockedBloomFilter {
-            params,
-            seed,
-            blocks,
-            len: StripedLen::starting_at(len),
-            kernel: Kernel::detect(),
+            geometry: Geometry::of(&params, L::Unit::WORDS),
+            layout: L::select(),
         }
     }
 }
@@ -293,6 +194,7 @@ impl From<BlockedBloomFilter> for ConcurrentBlockedBloomFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{BlockedBloomFilter, BloomFilter};
 
     /// The conversions reuse the allocation (no copy) and keep every bit.
     #[test]
@@ -302,7 +204,7 @@ mod tests {
         let before = plain.bits().words().as_ptr() as usize;
         let snapshot = plain.clone();
         let shared = ConcurrentBloomFilter::from(plain);
-        assert_eq!(shared.words.as_ptr() as usize, before);
+        assert_eq!(shared.units.as_ptr() as usize, before);
         let back = shared.into_inner();
         assert_eq!(back.bits().words().as_ptr() as usize, before);
         assert_eq!(back, snapshot);
@@ -312,7 +214,7 @@ mod tests {
         let before = plain.words().as_ptr() as usize;
         let snapshot = plain.clone();
         let shared = ConcurrentBlockedBloomFilter::from(plain);
-        assert_eq!(shared.blocks.as_ptr() as usize, before);
+        assert_eq!(shared.units.as_ptr() as usize, before);
         let back = shared.into_inner();
         assert_eq!(back.words().as_ptr() as usize, before);
         assert_eq!(back, snapshot);

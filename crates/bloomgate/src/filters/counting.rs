@@ -70,6 +70,7 @@ impl CountingBloomFilter {
         self.insert_hash(self.hash(key))
     }
 
+    /// [`Self::insert`] of a precomputed hash.
     pub fn insert_hash(&mut self, h: KeyHash) -> bool {
         let mut was_present = true;
         for i in h.classic_probes(self.params.bits, self.params.hashes) {
@@ -84,10 +85,12 @@ impl CountingBloomFilter {
         was_present
     }
 
+    /// "Maybe present" (true: every probe counter is non-zero) or "definitely absent".
     pub fn contains(&self, key: impl AsRef<[u8]>) -> bool {
         self.contains_hash(self.hash(key))
     }
 
+    /// [`Self::contains`] of a precomputed hash.
     pub fn contains_hash(&self, h: KeyHash) -> bool {
         h.classic_probes(self.params.bits, self.params.hashes)
             .all(|i| self.counter(i) > 0)
@@ -99,6 +102,7 @@ impl CountingBloomFilter {
         self.remove_hash(self.hash(key))
     }
 
+    /// [`Self::remove`] of a precomputed hash.
     pub fn remove_hash(&mut self, h: KeyHash) -> Result<()> {
         if !self.can_remove_hash(h) {
             return Err(Error::NotPresent);
@@ -133,6 +137,7 @@ impl CountingBloomFilter {
         self.count_estimate_hash(self.hash(key))
     }
 
+    /// [`Self::count_estimate`] of a precomputed hash.
     pub fn count_estimate_hash(&self, h: KeyHash) -> u8 {
         h.classic_probes(self.params.bits, self.params.hashes)
             .map(|i| self.counter(i))
@@ -155,10 +160,12 @@ impl CountingBloomFilter {
         self.len
     }
 
+    /// Whether the filter counts no items.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// Zeroes every counter and the count.
     pub fn clear(&mut self) {
         self.counters.fill(0);
         self.len = 0;
@@ -170,14 +177,17 @@ impl CountingBloomFilter {
         fill.powi(self.params.hashes as i32)
     }
 
+    /// Bytes of the filter: the struct and its counters.
     pub fn memory_bytes(&self) -> usize {
         self.counters.len() * 8
     }
 
+    /// The filter's parameters (the classic layout it mirrors).
     pub fn params(&self) -> &Params {
         &self.params
     }
 
+    /// The seed keys are hashed with.
     pub fn seed(&self) -> u64 {
         self.seed
     }

@@ -52,6 +52,7 @@ pub const MAX_KICKS: u32 = 500;
 
 /// Narrowest and widest fingerprints supported.
 pub const MIN_FINGERPRINT_BITS: u32 = 4;
+/// Largest fingerprint accepted, in bits.
 pub const MAX_FINGERPRINT_BITS: u32 = 32;
 
 /// Load the table is sized for: the requested item count fills 95% of the slots (plus a
@@ -137,6 +138,7 @@ impl CuckooFilter {
         self.insert_hash(self.hash(key))
     }
 
+    /// [`Self::insert`] of a precomputed hash.
     pub fn insert_hash(&mut self, h: KeyHash) -> Result<()> {
         let (fp, i1) = self.locate(h);
         let i2 = self.alt(i1, fp);
@@ -179,6 +181,7 @@ impl CuckooFilter {
         self.contains_hash(self.hash(key))
     }
 
+    /// [`Self::contains`] of a precomputed hash.
     pub fn contains_hash(&self, h: KeyHash) -> bool {
         let (fp, i1) = self.locate(h);
         self.copies_in(i1, fp) > 0 || self.copies_in(self.alt(i1, fp), fp) > 0
@@ -190,6 +193,7 @@ impl CuckooFilter {
         self.remove_hash(self.hash(key))
     }
 
+    /// [`Self::remove`] of a precomputed hash.
     pub fn remove_hash(&mut self, h: KeyHash) -> Result<()> {
         let (fp, i1) = self.locate(h);
         for bucket in [i1, self.alt(i1, fp)] {
@@ -207,6 +211,7 @@ impl CuckooFilter {
         self.count_hash(self.hash(key))
     }
 
+    /// [`Self::count`] of a precomputed hash.
     pub fn count_hash(&self, h: KeyHash) -> u32 {
         let (fp, i1) = self.locate(h);
         let i2 = self.alt(i1, fp);
@@ -219,6 +224,7 @@ impl CuckooFilter {
         self.len
     }
 
+    /// Whether the filter holds no fingerprints.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -239,10 +245,12 @@ impl CuckooFilter {
         self.len as f64 / self.capacity() as f64
     }
 
+    /// Number of buckets (each holds a fixed number of fingerprint slots).
     pub fn buckets(&self) -> u64 {
         self.buckets
     }
 
+    /// Bits per stored fingerprint.
     pub fn fingerprint_bits(&self) -> u32 {
         self.fingerprint_bits
     }
@@ -259,6 +267,7 @@ impl CuckooFilter {
         self.slots.len() * 8
     }
 
+    /// The seed keys are hashed with.
     pub fn seed(&self) -> u64 {
         self.seed
     }

@@ -143,6 +143,7 @@ impl ScalableBloomFilter {
         self.insert_hash(self.hash(key))
     }
 
+    /// [`Self::insert`] of a precomputed hash.
     pub fn insert_hash(&mut self, h: KeyHash) -> Result<bool> {
         if self.contains_hash(h) {
             return Ok(true);
@@ -159,6 +160,7 @@ impl ScalableBloomFilter {
         Ok(false)
     }
 
+    /// "Maybe present" in any link (true) or "definitely absent" (false).
     pub fn contains(&self, key: impl AsRef<[u8]>) -> bool {
         self.contains_hash(self.hash(key))
     }
@@ -176,6 +178,7 @@ impl ScalableBloomFilter {
             .fold(0u64, |sum, link| sum.saturating_add(link.len()))
     }
 
+    /// Whether the filter counts no items.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -190,6 +193,7 @@ impl ScalableBloomFilter {
         self.links.iter().map(|link| link.params().items).sum()
     }
 
+    /// Design capacity of the first link.
     pub fn initial_capacity(&self) -> u64 {
         self.initial_capacity
     }
@@ -199,10 +203,12 @@ impl ScalableBloomFilter {
         self.fpr
     }
 
+    /// Capacity factor from one link to the next.
     pub fn growth(&self) -> u32 {
         self.growth
     }
 
+    /// FPR factor from one link to the next (each link is sized for a tighter rate).
     pub fn tightening(&self) -> f64 {
         self.tightening
     }
@@ -226,10 +232,12 @@ impl ScalableBloomFilter {
             .product::<f64>()
     }
 
+    /// Bytes of the filter: the struct and every link.
     pub fn memory_bytes(&self) -> usize {
         self.links.iter().map(|link| link.memory_bytes()).sum()
     }
 
+    /// The seed keys are hashed with.
     pub fn seed(&self) -> u64 {
         self.seed
     }

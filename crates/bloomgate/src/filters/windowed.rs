@@ -108,6 +108,7 @@ impl WindowedBloomFilter {
         Self::with_seed(config, DEFAULT_SEED, now_ms)
     }
 
+    /// As [`Self::new`] with an explicit hash seed.
     pub fn with_seed(config: WindowConfig, seed: u64, now_ms: u64) -> Result<Self> {
         let params = config.generation_params()?;
         let generations = (0..config.generations)
@@ -132,6 +133,7 @@ impl WindowedBloomFilter {
         self.insert_hash(self.hash(key), now_ms)
     }
 
+    /// [`Self::insert`] of a precomputed hash.
     pub fn insert_hash(&mut self, h: KeyHash, now_ms: u64) -> bool {
         self.rotate_if_due(now_ms);
         if self.newest().len() >= self.config.items_per_generation {
@@ -188,6 +190,7 @@ impl WindowedBloomFilter {
         self.generations.back().expect("G ≥ 2 generations")
     }
 
+    /// Number of generations (G).
     pub fn generations(&self) -> usize {
         self.generations.len()
     }
@@ -200,6 +203,7 @@ impl WindowedBloomFilter {
             .fold(0u64, |sum, g| sum.saturating_add(g.len()))
     }
 
+    /// Whether no generation holds an item.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -223,14 +227,17 @@ impl WindowedBloomFilter {
             .product::<f64>()
     }
 
+    /// Bytes of the filter: the struct and every generation.
     pub fn memory_bytes(&self) -> usize {
         self.generations.iter().map(|g| g.memory_bytes()).sum()
     }
 
+    /// The seed keys are hashed with.
     pub fn seed(&self) -> u64 {
         self.seed
     }
 
+    /// The configuration the filter was made with.
     pub fn config(&self) -> &WindowConfig {
         &self.config
     }

@@ -161,12 +161,10 @@ filter_class!(BloomFilter, Bits, {
     /// Adds every key of an iterable (or NumPy array), with the GIL released while hashing and
     /// inserting.
     fn update(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<()> {
-        crate::update(
-            py,
-            &self.inner,
-            keys,
-            |f, keys| each!(f, f => f.insert_batch(keys)),
-        )
+        crate::update(py, &self.inner, keys, |f, keys| {
+            each!(f, f => f.insert_batch(keys));
+            Ok(())
+        })
     }
 
     /// Distinct keys estimated from the fill (Swamidass–Baldi); unlike `len`, it survives

@@ -11,7 +11,9 @@
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyInt, PyList, PyMemoryView, PyString, PyTuple};
+use pyo3::types::{
+    PyByteArray, PyBytes, PyDict, PyInt, PyIterator, PyList, PyMemoryView, PyString, PyTuple,
+};
 
 /// The bytes of one key: borrowed from an immutable Python object, or encoded / copied.
 pub enum Key<'a> {
@@ -33,6 +35,11 @@ impl Key<'_> {
 /// The key bytes of `obj`, or `TypeError` for an unsupported type.
 #[inline]
 pub fn key<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Key<'a>> {
+    // Exact type first: a pointer compare, where the subclass check is a call through the
+    // stable ABI.
+    if let Ok(s) = obj.cast_exact::<PyString>() {
+        return str_key(s);
+    }
     if let Ok(s) = obj.cast::<PyString>() {
         return str_key(s);
     }
@@ -106,8 +113,13 @@ fn str_key<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Key<'a>> {
     Ok(Key::Owned(s.to_cow()?.into_owned().into_bytes()))
 }
 
-/// Many keys copied into one buffer, so they can be hashed after the GIL is released (no
-/// Python object is touched then, and no other thread can change them).
+/// Keys per chunk of a batch call: small enough that the copied keys stay in L2 cache and no
+/// call allocates memory in proportion to its input (4096 keys of 30 bytes: 120 KiB), large
+/// enough that releasing and retaking the GIL per chunk costs under 1% (measured).
+pub const CHUNK: usize = 4096;
+
+/// Up to [`CHUNK`] keys copied into one buffer, so they can be hashed after the GIL is released
+/// (no Python object is touched then, and no other thread can change them).
 #[derive(Default)]
 pub struct Keys {
     data: Vec<u8>,
@@ -115,45 +127,9 @@ pub struct Keys {
 }
 
 impl Keys {
-    /// Every key of an iterable. A lone `str`/`bytes` is refused: iterating it would add its
-    /// characters, never what the caller meant.
-    pub fn collect(iterable: &Bound<'_, PyAny>) -> PyResult<Keys> {
-        if iterable.is_instance_of::<PyString>() || iterable.is_instance_of::<PyBytes>() {
-            return Err(PyTypeError::new_err(
-                "expected an iterable of keys, got a single str/bytes key (use add / `in`)",
-            ));
-        }
-        let mut keys = Keys::default();
-        if let Ok(list) = iterable.cast::<PyList>() {
-            keys.reserve(list.len());
-            for item in list.iter() {
-                keys.push(key(&item)?.bytes());
-            }
-        } else if let Ok(tuple) = iterable.cast::<PyTuple>() {
-            keys.reserve(tuple.len());
-            for item in tuple.iter() {
-                keys.push(key(&item)?.bytes());
-            }
-        } else {
-            for item in iterable.try_iter()? {
-                keys.push(key(&item?)?.bytes());
-            }
-        }
-        Ok(keys)
-    }
-
-    /// Keys that are consecutive `width`-byte records of `data` (a NumPy integer array as
-    /// little-endian i64: exactly the int encoding above).
-    pub fn fixed_width(data: &[u8], width: usize) -> Keys {
-        Keys {
-            data: data.to_vec(),
-            ends: (1..=data.len() / width).map(|i| i * width).collect(),
-        }
-    }
-
-    fn reserve(&mut self, n: usize) {
-        self.ends.reserve(n);
-        self.data.reserve(n * 16);
+    fn clear(&mut self) {
+        self.data.clear();
+        self.ends.clear();
     }
 
     #[inline]
@@ -177,5 +153,75 @@ impl Keys {
                 key
             })
             .collect()
+    }
+}
+
+/// Where the keys of a batch call come from.
+pub enum Batch<'py> {
+    /// By index, so a list changed between chunks (by another thread) is read as it is then.
+    List(Bound<'py, PyList>, usize),
+    Tuple(Bound<'py, PyTuple>, usize),
+    Iter(Bound<'py, PyIterator>),
+    /// Consecutive `width`-byte keys (a NumPy integer array as little-endian i64: exactly the
+    /// int encoding above).
+    Fixed(Vec<u8>, usize, usize),
+}
+
+impl<'py> Batch<'py> {
+    /// The keys of an iterable. A lone `str`/`bytes` is refused: iterating it would add its
+    /// characters, never what the caller meant.
+    pub fn of(iterable: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if iterable.is_instance_of::<PyString>() || iterable.is_instance_of::<PyBytes>() {
+            return Err(PyTypeError::new_err(
+                "expected an iterable of keys, got a single str/bytes key (use add / `in`)",
+            ));
+        }
+        if let Ok(list) = iterable.cast::<PyList>() {
+            return Ok(Batch::List(list.clone(), 0));
+        }
+        if let Ok(tuple) = iterable.cast::<PyTuple>() {
+            return Ok(Batch::Tuple(tuple.clone(), 0));
+        }
+        Ok(Batch::Iter(iterable.try_iter()?))
+    }
+
+    pub fn fixed(data: &[u8], width: usize) -> Self {
+        Batch::Fixed(data.to_vec(), width, 0)
+    }
+
+    /// Replaces `keys` with the next chunk; false once the batch is exhausted.
+    pub fn next_chunk(&mut self, keys: &mut Keys) -> PyResult<bool> {
+        keys.clear();
+        match self {
+            Batch::List(list, pos) => {
+                while keys.len() < CHUNK && *pos < list.len() {
+                    let item = list.get_item(*pos)?;
+                    keys.push(key(&item)?.bytes());
+                    *pos += 1;
+                }
+            }
+            Batch::Tuple(tuple, pos) => {
+                while keys.len() < CHUNK && *pos < tuple.len() {
+                    let item = tuple.get_item(*pos)?;
+                    keys.push(key(&item)?.bytes());
+                    *pos += 1;
+                }
+            }
+            Batch::Iter(iter) => {
+                while keys.len() < CHUNK {
+                    match iter.next() {
+                        Some(item) => keys.push(key(&item?)?.bytes()),
+                        None => break,
+                    }
+                }
+            }
+            Batch::Fixed(data, width, pos) => {
+                for record in data[*pos..].chunks_exact(*width).take(CHUNK) {
+                    keys.push(record);
+                    *pos += *width;
+                }
+            }
+        }
+        Ok(keys.len() > 0)
     }
 }

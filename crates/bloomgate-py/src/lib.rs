@@ -26,7 +26,7 @@ mod bloom;
 mod keys;
 mod variants;
 
-use keys::Keys;
+use keys::{Batch, Keys};
 
 create_exception!(
     bloomgate,
@@ -137,7 +137,7 @@ pub(crate) fn write_detached<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 }
 
 /// The keys of a batch call, and the shape of the NumPy array they came from (if they did).
-fn batch_keys<'py>(keys: &Bound<'py, PyAny>) -> PyResult<(Keys, Option<Bound<'py, PyAny>>)> {
+fn batch_keys<'py>(keys: &Bound<'py, PyAny>) -> PyResult<(Batch<'py>, Option<Bound<'py, PyAny>>)> {
     let py = keys.py();
     let numpy = py.import("sys")?.getattr("modules")?.get_item("numpy").ok();
     let Some(np) = numpy.filter(|np| {
@@ -145,7 +145,7 @@ fn batch_keys<'py>(keys: &Bound<'py, PyAny>) -> PyResult<(Keys, Option<Bound<'py
             .and_then(|t| keys.is_instance(&t))
             .unwrap_or(false)
     }) else {
-        return Ok((Keys::collect(keys)?, None));
+        return Ok((Batch::of(keys)?, None));
     };
     let shape = keys.getattr("shape")?;
     let flat = keys.call_method0("ravel")?;
@@ -157,26 +157,26 @@ fn batch_keys<'py>(keys: &Bound<'py, PyAny>) -> PyResult<(Keys, Option<Bound<'py
         let le = np.call_method1("ascontiguousarray", (flat, "<i8"))?;
         let bytes = le.call_method0("tobytes")?;
         return Ok((
-            Keys::fixed_width(bytes.cast::<PyBytes>()?.as_bytes(), 8),
+            Batch::fixed(bytes.cast::<PyBytes>()?.as_bytes(), 8),
             Some(shape),
         ));
     }
     let list = flat.call_method0("tolist")?;
-    Ok((Keys::collect(&list)?, Some(shape)))
+    Ok((Batch::of(&list)?, Some(shape)))
 }
 
 /// `contains_many` of every class: a list of bools, or a NumPy bool array of the input's shape.
+/// Keys are copied out chunk by chunk; each chunk is hashed and probed with the GIL released.
 pub(crate) fn contains_many<T: Inner>(
     py: Python<'_>,
     lock: &RwLock<T>,
     keys: &Bound<'_, PyAny>,
 ) -> PyResult<Py<PyAny>> {
-    let (keys, shape) = batch_keys(keys)?;
-    let found = py.detach(|| {
-        let mut out = Vec::with_capacity(keys.len());
-        read_detached(lock).contains_keys(&keys.slices(), &mut out);
-        out
-    });
+    let (mut batch, shape) = batch_keys(keys)?;
+    let (mut chunk, mut found) = (Keys::default(), Vec::new());
+    while batch.next_chunk(&mut chunk)? {
+        py.detach(|| read_detached(lock).contains_keys(&chunk.slices(), &mut found));
+    }
     match shape {
         None => Ok(PyList::new(py, found)?.into_any().unbind()),
         Some(shape) => {
@@ -191,16 +191,22 @@ pub(crate) fn contains_many<T: Inner>(
     }
 }
 
-/// Collects the keys of `iterable`, then runs `insert` on them with the GIL released and the
-/// filter locked exclusively.
-pub(crate) fn update<T: Inner, R: Send>(
+/// Runs `insert` on the keys of `iterable`, chunk by chunk, each with the GIL released and the
+/// filter locked exclusively; stops at the first error `insert` returns (the keys before it
+/// stay inserted).
+pub(crate) fn update<T: Inner>(
     py: Python<'_>,
     lock: &RwLock<T>,
     iterable: &Bound<'_, PyAny>,
-    insert: impl FnOnce(&mut T, &[&[u8]]) -> R + Send,
-) -> PyResult<R> {
-    let (keys, _) = batch_keys(iterable)?;
-    Ok(py.detach(|| insert(&mut write_detached(lock), &keys.slices())))
+    insert: impl Fn(&mut T, &[&[u8]]) -> bloomgate::Result<()> + Sync,
+) -> PyResult<()> {
+    let (mut batch, _) = batch_keys(iterable)?;
+    let mut chunk = Keys::default();
+    while batch.next_chunk(&mut chunk)? {
+        py.detach(|| insert(&mut write_detached(lock), &chunk.slices()))
+            .map_err(error)?;
+    }
+    Ok(())
 }
 
 /// The bytes of a `bytes`, `bytearray` or `memoryview` argument.

@@ -68,6 +68,7 @@ filter_class!(CountingBloomFilter, bloomgate::CountingBloomFilter, {
             for key in keys {
                 f.insert(key);
             }
+            Ok(())
         })
     }
 
@@ -171,8 +172,7 @@ filter_class!(ScalableBloomFilter, Scalable, {
     fn update(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<()> {
         crate::update(py, &self.inner, keys, |f, keys| {
             keys.iter().try_for_each(|key| f.insert(key).map(drop))
-        })?
-        .map_err(error)
+        })
     }
 
     /// Number of filters in the chain.
@@ -256,8 +256,7 @@ filter_class!(CuckooFilter, Cuckoo, {
     fn update(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<()> {
         crate::update(py, &self.inner, keys, |f, keys| {
             keys.iter().try_for_each(|key| f.insert(key))
-        })?
-        .map_err(error)
+        })
     }
 
     /// Removes one copy of `key`; KeyError (and no change) if it is definitely absent.
@@ -361,6 +360,7 @@ filter_class!(WindowedBloomFilter, Windowed, {
             for key in keys {
                 f.insert(key, now);
             }
+            Ok(())
         })
     }
 

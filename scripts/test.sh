@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: every crate's unit, property, statistical and integration tests, then the
-# real-client smoke tests (redis-cli, redis-py) against a real `bloomgate serve`.
+# real-client smoke tests (redis-cli, redis-py) against a real `bloomgate serve`, then the Python
+# package's pytest suite (scripts/python_tests.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --workspace --locked
@@ -10,3 +11,5 @@ bash scripts/redis_cli_smoke.sh target/debug/bloomgate
 echo "== redis-py smoke test"
 python3 scripts/redis_py_smoke.py --bin target/debug/bloomgate
 echo "smoke: 2 passed, 0 failed"
+echo "== Python package (maturin wheel + pytest)"
+bash scripts/python_tests.sh target/debug/bloomgate

@@ -25,6 +25,15 @@ pub trait ExactStore: Send + Sync {
     /// Records that `scope` saw each item at its time; a later time replaces an earlier one, an
     /// earlier one never replaces a later one.
     fn record(&self, scope: u64, seen: &[Seen]) -> Result<()>;
+    /// Records rows of many scopes at once (the gate's group commit): one transaction or one
+    /// pipelined round trip per call where the store allows. Rows come sorted by (scope, item).
+    fn record_batch(&self, rows: &[(u64, Seen)]) -> Result<()> {
+        for run in rows.chunk_by(|a, b| a.0 == b.0) {
+            let seen: Vec<Seen> = run.iter().map(|&(_, s)| s).collect();
+            self.record(run[0].0, &seen)?;
+        }
+        Ok(())
+    }
     /// Appends to `out` every item `scope` saw at or after `since_ms`, oldest first.
     fn load(&self, scope: u64, since_ms: u64, out: &mut Vec<Seen>) -> Result<()>;
     /// Drops every row last seen before `before_ms` (the retention schedule); returns how many.
@@ -64,6 +73,10 @@ impl ExactStore for LatencyStore {
     fn record(&self, scope: u64, seen: &[Seen]) -> Result<()> {
         self.wait();
         self.inner.record(scope, seen)
+    }
+    fn record_batch(&self, rows: &[(u64, Seen)]) -> Result<()> {
+        self.wait();
+        self.inner.record_batch(rows)
     }
     fn load(&self, scope: u64, since_ms: u64, out: &mut Vec<Seen>) -> Result<()> {
         self.wait();

@@ -5,10 +5,11 @@
 //! verified against the exact store (policy [`Policy::Verify`], exact results) or trusted
 //! ([`Policy::Trust`], over-filtering at the filter's false-positive rate). Filters follow the
 //! product's retention window, are rebuilt from the store when they saturate, and share one memory
-//! budget. [`demo`] reproduces the feed-service case study on a real store.
+//! budget. Served items are recorded in the background (group commit) and filters are built in
+//! the background, so a request costs its filter probes plus whatever the exact path asks.
+//! `bloomgate demo feed` (in the CLI crate) reproduces the feed-service case study on a real store.
 
 mod cache;
-pub mod demo;
 mod error;
 mod gate;
 mod lifecycle;

@@ -285,3 +285,118 @@ fn metrics_render_as_prometheus_text() {
     assert!(text.contains("bloomgate_request_seconds_bucket{le=\"+Inf\"} 2"));
     assert!(text.contains("bloomgate_filters_resident 1"));
 }
+
+/// A SQLite store whose commits of served items wait until released: models a store that
+/// falls behind the request path.
+struct HeldStore {
+    inner: bloomgate_gate::SqliteStore,
+    held: Hold,
+}
+
+impl ExactStore for HeldStore {
+    fn contains(
+        &self,
+        scope: u64,
+        items: &[u64],
+        since: u64,
+        out: &mut Vec<bool>,
+    ) -> bloomgate_gate::Result<()> {
+        self.inner.contains(scope, items, since, out)
+    }
+    fn record(&self, scope: u64, seen: &[Seen]) -> bloomgate_gate::Result<()> {
+        self.record_batch(&seen.iter().map(|&s| (scope, s)).collect::<Vec<_>>())
+    }
+    fn record_batch(&self, rows: &[(u64, Seen)]) -> bloomgate_gate::Result<()> {
+        let (held, released) = &*self.held;
+        let mut held = held.lock().unwrap();
+        while *held {
+            held = released.wait(held).unwrap();
+        }
+        self.inner.record_batch(rows)
+    }
+    fn load(&self, scope: u64, since: u64, out: &mut Vec<Seen>) -> bloomgate_gate::Result<()> {
+        self.inner.load(scope, since, out)
+    }
+    fn expire(&self, before: u64) -> bloomgate_gate::Result<u64> {
+        self.inner.expire(before)
+    }
+}
+
+type Hold = std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>;
+
+fn release(held: &Hold) {
+    *held.0.lock().unwrap_or_else(|e| e.into_inner()) = false;
+    held.1.notify_all();
+}
+
+struct Release(Hold);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        release(&self.0);
+    }
+}
+
+/// An item served is hidden from the scope's next request at once, while its store write is
+/// still queued: through the cache, the pending overlay, filter builds from the overlay, and
+/// rebuilds after eviction (a budget of one byte evicts every built filter).
+#[test]
+fn served_items_stay_hidden_before_their_commit() {
+    for policy in [Policy::Exact, Policy::Verify, Policy::Trust] {
+        let (_dir, inner) = common::sqlite_store();
+        let held = std::sync::Arc::new((std::sync::Mutex::new(true), std::sync::Condvar::new()));
+        let store = HeldStore {
+            inner,
+            held: held.clone(),
+        };
+        let config = GateConfig {
+            policy,
+            filters: FilterMode::Local,
+            lifecycle: lifecycle(1_000, 3, 4, 1),
+            cache_capacity: 1, // the cache forgets almost at once: the overlay must answer
+            trust_sample_every: 2,
+        };
+        let gate = Gate::new(Box::new(store), config).unwrap();
+        // Dropped before the gate, also when an assertion fails: the gate's drop waits for
+        // the recorder, which waits for the store.
+        let _release = Release(held.clone());
+        let mut now = 100;
+        let mut shown: Vec<u64> = Vec::new();
+        for round in 0..40u64 {
+            let candidates: Vec<u64> = (0..30).collect();
+            let verdict = gate.unseen(1, &candidates, now).unwrap();
+            for (&item, &may_show) in candidates.iter().zip(&verdict) {
+                assert!(
+                    !(may_show && shown.contains(&item)),
+                    "{policy:?}: item {item} shown again in round {round} before its commit"
+                );
+            }
+            let next = (round % 30, (round * 7 + 3) % 30);
+            let fresh: Vec<u64> = [next.0, next.1]
+                .into_iter()
+                .filter(|item| !shown.contains(item))
+                .collect();
+            gate.record(1, &fresh, now).unwrap();
+            shown.extend(fresh);
+            now += 3;
+            std::thread::sleep(std::time::Duration::from_millis(1)); // let builds land
+        }
+        // Release the store: everything commits, and the answers stay the same.
+        release(&held);
+        gate.flush().unwrap();
+        let candidates: Vec<u64> = (0..30).collect();
+        let verdict = gate.unseen(1, &candidates, now).unwrap();
+        for (&item, &may_show) in candidates.iter().zip(&verdict) {
+            assert!(
+                !(may_show && shown.contains(&item)),
+                "{policy:?}: item {item} after commit"
+            );
+        }
+        assert_eq!(
+            gate.metrics()
+                .recorded_rows
+                .load(std::sync::atomic::Ordering::Relaxed),
+            shown.len() as u64
+        );
+    }
+}

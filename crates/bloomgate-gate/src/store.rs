@@ -1,8 +1,10 @@
 //! The exact store behind the gate: the source of truth for "scope saw item at time t".
 //!
-//! Filters are only an accelerator in front of it: they are built and rebuilt from `load`, a
-//! "maybe" is verified with `contains`, and every served item is written with `record` before
-//! it reaches a filter, so a filter never knows less than the store about the recent past.
+//! Filters are only an accelerator in front of it: they are built and rebuilt from `load`, and a
+//! "maybe" is verified with `contains`. Served items reach it through the gate's background
+//! recorder (`record_batch`, group commit); until their commit they sit in the gate's pending
+//! overlay, which every exact answer and every filter build reads before the store, so neither a
+//! filter nor an answer ever knows less than the store plus the overlay about the recent past.
 
 use std::time::Duration;
 

@@ -1,9 +1,9 @@
-//! `bloomgate demo …`: reproducible demonstrations. The work is in `bloomgate_gate::demo`; this
-//! file only parses flags and prints.
+//! `bloomgate demo …`: reproducible demonstrations. The work is in [`crate::feed`]; this file
+//! only parses flags and prints.
 
 use std::net::SocketAddr;
 
-use bloomgate_gate::demo::{run_feed, FeedConfig, FilterSpec, StoreSpec};
+use crate::feed::{run_feed, FeedConfig, FilterSpec, StoreSpec};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -46,6 +46,10 @@ struct FeedArgs {
     /// Fixed delay added to every store query, in microseconds (models a networked store).
     #[arg(long, default_value_t = 0)]
     store_latency_us: u64,
+    /// Open loop: requests arrive at this many per second whatever the latency (queueing
+    /// shows in the tail) [default: closed loop, each worker waits for its previous reply]
+    #[arg(long)]
+    rate: Option<f64>,
     /// Smaller run: finishes in under two minutes on two cores.
     #[arg(long)]
     quick: bool,
@@ -71,6 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         filters: args.filters,
         store_latency_us: args.store_latency_us,
         metrics_addr: args.metrics_addr,
+        rate: args.rate,
         ..defaults
     };
     let report = run_feed(&config)?;

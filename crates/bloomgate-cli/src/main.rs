@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod build;
 mod calc;
 mod demo;
+mod feed;
 mod info;
 mod input;
 mod query;

@@ -11,6 +11,10 @@ pub enum Error {
     Filter(#[from] bloomgate::Error),
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
+    /// The background recorder could not write served items; they stay visible to the gate
+    /// (never shown again by this process) but are not durable, so every later record fails.
+    #[error("recording served items failed: {0}")]
+    Recording(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -5,16 +5,19 @@
 //! verified against the exact store (policy [`Policy::Verify`], exact results) or trusted
 //! ([`Policy::Trust`], over-filtering at the filter's false-positive rate). Filters follow the
 //! product's retention window, are rebuilt from the store when they saturate, and share one memory
-//! budget. [`demo`] reproduces the feed-service case study on a real store.
+//! budget. Served items are recorded in the background (group commit) and filters are built in
+//! the background, so a request costs its filter probes plus whatever the exact path asks.
+//! `bloomgate demo feed` (in the CLI crate) reproduces the feed-service case study on a real store.
 
 #![forbid(unsafe_code)]
 
 mod cache;
-pub mod demo;
 mod error;
 mod gate;
 mod lifecycle;
 mod metrics;
+mod pending;
+mod recorder;
 mod redis_pool;
 mod redis_store;
 mod remote;
@@ -26,6 +29,7 @@ pub use error::{Error, Result};
 pub use gate::{FilterMode, Gate, GateConfig, Policy};
 pub use lifecycle::LifecycleConfig;
 pub use metrics::Metrics;
+pub use recorder::{BATCH_ROWS, QUEUE_REQUESTS};
 pub use redis_store::RedisStore;
 pub use sqlite_store::SqliteStore;
 pub use store::{ExactStore, LatencyStore, Seen};

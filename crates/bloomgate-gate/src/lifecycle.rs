@@ -6,12 +6,17 @@
 //! insertion, so anything seen within R answers "maybe". A filter is (re)built by replaying the
 //! store's rows of the last R in time order through a fresh filter, which reproduces the
 //! generations a live filter would have had; items recorded after it exists are inserted live.
-//! The store is written before the filter, and a build holds its shard lock across the store
-//! load, so a concurrent `record` is either in the load or inserted after the build.
+//!
+//! Builds never run on the request path: a scope's first use (or a rebuild) is queued to one
+//! background builder thread, and meanwhile its requests take the exact path (first use) or keep
+//! the old filter (rebuild). A served item is in the gate's pending overlay before it reaches a
+//! filter, and a build's history is the overlay plus the store read *after* the build was queued;
+//! items recorded from the moment it is queued go to the scope's `recent` set, installed with the
+//! filter. So a concurrent `record` is always in the build's history or in `recent`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{mpsc, Mutex};
 
 use bloomgate::{WindowConfig, WindowedBloomFilter};
 
@@ -66,29 +71,52 @@ impl LifecycleConfig {
     }
 }
 
+/// One scope's filter state. `recent` is `Some` from the moment a (re)build is queued until
+/// its result is installed: it holds the items recorded meanwhile, which the build's history
+/// snapshot may lack; probes consult it beside the old filter.
 struct ScopeFilter {
-    filter: WindowedBloomFilter,
+    /// `None` until the scope's first build is installed: its requests take the exact path.
+    filter: Option<WindowedBloomFilter>,
+    recent: Option<HashMap<u64, u64>>,
     last_used_ms: u64,
 }
 
 /// Reads a scope's rows seen at or after a time (the store, with the gate's accounting).
 pub(crate) type HistoryLoader<'a> = dyn Fn(u64, u64) -> Result<Vec<Seen>> + 'a;
 
-/// Every resident scope filter, sharded by scope.
+/// A (re)build for the background builder.
+pub(crate) struct BuildJob {
+    scope: u64,
+    now_ms: u64,
+    previous_capacity: Option<u64>,
+}
+
+pub(crate) enum BuildMessage {
+    Build(BuildJob),
+    Flush(mpsc::Sender<()>),
+    Stop,
+}
+
+/// Every resident scope filter, sharded by scope (a request locks only its scope's shard).
 pub(crate) struct LocalFilters {
     config: LifecycleConfig,
     shards: Vec<Mutex<HashMap<u64, ScopeFilter>>>,
     memory_bytes: AtomicU64,
+    builds: mpsc::Sender<BuildMessage>,
 }
 
 impl LocalFilters {
-    pub fn new(config: LifecycleConfig) -> Result<Self> {
+    /// The filters and the queue of builds that [`LocalFilters::run_builds`] must serve.
+    pub fn new(config: LifecycleConfig) -> Result<(Self, mpsc::Receiver<BuildMessage>)> {
         config.validate()?;
-        Ok(LocalFilters {
+        let (builds, queue) = mpsc::channel();
+        let filters = LocalFilters {
             config,
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             memory_bytes: AtomicU64::new(0),
-        })
+            builds,
+        };
+        Ok((filters, queue))
     }
 
     fn shard(&self, scope: u64) -> std::sync::MutexGuard<'_, HashMap<u64, ScopeFilter>> {
@@ -96,107 +124,177 @@ impl LocalFilters {
         self.shards[index].lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Appends to `out`, per item, whether the scope's filter says "maybe seen within R".
-    /// Builds the filter from the store on first use (or after eviction).
+    fn queue_build(&self, scope: u64, now_ms: u64, previous_capacity: Option<u64>) {
+        // The receiver lives as long as the gate; after it stops, builds are moot.
+        let _ = self.builds.send(BuildMessage::Build(BuildJob {
+            scope,
+            now_ms,
+            previous_capacity,
+        }));
+    }
+
+    /// Appends to `out`, per item, whether the scope's filter says "maybe seen within R", and
+    /// returns true. A scope without a built filter (first use, or after eviction) gets its
+    /// build queued and returns false with every item "maybe": the caller must take the exact
+    /// path for all of them — a request never waits for a history load.
     pub fn probe(
         &self,
         scope: u64,
         items: &[u64],
         now_ms: u64,
         out: &mut Vec<bool>,
-        load: &HistoryLoader<'_>,
         metrics: &Metrics,
-    ) -> Result<()> {
-        let built = {
-            let mut shard = self.shard(scope);
-            let built = !shard.contains_key(&scope);
-            if built {
-                let filter = self.build(scope, now_ms, None, load)?;
-                self.memory_bytes
-                    .fetch_add(filter.memory_bytes() as u64, Relaxed);
-                shard.insert(
-                    scope,
-                    ScopeFilter {
-                        filter,
-                        last_used_ms: now_ms,
-                    },
-                );
-            }
-            let entry = shard
-                .get_mut(&scope)
-                .expect("present: found or just inserted");
-            if entry.filter.rotate_if_due(now_ms) {
-                metrics.rotations.fetch_add(1, Relaxed);
-            }
-            entry.last_used_ms = now_ms;
-            out.extend(
-                items
-                    .iter()
-                    .map(|item| entry.filter.contains(item.to_le_bytes())),
-            );
-            built
-        };
-        if built {
-            self.enforce_memory_budget(metrics);
-        }
-        Ok(())
-    }
-
-    /// Inserts items the scope just saw (already written to the store) into its filter, if
-    /// resident; rebuilds it, larger, when it would outgrow its capacity or its estimated FPR
-    /// exceeds the budget.
-    pub fn record(
-        &self,
-        scope: u64,
-        items: &[u64],
-        now_ms: u64,
-        load: &HistoryLoader<'_>,
-        metrics: &Metrics,
-    ) -> Result<()> {
+    ) -> bool {
         let mut shard = self.shard(scope);
-        let Some(entry) = shard.get_mut(&scope) else {
-            return Ok(()); // built from the store, which already has these rows, on next use
+        let entry = shard.entry(scope).or_insert_with(|| {
+            self.queue_build(scope, now_ms, None);
+            ScopeFilter {
+                filter: None,
+                recent: Some(HashMap::new()),
+                last_used_ms: now_ms,
+            }
+        });
+        entry.last_used_ms = now_ms;
+        let Some(filter) = entry.filter.as_mut() else {
+            out.resize(out.len() + items.len(), true);
+            return false;
         };
-        if entry.filter.rotate_if_due(now_ms) {
+        if filter.rotate_if_due(now_ms) {
             metrics.rotations.fetch_add(1, Relaxed);
         }
+        let filter = &*filter;
+        match &entry.recent {
+            None => out.extend(items.iter().map(|item| filter.contains(item.to_le_bytes()))),
+            Some(recent) => out.extend(
+                items
+                    .iter()
+                    .map(|item| recent.contains_key(item) || filter.contains(item.to_le_bytes())),
+            ),
+        }
+        true
+    }
+
+    /// Adds items the scope was just shown (already in the pending overlay) to its filter, if
+    /// resident, before the request replies. A scope about to outgrow its capacity, or whose
+    /// estimated FPR passed the budget, gets a larger rebuild queued; until it is installed the
+    /// old filter keeps answering, with the new items beside it.
+    pub fn record(&self, scope: u64, items: &[u64], now_ms: u64, metrics: &Metrics) {
+        let mut shard = self.shard(scope);
+        let Some(entry) = shard.get_mut(&scope) else {
+            return; // built from the overlay and the store, which have these rows, on next use
+        };
         entry.last_used_ms = now_ms;
+        if let Some(recent) = &mut entry.recent {
+            for &item in items {
+                recent.insert(item, now_ms);
+            }
+            return;
+        }
+        let filter = entry
+            .filter
+            .as_mut()
+            .expect("a scope without a filter has a build queued");
+        if filter.rotate_if_due(now_ms) {
+            metrics.rotations.fetch_add(1, Relaxed);
+        }
         // The windowed filter rotates early once its newest generation holds its capacity, which
         // would cut retention below (G−1)·W. So a scope about to outgrow its capacity is rebuilt
-        // larger from the store (which already holds `items`) instead; capacity rotation never
-        // happens. Same for a filter whose estimated FPR has drifted past the budget.
-        let capacity = entry.filter.config().items_per_generation;
-        let filled_before = entry.filter.newest_len();
+        // larger instead; capacity rotation never happens. Same for a filter whose estimated FPR
+        // has drifted past the budget.
+        let capacity = filter.config().items_per_generation;
+        let filled_before = filter.newest_len();
         let outgrown = filled_before + items.len() as u64 > capacity;
         if !outgrown {
             for item in items {
-                entry.filter.insert(item.to_le_bytes(), now_ms);
+                filter.insert(item.to_le_bytes(), now_ms);
             }
         }
         // The fill-based FPR estimate costs a Poisson mixture per generation (~13% of the demo's
         // CPU when done on every record), so it is checked each time the newest generation
         // passes another quarter of its capacity.
         let quarter = (capacity / 4).max(1);
-        let check_fpr = filled_before / quarter != entry.filter.newest_len() / quarter;
-        if outgrown || (check_fpr && entry.filter.estimated_fpr() > self.config.fpr_budget) {
-            let old_bytes = entry.filter.memory_bytes() as u64;
-            match self.build(scope, now_ms, Some(capacity), load) {
-                Ok(rebuilt) => {
-                    self.memory_bytes
-                        .fetch_add(rebuilt.memory_bytes() as u64, Relaxed);
-                    entry.filter = rebuilt;
-                    metrics.rebuilds.fetch_add(1, Relaxed);
-                }
-                Err(err) => {
-                    // The old filter may lack `items`: drop it so the next use rebuilds.
-                    shard.remove(&scope);
-                    self.memory_bytes.fetch_sub(old_bytes, Relaxed);
-                    return Err(err);
-                }
-            }
-            self.memory_bytes.fetch_sub(old_bytes, Relaxed);
+        let check_fpr = filled_before / quarter != filter.newest_len() / quarter;
+        if outgrown || (check_fpr && filter.estimated_fpr() > self.config.fpr_budget) {
+            entry.recent = Some(items.iter().map(|&item| (item, now_ms)).collect());
+            self.queue_build(scope, now_ms, Some(capacity));
         }
-        Ok(())
+    }
+
+    /// The builder thread's loop: serves queued builds until told to stop.
+    pub fn run_builds(
+        &self,
+        queue: &mpsc::Receiver<BuildMessage>,
+        load: &HistoryLoader<'_>,
+        metrics: &Metrics,
+    ) {
+        while let Ok(message) = queue.recv() {
+            match message {
+                BuildMessage::Build(job) => self.complete_build(job, load, metrics),
+                BuildMessage::Flush(done) => {
+                    let _ = done.send(());
+                }
+                BuildMessage::Stop => return,
+            }
+        }
+    }
+
+    /// Waits until every build queued before this call is installed (or failed).
+    pub fn flush_builds(&self) {
+        let (done, wait) = mpsc::channel();
+        if self.builds.send(BuildMessage::Flush(done)).is_ok() {
+            let _ = wait.recv();
+        }
+    }
+
+    pub fn stop_builds(&self) {
+        let _ = self.builds.send(BuildMessage::Stop);
+    }
+
+    /// Builds outside every lock, then installs the filter with the items recorded meanwhile.
+    fn complete_build(&self, job: BuildJob, load: &HistoryLoader<'_>, metrics: &Metrics) {
+        let built = self.build(job.scope, job.now_ms, job.previous_capacity, load);
+        let mut shard = self.shard(job.scope);
+        let Some(entry) = shard.get_mut(&job.scope) else {
+            return; // evicted meanwhile: the next use queues a fresh build
+        };
+        let old_bytes = entry.filter.as_ref().map_or(0, |f| f.memory_bytes() as u64);
+        let mut filter = match built {
+            Ok(filter) => filter,
+            Err(_) => {
+                // The store failed (requests see the same failure on the exact path). Drop
+                // the scope: its next use queues a fresh build.
+                shard.remove(&job.scope);
+                self.memory_bytes.fetch_sub(old_bytes, Relaxed);
+                return;
+            }
+        };
+        let mut recent: Vec<(u64, u64)> = entry
+            .recent
+            .take()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(item, at)| (at, item))
+            .collect();
+        let capacity = filter.config().items_per_generation;
+        if filter.newest_len() + recent.len() as u64 > capacity {
+            // Recorded faster than the build kept up: build larger still.
+            entry.recent = Some(recent.into_iter().map(|(at, item)| (item, at)).collect());
+            self.queue_build(job.scope, job.now_ms, Some(capacity));
+            return;
+        }
+        recent.sort_unstable();
+        for (at, item) in recent {
+            filter.insert(item.to_le_bytes(), at);
+        }
+        self.memory_bytes
+            .fetch_add(filter.memory_bytes() as u64, Relaxed);
+        self.memory_bytes.fetch_sub(old_bytes, Relaxed);
+        entry.filter = Some(filter);
+        if job.previous_capacity.is_some() {
+            metrics.rebuilds.fetch_add(1, Relaxed);
+        }
+        drop(shard);
+        self.enforce_memory_budget(metrics);
     }
 
     /// A filter for `scope` holding its store rows of the last R, replayed in time order.
@@ -260,7 +358,12 @@ impl LocalFilters {
         let mut by_age: Vec<(u64, u64)> = Vec::new(); // (last used, scope)
         for shard in &self.shards {
             let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
-            by_age.extend(shard.iter().map(|(&scope, f)| (f.last_used_ms, scope)));
+            by_age.extend(
+                shard
+                    .iter()
+                    .filter(|(_, f)| f.filter.is_some())
+                    .map(|(&scope, f)| (f.last_used_ms, scope)),
+            );
         }
         by_age.sort_unstable();
         let target = budget / 10 * 9;
@@ -270,7 +373,7 @@ impl LocalFilters {
                 break;
             }
             if let Some(evicted) = self.shard(scope).remove(&scope) {
-                let bytes = evicted.filter.memory_bytes() as u64;
+                let bytes = evicted.filter.map_or(0, |f| f.memory_bytes() as u64);
                 resident = self.memory_bytes.fetch_sub(bytes, Relaxed) - bytes;
                 metrics.evictions.fetch_add(1, Relaxed);
             }
@@ -281,7 +384,8 @@ impl LocalFilters {
     pub fn estimated_fpr(&self, scope: u64) -> Option<f64> {
         self.shard(scope)
             .get(&scope)
-            .map(|entry| entry.filter.estimated_fpr())
+            .and_then(|entry| entry.filter.as_ref())
+            .map(|filter| filter.estimated_fpr())
     }
 
     pub fn gauges(&self) -> FilterGauges {
@@ -292,8 +396,8 @@ impl LocalFilters {
         };
         for shard in &self.shards {
             let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
-            for entry in shard.values() {
-                let saturation = entry.filter.estimated_fpr() / self.config.fpr_budget;
+            for filter in shard.values().filter_map(|entry| entry.filter.as_ref()) {
+                let saturation = filter.estimated_fpr() / self.config.fpr_budget;
                 let slot = SATURATION_BOUNDS
                     .iter()
                     .position(|&b| saturation <= b)

@@ -81,6 +81,9 @@ pub struct Metrics {
     pub rebuilds: AtomicU64,
     pub rotations: AtomicU64,
     pub evictions: AtomicU64,
+    /// Group commits of served items by the background recorder, and the rows they wrote.
+    pub record_batches: AtomicU64,
+    pub recorded_rows: AtomicU64,
     pub request_latency: Histogram,
     pub store_latency: Histogram,
 }
@@ -111,6 +114,8 @@ impl Default for Metrics {
             rebuilds: zero(),
             rotations: zero(),
             evictions: zero(),
+            record_batches: zero(),
+            recorded_rows: zero(),
             request_latency: Histogram::new(),
             store_latency: Histogram::new(),
         }
@@ -135,9 +140,16 @@ impl Metrics {
         )
     }
 
+    /// One group commit of `rows` rows that took `elapsed` (its time counts as a store call).
+    pub(crate) fn record_batch(&self, rows: usize, elapsed: Duration) {
+        self.record_batches.fetch_add(1, Relaxed);
+        self.recorded_rows.fetch_add(rows as u64, Relaxed);
+        self.store_latency.observe(elapsed);
+    }
+
     pub(crate) fn render(&self, gauges: &FilterGauges) -> String {
         let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 13] = [
+        let counters: [(&str, &str, &AtomicU64); 15] = [
             (
                 "bloomgate_requests_total",
                 "Requests answered by the gate.",
@@ -190,7 +202,7 @@ impl Metrics {
             ),
             (
                 "bloomgate_rebuilds_total",
-                "Filters rebuilt because their estimated FPR exceeded the budget.",
+                "Filters rebuilt (in the background) because they outgrew their capacity or FPR budget.",
                 &self.rebuilds,
             ),
             (
@@ -202,6 +214,16 @@ impl Metrics {
                 "bloomgate_evictions_total",
                 "Idle filters evicted to stay within the memory budget.",
                 &self.evictions,
+            ),
+            (
+                "bloomgate_record_batches_total",
+                "Group commits of served items to the store.",
+                &self.record_batches,
+            ),
+            (
+                "bloomgate_recorded_rows_total",
+                "Served items written to the store.",
+                &self.recorded_rows,
             ),
         ];
         for (name, help, value) in counters {

@@ -86,6 +86,22 @@ impl ExactStore for RedisStore {
         self.with_conn(|conn| cmd.query::<()>(conn))
     }
 
+    fn record_batch(&self, rows: &[(u64, Seen)]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        // One ZADD per scope, all in one pipelined round trip.
+        let mut pipe = redis::pipe();
+        for run in rows.chunk_by(|a, b| a.0 == b.0) {
+            pipe.cmd("ZADD").arg(self.key(run[0].0)).arg("GT");
+            for (_, s) in run {
+                pipe.arg(s.at_ms).arg(s.item);
+            }
+            pipe.ignore();
+        }
+        self.with_conn(|conn| pipe.query::<()>(conn))
+    }
+
     fn load(&self, scope: u64, since_ms: u64, out: &mut Vec<Seen>) -> Result<()> {
         let rows: Vec<(u64, u64)> = self
             .with_conn(|conn| conn.zrangebyscore_withscores(self.key(scope), since_ms, "+inf"))?;

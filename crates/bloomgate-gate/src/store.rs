@@ -1,8 +1,10 @@
 //! The exact store behind the gate: the source of truth for "scope saw item at time t".
 //!
-//! Filters are only an accelerator in front of it: they are built and rebuilt from `load`, a
-//! "maybe" is verified with `contains`, and every served item is written with `record` before
-//! it reaches a filter, so a filter never knows less than the store about the recent past.
+//! Filters are only an accelerator in front of it: they are built and rebuilt from `load`, and a
+//! "maybe" is verified with `contains`. Served items reach it through the gate's background
+//! recorder (`record_batch`, group commit); until their commit they sit in the gate's pending
+//! overlay, which every exact answer and every filter build reads before the store, so neither a
+//! filter nor an answer ever knows less than the store plus the overlay about the recent past.
 
 use std::time::Duration;
 
@@ -25,6 +27,15 @@ pub trait ExactStore: Send + Sync {
     /// Records that `scope` saw each item at its time; a later time replaces an earlier one, an
     /// earlier one never replaces a later one.
     fn record(&self, scope: u64, seen: &[Seen]) -> Result<()>;
+    /// Records rows of many scopes at once (the gate's group commit): one transaction or one
+    /// pipelined round trip per call where the store allows. Rows come sorted by (scope, item).
+    fn record_batch(&self, rows: &[(u64, Seen)]) -> Result<()> {
+        for run in rows.chunk_by(|a, b| a.0 == b.0) {
+            let seen: Vec<Seen> = run.iter().map(|&(_, s)| s).collect();
+            self.record(run[0].0, &seen)?;
+        }
+        Ok(())
+    }
     /// Appends to `out` every item `scope` saw at or after `since_ms`, oldest first.
     fn load(&self, scope: u64, since_ms: u64, out: &mut Vec<Seen>) -> Result<()>;
     /// Drops every row last seen before `before_ms` (the retention schedule); returns how many.
@@ -64,6 +75,10 @@ impl ExactStore for LatencyStore {
     fn record(&self, scope: u64, seen: &[Seen]) -> Result<()> {
         self.wait();
         self.inner.record(scope, seen)
+    }
+    fn record_batch(&self, rows: &[(u64, Seen)]) -> Result<()> {
+        self.wait();
+        self.inner.record_batch(rows)
     }
     fn load(&self, scope: u64, since_ms: u64, out: &mut Vec<Seen>) -> Result<()> {
         self.wait();

@@ -44,6 +44,9 @@ struct Step {
     candidates: Vec<u64>,
     show: usize,
     expire: bool,
+    /// Wait for queued filter builds and store writes first, so the step runs on the built
+    /// filter and the committed store (without it, on whatever the background threads reached).
+    flush: bool,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -53,14 +56,18 @@ fn step() -> impl Strategy<Value = Step> {
         prop::collection::hash_set(0u64..60, 1..25),
         0usize..12,
         prop::bool::weighted(0.2),
+        prop::bool::weighted(0.5),
     )
-        .prop_map(|(advance_ms, scope, candidates, show, expire)| Step {
-            advance_ms,
-            scope,
-            candidates: candidates.into_iter().collect(),
-            show,
-            expire,
-        })
+        .prop_map(
+            |(advance_ms, scope, candidates, show, expire, flush)| Step {
+                advance_ms,
+                scope,
+                candidates: candidates.into_iter().collect(),
+                show,
+                expire,
+                flush,
+            },
+        )
 }
 
 proptest! {
@@ -92,6 +99,9 @@ proptest! {
         let mut now = 100;
         for step in steps {
             now += step.advance_ms;
+            if step.flush {
+                gate.flush().unwrap();
+            }
             if step.expire {
                 gate.expire(now).unwrap();
             }
@@ -138,6 +148,10 @@ fn trust_over_filter_rate_matches_filter_fpr() {
     };
     let gate = gate(Box::new(store), Policy::Trust, lifecycle);
     let now = 2_000;
+    // The first request queues the scope's filter build; wait for it so every request below is
+    // answered by the filter, not the exact path.
+    gate.unseen(7, &[], now).unwrap();
+    gate.flush().unwrap();
     let mut dropped = 0u64;
     let mut unseen = 0u64;
     for request in 0..2_500u64 {
@@ -194,9 +208,13 @@ fn store_errors_surface_as_errors_not_unseen() {
             gate.unseen(1, &[1, 2, 3], 1_000).is_err(),
             "{policy:?}: lookup on a broken store"
         );
+        // Recording is asynchronous: the failed commit surfaces at flush and at every later
+        // record.
+        gate.record(1, &[1], 1_000).unwrap();
+        assert!(gate.flush().is_err(), "{policy:?}: flush on a broken store");
         assert!(
-            gate.record(1, &[1], 1_000).is_err(),
-            "{policy:?}: record on a broken store"
+            gate.record(1, &[2], 1_000).is_err(),
+            "{policy:?}: record after a failed commit"
         );
     }
     // A real SQLite failure mid-run: the table disappears under the gate.
@@ -227,9 +245,14 @@ fn store_errors_surface_as_errors_not_unseen() {
         gate.unseen(2, &[5], 1_000).is_err(),
         "load from a dropped table must fail"
     );
+    gate.record(1, &[7], 1_000).unwrap();
     assert!(
-        gate.record(1, &[7], 1_000).is_err(),
-        "record into a dropped table must fail"
+        gate.flush().is_err(),
+        "a commit into a dropped table must fail"
+    );
+    assert!(
+        gate.record(1, &[8], 1_000).is_err(),
+        "record after a failed commit must fail"
     );
 }
 
@@ -242,6 +265,10 @@ fn metrics_render_as_prometheus_text() {
         lifecycle(100, 3, 8, 1 << 20),
     );
     gate.record(1, &[1, 2], 10).unwrap();
+    // First use: the filter build is queued and this request takes the exact path (3 lookups).
+    gate.unseen(1, &[1, 2, 3], 20).unwrap();
+    gate.flush().unwrap();
+    // Built: only the filter's two "maybe" answers go to the exact path.
     gate.unseen(1, &[1, 2, 3], 20).unwrap();
     let text = gate.render_metrics();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
@@ -251,9 +278,125 @@ fn metrics_render_as_prometheus_text() {
             "bad sample line {line:?}"
         );
     }
-    assert!(text.contains("bloomgate_requests_total 1"));
-    assert!(text.contains("bloomgate_exact_lookups_total 2"));
+    assert!(text.contains("bloomgate_requests_total 2"));
+    assert!(text.contains("bloomgate_exact_lookups_total 5"));
+    assert!(text.contains("bloomgate_recorded_rows_total 2"));
     assert!(text.contains("bloomgate_history_loads_total 1"));
-    assert!(text.contains("bloomgate_request_seconds_bucket{le=\"+Inf\"} 1"));
+    assert!(text.contains("bloomgate_request_seconds_bucket{le=\"+Inf\"} 2"));
     assert!(text.contains("bloomgate_filters_resident 1"));
+}
+
+/// A SQLite store whose commits of served items wait until released: models a store that
+/// falls behind the request path.
+struct HeldStore {
+    inner: bloomgate_gate::SqliteStore,
+    held: Hold,
+}
+
+impl ExactStore for HeldStore {
+    fn contains(
+        &self,
+        scope: u64,
+        items: &[u64],
+        since: u64,
+        out: &mut Vec<bool>,
+    ) -> bloomgate_gate::Result<()> {
+        self.inner.contains(scope, items, since, out)
+    }
+    fn record(&self, scope: u64, seen: &[Seen]) -> bloomgate_gate::Result<()> {
+        self.record_batch(&seen.iter().map(|&s| (scope, s)).collect::<Vec<_>>())
+    }
+    fn record_batch(&self, rows: &[(u64, Seen)]) -> bloomgate_gate::Result<()> {
+        let (held, released) = &*self.held;
+        let mut held = held.lock().unwrap();
+        while *held {
+            held = released.wait(held).unwrap();
+        }
+        self.inner.record_batch(rows)
+    }
+    fn load(&self, scope: u64, since: u64, out: &mut Vec<Seen>) -> bloomgate_gate::Result<()> {
+        self.inner.load(scope, since, out)
+    }
+    fn expire(&self, before: u64) -> bloomgate_gate::Result<u64> {
+        self.inner.expire(before)
+    }
+}
+
+type Hold = std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>;
+
+fn release(held: &Hold) {
+    *held.0.lock().unwrap_or_else(|e| e.into_inner()) = false;
+    held.1.notify_all();
+}
+
+struct Release(Hold);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        release(&self.0);
+    }
+}
+
+/// An item served is hidden from the scope's next request at once, while its store write is
+/// still queued: through the cache, the pending overlay, filter builds from the overlay, and
+/// rebuilds after eviction (a budget of one byte evicts every built filter).
+#[test]
+fn served_items_stay_hidden_before_their_commit() {
+    for policy in [Policy::Exact, Policy::Verify, Policy::Trust] {
+        let (_dir, inner) = common::sqlite_store();
+        let held = std::sync::Arc::new((std::sync::Mutex::new(true), std::sync::Condvar::new()));
+        let store = HeldStore {
+            inner,
+            held: held.clone(),
+        };
+        let config = GateConfig {
+            policy,
+            filters: FilterMode::Local,
+            lifecycle: lifecycle(1_000, 3, 4, 1),
+            cache_capacity: 1, // the cache forgets almost at once: the overlay must answer
+            trust_sample_every: 2,
+        };
+        let gate = Gate::new(Box::new(store), config).unwrap();
+        // Dropped before the gate, also when an assertion fails: the gate's drop waits for
+        // the recorder, which waits for the store.
+        let _release = Release(held.clone());
+        let mut now = 100;
+        let mut shown: Vec<u64> = Vec::new();
+        for round in 0..40u64 {
+            let candidates: Vec<u64> = (0..30).collect();
+            let verdict = gate.unseen(1, &candidates, now).unwrap();
+            for (&item, &may_show) in candidates.iter().zip(&verdict) {
+                assert!(
+                    !(may_show && shown.contains(&item)),
+                    "{policy:?}: item {item} shown again in round {round} before its commit"
+                );
+            }
+            let next = (round % 30, (round * 7 + 3) % 30);
+            let fresh: Vec<u64> = [next.0, next.1]
+                .into_iter()
+                .filter(|item| !shown.contains(item))
+                .collect();
+            gate.record(1, &fresh, now).unwrap();
+            shown.extend(fresh);
+            now += 3;
+            std::thread::sleep(std::time::Duration::from_millis(1)); // let builds land
+        }
+        // Release the store: everything commits, and the answers stay the same.
+        release(&held);
+        gate.flush().unwrap();
+        let candidates: Vec<u64> = (0..30).collect();
+        let verdict = gate.unseen(1, &candidates, now).unwrap();
+        for (&item, &may_show) in candidates.iter().zip(&verdict) {
+            assert!(
+                !(may_show && shown.contains(&item)),
+                "{policy:?}: item {item} after commit"
+            );
+        }
+        assert_eq!(
+            gate.metrics()
+                .recorded_rows
+                .load(std::sync::atomic::Ordering::Relaxed),
+            shown.len() as u64
+        );
+    }
 }

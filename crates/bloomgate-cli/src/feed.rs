@@ -6,6 +6,13 @@
 //! rebuilds and history growth (served items are recorded as seen) all happen during the run.
 //! A ground-truth model of every user's history, kept outside the gate, counts duplicates shown
 //! and unseen items wrongly dropped.
+//!
+//! Closed loop (default): each worker sends its next request when the previous one is answered.
+//! Open loop (`--rate R`): request i arrives at i/R s after the start whatever the latency, and
+//! its latency runs from that arrival, so queueing behind slow requests shows in the tail as it
+//! would in production. A request's latency is the gate's whole part of it: `unseen` for its
+//! candidates plus `record` of the items shown. Expiry runs beside the workers, lagging the
+//! slowest one (rows go only once no later request can still see them).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
@@ -13,6 +20,7 @@ use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,7 +29,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::{
+use bloomgate_gate::{
     ExactStore, FilterMode, Gate, GateConfig, LatencyStore, LifecycleConfig, Policy, RedisStore,
     Seen, SqliteStore,
 };
@@ -33,7 +41,7 @@ const CLOCK_START_MS: u64 = 1_700_000_000_000;
 const RETENTION_MS: u64 = 30 * DAY_MS;
 /// The run spans this many retention windows of simulated time.
 const RUN_RETENTIONS: u64 = 3;
-/// Store expiry runs, and concurrent workers resynchronise, once per simulated day.
+/// Store expiry runs once per simulated day.
 const TICK_MS: u64 = DAY_MS;
 /// Items shown (and so recorded as seen) per request: the top of the unseen candidates.
 const SHOWN_PER_REQUEST: usize = 10;
@@ -98,6 +106,8 @@ pub struct FeedConfig {
     pub store_latency_us: u64,
     /// Serve Prometheus metrics of the running mode's gate here (GET /metrics).
     pub metrics_addr: Option<SocketAddr>,
+    /// Open loop: requests arrive at this many per second (None: closed loop).
+    pub rate: Option<f64>,
     pub seed: u64,
 }
 
@@ -120,6 +130,7 @@ impl FeedConfig {
             filters: FilterSpec::Local,
             store_latency_us: 0,
             metrics_addr: None,
+            rate: None,
             seed: 0x5EED_F00D,
         }
     }
@@ -136,6 +147,11 @@ impl FeedConfig {
         }
         if self.history > 100_000 {
             bail!("history is the mean items per user; at most 100000");
+        }
+        if let Some(rate) = self.rate {
+            if !(rate.is_finite() && rate >= 1.0) {
+                bail!("rate must be at least 1 request per second, got {rate}");
+            }
         }
         Ok(())
     }
@@ -158,8 +174,17 @@ impl FeedConfig {
 /// One mode's results, in the shape of the case study's.
 #[derive(Clone, Debug)]
 pub struct ModeResult {
-    pub mode: &'static str,
     pub requests: u64,
+    /// Requests and candidate checks per second of wall time (until every served item is
+    /// committed to the store).
+    pub requests_per_sec: f64,
+    pub checks_per_sec: f64,
+    /// Process CPU (user + system, every thread: workload generator, gate, recorder, builder,
+    /// SQLite) per request.
+    pub cpu_ms_per_request: Option<f64>,
+    /// Rows the background recorder committed, in how many group commits.
+    pub recorded_rows: u64,
+    pub record_batches: u64,
     pub candidates_per_request: f64,
     pub exact_lookups_per_request: f64,
     pub store_reads: u64,
@@ -183,6 +208,11 @@ impl ModeResult {
     fn json(&self) -> serde_json::Value {
         serde_json::json!({
             "requests": self.requests,
+            "requests_per_sec": self.requests_per_sec,
+            "checks_per_sec": self.checks_per_sec,
+            "cpu_ms_per_request": self.cpu_ms_per_request,
+            "recorded_rows": self.recorded_rows,
+            "record_batches": self.record_batches,
             "candidates_per_request": self.candidates_per_request,
             "exact_lookups_per_request": self.exact_lookups_per_request,
             "store_reads": self.store_reads,
@@ -429,15 +459,20 @@ fn run_mode(
 
     // Generate the history database (same rows in every mode) and the ground truth.
     let bar = progress(config.users, format!("{mode}: history"));
+    let mut rows = Vec::new();
     for user in 0..config.users {
         let history = workload.history(user);
-        store.record(user, &history).context("writing history")?;
         let truth = states[user as usize % workers]
             .truth
             .entry(user)
             .or_default();
         for seen in &history {
             truth.record(seen.item, seen.at_ms);
+        }
+        rows.extend(history.into_iter().map(|seen| (user, seen)));
+        if rows.len() >= 50_000 || user + 1 == config.users {
+            store.record_batch(&rows).context("writing history")?;
+            rows.clear();
         }
         bar.inc(1);
     }
@@ -472,51 +507,75 @@ fn run_mode(
     *metrics_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(gate.clone());
 
     let bar = progress(config.requests, format!("{mode}: requests"));
+    let cpu_before = process_cpu_secs();
     let started = Instant::now();
+    // Per worker: the simulated time of the next request it serves (u64::MAX once done). Every
+    // later request of that worker is at least this late, so expiry may follow the minimum.
+    let next_now: Vec<AtomicU64> = (0..workers).map(|_| AtomicU64::new(0)).collect();
     let mut expired_rows = 0;
-    let mut next = 0;
-    while next < workload.requests.len() {
-        let tick_end = (workload.requests[next].1 / TICK_MS + 1) * TICK_MS;
-        let end = next + workload.requests[next..].partition_point(|&(_, at)| at < tick_end);
-        let tick = &workload.requests[next..end];
-        let base = next as u64;
-        std::thread::scope(|scope| -> anyhow::Result<()> {
-            let handles: Vec<_> = states
-                .iter_mut()
-                .enumerate()
-                .map(|(index, state)| {
-                    let (gate, bar) = (&gate, &bar);
-                    scope.spawn(move || -> anyhow::Result<()> {
-                        for (offset, &(user, now)) in tick.iter().enumerate() {
-                            if user as usize % workers == index {
-                                serve_request(
-                                    config,
-                                    gate,
-                                    state,
-                                    base + offset as u64,
-                                    user,
-                                    now,
-                                )?;
-                                bar.inc(1);
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        let handles: Vec<_> = states
+            .iter_mut()
+            .enumerate()
+            .map(|(index, state)| {
+                let (gate, bar, next_now) = (&gate, &bar, &next_now);
+                scope.spawn(move || -> anyhow::Result<()> {
+                    let mut serve = || -> anyhow::Result<()> {
+                        for (request, &(user, now)) in workload.requests.iter().enumerate() {
+                            if user as usize % workers != index {
+                                continue;
                             }
+                            next_now[index].store(now, Ordering::Release);
+                            let arrival = config.rate.map(|rate| {
+                                started + Duration::from_secs_f64(request as f64 / rate)
+                            });
+                            if let Some(arrival) = arrival {
+                                let early = arrival.saturating_duration_since(Instant::now());
+                                if !early.is_zero() {
+                                    std::thread::sleep(early);
+                                }
+                            }
+                            serve_request(config, gate, state, request as u64, user, now, arrival)?;
+                            bar.inc(1);
                         }
                         Ok(())
-                    })
+                    };
+                    let result = serve();
+                    next_now[index].store(u64::MAX, Ordering::Release);
+                    result
                 })
-                .collect();
-            for handle in handles {
-                handle
-                    .join()
-                    .map_err(|_| anyhow::anyhow!("request worker panicked"))??;
+            })
+            .collect();
+        // Retention schedule, beside the workers: rows before (slowest worker's time − R).
+        let mut expired_to = 0;
+        loop {
+            let slowest = next_now
+                .iter()
+                .map(|n| n.load(Ordering::Acquire))
+                .min()
+                .unwrap_or(u64::MAX);
+            if slowest == u64::MAX {
+                break;
             }
-            Ok(())
-        })?;
-        // Retention schedule: every later request has now ≥ tick_end, so rows before
-        // tick_end − R are outside every later window.
-        expired_rows += gate.expire(tick_end).context("expiring store rows")?;
-        next = end;
-    }
+            let cutoff = slowest / TICK_MS * TICK_MS;
+            if cutoff > expired_to {
+                expired_rows += gate.expire(cutoff).context("expiring store rows")?;
+                expired_to = cutoff;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for handle in handles {
+            handle
+                .join()
+                .map_err(|_| anyhow::anyhow!("request worker panicked"))??;
+        }
+        Ok(())
+    })?;
+    gate.flush().context("committing served items")?;
     let wall_secs = started.elapsed().as_secs_f64();
+    let cpu_secs = process_cpu_secs()
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     bar.finish_and_clear();
 
     let mut latencies: Vec<u64> = states
@@ -534,8 +593,12 @@ fn run_mode(
     let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     let requests = latencies.len() as u64;
     Ok(ModeResult {
-        mode,
         requests,
+        requests_per_sec: requests as f64 / wall_secs,
+        checks_per_sec: sum(|s| s.candidates) as f64 / wall_secs,
+        cpu_ms_per_request: cpu_secs.map(|cpu| 1e3 * cpu / requests as f64),
+        recorded_rows: load(&metrics.recorded_rows),
+        record_batches: load(&metrics.record_batches),
         candidates_per_request: sum(|s| s.candidates) as f64 / requests as f64,
         exact_lookups_per_request: load(&metrics.exact_lookups) as f64 / requests as f64,
         store_reads: load(&metrics.store_reads),
@@ -568,6 +631,7 @@ fn serve_request(
     request: u64,
     user: u64,
     now_ms: u64,
+    arrival: Option<Instant>,
 ) -> anyhow::Result<()> {
     let since_ms = now_ms.saturating_sub(RETENTION_MS);
     let mut rng =
@@ -588,11 +652,10 @@ fn serve_request(
         }
     }
 
-    let started = Instant::now();
+    let started = arrival.unwrap_or_else(Instant::now);
     let verdict = gate
         .unseen(user, &candidates, now_ms)
         .context("gate lookup")?;
-    state.latencies_ns.push(started.elapsed().as_nanos() as u64);
 
     let mut shown = Vec::with_capacity(SHOWN_PER_REQUEST);
     for (&item, &may_show) in candidates.iter().zip(&verdict) {
@@ -611,6 +674,7 @@ fn serve_request(
     state.candidates += candidates.len() as u64;
     gate.record(user, &shown, now_ms)
         .context("recording shown items")?;
+    state.latencies_ns.push(started.elapsed().as_nanos() as u64);
     for &item in &shown {
         truth.record(item, now_ms);
     }
@@ -645,6 +709,17 @@ fn serve_metrics(addr: SocketAddr, slot: Arc<Mutex<Option<Arc<Gate>>>>) -> anyho
         }
     });
     Ok(())
+}
+
+/// User + system CPU seconds of this process so far, from `/proc/self/stat` (Linux; None
+/// elsewhere). utime and stime are fields 14 and 15, in USER_HZ = 100 ticks per second.
+fn process_cpu_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may contain spaces; fields after it are space-separated.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
 }
 
 fn human_bytes(bytes: u64) -> String {
@@ -705,12 +780,31 @@ impl FeedReport {
             ),
             (
                 format!(
+                    "p99 ≤ 0.5× exact: verify {:.2}×, trust {:.2}×",
+                    v.p99_ms / e.p99_ms,
+                    t.p99_ms / e.p99_ms
+                ),
+                v.p99_ms <= 0.5 * e.p99_ms && t.p99_ms <= 0.5 * e.p99_ms,
+            ),
+            (
+                format!(
                     "duplicates shown = 0: {} / {} / {}",
                     e.duplicates_shown, v.duplicates_shown, t.duplicates_shown
                 ),
                 e.duplicates_shown + v.duplicates_shown + t.duplicates_shown == 0,
             ),
         ]
+        .into_iter()
+        .chain(self.config.rate.map(|rate| {
+            (
+                format!(
+                    "verify at {rate:.0} requests/s offered (≥ 18000): p99 {:.3} ms ≤ 5 ms, {:.0} requests/s served",
+                    v.p99_ms, v.requests_per_sec
+                ),
+                rate >= 18_000.0 && v.p99_ms <= 5.0 && v.requests_per_sec >= 0.97 * rate,
+            )
+        }))
+        .collect()
     }
 
     /// The human table, next to the case study's published figures.
@@ -726,10 +820,15 @@ impl FeedReport {
             FilterSpec::Local => "local".to_owned(),
             FilterSpec::Remote(url) => url.clone(),
         };
+        let load = match c.rate {
+            Some(rate) => format!("open loop at {rate:.0} requests/s"),
+            None => "closed loop".to_owned(),
+        };
         let _ = writeln!(
             out,
-            "bloomgate demo feed: {} users, mean history {}, {} requests x {} candidates, seen ratio {}, concurrency {}\n\
-             store {store} (+{} us per query), filters {filters}, retention 30 d, {} simulated days, filters G=4 x W=10 d, FPR 1e-4\n",
+            "bloomgate demo feed: {} users, mean history {}, {} requests x {} candidates, seen ratio {}, concurrency {}, {load}\n\
+             store {store} (+{} us per query), filters {filters}, retention 30 d, {} simulated days, filters G=4 x W=10 d, FPR 1e-4\n\
+             latency = unseen + record per request (open loop: from its scheduled arrival)\n",
             c.users, c.history, c.requests, c.candidates, c.seen_ratio, c.concurrency, c.store_latency_us, RUN_RETENTIONS * 30
         );
         let pct = |x: f64, base: f64| {
@@ -812,6 +911,33 @@ impl FeedReport {
             ],
             "n/a",
         );
+        row(
+            &mut out,
+            "requests/s",
+            [
+                format!("{:.0}", e.requests_per_sec),
+                format!("{:.0}", v.requests_per_sec),
+                format!("{:.0}", t.requests_per_sec),
+            ],
+            "~18,000 (fleet)",
+        );
+        let checks = |m: &ModeResult| format!("{:.2}M", m.checks_per_sec / 1e6);
+        row(
+            &mut out,
+            "checks/s",
+            [checks(e), checks(v), checks(t)],
+            "~2.16M (fleet)",
+        );
+        let cpu = |m: &ModeResult| {
+            m.cpu_ms_per_request
+                .map_or_else(|| "n/a".to_owned(), |ms| format!("{ms:.3}"))
+        };
+        row(
+            &mut out,
+            "CPU ms / request (all)",
+            [cpu(e), cpu(v), cpu(t)],
+            "",
+        );
         let rate = |m: &ModeResult| format!("{:.4}%", 100.0 * m.over_filtered_rate);
         row(
             &mut out,
@@ -868,6 +994,13 @@ impl FeedReport {
                 v.evictions.to_string(),
                 t.evictions.to_string(),
             ],
+            "",
+        );
+        let commits = |m: &ModeResult| format!("{}/{}", m.recorded_rows, m.record_batches);
+        row(
+            &mut out,
+            "rows recorded / commits",
+            [commits(e), commits(v), commits(t)],
             "",
         );
         row(

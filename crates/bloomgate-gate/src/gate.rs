@@ -123,7 +123,7 @@ impl Gate {
         &self.core.metrics
     }
 
-    /// Bytes held by local scope filters (0 for remote filters: they live on the server).
+    /// Bytes held by scope filters: local ones, or remote ones as last read from the server.
     pub fn filter_memory_bytes(&self) -> u64 {
         self.filter_gauges().memory_bytes
     }
@@ -140,7 +140,12 @@ impl Gate {
     fn filter_gauges(&self) -> FilterGauges {
         match &self.filters {
             Filters::Local(local) => local.gauges(),
-            Filters::None | Filters::Remote(_) => FilterGauges {
+            Filters::Remote(remote) => FilterGauges {
+                resident_filters: 0,
+                memory_bytes: remote.memory_bytes(),
+                saturation: [0; SATURATION_BOUNDS.len() + 1],
+            },
+            Filters::None => FilterGauges {
                 resident_filters: 0,
                 memory_bytes: 0,
                 saturation: [0; SATURATION_BOUNDS.len() + 1],
@@ -254,7 +259,7 @@ impl Gate {
             Filters::Local(local) => local.record(scope, items, now_ms, &core.metrics),
             Filters::Remote(remote) => {
                 let load = |scope, since| core.load_history(scope, since);
-                remote.record(scope, items, now_ms, &load)?;
+                remote.record(scope, items, now_ms, &load, &core.metrics)?;
             }
             Filters::None => {}
         }

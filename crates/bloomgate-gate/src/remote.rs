@@ -1,37 +1,61 @@
-//! Per-scope filters held by a bloomgate (or RedisBloom) server, for gates that share them.
+//! Per-scope filters held by a bloomgate server (or Redis with the bloomgate module), for gates
+//! that share them: one time-windowed filter (`WF.*`) per scope at `{prefix}{scope}`, so a
+//! scope's retention is the same remotely as locally.
 //!
-//! Time windows map onto keys: scope s's generation for slot t = ⌊now/W⌋ is `{prefix}{s}:{t}`.
-//! A probe asks the G live slots t−G+1..=t with one pipelined `BF.MEXISTS` each — one round
-//! trip per request. An item seen at time a ≥ now−R sits in slot ⌊a/W⌋ ≥ ⌊now/W − (G−1)⌋, a live
-//! slot, because R ≤ (G−1)·W. On a scope's first use in this process its store rows of the last
-//! R are added to their slots (`BF.INSERT`, idempotent), so a server that lost or never had the
-//! filter cannot cause a false "unseen". Slots that leave the window are deleted as the scope's
-//! writes move past them. Growth is handled by the server's scaling filters.
+//! The filter has G generations of W = ⌈R/(G−1)⌉ (the local rule): an item recorded at time t
+//! answers "maybe" at every time before t + (G−1)·W ≥ t + R. The gate passes its own clock:
+//! writes go as `WF.INSERT ... AT now`, probes as `WF.MEXISTSAT key now ...` — one round trip
+//! each — so a simulated clock (the demo) and the server's clock never disagree. The server drops
+//! dead generations as writes move past them.
+//!
+//! On a scope's first use in this process its history of the last R (store rows plus the
+//! gate's uncommitted overlay) is added, each run of rows `AT` its own time, so it lands in the
+//! generation it belongs to (`WF.INSERT` is idempotent): a server that lost or never had the
+//! filter cannot cause a false "unseen".
+//!
+//! As for local filters: every [`CHECK_EVERY`] records a scope's `WF.INFO` is read; past
+//! `fpr_budget` the filter is rebuilt from the history with twice the capacity — `DEL` and the
+//! history in one MULTI/EXEC, under the scope's shard lock, so no probe sees it half built and no
+//! record is lost — and the sizes read feed one memory budget for all scopes: beyond it the
+//! least recently used scopes' filters are deleted (their next use reloads them).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard};
 
-use redis::Connection;
+use redis::{Connection, Value};
 
 use crate::lifecycle::{HistoryLoader, LifecycleConfig};
+use crate::metrics::Metrics;
 use crate::redis_pool::RedisPool;
 use crate::{Result, Seen};
 
 const SHARDS: usize = 64;
+/// Records between two reads of a scope's `WF.INFO` (size and estimated FPR).
+pub const CHECK_EVERY: u64 = 64;
+/// Most items one command carries when a history is loaded.
+const ITEMS_PER_COMMAND: usize = 10_000;
 
 struct RemoteScope {
-    /// Capacity given to this scope's new slot filters (from its history, with headroom).
+    /// Capacity per generation given to this scope's filter.
     capacity: u64,
-    /// Newest slot this process wrote for the scope (older slots beyond the window get deleted).
-    newest_slot: u64,
+    /// The filter's size as last read (or estimated from its parameters).
+    bytes: u64,
+    /// Records since the last `WF.INFO`.
+    since_check: u64,
+    /// Use counter value at the last probe or record (for eviction order).
+    last_used: u64,
 }
 
-/// Scope filters on a RESP server speaking the BF.* commands.
+/// Scope filters on a RESP server speaking the WF.* commands.
 pub(crate) struct RemoteFilters {
     pool: RedisPool,
     prefix: String,
     config: LifecycleConfig,
     known: Vec<Mutex<HashMap<u64, RemoteScope>>>,
+    /// Σ `bytes` over known scopes.
+    bytes: AtomicU64,
+    uses: AtomicU64,
 }
 
 impl RemoteFilters {
@@ -47,48 +71,52 @@ impl RemoteFilters {
             prefix: prefix.to_owned(),
             config,
             known: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            bytes: AtomicU64::new(0),
+            uses: AtomicU64::new(0),
         })
     }
 
     fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>) -> Result<T> {
         self.pool.with_conn(f)
     }
-    fn slot(&self, at_ms: u64) -> u64 {
-        at_ms / self.config.generation_window_ms()
+
+    fn key(&self, scope: u64) -> String {
+        format!("{}{}", self.prefix, scope)
     }
 
-    fn key(&self, scope: u64, slot: u64) -> String {
-        format!("{}{}:{}", self.prefix, scope, slot)
+    fn shard(&self, scope: u64) -> MutexGuard<'_, HashMap<u64, RemoteScope>> {
+        self.known[scope as usize % SHARDS]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Per-slot error rate so that G slots together stay within the scope's FPR:
-    /// 1 − (1 − p_slot)^G ≤ p.
-    fn slot_fpr(&self) -> f64 {
-        1.0 - (1.0 - self.config.fpr).powf(1.0 / self.config.generations as f64)
-    }
-
+    /// `WF.INSERT key <creation parameters> AT at ITEMS items...`.
     fn insert_cmd(
         &self,
         pipe: &mut redis::Pipeline,
         scope: u64,
-        slot: u64,
         capacity: u64,
-        items: impl Iterator<Item = u64>,
+        at_ms: u64,
+        items: &[u64],
     ) {
-        pipe.cmd("BF.INSERT")
-            .arg(self.key(scope, slot))
+        pipe.cmd("WF.INSERT")
+            .arg(self.key(scope))
+            .arg("ERROR")
+            .arg(self.config.fpr)
             .arg("CAPACITY")
             .arg(capacity.min(1 << 30))
-            .arg("ERROR")
-            .arg(self.slot_fpr())
-            .arg("ITEMS");
-        for item in items {
-            pipe.arg(item);
-        }
-        pipe.ignore();
+            .arg("WINDOW")
+            .arg(self.config.generation_window_ms())
+            .arg("GENERATIONS")
+            .arg(self.config.generations)
+            .arg("AT")
+            .arg(at_ms)
+            .arg("ITEMS")
+            .arg(items)
+            .ignore();
     }
 
-    /// Appends to `out`, per item, whether any live slot of the scope's filter says "maybe".
+    /// Appends to `out`, per item, whether the scope's filter says "maybe" at `now_ms`.
     pub fn probe(
         &self,
         scope: u64,
@@ -101,100 +129,193 @@ impl RemoteFilters {
         if items.is_empty() {
             return Ok(());
         }
-        let newest = self.slot(now_ms);
-        let oldest = newest.saturating_sub(self.config.generations as u64 - 1);
-        let mut pipe = redis::pipe();
-        for slot in oldest..=newest {
-            pipe.cmd("BF.MEXISTS").arg(self.key(scope, slot)).arg(items);
-        }
-        let answers: Vec<Vec<bool>> = self.with_conn(|conn| pipe.query(conn))?;
-        let start = out.len();
-        out.resize(start + items.len(), false);
-        for answer in answers {
-            for (maybe, hit) in out[start..].iter_mut().zip(answer) {
-                *maybe |= hit;
-            }
-        }
+        let answers: Vec<bool> = self.with_conn(|conn| {
+            redis::cmd("WF.MEXISTSAT")
+                .arg(self.key(scope))
+                .arg(now_ms)
+                .arg(items)
+                .query(conn)
+        })?;
+        out.extend(answers);
         Ok(())
     }
 
-    /// Adds items the scope just saw (already in the store) to the current slot, deleting slots
-    /// that have left the window.
+    /// Adds items the scope was just shown (already in the gate's pending overlay); every
+    /// [`CHECK_EVERY`] records, reads the filter's size and FPR to rebuild or evict.
     pub fn record(
         &self,
         scope: u64,
         items: &[u64],
         now_ms: u64,
         load: &HistoryLoader<'_>,
+        metrics: &Metrics,
     ) -> Result<()> {
         self.ensure_loaded(scope, now_ms, load)?;
-        let slot = self.slot(now_ms);
-        let generations = self.config.generations as u64;
-        let mut shard = self.known[scope as usize % SHARDS]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let known = shard
-            .get_mut(&scope)
-            .expect("ensure_loaded registered the scope");
+        let mut shard = self.shard(scope);
+        let Some(known) = shard.get_mut(&scope) else {
+            // Evicted between the two locks: the next use reloads it with these items (they are
+            // in the overlay or the store by now).
+            return Ok(());
+        };
+        known.last_used = self.uses.fetch_add(1, Relaxed);
+        known.since_check += 1;
+        let check = known.since_check >= CHECK_EVERY;
+        let capacity = known.capacity;
         let mut pipe = redis::pipe();
-        if slot > known.newest_slot {
-            // Slots newest−G+1..=newest were live; those below slot−G+1 are now dead.
-            let dead_from = known.newest_slot.saturating_sub(generations - 1);
-            let dead_to = known.newest_slot.min(slot.saturating_sub(generations));
-            for dead in dead_from..=dead_to {
-                if dead + generations <= slot {
-                    pipe.cmd("DEL").arg(self.key(scope, dead)).ignore();
-                }
-            }
-            known.newest_slot = slot;
+        self.insert_cmd(&mut pipe, scope, capacity, now_ms, items);
+        if check {
+            pipe.cmd("WF.INFO").arg(self.key(scope));
         }
-        if !items.is_empty() {
-            self.insert_cmd(
-                &mut pipe,
-                scope,
-                slot,
-                known.capacity,
-                items.iter().copied(),
-            );
-        }
-        self.with_conn(|conn| pipe.query::<()>(conn))
-    }
-
-    /// On a scope's first use in this process, adds its store rows of the last R to their slots.
-    fn ensure_loaded(&self, scope: u64, now_ms: u64, load: &HistoryLoader<'_>) -> Result<()> {
-        let mut shard = self.known[scope as usize % SHARDS]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if shard.contains_key(&scope) {
+        let info: Vec<Value> = self.with_conn(|conn| pipe.query(conn))?;
+        if !check {
             return Ok(());
         }
-        let history: Vec<Seen> = load(scope, now_ms.saturating_sub(self.config.retention_ms))?;
-        let per_slot = (history.len() as u64).div_ceil(self.config.generations as u64 - 1) as f64;
-        let capacity = ((per_slot * self.config.headroom).ceil() as u64)
-            .max(self.config.min_items_per_generation);
-        let mut pipe = redis::pipe();
-        for run in history.chunk_by(|a, b| self.slot(a.at_ms) == self.slot(b.at_ms)) {
-            self.insert_cmd(
-                &mut pipe,
-                scope,
-                self.slot(run[0].at_ms),
-                capacity,
-                run.iter().map(|s| s.item),
-            );
+        known.since_check = 0;
+        let (size, fpr) = info.first().map_or((None, None), parse_info);
+        if let Some(size) = size {
+            self.resize(known, size);
         }
-        if !history.is_empty() {
+        if fpr.is_some_and(|fpr| fpr > self.config.fpr_budget) {
+            let capacity = capacity.saturating_mul(2);
+            let bytes = self.load_history(scope, capacity, now_ms, load, true)?;
+            known.capacity = capacity;
+            self.resize(known, bytes);
+            metrics.rebuilds.fetch_add(1, Relaxed);
+        }
+        drop(shard);
+        self.enforce_memory_budget(scope, metrics)
+    }
+
+    fn resize(&self, known: &mut RemoteScope, bytes: u64) {
+        self.bytes.fetch_add(bytes, Relaxed);
+        self.bytes.fetch_sub(known.bytes, Relaxed);
+        known.bytes = bytes;
+    }
+
+    /// Adds the scope's history of the last R to its filter (replacing the filter, atomically,
+    /// when `replace`); returns the filter's size estimated from its parameters.
+    fn load_history(
+        &self,
+        scope: u64,
+        capacity: u64,
+        now_ms: u64,
+        load: &HistoryLoader<'_>,
+        replace: bool,
+    ) -> Result<u64> {
+        let window = self.config.generation_window_ms();
+        let history: Vec<Seen> = load(scope, now_ms.saturating_sub(self.config.retention_ms))?;
+        let mut pipe = redis::pipe();
+        if replace {
+            pipe.atomic().cmd("DEL").arg(self.key(scope)).ignore();
+        }
+        for run in history.chunk_by(|a, b| a.at_ms / window == b.at_ms / window) {
+            for part in run.chunks(ITEMS_PER_COMMAND) {
+                let items: Vec<u64> = part.iter().map(|s| s.item).collect();
+                self.insert_cmd(&mut pipe, scope, capacity, part[0].at_ms, &items);
+            }
+        }
+        if replace || !history.is_empty() {
             self.with_conn(|conn| pipe.query::<()>(conn))?;
         }
-        let newest_slot = history
-            .last()
-            .map_or(self.slot(now_ms), |s| self.slot(s.at_ms));
+        Ok(self.estimated_bytes(capacity))
+    }
+
+    /// G generations of `capacity` items at the per-generation rate, as the server sizes them.
+    fn estimated_bytes(&self, capacity: u64) -> u64 {
+        let g = self.config.generations as f64;
+        let per_generation = -((-self.config.fpr).ln_1p() / g).exp_m1();
+        let bits_per_item = -(per_generation / 2.0).ln() / std::f64::consts::LN_2.powi(2);
+        (g * capacity as f64 * bits_per_item / 8.0) as u64
+    }
+
+    /// On a scope's first use in this process, adds its history of the last R.
+    fn ensure_loaded(&self, scope: u64, now_ms: u64, load: &HistoryLoader<'_>) -> Result<()> {
+        let mut shard = self.shard(scope);
+        if let Some(known) = shard.get_mut(&scope) {
+            known.last_used = self.uses.fetch_add(1, Relaxed);
+            return Ok(());
+        }
+        let history_len = load(scope, now_ms.saturating_sub(self.config.retention_ms))?.len();
+        let per_window = (history_len as u64).div_ceil(self.config.generations as u64 - 1) as f64;
+        let capacity = ((per_window * self.config.headroom).ceil() as u64)
+            .max(self.config.min_items_per_generation);
+        let bytes = self.load_history(scope, capacity, now_ms, load, false)?;
+        self.bytes.fetch_add(bytes, Relaxed);
         shard.insert(
             scope,
             RemoteScope {
                 capacity,
-                newest_slot,
+                bytes,
+                since_check: 0,
+                last_used: self.uses.fetch_add(1, Relaxed),
             },
         );
         Ok(())
     }
+
+    /// Past the memory budget, deletes the least recently used scopes' filters (never `keep`)
+    /// until the total is back under 90% of it.
+    fn enforce_memory_budget(&self, keep: u64, metrics: &Metrics) -> Result<()> {
+        let budget = self.config.memory_budget_bytes;
+        if self.bytes.load(Relaxed) <= budget {
+            return Ok(());
+        }
+        let mut by_age: Vec<(u64, u64)> = Vec::new();
+        for shard in &self.known {
+            let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            by_age.extend(shard.iter().map(|(&scope, s)| (s.last_used, scope)));
+        }
+        by_age.sort_unstable();
+        let target = budget / 10 * 9;
+        let mut pipe = redis::pipe();
+        for (_, scope) in by_age {
+            if self.bytes.load(Relaxed) <= target {
+                break;
+            }
+            if scope == keep {
+                continue;
+            }
+            if let Some(evicted) = self.shard(scope).remove(&scope) {
+                self.bytes.fetch_sub(evicted.bytes, Relaxed);
+                pipe.cmd("DEL").arg(self.key(scope)).ignore();
+                metrics.evictions.fetch_add(1, Relaxed);
+            }
+        }
+        self.with_conn(|conn| pipe.query::<()>(conn))
+    }
+
+    /// Σ sizes of the scopes this process knows (as last read from the server).
+    pub fn memory_bytes(&self) -> u64 {
+        self.bytes.load(Relaxed)
+    }
+}
+
+/// `Size` and `Estimated error rate` from a `WF.INFO` reply (a map, or a flat RESP2 array).
+fn parse_info(info: &Value) -> (Option<u64>, Option<f64>) {
+    let pairs: Vec<(&Value, &Value)> = match info {
+        Value::Map(pairs) => pairs.iter().map(|(k, v)| (k, v)).collect(),
+        Value::Array(flat) => flat
+            .chunks(2)
+            .filter_map(|p| Some((p.first()?, p.get(1)?)))
+            .collect(),
+        _ => return (None, None),
+    };
+    let text = |v: &Value| match v {
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        _ => None,
+    };
+    let (mut size, mut fpr) = (None, None);
+    for (k, v) in pairs {
+        match text(k).as_deref() {
+            Some("Size") => {
+                if let Value::Int(n) = v {
+                    size = u64::try_from(*n).ok();
+                }
+            }
+            Some("Estimated error rate") => fpr = text(v).and_then(|t| t.parse().ok()),
+            _ => {}
+        }
+    }
+    (size, fpr)
 }

@@ -9,6 +9,7 @@
 //! | `WF.MADD key item...` | array of 0/1 (stops at the first error, which ends the array) |
 //! | `WF.INSERT key [ERROR e] [CAPACITY c] [WINDOW ms] [GENERATIONS g] [EXPANSION n] [NOCREATE] [AT ms] ITEMS item...` | like MADD; creates the filter if missing (WINDOW and GENERATIONS then required; ERROR and CAPACITY default to `bf-error-rate` and `bf-initial-size`, EXPANSION to 2). `AT` adds at that time instead of the server's clock — what replicas and the log receive |
 //! | `WF.EXISTS key item` / `WF.MEXISTS key item...` | 0/1 as of the server's clock; 0 for a missing key or another type |
+//! | `WF.MEXISTSAT key time_ms item...` | like MEXISTS as of `time_ms` (as EXPIREAT is to EXPIRE): for callers that keep their own clock |
 //! | `WF.CARD key` | items in live generations; 0 if missing |
 //! | `WF.INFO key` | map: Capacity, Error rate, Window, Generations, Expansion rate, Number of items inserted, Size, Estimated error rate, Live generations (per generation: Start, Age, Items, Size) |
 //! | `WF.SCANDUMP key iter` / `WF.LOADCHUNK key iter data` | as BF's: `[1, header]`, then one generation per chunk, `[0, ""]` |
@@ -33,6 +34,7 @@ pub fn commands() -> Vec<CommandInfo> {
         wf("WF.INSERT", Command::WfInsert, WRITE | DENYOOM),
         wf("WF.EXISTS", Command::WfExists, READONLY | FAST),
         wf("WF.MEXISTS", Command::WfMexists, READONLY | FAST),
+        wf("WF.MEXISTSAT", Command::WfMexistsat, READONLY | FAST),
         wf("WF.CARD", Command::WfCard, READONLY | FAST),
         wf("WF.INFO", Command::WfInfo, READONLY | FAST),
         wf("WF.SCANDUMP", Command::WfScandump, READONLY),
@@ -252,6 +254,10 @@ pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 /// EXISTS / MEXISTS answer 0 for a missing key and for a key of another type.
 fn probe<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], items: &Args) -> Vec<Reply> {
     let at = now(ctx);
+    probe_at(ctx, key, items, at)
+}
+
+fn probe_at<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], items: &Args, at: u64) -> Vec<Reply> {
     let filter = ctx.typed::<WindowedFilter>(key).ok().flatten();
     items
         .iter()
@@ -271,6 +277,16 @@ pub(crate) fn mexists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         return wrong_arity("wf.mexists");
     }
     Reply::Array(probe(ctx, args[1], &args[2..]))
+}
+
+pub(crate) fn mexistsat<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+    if args.len() < 4 {
+        return wrong_arity("wf.mexistsat");
+    }
+    match int_in(args[2], 0..=u64::MAX, "ERR bad time") {
+        Ok(at) => Reply::Array(probe_at(ctx, args[1], &args[3..], at)),
+        Err(reply) => reply,
+    }
 }
 
 pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
@@ -373,6 +389,9 @@ mod tests {
         assert_eq!(h.run("WF.MADD k b c"), bools(&[true, true]));
         h.now_ms = 11_999;
         assert_eq!(h.run("WF.MEXISTS k a b zz"), bools(&[true, true, false]));
+        assert_eq!(h.run("WF.MEXISTSAT k 12999 a"), bools(&[true]));
+        assert_eq!(h.run("WF.MEXISTSAT k 13000 a"), bools(&[false]));
+        assert_eq!(h.run("WF.MEXISTSAT k x a"), err("ERR bad time"));
         assert_eq!(h.run("WF.CARD k"), Reply::Int(3));
         h.now_ms = 13_000;
         assert_eq!(h.run("WF.EXISTS k a"), Reply::Bool(false));

@@ -178,7 +178,7 @@ def main(argv=None) -> int:
             if args.only and not any(o in c.name for o in args.only):
                 continue
             if c.slow and n > 1_000_000:
-                print(f"skip {c.name} at {n:,} keys: a Python-level hash, > 60 s per pass", flush=True)
+                print(f"skip {c.name} at {n:,} keys: pure Python or a Python-level hash, > 60 s per pass", flush=True)
                 continue
             row = measure(c, n, present, absent, args.reps)
             rows.append(row)

@@ -587,8 +587,7 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
             && error < 1.0
             && bpe.is_finite()
             && bpe > 0.0
-            && hashes >= 1
-            && hashes <= MAX_HASHES
+            && (1..=MAX_HASHES).contains(&hashes)
             && hashes == hashes_for(bpe)
             && capacity >= 1
             && n2 < 64;

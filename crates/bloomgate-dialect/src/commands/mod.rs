@@ -11,6 +11,8 @@
 
 pub mod bloom;
 pub mod cuckoo;
+#[cfg(test)]
+mod redisbloom_replies;
 
 use crate::config::Config;
 use crate::num::parse_i64;

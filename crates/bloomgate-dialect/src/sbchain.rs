@@ -546,12 +546,13 @@ const MAX_HASHES: u32 = 1075;
 ///   that overflowed panicked (fuzz regressions `bf_link_bytes_sum_overflow`,
 ///   `bf_capacity_sum_overflow`); the memory budget is then checked before allocating.
 ///
+/// - Σ link items == the chain's items: RedisBloom refuses a header whose first field is
+///   corrupted (its `test_scandump_invalid_header`).
+///
 /// The bit array is kept in 64-bit words, so `bytes` stays a multiple of 8 (a dump must give
-/// back the length it loaded). Like RedisBloom, `bpe` need not match the error rate, and the
-/// growth factor (any `u32`; a link that cannot be sized fails the add
-/// with `ERR problem inserting into filter`) and the item counts (a link's may exceed its
-/// capacity, the chain's need not be their sum) are accepted: they are counters and factors,
-/// saturating or checked where they are used.
+/// back the length it loaded). Like RedisBloom, `bpe` need not match the error rate, the
+/// growth factor may be any `u32` (a link that cannot be sized fails the add), and a link's
+/// item count may exceed its capacity (a counter, saturating).
 fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
     if buf.len() < HEADER_FIXED {
         return Err(ERR_BAD_DATA);
@@ -569,6 +570,7 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
         return Err(ERR_BAD_DATA);
     }
     let mut links = Vec::with_capacity(nfilters);
+    let mut item_sum = 0u64;
     let mut total_bytes = 0u64;
     let mut capacity_sum = 0u64;
     for _ in 0..nfilters {
@@ -594,6 +596,7 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
         if !valid {
             return Err(ERR_BAD_DATA);
         }
+        item_sum = item_sum.checked_add(link_items).ok_or(ERR_BAD_DATA)?;
         total_bytes = total_bytes.checked_add(bytes).ok_or(ERR_BAD_DATA)?;
         capacity_sum = capacity_sum
             .checked_add(capacity)
@@ -612,6 +615,9 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
             items: link_items,
             n2,
         });
+    }
+    if item_sum != items {
+        return Err(ERR_BAD_DATA);
     }
     Ok(ParsedHeader {
         items,
@@ -763,14 +769,20 @@ mod tests {
             h[at..at + bytes.len()].copy_from_slice(bytes);
             BloomChain::from_header(&h).err()
         };
-        assert_eq!(corrupt(0, &1u64.to_le_bytes()), None); // size != Σ: accepted
+        assert_eq!(corrupt(0, &1u64.to_le_bytes()), Some(ERR_BAD_DATA)); // size != Σ
         assert_eq!(corrupt(8, &2u32.to_le_bytes()), Some(ERR_BAD_DATA)); // nfilters
         assert_eq!(corrupt(12, &(5u32 | 16).to_le_bytes()), Some(ERR_BAD_DATA)); // options
         assert_eq!(corrupt(12, &1u32.to_le_bytes()), Some(ERR_BAD_DATA)); // no FORCE64
         assert_eq!(corrupt(16, &0x0800_0002u32.to_le_bytes()), None); // any growth: accepted
         assert_eq!(corrupt(20, &7u64.to_le_bytes()), Some(ERR_BAD_DATA)); // bytes
         assert_eq!(corrupt(28, &7u64.to_le_bytes()), Some(ERR_BAD_DATA)); // bits
-        assert_eq!(corrupt(36, &5000u64.to_le_bytes()), None); // items > capacity: accepted
+        let mut over = good.clone();
+        over[0..8].copy_from_slice(&5000u64.to_le_bytes());
+        over[36..44].copy_from_slice(&5000u64.to_le_bytes());
+        assert!(
+            BloomChain::from_header(&over).is_ok(),
+            "items > capacity: accepted"
+        );
         assert_eq!(corrupt(44, &1.5f64.to_le_bytes()), Some(ERR_BAD_DATA)); // error
         assert_eq!(corrupt(52, &f64::NAN.to_le_bytes()), Some(ERR_BAD_DATA)); // bpe
         assert_eq!(

@@ -678,8 +678,8 @@ pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply
 }
 
 /// LOADCHUNK: iterator ≤ 0 (or not a number) is `Invalid position`; iterator 1 creates the
-/// filter from the 38-byte header and refuses an existing key (`ERR item exists`); later
-/// iterators write chunks into an existing filter.
+/// filter from the 38-byte header and refuses an existing filter (`ERR item exists`; another
+/// type is WRONGTYPE); later iterators write chunks into an existing filter.
 pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 4 {
         return wrong_arity("cf.loadchunk");
@@ -687,8 +687,12 @@ pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Repl
     let Some(iter) = parse_i64(args[2]).filter(|&i| i > 0) else {
         return Reply::error("Invalid position");
     };
-    if iter == 1 && !matches!(ctx.typed::<CuckooChain>(args[1]), Ok(None)) {
-        return Reply::error("ERR item exists");
+    if iter == 1 {
+        match filter(ctx, args[1]) {
+            Ok(None) => {}
+            Ok(Some(_)) => return Reply::error("ERR item exists"),
+            Err(wrongtype) => return wrongtype,
+        }
     }
     load_chunk::<CuckooChain, H>(ctx, args, "Invalid position")
 }

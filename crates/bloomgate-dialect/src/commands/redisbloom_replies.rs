@@ -243,6 +243,11 @@ fn item_09_cf_loadchunk_errors() {
         load(&mut h, cmd, "e", "1", good.clone()),
         err("ERR item exists")
     );
+    h.run("BF.ADD b a");
+    assert_eq!(
+        load(&mut h, cmd, "b", "1", good.clone()),
+        err(crate::ERR_WRONGTYPE)
+    );
     for bad in [
         cf_header(0, 32, 1, 0, 1),     // bucket size 0
         cf_header(0, 3, 1, 2, 1),      // 3 buckets

@@ -424,6 +424,32 @@ mod tests {
         );
     }
 
+    /// Redis checks arity before authentication and permissions.
+    #[test]
+    fn arity_comes_before_auth_and_acl() {
+        let mut h = Harness::new();
+        h.session.authenticated = false;
+        assert_eq!(
+            h.run("BF.ADD k"),
+            Reply::error("ERR wrong number of arguments for 'bf.add' command")
+        );
+        assert_eq!(
+            h.run("BF.ADD k x"),
+            Reply::error("NOAUTH Authentication required.")
+        );
+        h.session.authenticated = true;
+        h.run("ACL SETUSER none on nopass");
+        h.run("AUTH none x");
+        assert_eq!(
+            h.run("BF.EXISTS k"),
+            Reply::error("ERR wrong number of arguments for 'bf.exists' command")
+        );
+        assert_eq!(
+            h.run("BF.EXISTS k x"),
+            Reply::error("NOPERM User none has no permissions to run the 'bf.exists' command")
+        );
+    }
+
     #[test]
     fn passwords_keys_and_errors() {
         let mut h = Harness::new();

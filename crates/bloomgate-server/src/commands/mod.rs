@@ -438,6 +438,13 @@ pub fn execute(store: &mut Store, session: &mut Session, args: &Args, replaying:
         }
         return plain(unknown_command(args));
     };
+    // Redis' order: arity, then authentication, loading, then ACL permissions.
+    if !spec.arity_ok(args.len()) {
+        if session.multi.is_some() {
+            session.multi_failed = true;
+        }
+        return plain(wrong_arity(spec.name));
+    }
     if !replaying {
         if !session.authenticated && spec.flags & flags::NOAUTH == 0 {
             if session.multi.is_some() {
@@ -448,14 +455,6 @@ pub fn execute(store: &mut Store, session: &mut Session, args: &Args, replaying:
         if store.loading && spec.flags & flags::LOADING == 0 {
             return plain(Reply::error(ERR_LOADING));
         }
-    }
-    if !spec.arity_ok(args.len()) {
-        if session.multi.is_some() {
-            session.multi_failed = true;
-        }
-        return plain(wrong_arity(spec.name));
-    }
-    if !replaying {
         if let Err(reply) = acl::check(store, &session.user, spec, args) {
             if session.multi.is_some() {
                 session.multi_failed = true;

@@ -430,3 +430,57 @@ fn item_16_command_metadata() {
         ]
     );
 }
+
+/// RedisBloom's `test_bucket_size` / `test_expansion` / `test_expansion_0`: growth under the
+/// once-per-command expansion limit gives its sub-filter counts.
+#[test]
+fn redisbloom_cuckoo_growth_flow_tests() {
+    let mut h = Harness::new();
+    for line in [
+        "CF.RESERVE a 64 BUCKETSIZE 1",
+        "CF.RESERVE b 64 BUCKETSIZE 2",
+        "CF.RESERVE c 256 BUCKETSIZE 4 MAXITERATIONS 500",
+        "CF.RESERVE d 64 EXPANSION 2",
+        "CF.RESERVE e 64 EXPANSION 4 MAXITERATIONS 500",
+    ] {
+        assert_eq!(h.run(line), Reply::ok());
+    }
+    for i in 0..1000 {
+        for key in ["a", "b", "c", "d", "e"] {
+            assert_eq!(h.run(&format!("CF.ADD {key} {i}")), Reply::Bool(true));
+        }
+    }
+    let want = [
+        (
+            "a",
+            "bktsize:1 buckets:64 items:1000 deletes:0 filters:18 max_iterations:20 expansion:1",
+        ),
+        (
+            "b",
+            "bktsize:2 buckets:32 items:1000 deletes:0 filters:17 max_iterations:20 expansion:1",
+        ),
+        (
+            "c",
+            "bktsize:4 buckets:64 items:1000 deletes:0 filters:4 max_iterations:500 expansion:1",
+        ),
+        (
+            "d",
+            "bktsize:2 buckets:32 items:1000 deletes:0 filters:5 max_iterations:20 expansion:2",
+        ),
+        (
+            "e",
+            "bktsize:2 buckets:32 items:1000 deletes:0 filters:3 max_iterations:500 expansion:4",
+        ),
+    ];
+    for (key, line) in want {
+        assert_eq!(h.run(&format!("CF.DEBUG {key}")), bulk(line), "{key}");
+    }
+    h.run("CF.RESERVE z 4 EXPANSION 0");
+    for i in 1..=4 {
+        assert_eq!(h.run(&format!("CF.ADD z {i}")), Reply::Bool(true));
+    }
+    assert_eq!(
+        h.run("CF.INSERT z ITEMS 5 6"),
+        array(vec![Reply::Int(-1), Reply::Int(-1)])
+    );
+}

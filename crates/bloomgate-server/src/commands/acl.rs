@@ -223,6 +223,17 @@ impl Default for Acl {
     }
 }
 
+/// Whether the default user needs no password (no `requirepass`, no ACL password): Redis then
+/// refuses a one-argument `AUTH`.
+pub fn default_is_open(store: &Store) -> bool {
+    store.config.requirepass.is_none()
+        && store
+            .acl
+            .users
+            .get(&b"default"[..])
+            .is_some_and(|u| u.passwords.is_empty())
+}
+
 /// Whether `pass` opens `user`. `requirepass` is the default user's password, as in Redis.
 pub fn authenticate(store: &Store, user: &[u8], pass: &[u8]) -> bool {
     let Some(u) = store.acl.users.get(user).filter(|u| u.enabled) else {
@@ -487,6 +498,13 @@ mod tests {
             Reply::Array(vec![Reply::bulk("default"), Reply::bulk("u")])
         );
         assert_eq!(h.run("ACL DELUSER u"), Reply::Int(1));
+        assert!(
+            h.run("AUTH pw").is_error(),
+            "default is nopass: one-argument AUTH refused"
+        );
+        assert_eq!(h.run("ACL SETUSER default resetpass >pw"), Reply::ok());
+        assert_eq!(h.run("AUTH pw"), Reply::ok());
+        assert_eq!(h.run("AUTH nope"), wrongpass);
         assert_eq!(
             h.run("ACL DELUSER default"),
             Reply::error("ERR The 'default' user cannot be removed")

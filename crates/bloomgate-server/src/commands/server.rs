@@ -68,7 +68,7 @@ pub(super) fn password_matches(expected: &str, given: &[u8]) -> bool {
 /// AUTH [user] pass: the user's password (the default user's is `requirepass`), through the
 /// ACL users.
 fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), Reply> {
-    if user.is_none() && ctx.store.config.requirepass.is_none() {
+    if user.is_none() && super::acl::default_is_open(ctx.store) {
         return Err(Reply::error(
             "ERR AUTH <password> called without any password configured for the default \
              user. Are you sure your configuration is correct?",

@@ -170,6 +170,35 @@ def run_cf(r):
     expect_error("cf loadchunk bad header", lambda: cf.loadchunk("gbad", 1, b"short"), "Invalid header")
 
 
+def run_redisbloom_82(r):
+    """Issue 12: RedisBloom 8.2's metadata, errors and ACLs as redis-py sees them."""
+    raw = r.execute_command("COMMAND", "INFO", "bf.add")
+    if isinstance(raw, dict):  # parsed by newer redis-py
+        arity, cats = raw["bf.add"]["arity"], raw["bf.add"]["acl_categories"]
+    else:
+        arity, cats = raw[0][1], raw[0][6]
+    cats = [c.decode() if isinstance(c, bytes) else c for c in cats]
+    check("command info bf.add arity", arity, 3)
+    check("command info bf.add categories", cats, ["@write", "@slow", "@bloom"])
+    check("acl cat bloom", sorted(r.acl_cat("bloom")),
+          sorted(["bf.reserve", "bf.add", "bf.madd", "bf.insert", "bf.exists", "bf.mexists",
+                  "bf.info", "bf.card", "bf.debug", "bf.scandump", "bf.loadchunk"]))
+    expect_error("bf reserve arity first", lambda: r.execute_command(
+        "BF.RESERVE", "a82", 0.01, 100, "EXPANSION", 2, "EXPANSION", 3),
+        "wrong number of arguments for 'bf.reserve' command")
+    expect_error("cf insert capacity range", lambda: r.cf().insert("c", ["q"], capacity=3),
+                 "Capacity must be in the range [cf-bucket-size * 2, 1073741824]")
+    expect_error("config set wording", lambda: r.config_set("cf-max-iterations", 0),
+                 "CONFIG SET failed (possibly related to argument 'cf-max-iterations') - "
+                 "Value for `cf-max-iterations` must be in the range [1, 65535]")
+    r.acl_setuser("bfonly", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@bloom"])
+    u = redis.Redis(port=r.connection_pool.connection_kwargs["port"], username="bfonly", password="pw")
+    check("acl user may bf.add", u.bf().add("acl82", "x"), 1)
+    expect_error("acl user refused cf", lambda: u.cf().add("acl82c", "x"),
+                 "User bfonly has no permissions to run the 'cf.add' command")
+    u.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join("target", "release", "bloomgate"))
@@ -183,6 +212,7 @@ def main():
         r = redis.Redis(port=port)
         run(r)
         run_cf(r)
+        run_redisbloom_82(r)
         # RESP3 as well.
         r3 = redis.Redis(port=port, protocol=3)
         check("resp3 exists", r3.bf().exists("f", "a"), True)

@@ -517,6 +517,10 @@ fn cf_commands_match_redisbloom() {
     let found: Vec<i64> = check.query(c).unwrap();
     assert!(found.iter().all(|&f| f == 1));
     assert_eq!(error_of(c, "CF.LOADCHUNK other 1 short"), "Invalid header");
+    assert_eq!(
+        error_of(c, "CF.LOADCHUNK other 0 short"),
+        "Invalid position"
+    );
     assert_eq!(error_of(c, "CF.SCANDUMP grow -5"), "Invalid position");
 
     // RESP3: booleans except COUNT and INSERTNX; INFO is a map.
@@ -653,6 +657,92 @@ fn keyspace_server_and_transactions() {
     assert_eq!(error_of(c, "EXEC"), "ERR EXEC without MULTI");
     assert_eq!(cmd(c, "FLUSHDB"), Value::Okay);
     assert_eq!(cmd(c, "DBSIZE"), int(0));
+}
+
+/// Issue 12: RedisBloom 8.2's replies through the real binary and the `redis` crate —
+/// registered arity first, range wording, command metadata, CONFIG SET wording and ACLs.
+#[test]
+fn redisbloom_82_metadata_errors_and_acl() {
+    let dir = temp_dir("rb82");
+    let server = Server::start(&dir, &[]);
+    let mut con = server.conn();
+    let c = &mut con;
+    assert_eq!(
+        error_of(c, "BF.RESERVE k 0.01 100 EXPANSION 2 EXPANSION 3"),
+        "ERR wrong number of arguments for 'bf.reserve' command"
+    );
+    assert_eq!(
+        error_of(c, "CF.RESERVE k 0"),
+        "Capacity must be in the range [2 * BUCKETSIZE, 1073741824]"
+    );
+    assert_eq!(error_of(c, "BF.SCANDUMP missing abc"), "ERR not found");
+    assert_eq!(cmd(c, "BF.ADD b x"), int(1));
+    assert_eq!(error_of(c, "CF.DEL b x"), "Not found");
+    assert_eq!(error_of(c, "BF.RESERVE k 1e400 100"), "ERR bad error rate");
+    assert_eq!(
+        error_of(c, "CONFIG SET cf-bucket-size 0"),
+        "ERR CONFIG SET failed (possibly related to argument 'cf-bucket-size') - Value for \
+         `cf-bucket-size` must be in the range [1, 255]"
+    );
+
+    let Value::Array(info) = cmd(c, "COMMAND INFO bf.add") else {
+        panic!()
+    };
+    let Value::Array(fields) = &info[0] else {
+        panic!("{info:?}")
+    };
+    assert_eq!(fields[0], Value::BulkString(b"bf.add".to_vec()));
+    assert_eq!(fields[1], int(3));
+    let categories = |v: &Value| match v {
+        Value::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                Value::SimpleString(s) => s.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(categories(&fields[2]), ["write", "denyoom", "module"]);
+    assert_eq!(categories(&fields[6]), ["@write", "@slow", "@bloom"]);
+    let docs: std::collections::HashMap<String, Value> = redis::cmd("COMMAND")
+        .arg("DOCS")
+        .arg("bf.card")
+        .query(c)
+        .unwrap();
+    let Value::Array(card) = &docs["bf.card"] else {
+        panic!("{docs:?}")
+    };
+    let since = card
+        .iter()
+        .position(|v| *v == Value::BulkString(b"since".to_vec()));
+    assert_eq!(
+        since.map(|i| &card[i + 1]),
+        Some(&Value::BulkString(b"2.4.4".to_vec()))
+    );
+
+    let bloom: Vec<String> = redis::cmd("ACL").arg("CAT").arg("bloom").query(c).unwrap();
+    assert_eq!(bloom.len(), 11);
+    assert_eq!(
+        cmd(c, "ACL SETUSER reader on >pw ~* &* +@bloom -@write"),
+        Value::Okay
+    );
+    assert_eq!(cmd(c, "AUTH reader pw"), Value::Okay);
+    assert_eq!(cmd(c, "BF.EXISTS b x"), int(1));
+    assert_eq!(
+        error_of(c, "BF.ADD b y"),
+        "NOPERM User reader has no permissions to run the 'bf.add' command"
+    );
+    assert_eq!(
+        error_of(c, "CF.EXISTS b x"),
+        "NOPERM User reader has no permissions to run the 'cf.exists' command"
+    );
+    assert_eq!(
+        error_of(c, "AUTH reader nope"),
+        "WRONGPASS invalid username-password pair or user is disabled."
+    );
+    assert_eq!(cmd(c, "AUTH default anything"), Value::Okay);
+    assert_eq!(cmd(c, "BF.ADD b y"), int(1));
 }
 
 #[test]

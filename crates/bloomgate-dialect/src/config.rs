@@ -2,6 +2,8 @@
 //! server's CONFIG GET/SET and config file and by the module's configs, so both hosts accept
 //! and refuse the same values.
 
+use crate::num::{parse_f64, parse_i64};
+
 /// RedisBloom's settings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -70,30 +72,39 @@ impl Config {
     }
 
     /// Validates and applies one setting (`name` lower-case). `Ok(false)` if the name is not
-    /// one of ours; `Err` carries the reason in Redis' CONFIG SET wording.
+    /// one of ours; `Err` carries the reason as RedisBloom's module configs word it (the host
+    /// prefixes Redis' `CONFIG SET failed (possibly related to argument '...')`): an integer
+    /// that does not parse is Redis' own refusal, anything out of range is
+    /// ``Value for `name` must be in the range [lo, hi]``.
     pub fn set(&mut self, name: &str, value: &str) -> Result<bool, String> {
+        let range = |lo: &dyn std::fmt::Display, hi: u64| {
+            format!("Value for `{name}` must be in the range [{lo}, {hi}]")
+        };
         let int_in = |lo: u64, hi: u64| -> Result<u64, String> {
-            match value.parse::<u64>() {
-                Ok(v) if (lo..=hi).contains(&v) => Ok(v),
-                Ok(_) => Err(format!("argument must be between {lo} and {hi} inclusive")),
-                Err(_) => Err("argument couldn't be parsed into an integer".into()),
-            }
+            let v =
+                parse_i64(value.as_bytes()).ok_or("argument couldn't be parsed into an integer")?;
+            u64::try_from(v)
+                .ok()
+                .filter(|v| (lo..=hi).contains(v))
+                .ok_or_else(|| range(&lo, hi))
         };
         match name {
-            "bf-error-rate" => match value.parse::<f64>() {
+            "bf-error-rate" => match parse_f64(value.as_bytes()) {
                 // Values above 0.25 are accepted and capped (RedisBloom behaviour).
-                Ok(v) if v > 0.0 && v < 1.0 => self.bf_error_rate = v.min(MAX_ERROR_RATE),
-                _ => return Err("argument must be between 0 and 1 exclusive".into()),
+                Some(v) if v > 0.0 && v < 1.0 => self.bf_error_rate = v.min(MAX_ERROR_RATE),
+                _ => {
+                    return Err(format!(
+                        "Value for `{name}` must be in the range (0.000000, 1.000000)"
+                    ))
+                }
             },
             "bf-initial-size" => self.bf_initial_size = int_in(1, 1 << 30)?,
             "bf-expansion-factor" => self.bf_expansion = int_in(0, 32768)? as u32,
             "cf-bucket-size" => self.cf_bucket_size = int_in(1, 255)?,
             "cf-initial-size" => {
-                let v = int_in(4, 1 << 30)?;
-                if v < 2 * self.cf_bucket_size {
-                    return Err("argument must be at least 2 * cf-bucket-size".into());
-                }
-                self.cf_initial_size = v;
+                // At least two buckets' worth of slots.
+                let lo = (2 * self.cf_bucket_size).max(4);
+                self.cf_initial_size = int_in(lo, 1 << 30)?;
             }
             "cf-max-iterations" => self.cf_max_iterations = int_in(1, 65535)?,
             "cf-expansion-factor" => self.cf_expansion = int_in(0, 32768)?,
@@ -101,5 +112,47 @@ impl Config {
             _ => return Ok(false),
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Item 15 of issue 12: RedisBloom's module-config wording for every setting.
+    #[test]
+    fn refusals_use_module_config_wording() {
+        let mut c = Config::default();
+        let cases = [
+            ("bf-error-rate", "0", "(0.000000, 1.000000)"),
+            ("bf-error-rate", "1", "(0.000000, 1.000000)"),
+            ("bf-initial-size", "0", "[1, 1073741824]"),
+            ("bf-initial-size", "4294967296", "[1, 1073741824]"),
+            ("bf-expansion-factor", "-1", "[0, 32768]"),
+            ("cf-bucket-size", "256", "[1, 255]"),
+            ("cf-initial-size", "0", "[4, 1073741824]"),
+            ("cf-max-iterations", "65536", "[1, 65535]"),
+            ("cf-expansion-factor", "32769", "[0, 32768]"),
+            ("cf-max-expansions", "65537", "[1, 65536]"),
+        ];
+        for (name, value, range) in cases {
+            assert_eq!(
+                c.set(name, value),
+                Err(format!("Value for `{name}` must be in the range {range}")),
+                "{name} {value}"
+            );
+        }
+        assert_eq!(
+            c.set("cf-max-iterations", "x"),
+            Err("argument couldn't be parsed into an integer".into())
+        );
+        assert_eq!(c.set("bf-error-rate", "0.5"), Ok(true));
+        assert_eq!(c.bf_error_rate, MAX_ERROR_RATE);
+        assert_eq!(c.set("cf-bucket-size", "4"), Ok(true));
+        assert_eq!(
+            c.set("cf-initial-size", "7"),
+            Err("Value for `cf-initial-size` must be in the range [8, 1073741824]".into())
+        );
+        assert_eq!(c.set("maxmemory", "1"), Ok(false));
     }
 }

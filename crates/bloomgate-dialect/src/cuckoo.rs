@@ -71,7 +71,8 @@ fn alternate(index: u64, fp: u8) -> u64 {
 pub enum InsertError {
     /// No room and the filter may not grow (expansion 0).
     Full,
-    /// No room and `cf-max-expansions` sub-filters already exist.
+    /// `cf-max-expansions` sub-filters already exist when the command starts, or a command
+    /// would grow the filter past [`MAX_FILTERS`].
     MaxExpansions,
     /// A new sub-filter would exceed the memory budget or cannot be allocated.
     OutOfMemory,
@@ -253,14 +254,10 @@ impl CuckooChain {
 
     /// CF.ADD: stores the item's fingerprint (again, if already present). Sub-filters are tried
     /// newest to oldest; then a kick chain in the newest; then, if allowed, a new sub-filter of
-    /// `expansion ×` the newest's buckets. `max_filters` is `cf-max-expansions`; `budget` the
-    /// bytes a new sub-filter may take.
-    pub fn insert(
-        &mut self,
-        item: &[u8],
-        max_filters: u64,
-        budget: u64,
-    ) -> Result<(), InsertError> {
+    /// `expansion ×` the newest's buckets; `budget` is the bytes a new sub-filter may take.
+    /// `cf-max-expansions` is the caller's check, made once per command (as RedisBloom does);
+    /// here growth stops only at [`MAX_FILTERS`], the most a dump header may describe.
+    pub fn insert(&mut self, item: &[u8], budget: u64) -> Result<(), InsertError> {
         let l = Lookup::of(item);
         loop {
             let bs = self.bucket_size;
@@ -280,28 +277,23 @@ impl CuckooChain {
                 self.items = self.items.saturating_add(1);
                 return Ok(());
             }
-            self.grow(max_filters, budget)?;
+            self.grow(budget)?;
         }
     }
 
     /// CF.ADDNX / CF.INSERTNX: inserts unless the item already looks present; `Ok(false)` then.
-    pub fn insert_unique(
-        &mut self,
-        item: &[u8],
-        max_filters: u64,
-        budget: u64,
-    ) -> Result<bool, InsertError> {
+    pub fn insert_unique(&mut self, item: &[u8], budget: u64) -> Result<bool, InsertError> {
         if self.contains(item) {
             return Ok(false);
         }
-        self.insert(item, max_filters, budget).map(|()| true)
+        self.insert(item, budget).map(|()| true)
     }
 
-    fn grow(&mut self, max_filters: u64, budget: u64) -> Result<(), InsertError> {
+    fn grow(&mut self, budget: u64) -> Result<(), InsertError> {
         if self.expansion == 0 {
             return Err(InsertError::Full);
         }
-        if self.filters.len() as u64 >= max_filters {
+        if self.filters.len() as u64 >= MAX_FILTERS {
             return Err(InsertError::MaxExpansions);
         }
         let newest = self.filters.last().expect("at least one sub-filter");
@@ -342,16 +334,18 @@ impl CuckooChain {
         self.deletes = self.deletes.saturating_add(1);
         if self.filters.len() > 1 && self.deletes as f64 > COMPACT_DELETE_RATIO * self.items as f64
         {
-            self.compact();
+            self.compact(false);
         }
         true
     }
 
-    /// CF.COMPACT: for each sub-filter from the newest down to the second, moves every
+    /// Compaction: for each sub-filter from the newest down to the second, moves every
     /// fingerprint into the first free slot of its two buckets in the oldest sub-filter that has
     /// one (its buckets there derive from its stored bucket index and that index's alternate);
-    /// a newest sub-filter left empty is freed. Resets the delete counter.
-    pub fn compact(&mut self) {
+    /// a newest sub-filter left empty is freed. `keep_going` (CF.COMPACT) goes on past a
+    /// sub-filter that could not be emptied; the compaction a delete triggers stops there.
+    /// Resets the delete counter.
+    pub fn compact(&mut self, keep_going: bool) {
         let bs = self.bucket_size;
         let width = usize::from(bs);
         for f in (1..self.filters.len()).rev() {
@@ -376,6 +370,9 @@ impl CuckooChain {
             }
             if emptied && f == self.filters.len() - 1 {
                 self.filters.pop();
+            }
+            if !emptied && !keep_going {
+                break;
             }
         }
         self.deletes = 0;
@@ -478,13 +475,16 @@ impl CuckooChain {
 
     /// SCANDUMP for iterator `iter >= 1`: the next chunk (a whole sub-filter up to 16 MiB, else
     /// 16 MiB pieces) and the iterator after it (1 + byte offset after the chunk); `None` when
-    /// done.
+    /// done. An iterator that does not fall on a chunk start is honoured as RedisBloom does: the
+    /// chunk it falls in is returned whole and the iterator advances by the chunk's length from
+    /// where it was (`2` on a 64-byte sub-filter gives `[66, all 64 bytes]`).
     pub fn dump_chunk(&self, iter: i64) -> Option<(i64, &[u8])> {
         let offset = u64::try_from(iter.checked_sub(1)?).ok()?;
         let (f, at) = self.filter_at(offset)?;
         let slots = &self.filters[f].slots;
-        let len = (slots.len() - at).min(MAX_SCANDUMP_CHUNK as usize);
-        Some((iter + len as i64, &slots[at..at + len]))
+        let start = at - at % MAX_SCANDUMP_CHUNK as usize;
+        let len = (slots.len() - start).min(MAX_SCANDUMP_CHUNK as usize);
+        Some((iter.checked_add(len as i64)?, &slots[start..start + len]))
     }
 
     /// Slot bytes a header describes, for memory checks before [`Self::from_header`].
@@ -535,9 +535,10 @@ impl CuckooChain {
 /// Why a dump header was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HeaderError {
-    /// A field is out of range or inconsistent: `Invalid header`.
+    /// Not 38 bytes long: `Invalid header`.
     Invalid,
-    /// The described filter cannot be allocated: `Couldn't create filter!`.
+    /// A field is out of range, or the described filter cannot be allocated:
+    /// `Couldn't create filter!`.
     CannotAllocate,
 }
 
@@ -577,9 +578,22 @@ impl Header {
 /// size computation far from overflow.
 const MAX_SLOT_BYTES: u64 = 1 << 40;
 
-/// Validates a header: exact length; bucket count a power of two; bucket size 1..=255; max
-/// iterations ≥ 1; expansion 0 or a power of two ≤ 32768; 1..=65536 sub-filters (exactly one
-/// when the filter cannot grow); total slots ≤ 2^40 bytes and ≥ the item count.
+/// Validates a header. The length must be exact (`Invalid header`); every other refusal is
+/// `Couldn't create filter!`, as RedisBloom words them. Each field check is kept only because
+/// something would break without it:
+/// - bucket count a power of two: bucket indexes are reduced with a mask, and a kicked
+///   fingerprint finds its way back only because the alternate of a reduced index is the
+///   reduced alternate — otherwise out-of-range slots (a panic) or false negatives;
+/// - bucket size 1..=255: 0 makes every bucket empty-width (the kick loop divides by it);
+/// - max iterations ≥ 1, expansion 0 or a power of two ≤ 32768: what CF.RESERVE can create;
+///   a non-power-of-two expansion would give sub-filters non-power-of-two bucket counts;
+/// - 1..=65536 sub-filters (exactly one when the filter cannot grow): a filter needs one, and
+///   a non-growing filter's later sub-filters would have zero buckets;
+/// - total slots ≤ 2^40 bytes: keeps size arithmetic far from overflow (the memory budget is
+///   checked by the caller before anything is allocated).
+///
+/// The item and delete counters are not checked against the slots (RedisBloom accepts 5 items
+/// in 4 slots): they are only counters, saturating where they change.
 fn parse_header(buf: &[u8]) -> Result<Header, HeaderError> {
     let buf: &[u8; HEADER_LEN] = buf.try_into().map_err(|_| HeaderError::Invalid)?;
     let u64_at = |at: usize| u64::from_le_bytes(buf[at..at + 8].try_into().expect("in header"));
@@ -600,7 +614,7 @@ fn parse_header(buf: &[u8]) -> Result<Header, HeaderError> {
         && (1..=MAX_FILTERS).contains(&h.filters)
         && (h.expansion != 0 || h.filters == 1);
     if !shape_ok {
-        return Err(HeaderError::Invalid);
+        return Err(HeaderError::CannotAllocate);
     }
     let mut total = 0u64;
     for buckets in h.sub_filter_buckets() {
@@ -608,10 +622,7 @@ fn parse_header(buf: &[u8]) -> Result<Header, HeaderError> {
             .checked_mul(u64::from(h.bucket_size))
             .and_then(|b| b.checked_add(total))
             .filter(|&t| t <= MAX_SLOT_BYTES)
-            .ok_or(HeaderError::Invalid)?;
-    }
-    if h.items > total {
-        return Err(HeaderError::Invalid);
+            .ok_or(HeaderError::CannotAllocate)?;
     }
     Ok(h)
 }
@@ -648,7 +659,7 @@ mod tests {
         let n = 32u64;
         let mut slots = [0u8; 64];
         for word in ["apple", "banana", "cherry", "date", "elder", "fig", "grape"] {
-            f.insert(word.as_bytes(), 32, u64::MAX).unwrap();
+            f.insert(word.as_bytes(), u64::MAX).unwrap();
             let h = murmur64a(word.as_bytes(), 0);
             let fp = (h % 255 + 1) as u8;
             let i2 = h ^ u64::from(fp).wrapping_mul(0x5bd1e995);
@@ -689,7 +700,7 @@ mod tests {
     fn header_round_trips_and_rejects_forgeries() {
         let mut f = CuckooChain::new(params(64, 2, 2)).unwrap();
         for i in 0..200u32 {
-            f.insert(&i.to_le_bytes(), 32, u64::MAX).unwrap();
+            f.insert(&i.to_le_bytes(), u64::MAX).unwrap();
         }
         assert!(f.filters() > 1);
         let header = f.dump_header();
@@ -706,20 +717,19 @@ mod tests {
             h[at..at + bytes.len()].copy_from_slice(bytes);
             CuckooChain::from_header(&h).map(|_| ())
         };
-        assert_eq!(forge(8, &3u64.to_le_bytes()), Err(HeaderError::Invalid));
-        assert_eq!(forge(24, &0u64.to_le_bytes()), Err(HeaderError::Invalid));
+        let refused = Err(HeaderError::CannotAllocate);
+        assert_eq!(forge(8, &3u64.to_le_bytes()), refused);
+        assert_eq!(forge(24, &0u64.to_le_bytes()), refused);
+        assert_eq!(forge(24, &u64::MAX.to_le_bytes()), refused);
+        assert_eq!(forge(32, &0u16.to_le_bytes()), refused);
+        assert_eq!(forge(36, &3u16.to_le_bytes()), refused);
+        assert_eq!(forge(8, &(1u64 << 62).to_le_bytes()), refused);
+        // Counters are not judged against the slots (RedisBloom accepts them).
+        assert_eq!(forge(0, &u64::MAX.to_le_bytes()), Ok(()));
         assert_eq!(
-            forge(24, &u64::MAX.to_le_bytes()),
+            CuckooChain::from_header(&header[..37]).map(|_| ()),
             Err(HeaderError::Invalid)
         );
-        assert_eq!(forge(32, &0u16.to_le_bytes()), Err(HeaderError::Invalid));
-        assert_eq!(forge(36, &3u16.to_le_bytes()), Err(HeaderError::Invalid));
-        assert_eq!(forge(0, &u64::MAX.to_le_bytes()), Err(HeaderError::Invalid));
-        assert_eq!(
-            forge(8, &(1u64 << 62).to_le_bytes()),
-            Err(HeaderError::Invalid)
-        );
-        assert!(CuckooChain::from_header(&header[..37]).is_err());
         assert!(copy.load_chunk(1 << 40, b"x").is_err());
         assert!(copy.load_chunk(0, b"").is_err());
     }
@@ -729,7 +739,7 @@ mod tests {
         let mut f = CuckooChain::new(params(8, 2, 0)).unwrap();
         let mut stored = Vec::new();
         for i in 0..100u32 {
-            match f.insert(&i.to_le_bytes(), 32, u64::MAX) {
+            match f.insert(&i.to_le_bytes(), u64::MAX) {
                 Ok(()) => stored.push(i),
                 Err(e) => assert_eq!(e, InsertError::Full),
             }
@@ -739,15 +749,9 @@ mod tests {
     }
 
     #[test]
-    fn growth_stops_at_max_expansions_and_budget() {
-        let mut f = CuckooChain::new(params(4, 2, 1)).unwrap();
-        let errors: Vec<_> = (0..200u32)
-            .filter_map(|i| f.insert(&i.to_le_bytes(), 3, u64::MAX).err())
-            .collect();
-        assert_eq!(f.filters(), 3);
-        assert!(errors.iter().all(|&e| e == InsertError::MaxExpansions));
+    fn growth_stops_at_the_budget() {
         let mut g = CuckooChain::new(params(4, 2, 1)).unwrap();
-        let oom = (0..200u32).find_map(|i| g.insert(&i.to_le_bytes(), 32, 3).err());
+        let oom = (0..200u32).find_map(|i| g.insert(&i.to_le_bytes(), 3).err());
         assert_eq!(oom, Some(InsertError::OutOfMemory));
     }
 
@@ -755,7 +759,7 @@ mod tests {
     fn deletes_compact_into_older_sub_filters() {
         let mut f = CuckooChain::new(params(16, 2, 1)).unwrap();
         for i in 0..40u32 {
-            f.insert(&i.to_le_bytes(), 32, u64::MAX).unwrap();
+            f.insert(&i.to_le_bytes(), u64::MAX).unwrap();
         }
         let grown = f.filters();
         assert!(grown > 1);
@@ -785,7 +789,7 @@ mod tests {
                 match op {
                     0 | 1 => {
                         let before = f.clone();
-                        match f.insert(&item, 4, u64::MAX) {
+                        match f.insert(&item, u64::MAX) {
                             Ok(()) => present.push(key),
                             Err(_) => prop_assert_eq!(&f, &before),
                         }
@@ -794,7 +798,7 @@ mod tests {
                         present.swap_remove(pos);
                         prop_assert!(f.delete(&item));
                     },
-                    _ => f.compact(),
+                    _ => f.compact(key % 2 == 0),
                 }
                 prop_assert_eq!(f.items(), present.len() as u64);
                 for k in &present {

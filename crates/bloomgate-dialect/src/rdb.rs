@@ -355,9 +355,7 @@ mod tests {
         };
         let mut filter = CuckooChain::new(p).unwrap();
         for i in 0..300 {
-            filter
-                .insert(format!("k{i}").as_bytes(), 32, u64::MAX)
-                .unwrap();
+            filter.insert(format!("k{i}").as_bytes(), u64::MAX).unwrap();
         }
         assert!(filter.filters() > 1);
         let mut fields = Fields::default();

@@ -323,8 +323,9 @@ impl BloomChain {
             .last_mut()
             .expect("a chain has at least one link");
         if newest.insert(h) {
-            newest.items += 1;
-            self.items += 1;
+            // Counts may come from a dump header, which is not held to them: saturate.
+            newest.items = newest.items.saturating_add(1);
+            self.items = self.items.saturating_add(1);
         }
         Ok(true)
     }
@@ -526,18 +527,32 @@ impl Fields<'_> {
     }
 }
 
-/// `bpe` a link with this error rate was built with (see [`LinkSizing::new`]).
-fn bpe_for(error: f64) -> f64 {
-    -(error.ln() / LN2_SQUARED)
-}
+/// The most hash functions any error rate in (0,1) gives (the smallest double, 2^-1074, needs
+/// 1075): a header asking for more is forged.
+const MAX_HASHES: u32 = 1075;
 
-/// Validates a header: exact length for its link count; only NOROUND/FORCE64/NO_SCALING options
-/// with FORCE64 set (32-bit-hash legacy filters are not supported); growth in range; per link
-/// `bytes` a non-zero multiple of 8, `bits == bytes*8`, error in (0,1), `bpe == -ln(error)/ln2²`
-/// (to 1e-9 relative, so a forged header cannot ask for 2^32 probes per item), `hashes ==
-/// ceil(ln2*bpe)`, capacity ≥ 1, items ≤ capacity; Σ link items == chain items; Σ link bytes
-/// and Σ capacities fit (capacity within `i64`, as BF.INFO replies it). The last three checks
-/// are `bf_loadchunk` fuzz regressions.
+/// Validates a header, refusing with `ERR received bad data`. Each check is kept only because
+/// something would break without it:
+/// - exact length for the link count, at least one link: there is nothing else to read;
+/// - only NOROUND/FORCE64/NO_SCALING options, FORCE64 set: other bits (32-bit hashing) would
+///   place bits where this implementation does not look, a false negative for every item;
+/// - per link `bytes` a non-zero multiple of 8 and `bits == bytes*8`: a bit index past the
+///   array would panic;
+/// - error in (0,1) (a new link halves it), `hashes == ceil(ln2*bpe)` and at most
+///   [`MAX_HASHES`]: otherwise a forged header asks for 2^32 probes per item (fuzz regression
+///   `bf_bpe_must_match_error_rate`);
+/// - capacity ≥ 1 and n2 < 64: what every creation gives; n2 is a shift amount;
+/// - Σ link bytes and Σ capacities fit (capacity within `i64`, as BF.INFO replies it): sums
+///   that overflowed panicked (fuzz regressions `bf_link_bytes_sum_overflow`,
+///   `bf_capacity_sum_overflow`); the memory budget is then checked before allocating.
+///
+/// - Σ link items == the chain's items: RedisBloom refuses a header whose first field is
+///   corrupted (its `test_scandump_invalid_header`).
+///
+/// The bit array is kept in 64-bit words, so `bytes` stays a multiple of 8 (a dump must give
+/// back the length it loaded). Like RedisBloom, `bpe` need not match the error rate, the
+/// growth factor may be any `u32` (a link that cannot be sized fails the add), and a link's
+/// item count may exceed its capacity (a counter, saturating).
 fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
     if buf.len() < HEADER_FIXED {
         return Err(ERR_BAD_DATA);
@@ -552,10 +567,6 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
     }
     let known = OPT_NOROUND | OPT_FORCE64 | OPT_NO_SCALING;
     if options & !known != 0 || options & OPT_FORCE64 == 0 {
-        return Err(ERR_BAD_DATA);
-    }
-    let scaling = options & OPT_NO_SCALING == 0;
-    if growth > 32768 || (scaling && growth == 0) || (!scaling && nfilters > 1) {
         return Err(ERR_BAD_DATA);
     }
     let mut links = Vec::with_capacity(nfilters);
@@ -578,11 +589,9 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
             && error < 1.0
             && bpe.is_finite()
             && bpe > 0.0
-            && (bpe - bpe_for(error)).abs() <= bpe_for(error) * 1e-9
-            && hashes >= 1
+            && (1..=MAX_HASHES).contains(&hashes)
             && hashes == hashes_for(bpe)
             && capacity >= 1
-            && link_items <= capacity
             && n2 < 64;
         if !valid {
             return Err(ERR_BAD_DATA);
@@ -764,12 +773,23 @@ mod tests {
         assert_eq!(corrupt(8, &2u32.to_le_bytes()), Some(ERR_BAD_DATA)); // nfilters
         assert_eq!(corrupt(12, &(5u32 | 16).to_le_bytes()), Some(ERR_BAD_DATA)); // options
         assert_eq!(corrupt(12, &1u32.to_le_bytes()), Some(ERR_BAD_DATA)); // no FORCE64
-        assert_eq!(corrupt(16, &0u32.to_le_bytes()), Some(ERR_BAD_DATA)); // growth 0 scaling
+        assert_eq!(corrupt(16, &0x0800_0002u32.to_le_bytes()), None); // any growth: accepted
         assert_eq!(corrupt(20, &7u64.to_le_bytes()), Some(ERR_BAD_DATA)); // bytes
         assert_eq!(corrupt(28, &7u64.to_le_bytes()), Some(ERR_BAD_DATA)); // bits
-        assert_eq!(corrupt(36, &101u64.to_le_bytes()), Some(ERR_BAD_DATA)); // items > cap
+        let mut over = good.clone();
+        over[0..8].copy_from_slice(&5000u64.to_le_bytes());
+        over[36..44].copy_from_slice(&5000u64.to_le_bytes());
+        assert!(
+            BloomChain::from_header(&over).is_ok(),
+            "items > capacity: accepted"
+        );
         assert_eq!(corrupt(44, &1.5f64.to_le_bytes()), Some(ERR_BAD_DATA)); // error
         assert_eq!(corrupt(52, &f64::NAN.to_le_bytes()), Some(ERR_BAD_DATA)); // bpe
+        assert_eq!(
+            hashes_for(-(f64::from_bits(1).ln() / LN2_SQUARED)),
+            MAX_HASHES,
+            "no error rate needs more"
+        );
         assert_eq!(corrupt(60, &3u32.to_le_bytes()), Some(ERR_BAD_DATA)); // hashes
         assert_eq!(corrupt(64, &0u64.to_le_bytes()), Some(ERR_BAD_DATA)); // capacity
         assert_eq!(corrupt(72, &[64]), Some(ERR_BAD_DATA)); // n2

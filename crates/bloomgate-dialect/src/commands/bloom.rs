@@ -1,7 +1,11 @@
 //! BF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (see
 //! `shared/reference/redisbloom.md`). Arity is checked here, as a module command would.
 
-use super::{flags::*, load_chunk, spec, wrong_arity, Args, Command, CommandInfo, Ctx, Host};
+use super::{
+    flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
+    Host,
+};
+use crate::config::MAX_ERROR_RATE;
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
 use crate::sbchain::BloomChain;
@@ -11,21 +15,245 @@ use crate::{ERR_NOT_FOUND, ERR_OOM};
 const MAX_CAPACITY: i64 = 1 << 30;
 const MAX_EXPANSION: i64 = 32768;
 
-/// The BF.* command table.
+/// `O(k * n)` wording shared by the multi-item commands.
+const K_TIMES_N: &str =
+    "O(k * n), where k is the number of hash functions and n is the number of items";
+const K_LAST: &str = "O(k), where k is the number of hash functions used by the last sub-filter";
+const ADD_MANY: &str =
+    "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist";
+
+const KEY_ONLY: &[Arg] = &[Arg::key()];
+const KEY_ITEM: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String)];
+const KEY_ITEMS: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String).multiple()];
+const KEY_ITER: &[Arg] = &[Arg::key(), Arg::plain("iterator", ArgKind::Integer)];
+const KEY_ITER_DATA: &[Arg] = &[
+    Arg::key(),
+    Arg::plain("iterator", ArgKind::Integer),
+    Arg::plain("data", ArgKind::String),
+];
+const RESERVE_ARGS: &[Arg] = &[
+    Arg::key(),
+    Arg::plain("error_rate", ArgKind::Double),
+    Arg::plain("capacity", ArgKind::Integer),
+    Arg::group(
+        "expansion",
+        ArgKind::Block,
+        &[Arg::plain("expansion", ArgKind::Integer)],
+    )
+    .token("EXPANSION")
+    .optional(),
+    Arg::plain("nonscaling", ArgKind::PureToken)
+        .token("NONSCALING")
+        .optional(),
+];
+const INSERT_ARGS: &[Arg] = &[
+    Arg::key(),
+    Arg::group(
+        "capacity",
+        ArgKind::Block,
+        &[Arg::plain("capacity", ArgKind::Integer)],
+    )
+    .token("CAPACITY")
+    .optional(),
+    Arg::group(
+        "error",
+        ArgKind::Block,
+        &[Arg::plain("error", ArgKind::Double)],
+    )
+    .token("ERROR")
+    .optional(),
+    Arg::group(
+        "expansion",
+        ArgKind::Block,
+        &[Arg::plain("expansion", ArgKind::Integer)],
+    )
+    .token("EXPANSION")
+    .optional(),
+    Arg::plain("nocreate", ArgKind::PureToken)
+        .token("NOCREATE")
+        .optional(),
+    Arg::plain("nonscaling", ArgKind::PureToken)
+        .token("NONSCALING")
+        .optional(),
+    Arg::plain("items", ArgKind::PureToken).token("ITEMS"),
+    Arg::plain("item", ArgKind::String).multiple(),
+];
+/// RedisBloom names the first choice "capcaity" (sic).
+const INFO_ARGS: &[Arg] = &[
+    Arg::key(),
+    Arg::group(
+        "single_value",
+        ArgKind::OneOf,
+        &[
+            Arg::plain("capcaity", ArgKind::PureToken).token("CAPACITY"),
+            Arg::plain("SIZE", ArgKind::PureToken).token("SIZE"),
+            Arg::plain("FILTERS", ArgKind::PureToken).token("FILTERS"),
+            Arg::plain("ITEMS", ArgKind::PureToken).token("ITEMS"),
+            Arg::plain("EXPANSION", ArgKind::PureToken).token("EXPANSION"),
+        ],
+    )
+    .optional(),
+];
+
+/// Documentation of a BF command (every one RedisBloom documents dates from 1.0.0 except
+/// BF.CARD).
+const fn docs(
+    summary: &'static str,
+    complexity: &'static str,
+    key_notes: &'static str,
+    key_rw: bool,
+    args: &'static [Arg],
+) -> Docs {
+    Docs {
+        summary,
+        complexity,
+        since: "1.0.0",
+        key_notes,
+        key_rw,
+        args,
+    }
+}
+
+/// The BF.* command table: RedisBloom 8.2's arities, flags and documentation.
 pub fn commands() -> Vec<CommandInfo> {
-    let bf = |name, command, flags| spec(name, command, flags, "bloom");
+    let bf = |name, command, flags, arity, docs| spec(name, command, flags, "bloom", arity, docs);
+    let filter = "is key name for a Bloom filter.";
     vec![
-        bf("BF.RESERVE", Command::BfReserve, WRITE | DENYOOM),
-        bf("BF.ADD", Command::BfAdd, WRITE | DENYOOM),
-        bf("BF.MADD", Command::BfMadd, WRITE | DENYOOM),
-        bf("BF.INSERT", Command::BfInsert, WRITE | DENYOOM),
-        bf("BF.EXISTS", Command::BfExists, READONLY | FAST),
-        bf("BF.MEXISTS", Command::BfMexists, READONLY | FAST),
-        bf("BF.CARD", Command::BfCard, READONLY | FAST),
-        bf("BF.INFO", Command::BfInfo, READONLY | FAST),
-        bf("BF.SCANDUMP", Command::BfScandump, READONLY),
-        bf("BF.LOADCHUNK", Command::BfLoadchunk, WRITE | DENYOOM),
-        bf("BF.DEBUG", Command::BfDebug, READONLY),
+        bf(
+            "BF.RESERVE",
+            Command::BfReserve,
+            WRITE | DENYOOM,
+            -4,
+            Some(docs(
+                "Creates a new Bloom Filter",
+                "O(1)",
+                "is key name for the the Bloom filter to be created.",
+                true,
+                RESERVE_ARGS,
+            )),
+        ),
+        bf(
+            "BF.ADD",
+            Command::BfAdd,
+            WRITE | DENYOOM,
+            3,
+            Some(docs(
+                "Adds an item to a Bloom Filter",
+                K_LAST,
+                "is key name for a Bloom filter to add the item to.",
+                true,
+                KEY_ITEM,
+            )),
+        ),
+        bf(
+            "BF.MADD",
+            Command::BfMadd,
+            WRITE | DENYOOM,
+            -3,
+            Some(docs(
+                ADD_MANY,
+                K_TIMES_N,
+                "is key name for a Bloom filter to add the items to.",
+                true,
+                KEY_ITEMS,
+            )),
+        ),
+        bf(
+            "BF.INSERT",
+            Command::BfInsert,
+            WRITE | DENYOOM,
+            -4,
+            Some(docs(
+                ADD_MANY,
+                K_TIMES_N,
+                "is key name for a Bloom filter to insert the item to.",
+                true,
+                INSERT_ARGS,
+            )),
+        ),
+        bf(
+            "BF.EXISTS",
+            Command::BfExists,
+            READONLY | FAST,
+            3,
+            Some(docs(
+                "Checks whether an item exists in a Bloom Filter",
+                K_LAST,
+                "is key name for a Bloom filter to check the item in.",
+                false,
+                KEY_ITEM,
+            )),
+        ),
+        bf(
+            "BF.MEXISTS",
+            Command::BfMexists,
+            READONLY | FAST,
+            -3,
+            Some(docs(
+                "Checks whether one or more items exist in a Bloom Filter",
+                K_TIMES_N,
+                filter,
+                false,
+                KEY_ITEMS,
+            )),
+        ),
+        bf(
+            "BF.CARD",
+            Command::BfCard,
+            READONLY | FAST,
+            2,
+            Some(Docs {
+                since: "2.4.4",
+                ..docs(
+                    "Returns the cardinality of a Bloom filter",
+                    "O(1)",
+                    filter,
+                    false,
+                    KEY_ONLY,
+                )
+            }),
+        ),
+        bf(
+            "BF.INFO",
+            Command::BfInfo,
+            READONLY | FAST,
+            -2,
+            Some(docs(
+                "Returns information about a Bloom Filter",
+                "O(1)",
+                filter,
+                false,
+                INFO_ARGS,
+            )),
+        ),
+        // RedisBloom's key spec for SCANDUMP says RW although the command only reads.
+        bf(
+            "BF.SCANDUMP",
+            Command::BfScandump,
+            READONLY,
+            3,
+            Some(docs(
+                "Begins an incremental save of the bloom filter",
+                "O(n), where n is the capacity",
+                "is key name for a Bloom filter to save.",
+                true,
+                KEY_ITER,
+            )),
+        ),
+        bf(
+            "BF.LOADCHUNK",
+            Command::BfLoadchunk,
+            WRITE | DENYOOM,
+            4,
+            Some(docs(
+                "Restores a filter previously saved using SCANDUMP",
+                "O(n), where n is the capacity",
+                "is key name for a Bloom filter to load the chunk to.",
+                true,
+                KEY_ITER_DATA,
+            )),
+        ),
+        bf("BF.DEBUG", Command::BfDebug, READONLY, -1, None),
     ]
 }
 
@@ -141,8 +369,10 @@ fn add_items<H: Host + ?Sized>(
     Reply::Array(replies)
 }
 
+/// BF.RESERVE: at most 7 arguments; error rate, capacity, EXPANSION, NONSCALING checked in that
+/// order, then the key.
 pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() < 4 {
+    if args.len() > 7 {
         return wrong_arity("bf.reserve");
     }
     let Some(error) = parse_f64(args[2]) else {
@@ -151,6 +381,7 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
     if !(error > 0.0 && error < 1.0) {
         return Reply::error("ERR error rate must be in the range (0.000000, 1.000000)");
     }
+    let error = error.min(MAX_ERROR_RATE);
     let Some(capacity) = parse_i64(args[3]) else {
         return Reply::error("ERR bad capacity");
     };
@@ -159,26 +390,25 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
     }
     // Options are matched anywhere after the capacity; unknown words are ignored (quirk).
     let options = &args[4..];
+    let nonscaling = options.iter().any(|a| is(a, "NONSCALING"));
     let mut expansion = i64::from(ctx.config().bf_expansion);
-    let expansion_at = options.iter().position(|a| is(a, "EXPANSION"));
-    if let Some(at) = expansion_at {
+    if let Some(at) = options.iter().position(|a| is(a, "EXPANSION")) {
         let Some(value) = options.get(at + 1) else {
             return Reply::error("ERR no expansion");
         };
         let Some(value) = parse_i64(value) else {
             return Reply::error("ERR bad expansion");
         };
+        // Judged before the range: `NONSCALING EXPANSION -1` is refused with these words.
+        if nonscaling && value != 0 {
+            // RedisBloom's wording, without the ERR prefix.
+            return Reply::error("Nonscaling filters cannot expand");
+        }
         if !(0..=MAX_EXPANSION).contains(&value) {
             return Reply::error("ERR expansion must be in the range [0, 32768]");
         }
         expansion = value;
     }
-    let mut nonscaling = options.iter().any(|a| is(a, "NONSCALING"));
-    if nonscaling && expansion_at.is_some() && expansion > 0 {
-        // RedisBloom's wording, without the ERR prefix.
-        return Reply::error("Nonscaling filters cannot expand");
-    }
-    nonscaling |= expansion == 0;
     let key = args[1];
     match chain(ctx, key) {
         Err(reply) => return reply,
@@ -189,7 +419,7 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         capacity: capacity as u64,
         error,
         expansion: expansion as u32,
-        nonscaling,
+        nonscaling: nonscaling || expansion == 0,
     };
     match create(ctx, key, params) {
         Ok(()) => Reply::ok(),
@@ -237,13 +467,17 @@ pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
                     return wrong_arity("bf.insert");
                 };
                 if lower(arg, 0) == Some(b'c') {
+                    // Below 2^32 - 1 (RedisBloom's limit here, wider than BF.RESERVE's); the
+                    // memory budget still bounds what is allocated.
                     match parse_i64(value) {
-                        Some(c) if c >= 1 => params.capacity = c as u64,
+                        Some(c) if (1..i64::from(u32::MAX)).contains(&c) => {
+                            params.capacity = c as u64
+                        }
                         _ => return Reply::error("Bad capacity"),
                     }
                 } else if lower(arg, 1) == Some(b'r') {
                     match parse_f64(value) {
-                        Some(e) if e > 0.0 && e < 1.0 => params.error = e,
+                        Some(e) if e > 0.0 && e < 1.0 => params.error = e.min(MAX_ERROR_RATE),
                         _ => return Reply::error("Bad error rate"),
                     }
                 } else {
@@ -362,12 +596,13 @@ pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply
     if args.len() != 3 {
         return wrong_arity("bf.scandump");
     }
-    let Some(iter) = parse_i64(args[2]) else {
-        return Reply::error("Second argument must be numeric");
-    };
+    // The key is looked up before the iterator is parsed.
     let chain = match chain_or_not_found(ctx, args[1]) {
         Ok(chain) => chain,
         Err(reply) => return reply,
+    };
+    let Some(iter) = parse_i64(args[2]) else {
+        return Reply::error("Second argument must be numeric");
     };
     let (next, data) = if iter == 0 {
         (1, chain.dump_header())

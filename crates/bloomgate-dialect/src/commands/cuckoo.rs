@@ -1,7 +1,10 @@
 //! CF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (see
 //! `shared/reference/redisbloom.md`). Arity is checked here, as a module command would.
 
-use super::{flags::*, load_chunk, spec, wrong_arity, Args, Command, CommandInfo, Ctx, Host};
+use super::{
+    flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
+    Host,
+};
 use crate::cuckoo::{
     CuckooChain, CuckooParams, InsertError, MAX_BUCKET_SIZE, MAX_CAPACITY, MAX_EXPANSION,
     MAX_ITERATIONS,
@@ -11,24 +14,259 @@ use crate::reply::Reply;
 use crate::value::Value;
 use crate::{ERR_NOT_FOUND, ERR_OOM};
 
-/// The CF.* command table.
+const K_SUB: &str = "O(k), where k is the number of sub-filters";
+const K_PLUS_I: &str = "O(k + i), where k is the number of sub-filters and i is maxIterations";
+const N_K_I: &str = "O(n * (k + i)), where n is the number of items, k is the number of \
+                     sub-filters and i is maxIterations";
+
+const KEY_ONLY: &[Arg] = &[Arg::key()];
+const KEY_ITEM: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String)];
+const KEY_ITEMS: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String).multiple()];
+const KEY_ITER: &[Arg] = &[Arg::key(), Arg::plain("iterator", ArgKind::Integer)];
+const KEY_ITER_DATA: &[Arg] = &[
+    Arg::key(),
+    Arg::plain("iterator", ArgKind::Integer),
+    Arg::plain("data", ArgKind::String),
+];
+/// RedisBloom documents each option as a block of two strings, the first named like the
+/// token (BUCKETSIZE's is named CAPACITY).
+const RESERVE_ARGS: &[Arg] = &[
+    Arg::key(),
+    Arg::plain("capacity", ArgKind::Integer),
+    Arg::group(
+        "bucketsize",
+        ArgKind::Block,
+        &[
+            Arg::plain("CAPACITY", ArgKind::String),
+            Arg::plain("VALUE", ArgKind::String),
+        ],
+    )
+    .optional(),
+    Arg::group(
+        "maxiterations",
+        ArgKind::Block,
+        &[
+            Arg::plain("MAXITERATIONS", ArgKind::String),
+            Arg::plain("VALUE", ArgKind::String),
+        ],
+    )
+    .optional(),
+    Arg::group(
+        "expansion",
+        ArgKind::Block,
+        &[
+            Arg::plain("EXPANSION", ArgKind::String),
+            Arg::plain("VALUE", ArgKind::String),
+        ],
+    )
+    .optional(),
+];
+const INSERT_ARGS: &[Arg] = &[
+    Arg::key(),
+    Arg::group(
+        "capacity",
+        ArgKind::Block,
+        &[
+            Arg::plain("capacity", ArgKind::PureToken).token("CAPACITY"),
+            Arg::plain("capacity", ArgKind::Integer),
+        ],
+    )
+    .optional(),
+    Arg::plain("nocreate", ArgKind::PureToken)
+        .token("NOCREATE")
+        .optional(),
+    Arg::plain("items", ArgKind::PureToken).token("ITEMS"),
+    Arg::plain("item", ArgKind::String).multiple(),
+];
+
+/// Documentation of a CF command (all from 1.0.0).
+const fn docs(
+    summary: &'static str,
+    complexity: &'static str,
+    key_notes: &'static str,
+    key_rw: bool,
+    args: &'static [Arg],
+) -> Docs {
+    Docs {
+        summary,
+        complexity,
+        since: "1.0.0",
+        key_notes,
+        key_rw,
+        args,
+    }
+}
+
+/// The CF.* command table: RedisBloom 8.2's arities, flags and documentation.
 pub fn commands() -> Vec<CommandInfo> {
-    let cf = |name, command, flags| spec(name, command, flags, "cuckoo");
+    let cf = |name, command, flags, arity, docs| spec(name, command, flags, "cuckoo", arity, docs);
+    let dump = "O(n), where n is the capacity";
     vec![
-        cf("CF.RESERVE", Command::CfReserve, WRITE | DENYOOM),
-        cf("CF.ADD", Command::CfAdd, WRITE | DENYOOM),
-        cf("CF.ADDNX", Command::CfAddnx, WRITE | DENYOOM),
-        cf("CF.INSERT", Command::CfInsert, WRITE | DENYOOM),
-        cf("CF.INSERTNX", Command::CfInsertnx, WRITE | DENYOOM),
-        cf("CF.EXISTS", Command::CfExists, READONLY | FAST),
-        cf("CF.MEXISTS", Command::CfMexists, READONLY | FAST),
-        cf("CF.COUNT", Command::CfCount, READONLY | FAST),
-        cf("CF.DEL", Command::CfDel, WRITE | FAST),
-        cf("CF.COMPACT", Command::CfCompact, WRITE),
-        cf("CF.INFO", Command::CfInfo, READONLY | FAST),
-        cf("CF.DEBUG", Command::CfDebug, READONLY),
-        cf("CF.SCANDUMP", Command::CfScandump, READONLY),
-        cf("CF.LOADCHUNK", Command::CfLoadchunk, WRITE | DENYOOM),
+        cf(
+            "CF.RESERVE",
+            Command::CfReserve,
+            WRITE | DENYOOM,
+            -3,
+            Some(docs(
+                "Creates a new Cuckoo Filter",
+                "O(1)",
+                "",
+                true,
+                RESERVE_ARGS,
+            )),
+        ),
+        cf(
+            "CF.ADD",
+            Command::CfAdd,
+            WRITE | DENYOOM,
+            3,
+            Some(docs(
+                "Adds an item to a Cuckoo Filter",
+                K_PLUS_I,
+                "",
+                true,
+                KEY_ITEM,
+            )),
+        ),
+        cf(
+            "CF.ADDNX",
+            Command::CfAddnx,
+            WRITE | DENYOOM,
+            3,
+            Some(docs(
+                "Adds an item to a Cuckoo Filter if the item did not exist previously.",
+                K_PLUS_I,
+                "This command is slower than CF.ADD because it first checks whether the item \
+                 exists. Since CF.EXISTS can result in false positive, CF.ADDNX may not add an \
+                 item because it is supposedly already exist, which may be wrong.",
+                true,
+                KEY_ITEM,
+            )),
+        ),
+        cf(
+            "CF.INSERT",
+            Command::CfInsert,
+            WRITE | DENYOOM,
+            -4,
+            Some(docs(
+                "Adds one or more items to a Cuckoo Filter. A filter will be created if it \
+                 does not exist",
+                N_K_I,
+                "",
+                true,
+                INSERT_ARGS,
+            )),
+        ),
+        // RedisBloom registers CF.INSERTNX with CF.INSERT's key spec and arguments.
+        cf(
+            "CF.INSERTNX",
+            Command::CfInsertnx,
+            WRITE | DENYOOM,
+            -4,
+            Some(docs(
+                "Adds one or more items to a Cuckoo Filter if the items did not exist \
+                 previously. A filter will be created if it does not exist",
+                N_K_I,
+                "",
+                true,
+                INSERT_ARGS,
+            )),
+        ),
+        cf(
+            "CF.EXISTS",
+            Command::CfExists,
+            READONLY | FAST,
+            3,
+            Some(docs(
+                "Checks whether one or more items exist in a Cuckoo Filter",
+                K_SUB,
+                "",
+                false,
+                KEY_ITEM,
+            )),
+        ),
+        cf(
+            "CF.MEXISTS",
+            Command::CfMexists,
+            READONLY | FAST,
+            -3,
+            Some(docs(
+                "Checks whether one or more items exist in a Cuckoo Filter",
+                "O(k * n), where k is the number of sub-filters and n is the number of items",
+                "",
+                false,
+                KEY_ITEMS,
+            )),
+        ),
+        cf(
+            "CF.COUNT",
+            Command::CfCount,
+            READONLY | FAST,
+            3,
+            Some(docs(
+                "Return the number of times an item might be in a Cuckoo Filter",
+                K_SUB,
+                "",
+                false,
+                KEY_ITEM,
+            )),
+        ),
+        cf(
+            "CF.DEL",
+            Command::CfDel,
+            WRITE | FAST,
+            3,
+            Some(docs(
+                "Deletes an item from a Cuckoo Filter",
+                K_SUB,
+                "",
+                true,
+                KEY_ITEM,
+            )),
+        ),
+        cf("CF.COMPACT", Command::CfCompact, WRITE, -1, None),
+        cf(
+            "CF.INFO",
+            Command::CfInfo,
+            READONLY | FAST,
+            2,
+            Some(docs(
+                "Returns information about a Cuckoo Filter",
+                "O(1)",
+                "",
+                false,
+                KEY_ONLY,
+            )),
+        ),
+        cf("CF.DEBUG", Command::CfDebug, READONLY, -1, None),
+        // RedisBloom's key spec for SCANDUMP says RW although the command only reads.
+        cf(
+            "CF.SCANDUMP",
+            Command::CfScandump,
+            READONLY,
+            3,
+            Some(docs(
+                "Begins an incremental save of the bloom filter",
+                dump,
+                "",
+                true,
+                KEY_ITER,
+            )),
+        ),
+        cf(
+            "CF.LOADCHUNK",
+            Command::CfLoadchunk,
+            WRITE | DENYOOM,
+            4,
+            Some(docs(
+                "Restores a filter previously saved using SCANDUMP",
+                dump,
+                "This command overwrites the cuckoo filter stored under key. Make sure that \
+                 the cuckoo filter is not changed between invocations.",
+                true,
+                KEY_ITER_DATA,
+            )),
+        ),
     ]
 }
 
@@ -102,20 +340,29 @@ fn add_items<H: Host + ?Sized>(
     create_with: Option<u64>,
 ) -> Result<Vec<Added>, Reply> {
     let key = args[1];
-    if filter(ctx, key)?.is_none() {
-        let capacity = create_with.ok_or_else(|| Reply::error(ERR_NOT_FOUND))?;
-        create(ctx, key, configured(ctx, capacity), Some(args))?;
-    }
     let max_filters = ctx.config().cf_max_expansions;
+    match filter(ctx, key)? {
+        // `cf-max-expansions` is judged once, when the command starts: a filter already at
+        // the limit refuses even items that would fit, and one below it may grow past the
+        // limit while this command's items go in (RedisBloom's behaviour).
+        Some(f) if f.filters() as u64 >= max_filters => {
+            return Err(Reply::error(InsertError::MaxExpansions.message()))
+        }
+        Some(_) => {}
+        None => {
+            let capacity = create_with.ok_or_else(|| Reply::error(ERR_NOT_FOUND))?;
+            create(ctx, key, configured(ctx, capacity), Some(args))?;
+        }
+    }
     let mut outcomes = Vec::with_capacity(items.len());
     let mut added = 0;
     for item in items {
         let budget = ctx.budget();
         let result = ctx.update(key, |filter: &mut CuckooChain| {
             if nx {
-                filter.insert_unique(item, max_filters, budget)
+                filter.insert_unique(item, budget)
             } else {
-                filter.insert(item, max_filters, budget).map(|()| true)
+                filter.insert(item, budget).map(|()| true)
             }
         });
         outcomes.push(match result {
@@ -135,11 +382,15 @@ fn add_items<H: Host + ?Sized>(
     Ok(outcomes)
 }
 
+/// CF.RESERVE `key capacity [BUCKETSIZE b] [MAXITERATIONS m] [EXPANSION e]`: an odd argument
+/// count; the capacity must be an integer; then each option is parsed and range-checked in
+/// the order MAXITERATIONS, BUCKETSIZE, EXPANSION; then the capacity's range (which depends on
+/// the bucket size); then the key.
 pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() < 3 {
+    if args.len().is_multiple_of(2) {
         return wrong_arity("cf.reserve");
     }
-    let Some(capacity) = parse_i64(args[2]).filter(|&c| c > 0) else {
+    let Some(capacity) = parse_i64(args[2]) else {
         return Reply::error("Bad capacity");
     };
     // Options are matched by name anywhere after the capacity (as BF.RESERVE's are).
@@ -148,6 +399,8 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         let Some(at) = options.iter().position(|a| is(a, name)) else {
             return Ok(default);
         };
+        // RedisBloom reads past its arguments when the option is last (and crashes); we
+        // answer as for an unparsable value.
         let value = options
             .get(at + 1)
             .and_then(|v| parse_i64(v))
@@ -169,10 +422,10 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         Ok(values) => values,
         Err(reply) => return reply,
     };
-    let capacity = capacity as u64;
-    if capacity < 2 * bucket_size || capacity > MAX_CAPACITY {
-        return Reply::error("Capacity must be in the range [2 * BUCKETSIZE, 1073741824]");
-    }
+    let capacity = match u64::try_from(capacity) {
+        Ok(c) if c >= 2 * bucket_size && c <= MAX_CAPACITY => c,
+        _ => return Reply::error("Capacity must be in the range [2 * BUCKETSIZE, 1073741824]"),
+    };
     let key = args[1];
     match filter(ctx, key) {
         Err(reply) => return reply,
@@ -220,6 +473,7 @@ pub(crate) fn addnx<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 /// INSERTNX 1 / 0 (present) / -1; INSERT's 1 is a boolean under RESP3, INSERTNX's are integers.
 fn insert_many<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool, name: &str) -> Reply {
     let mut capacity = ctx.config().cf_initial_size;
+    let min_capacity = 2 * ctx.config().cf_bucket_size;
     let mut nocreate = false;
     let mut items_at = None;
     let mut i = 2;
@@ -229,9 +483,17 @@ fn insert_many<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool, name: 
                 let Some(value) = args.get(i + 1) else {
                     return wrong_arity(name);
                 };
-                match parse_i64(value) {
-                    Some(c) if (1..=MAX_CAPACITY as i64).contains(&c) => capacity = c as u64,
-                    _ => return Reply::error("Bad capacity"),
+                // Range-checked here, even when the key exists or NOCREATE follows.
+                let Some(c) = parse_i64(value) else {
+                    return Reply::error("Bad capacity");
+                };
+                match u64::try_from(c) {
+                    Ok(c) if (min_capacity..=MAX_CAPACITY).contains(&c) => capacity = c,
+                    _ => {
+                        return Reply::error(
+                            "Capacity must be in the range [cf-bucket-size * 2, 1073741824]",
+                        )
+                    }
                 }
                 i += 2;
             }
@@ -272,6 +534,19 @@ pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 
 pub(crate) fn insertnx<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     insert_many(ctx, args, true, "cf.insertnx")
+}
+
+/// The cuckoo filter at `key` for DEL / COMPACT, which answer `missing` for a missing key and
+/// for a key of any other type alike (no WRONGTYPE).
+fn cuckoo_only<H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    missing: &'static str,
+) -> Result<(), Reply> {
+    match filter(ctx, key) {
+        Ok(Some(_)) => Ok(()),
+        _ => Err(Reply::error(missing)),
+    }
 }
 
 /// EXISTS / MEXISTS / COUNT answer 0 for a missing key and for a key of another type.
@@ -318,7 +593,7 @@ pub(crate) fn del<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 3 {
         return wrong_arity("cf.del");
     }
-    if let Err(reply) = filter_or(ctx, args[1], "Not found") {
+    if let Err(reply) = cuckoo_only(ctx, args[1], "Not found") {
         return reply;
     }
     let deleted = ctx.update(args[1], |f: &mut CuckooChain| f.delete(args[2]));
@@ -332,10 +607,10 @@ pub(crate) fn compact<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
     if args.len() != 2 {
         return wrong_arity("cf.compact");
     }
-    if let Err(reply) = filter_or(ctx, args[1], "Cuckoo filter was not found") {
+    if let Err(reply) = cuckoo_only(ctx, args[1], "Cuckoo filter was not found") {
         return reply;
     }
-    ctx.update(args[1], CuckooChain::compact);
+    ctx.update(args[1], |f: &mut CuckooChain| f.compact(true));
     ctx.changed(1);
     Reply::ok()
 }
@@ -402,10 +677,22 @@ pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply
     }
 }
 
-/// LOADCHUNK: the 38-byte header at iterator 1 creates the filter; chunks follow.
+/// LOADCHUNK: iterator ≤ 0 (or not a number) is `Invalid position`; iterator 1 creates the
+/// filter from the 38-byte header and refuses an existing filter (`ERR item exists`; another
+/// type is WRONGTYPE); later iterators write chunks into an existing filter.
 pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 4 {
         return wrong_arity("cf.loadchunk");
+    }
+    let Some(iter) = parse_i64(args[2]).filter(|&i| i > 0) else {
+        return Reply::error("Invalid position");
+    };
+    if iter == 1 {
+        match filter(ctx, args[1]) {
+            Ok(None) => {}
+            Ok(Some(_)) => return Reply::error("ERR item exists"),
+            Err(wrongtype) => return wrongtype,
+        }
     }
     load_chunk::<CuckooChain, H>(ctx, args, "Invalid position")
 }
@@ -427,7 +714,10 @@ mod tests {
     fn reserve_validates_like_redisbloom() {
         let mut h = Harness::new();
         assert_eq!(h.run("CF.RESERVE k x"), err("Bad capacity"));
-        assert_eq!(h.run("CF.RESERVE k 0"), err("Bad capacity"));
+        assert_eq!(
+            h.run("CF.RESERVE k 0"),
+            err("Capacity must be in the range [2 * BUCKETSIZE, 1073741824]")
+        );
         assert_eq!(
             h.run("CF.RESERVE k 3"),
             err("Capacity must be in the range [2 * BUCKETSIZE, 1073741824]")
@@ -441,7 +731,7 @@ mod tests {
             err("Couldn't parse BUCKETSIZE")
         );
         assert_eq!(
-            h.run("CF.RESERVE k 100 MAXITERATIONS"),
+            h.run("CF.RESERVE k 100 FOO MAXITERATIONS"),
             err("Couldn't parse MAXITERATIONS")
         );
         assert_eq!(
@@ -653,7 +943,10 @@ mod tests {
         };
         let mut forged = chunks[0].1.clone();
         forged[8] = 3; // bucket count not a power of two
-        assert_eq!(load(&mut h, "x", "1", forged), err("Invalid header"));
+        assert_eq!(
+            load(&mut h, "x", "1", forged),
+            err("Couldn't create filter!")
+        );
         let mut huge = chunks[0].1.clone();
         huge[8..16].copy_from_slice(&(1u64 << 30).to_le_bytes());
         huge[0..8].copy_from_slice(&0u64.to_le_bytes());
@@ -662,6 +955,7 @@ mod tests {
         h.memory_limit = 0;
         assert_eq!(load(&mut h, "x", "1", vec![0; 37]), err("Invalid header"));
         assert_eq!(load(&mut h, "x", "5", vec![0; 4]), err("ERR not found"));
+        assert_eq!(load(&mut h, "x", "0", vec![0; 4]), err("Invalid position"));
         assert_eq!(
             load(&mut h, "dst", "999999", vec![0; 4]),
             err("Couldn't load chunk!")

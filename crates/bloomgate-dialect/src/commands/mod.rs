@@ -11,6 +11,8 @@
 
 pub mod bloom;
 pub mod cuckoo;
+#[cfg(test)]
+mod redisbloom_replies;
 pub mod windowed;
 
 use crate::config::Config;
@@ -217,7 +219,9 @@ pub enum Command {
     WfLoadchunk,
 }
 
-/// A command's metadata, the same for both hosts (registration, COMMAND INFO, ACL, routing).
+/// A command's metadata, the same for both hosts (registration, COMMAND INFO / DOCS, ACL,
+/// routing) and RedisBloom 8.2's: arity, flags, key spec and documentation as `COMMAND INFO`
+/// and `COMMAND DOCS` report them there.
 #[derive(Debug)]
 pub struct CommandInfo {
     /// Upper-case name.
@@ -226,8 +230,9 @@ pub struct CommandInfo {
     pub command: Command,
     /// [`flags`] bits.
     pub flags: u32,
-    /// Redis arity: N = exactly N arguments (with the name), -N = at least N. Handlers check
-    /// their own arity (as a module's do); this is what COMMAND INFO reports.
+    /// Redis arity: N = exactly N arguments (with the name), -N = at least N. Checked by
+    /// [`execute`] before the handler runs (as Redis checks a registered arity first); handlers
+    /// add their own stricter checks.
     pub arity: i32,
     /// First key argument (1-based).
     pub first_key: i32,
@@ -237,21 +242,179 @@ pub struct CommandInfo {
     pub step: i32,
     /// ACL category beyond the flags' (`bloom` or `cuckoo`).
     pub category: &'static str,
+    /// Documentation; `None` for the commands RedisBloom registers without any (BF.DEBUG,
+    /// CF.DEBUG, CF.COMPACT), which also keep Redis' default arity -1.
+    pub docs: Option<Docs>,
 }
 
+/// What `COMMAND DOCS` shows and the key spec `COMMAND INFO` shows.
+#[derive(Debug)]
+pub struct Docs {
+    /// One-line summary.
+    pub summary: &'static str,
+    /// Time complexity.
+    pub complexity: &'static str,
+    /// RedisBloom version that introduced the command.
+    pub since: &'static str,
+    /// The key spec's notes.
+    pub key_notes: &'static str,
+    /// Whether the key spec is `RW` (else `RO`).
+    pub key_rw: bool,
+    /// The arguments, in order.
+    pub args: &'static [Arg],
+}
+
+/// One documented argument.
+#[derive(Debug)]
+pub struct Arg {
+    /// Argument name.
+    pub name: &'static str,
+    /// Its type.
+    pub kind: ArgKind,
+    /// The literal token that introduces it, if any.
+    pub token: Option<&'static str>,
+    /// May be left out.
+    pub optional: bool,
+    /// May repeat.
+    pub multiple: bool,
+    /// Sub-arguments of a block / one-of.
+    pub sub: &'static [Arg],
+}
+
+/// Redis' argument types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum ArgKind {
+    Key,
+    String,
+    Integer,
+    Double,
+    PureToken,
+    Block,
+    OneOf,
+}
+
+impl ArgKind {
+    /// The name `COMMAND DOCS` uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            ArgKind::Key => "key",
+            ArgKind::String => "string",
+            ArgKind::Integer => "integer",
+            ArgKind::Double => "double",
+            ArgKind::PureToken => "pure-token",
+            ArgKind::Block => "block",
+            ArgKind::OneOf => "oneof",
+        }
+    }
+}
+
+impl Arg {
+    /// A required argument without a token.
+    pub const fn plain(name: &'static str, kind: ArgKind) -> Self {
+        Self {
+            name,
+            kind,
+            token: None,
+            optional: false,
+            multiple: false,
+            sub: &[],
+        }
+    }
+
+    /// `key`.
+    pub const fn key() -> Self {
+        Self::plain("key", ArgKind::Key)
+    }
+
+    /// The same argument, optional.
+    pub const fn optional(self) -> Self {
+        Self {
+            optional: true,
+            ..self
+        }
+    }
+
+    /// The same argument, repeatable.
+    pub const fn multiple(self) -> Self {
+        Self {
+            multiple: true,
+            ..self
+        }
+    }
+
+    /// The same argument, introduced by `token`.
+    pub const fn token(self, token: &'static str) -> Self {
+        Self {
+            token: Some(token),
+            ..self
+        }
+    }
+
+    /// A block / one-of of `sub`.
+    pub const fn group(name: &'static str, kind: ArgKind, sub: &'static [Arg]) -> Self {
+        Self {
+            sub,
+            ..Self::plain(name, kind)
+        }
+    }
+}
+
+/// The name the module registers under (`COMMAND DOCS`' `module` field).
+pub const MODULE_NAME: &str = "bf";
+
 impl CommandInfo {
-    /// The flag names as Redis lists them.
+    /// Lower-case name, as Redis lists module commands.
+    pub fn lower_name(&self) -> String {
+        self.name.to_ascii_lowercase()
+    }
+
+    /// The flag names as `COMMAND INFO` lists them for a module command, in Redis' order.
     pub fn flag_names(&self) -> Vec<&'static str> {
-        [
+        let mut names: Vec<&'static str> = [
             (flags::WRITE, "write"),
             (flags::READONLY, "readonly"),
             (flags::DENYOOM, "denyoom"),
-            (flags::FAST, "fast"),
         ]
         .iter()
         .filter(|(f, _)| self.flags & f != 0)
         .map(|(_, n)| *n)
-        .collect()
+        .collect();
+        names.push("module");
+        if self.flags & flags::FAST != 0 {
+            names.push("fast");
+        }
+        names
+    }
+
+    /// ACL categories without the `@`, in Redis' order: those implied by the flags (`write` /
+    /// `read`, `fast` / `slow`), then the module's own.
+    pub fn acl_categories(&self) -> Vec<&'static str> {
+        let mut cats = Vec::new();
+        if self.flags & flags::READONLY != 0 {
+            cats.push("read");
+        }
+        if self.flags & flags::WRITE != 0 {
+            cats.push("write");
+        }
+        cats.push(if self.flags & flags::FAST != 0 {
+            "fast"
+        } else {
+            "slow"
+        });
+        cats.push(self.category);
+        cats
+    }
+
+    /// Whether `argc` arguments (with the name) satisfy [`CommandInfo::arity`].
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i64;
+        let arity = i64::from(self.arity);
+        if arity >= 0 {
+            argc == arity
+        } else {
+            argc >= -arity
+        }
     }
 }
 
@@ -279,21 +442,31 @@ pub(crate) fn spec(
     command: Command,
     flags: u32,
     category: &'static str,
+    arity: i32,
+    docs: Option<Docs>,
 ) -> CommandInfo {
     CommandInfo {
         name,
         command,
         flags,
-        arity: -1,
+        arity,
         first_key: 1,
         last_key: 1,
         step: 1,
         category,
+        docs,
     }
 }
 
 /// Runs `info`'s command with `args` (its name first) against `host`.
 pub fn execute<H: Host + ?Sized>(host: &mut H, info: &CommandInfo, args: &Args) -> Outcome {
+    if !info.arity_ok(args.len()) {
+        return Outcome {
+            reply: wrong_arity(info.name),
+            dirty: 0,
+            propagate: Propagate::Nothing,
+        };
+    }
     let mut ctx = Ctx {
         host,
         dirty: 0,

@@ -17,28 +17,221 @@
 //! Every write replicates and logs as `WF.INSERT key ... AT <its time> ITEMS ...`, so replay
 //! and replicas rebuild the same bytes whatever their clocks say.
 
-use super::{flags::*, load_chunk, spec, wrong_arity, Args, Command, CommandInfo, Ctx, Host};
+use super::{
+    flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
+    Host,
+};
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
 use crate::value::Value;
 use crate::windowed::{WindowParams, WindowedFilter};
 use crate::ERR_NOT_FOUND;
 
-/// The WF.* command table.
+const KEY_ITEM: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String)];
+const KEY_ITEMS: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String).multiple()];
+const KEY_ONLY: &[Arg] = &[Arg::key()];
+const KEY_ITER: &[Arg] = &[Arg::key(), Arg::plain("iterator", ArgKind::Integer)];
+const KEY_ITER_DATA: &[Arg] = &[
+    Arg::key(),
+    Arg::plain("iterator", ArgKind::Integer),
+    Arg::plain("data", ArgKind::String),
+];
+const KEY_TIME_ITEMS: &[Arg] = &[
+    Arg::key(),
+    Arg::plain("time_ms", ArgKind::Integer),
+    Arg::plain("item", ArgKind::String).multiple(),
+];
+const RESERVE_ARGS: &[Arg] = &[
+    Arg::key(),
+    Arg::plain("error_rate", ArgKind::Double),
+    Arg::plain("capacity", ArgKind::Integer),
+    Arg::plain("window_ms", ArgKind::Integer),
+    Arg::plain("generations", ArgKind::Integer),
+    Arg::group(
+        "expansion",
+        ArgKind::Block,
+        &[Arg::plain("expansion", ArgKind::Integer)],
+    )
+    .token("EXPANSION")
+    .optional(),
+];
+const INSERT_ARGS: &[Arg] = &[
+    Arg::key(),
+    Arg::group(
+        "error",
+        ArgKind::Block,
+        &[Arg::plain("error", ArgKind::Double)],
+    )
+    .token("ERROR")
+    .optional(),
+    Arg::group(
+        "capacity",
+        ArgKind::Block,
+        &[Arg::plain("capacity", ArgKind::Integer)],
+    )
+    .token("CAPACITY")
+    .optional(),
+    Arg::group(
+        "window",
+        ArgKind::Block,
+        &[Arg::plain("window_ms", ArgKind::Integer)],
+    )
+    .token("WINDOW")
+    .optional(),
+    Arg::group(
+        "generations",
+        ArgKind::Block,
+        &[Arg::plain("generations", ArgKind::Integer)],
+    )
+    .token("GENERATIONS")
+    .optional(),
+    Arg::group(
+        "expansion",
+        ArgKind::Block,
+        &[Arg::plain("expansion", ArgKind::Integer)],
+    )
+    .token("EXPANSION")
+    .optional(),
+    Arg::plain("nocreate", ArgKind::PureToken)
+        .token("NOCREATE")
+        .optional(),
+    Arg::group(
+        "at",
+        ArgKind::Block,
+        &[Arg::plain("time_ms", ArgKind::Integer)],
+    )
+    .token("AT")
+    .optional(),
+    Arg::plain("items", ArgKind::PureToken).token("ITEMS"),
+    Arg::plain("item", ArgKind::String).multiple(),
+];
+
+/// The WF.* command table (our extension: `since` is bloomgate's version).
 pub fn commands() -> Vec<CommandInfo> {
-    let wf = |name, command, flags| spec(name, command, flags, "bloom");
+    let wf = |name, command, flags, arity, summary, complexity, key_rw, args| {
+        let docs = Docs {
+            summary,
+            complexity,
+            since: "0.1.0",
+            key_notes: "is key name for a time-windowed filter.",
+            key_rw,
+            args,
+        };
+        spec(name, command, flags, "bloom", arity, Some(docs))
+    };
+    const K_G: &str = "O(k * g), where g is the number of live generations";
+    const K_G_N: &str = "O(k * g * n), where n is the number of items";
     vec![
-        wf("WF.RESERVE", Command::WfReserve, WRITE | DENYOOM),
-        wf("WF.ADD", Command::WfAdd, WRITE | DENYOOM),
-        wf("WF.MADD", Command::WfMadd, WRITE | DENYOOM),
-        wf("WF.INSERT", Command::WfInsert, WRITE | DENYOOM),
-        wf("WF.EXISTS", Command::WfExists, READONLY | FAST),
-        wf("WF.MEXISTS", Command::WfMexists, READONLY | FAST),
-        wf("WF.MEXISTSAT", Command::WfMexistsat, READONLY | FAST),
-        wf("WF.CARD", Command::WfCard, READONLY | FAST),
-        wf("WF.INFO", Command::WfInfo, READONLY | FAST),
-        wf("WF.SCANDUMP", Command::WfScandump, READONLY),
-        wf("WF.LOADCHUNK", Command::WfLoadchunk, WRITE | DENYOOM),
+        wf(
+            "WF.RESERVE",
+            Command::WfReserve,
+            WRITE | DENYOOM,
+            -6,
+            "Creates a time-windowed filter",
+            "O(1)",
+            true,
+            RESERVE_ARGS,
+        ),
+        wf(
+            "WF.ADD",
+            Command::WfAdd,
+            WRITE | DENYOOM,
+            3,
+            "Adds an item to a time-windowed filter",
+            K_G,
+            true,
+            KEY_ITEM,
+        ),
+        wf(
+            "WF.MADD",
+            Command::WfMadd,
+            WRITE | DENYOOM,
+            -3,
+            "Adds items to a time-windowed filter",
+            K_G_N,
+            true,
+            KEY_ITEMS,
+        ),
+        wf(
+            "WF.INSERT",
+            Command::WfInsert,
+            WRITE | DENYOOM,
+            -4,
+            "Adds items to a time-windowed filter at a time, creating it if missing",
+            K_G_N,
+            true,
+            INSERT_ARGS,
+        ),
+        wf(
+            "WF.EXISTS",
+            Command::WfExists,
+            READONLY | FAST,
+            3,
+            "Checks whether an item was added within the retention",
+            K_G,
+            false,
+            KEY_ITEM,
+        ),
+        wf(
+            "WF.MEXISTS",
+            Command::WfMexists,
+            READONLY | FAST,
+            -3,
+            "Checks whether items were added within the retention",
+            K_G_N,
+            false,
+            KEY_ITEMS,
+        ),
+        wf(
+            "WF.MEXISTSAT",
+            Command::WfMexistsat,
+            READONLY | FAST,
+            -4,
+            "Checks whether items were added within the retention as of a time",
+            K_G_N,
+            false,
+            KEY_TIME_ITEMS,
+        ),
+        wf(
+            "WF.CARD",
+            Command::WfCard,
+            READONLY | FAST,
+            2,
+            "Returns the number of items in the live generations",
+            "O(g)",
+            false,
+            KEY_ONLY,
+        ),
+        wf(
+            "WF.INFO",
+            Command::WfInfo,
+            READONLY | FAST,
+            2,
+            "Returns information about a time-windowed filter",
+            "O(g)",
+            false,
+            KEY_ONLY,
+        ),
+        wf(
+            "WF.SCANDUMP",
+            Command::WfScandump,
+            READONLY,
+            3,
+            "Begins an incremental save of a time-windowed filter",
+            "O(n), where n is the capacity",
+            false,
+            KEY_ITER,
+        ),
+        wf(
+            "WF.LOADCHUNK",
+            Command::WfLoadchunk,
+            WRITE | DENYOOM,
+            4,
+            "Restores a time-windowed filter previously saved using WF.SCANDUMP",
+            "O(n), where n is the capacity",
+            true,
+            KEY_ITER_DATA,
+        ),
     ]
 }
 

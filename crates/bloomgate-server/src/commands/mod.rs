@@ -4,6 +4,8 @@
 //! live here, one module per family; BF.* and CF.* come from `bloomgate-dialect`, run through
 //! [`ServerHost`], and are logged as the dialect says they propagate.
 
+pub mod acl;
+pub mod introspect;
 pub mod keys;
 pub mod server;
 pub mod transaction;
@@ -120,6 +122,8 @@ pub struct Store {
     pub started_unix: i64,
     /// Write commands since start (Redis' `server.dirty`).
     pub dirty: u64,
+    /// Users and their permissions.
+    pub acl: acl::Acl,
 }
 
 impl Store {
@@ -135,6 +139,7 @@ impl Store {
             loading: false,
             started_unix: now_ms() / 1000,
             dirty: 0,
+            acl: acl::Acl::default(),
         }
     }
 
@@ -156,6 +161,8 @@ pub struct Session {
     pub name: Option<Vec<u8>>,
     pub proto: u8,
     pub authenticated: bool,
+    /// The ACL user the session runs as.
+    pub user: Vec<u8>,
     /// Commands queued after MULTI.
     pub multi: Option<Vec<Vec<Vec<u8>>>>,
     /// A queued command was rejected: EXEC will abort.
@@ -170,6 +177,7 @@ impl Session {
             name: None,
             proto: 2,
             authenticated: !needs_auth,
+            user: b"default".to_vec(),
             multi: None,
             multi_failed: false,
             watched: Vec::new(),
@@ -280,7 +288,7 @@ pub mod flags {
     pub const FAST: u32 = 64;
     /// Runs immediately even inside MULTI (MULTI/EXEC/DISCARD/WATCH/QUIT/RESET).
     pub const TRANSACTION: u32 = 128;
-    /// Module-style command: the handler checks its own arity.
+    /// A BF.*/CF.* command (reported as a module's).
     pub const MODULE: u32 = 256;
 }
 
@@ -344,7 +352,7 @@ pub fn command_spec(
     }
 }
 
-/// A dialect command: the handler checks its own arity, as a module's does.
+/// A dialect command, with RedisBloom's registered arity (checked before the handler's own).
 fn dialect_command(info: &'static dialect::CommandInfo) -> CommandSpec {
     CommandSpec {
         name: info.name,
@@ -430,6 +438,13 @@ pub fn execute(store: &mut Store, session: &mut Session, args: &Args, replaying:
         }
         return plain(unknown_command(args));
     };
+    // Redis' order: arity, then authentication, loading, then ACL permissions.
+    if !spec.arity_ok(args.len()) {
+        if session.multi.is_some() {
+            session.multi_failed = true;
+        }
+        return plain(wrong_arity(spec.name));
+    }
     if !replaying {
         if !session.authenticated && spec.flags & flags::NOAUTH == 0 {
             if session.multi.is_some() {
@@ -440,12 +455,12 @@ pub fn execute(store: &mut Store, session: &mut Session, args: &Args, replaying:
         if store.loading && spec.flags & flags::LOADING == 0 {
             return plain(Reply::error(ERR_LOADING));
         }
-    }
-    if spec.flags & flags::MODULE == 0 && !spec.arity_ok(args.len()) {
-        if session.multi.is_some() {
-            session.multi_failed = true;
+        if let Err(reply) = acl::check(store, &session.user, spec, args) {
+            if session.multi.is_some() {
+                session.multi_failed = true;
+            }
+            return plain(reply);
         }
-        return plain(wrong_arity(spec.name));
     }
     if let Some(queue) = session
         .multi

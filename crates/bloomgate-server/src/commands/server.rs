@@ -2,6 +2,7 @@
 //! COMMAND, TIME, and the persistence triggers (SAVE, BGSAVE, LASTSAVE, SHUTDOWN, DEBUG RELOAD),
 //! which only request an [`Action`] from the network layer.
 
+use super::introspect::{command_docs, command_info};
 use super::{
     command_spec, flags::*, glob_match, is, lookup, table, text, wrong_arity, Action, Args,
     CommandSpec, Config, Ctx, FsyncPolicy, ERR_NOT_INTEGER, ERR_SYNTAX,
@@ -26,6 +27,7 @@ pub fn commands() -> Vec<CommandSpec> {
         spec("INFO", -1, LOADING, info),
         spec("CONFIG", -2, ADMIN | LOADING, config),
         spec("COMMAND", -1, LOADING, command),
+        spec("ACL", -2, ADMIN | LOADING, super::acl::acl),
         spec("TIME", 1, FAST | LOADING, time),
         spec("SAVE", 1, ADMIN, save),
         spec("BGSAVE", -1, ADMIN, bgsave),
@@ -51,7 +53,7 @@ fn echo(_ctx: &mut Ctx, args: &Args) -> Reply {
 }
 
 /// Password check in constant time (no early exit on the first differing byte).
-fn password_matches(expected: &str, given: &[u8]) -> bool {
+pub(super) fn password_matches(expected: &str, given: &[u8]) -> bool {
     let expected = expected.as_bytes();
     let mut diff = (expected.len() ^ given.len()) as u8 | u8::from(expected.len() != given.len());
     for (i, &b) in given.iter().enumerate() {
@@ -63,27 +65,19 @@ fn password_matches(expected: &str, given: &[u8]) -> bool {
     diff == 0
 }
 
-/// AUTH [user] pass; only the `default` user exists.
+/// AUTH [user] pass: the user's password (the default user's is `requirepass`), through the
+/// ACL users.
 fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), Reply> {
-    let Some(expected) = ctx.store.config.requirepass.clone() else {
-        if user.is_none() {
-            return Err(Reply::error(
-                "ERR AUTH <password> called without any password configured for the default \
-                 user. Are you sure your configuration is correct?",
-            ));
-        }
-        // With no password, `default` accepts any password (Redis' nopass user).
-        return if user.is_some_and(|u| u == b"default") {
-            Ok(())
-        } else {
-            Err(Reply::error(
-                "WRONGPASS invalid username-password pair or user is disabled.",
-            ))
-        };
-    };
-    let user_ok = user.is_none_or(|u| u == b"default");
-    if user_ok && password_matches(&expected, pass) {
+    if user.is_none() && super::acl::default_is_open(ctx.store) {
+        return Err(Reply::error(
+            "ERR AUTH <password> called without any password configured for the default \
+             user. Are you sure your configuration is correct?",
+        ));
+    }
+    let user = user.unwrap_or(b"default");
+    if super::acl::authenticate(ctx.store, user, pass) {
         ctx.session.authenticated = true;
+        ctx.session.user = user.to_vec();
         Ok(())
     } else {
         Err(Reply::error(
@@ -457,31 +451,6 @@ fn config(ctx: &mut Ctx, args: &Args) -> Reply {
     }
 }
 
-fn command_info(spec: &CommandSpec) -> Reply {
-    let arity = if spec.flags & MODULE != 0 {
-        -1
-    } else {
-        spec.arity
-    };
-    Reply::Array(vec![
-        Reply::bulk(spec.name.to_lowercase()),
-        Reply::Int(i64::from(arity)),
-        Reply::Array(
-            spec.flag_names()
-                .into_iter()
-                .map(|f| Reply::Simple(f.into()))
-                .collect(),
-        ),
-        Reply::Int(i64::from(spec.first_key)),
-        Reply::Int(i64::from(spec.last_key)),
-        Reply::Int(i64::from(spec.step)),
-        Reply::Array(vec![]),
-        Reply::Array(vec![]),
-        Reply::Array(vec![]),
-        Reply::Array(vec![]),
-    ])
-}
-
 fn command(_ctx: &mut Ctx, args: &Args) -> Reply {
     let Some(sub) = args.get(1) else {
         return Reply::Array(table().iter().map(command_info).collect());
@@ -510,19 +479,7 @@ fn command(_ctx: &mut Ctx, args: &Args) -> Reply {
             Reply::Map(
                 specs
                     .into_iter()
-                    .map(|c| {
-                        let group = if c.flags & MODULE != 0 {
-                            "module"
-                        } else {
-                            "generic"
-                        };
-                        let doc = Reply::Map(vec![
-                            (Reply::bulk("summary"), Reply::bulk(c.name.to_lowercase())),
-                            (Reply::bulk("since"), Reply::bulk("1.0.0")),
-                            (Reply::bulk("group"), Reply::bulk(group)),
-                        ]);
-                        (Reply::bulk(c.name.to_lowercase()), doc)
-                    })
+                    .map(|c| (Reply::bulk(c.name.to_lowercase()), command_docs(c)))
                     .collect(),
             )
         }
@@ -604,6 +561,27 @@ mod tests {
         assert!(!password_matches("secret", b"secret1"));
         assert!(!password_matches("secret", b""));
         assert!(!password_matches("", b"x"));
+    }
+
+    /// Issue 12 item 15: RedisBloom's module-config wording inside Redis' CONFIG SET error.
+    #[test]
+    fn config_set_refusals_use_module_config_wording() {
+        let mut h = Harness::new();
+        assert_eq!(
+            h.run("CONFIG SET bf-error-rate 1"),
+            err(
+                "ERR CONFIG SET failed (possibly related to argument 'bf-error-rate') - Value \
+                 for `bf-error-rate` must be in the range (0.000000, 1.000000)"
+            )
+        );
+        assert_eq!(
+            h.run("CONFIG SET cf-max-expansions 0"),
+            err(
+                "ERR CONFIG SET failed (possibly related to argument 'cf-max-expansions') - \
+                 Value for `cf-max-expansions` must be in the range [1, 65536]"
+            )
+        );
+        assert_eq!(h.store.config.dialect.cf_max_expansions, 32);
     }
 
     #[test]

@@ -240,7 +240,7 @@ pub struct CommandInfo {
     pub last_key: i32,
     /// Step between keys.
     pub step: i32,
-    /// ACL category beyond the flags' (`bloom` or `cuckoo`).
+    /// ACL category beyond the flags' (`bloom`, `cuckoo` or `windowed`).
     pub category: &'static str,
     /// Documentation; `None` for the commands RedisBloom registers without any (BF.DEBUG,
     /// CF.DEBUG, CF.COMPACT), which also keep Redis' default arity -1.

@@ -117,7 +117,7 @@ pub fn commands() -> Vec<CommandInfo> {
             key_rw,
             args,
         };
-        spec(name, command, flags, "bloom", arity, Some(docs))
+        spec(name, command, flags, "windowed", arity, Some(docs))
     };
     const K_G: &str = "O(k * g), where g is the number of live generations";
     const K_G_N: &str = "O(k * g * n), where n is the number of items";

@@ -12,7 +12,7 @@ use super::{flags, glob_match, table, text, wrong_arity, Args, CommandSpec, Ctx,
 use crate::resp::Reply;
 
 /// Redis' categories in its listing order, then the module's.
-const CATEGORIES: [&str; 23] = [
+const CATEGORIES: [&str; 24] = [
     "keyspace",
     "read",
     "write",
@@ -36,6 +36,7 @@ const CATEGORIES: [&str; 23] = [
     "scripting",
     "bloom",
     "cuckoo",
+    "windowed",
 ];
 
 /// The server's own commands that Redis files under a family category.

@@ -81,8 +81,11 @@ impl Config {
         };
         match name {
             "bf-error-rate" => match value.parse::<f64>() {
-                // Values above 0.25 are accepted and capped (RedisBloom behaviour).
-                Ok(v) if v > 0.0 && v < 1.0 => self.bf_error_rate = v.min(MAX_ERROR_RATE),
+                // Values above 0.25 are accepted and capped (RedisBloom behaviour); subnormal
+                // ones are refused (the first link's error/2 would round to 0).
+                Ok(v) if (f64::MIN_POSITIVE..1.0).contains(&v) => {
+                    self.bf_error_rate = v.min(MAX_ERROR_RATE)
+                }
                 _ => return Err("argument must be between 0 and 1 exclusive".into()),
             },
             "bf-initial-size" => self.bf_initial_size = int_in(1, 1 << 30)?,

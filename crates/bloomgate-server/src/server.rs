@@ -495,9 +495,14 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let config = settings.config.clone();
     let load_dir = dir.clone();
     let repair = settings.repair_log;
-    let loaded = tokio::task::spawn_blocking(move || persistence::load(&load_dir, &config, repair))
-        .await
-        .context("load task")??;
+    let loaded = tokio::task::spawn_blocking(move || {
+        let removed = persistence::remove_stale_temp_files(&load_dir)?;
+        let mut loaded = persistence::load(&load_dir, &config, repair)?;
+        loaded.warnings.extend(removed);
+        anyhow::Ok(loaded)
+    })
+    .await
+    .context("load task")??;
     for warning in &loaded.warnings {
         eprintln!("bloomgate: warning: {warning}");
     }

@@ -786,7 +786,11 @@ fn pipelining_resp3_and_protocol_limits() {
 #[test]
 fn restart_keeps_data_and_debug_reload() {
     let dir = temp_dir("restart");
+    // DEBUG is off by default (Redis 7's enable-debug-command).
     let server = Server::start(&dir, &[]);
+    assert!(error_of(&mut server.conn(), "DEBUG RELOAD").contains("DEBUG command not allowed"));
+    server.shutdown();
+    let server = Server::start(&dir, &["--enable-debug-command", "yes"]);
     let mut c = server.conn();
     cmd(&mut c, "BF.RESERVE r 0.001 1000");
     for i in 0..300 {

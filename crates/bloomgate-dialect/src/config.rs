@@ -90,8 +90,11 @@ impl Config {
         };
         match name {
             "bf-error-rate" => match parse_f64(value.as_bytes()) {
-                // Values above 0.25 are accepted and capped (RedisBloom behaviour).
-                Some(v) if v > 0.0 && v < 1.0 => self.bf_error_rate = v.min(MAX_ERROR_RATE),
+                // Values above 0.25 are accepted and capped (RedisBloom behaviour); subnormal
+                // ones are refused (the first link's error/2 would round to 0).
+                Some(v) if (f64::MIN_POSITIVE..1.0).contains(&v) => {
+                    self.bf_error_rate = v.min(MAX_ERROR_RATE)
+                }
                 _ => {
                     return Err(format!(
                         "Value for `{name}` must be in the range (0.000000, 1.000000)"

@@ -1,35 +1,81 @@
-//! One client connection: read, parse every complete command, execute them under the store lock,
-//! queue their log records, wait for durability when `appendfsync always`, then write all
-//! replies (pipelining). Protocol errors get `-ERR Protocol error: ...` and the connection closes.
+//! One client connection: read, parse every complete command (with Redis' tighter limits before
+//! AUTH), execute them under the store lock, queue their log records, wait until the log has
+//! them (written to the OS; fsynced too under `appendfsync always`), then write all replies
+//! (pipelining). Writes are refused with `-MISCONF` while the data cannot be persisted, and every
+//! command with an error once shutdown has started. Protocol errors get
+//! `-ERR Protocol error: ...` and the connection closes.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::commands::{execute, Action, Session};
+use crate::commands::{execute, flags, lookup, Action, Outcome, Session, Store};
+use crate::relock;
 use crate::resp::{Encode, Reply, RequestParser};
 use crate::server::Shared;
 
 /// Reply bytes buffered before they are written out mid-pipeline.
 const FLUSH_AT: usize = 1 << 20;
 
-pub async fn handle(shared: Arc<Shared>, stream: TcpStream) {
+pub async fn handle(shared: Arc<Shared>, stream: TcpStream, local: bool) {
     let _ = stream.set_nodelay(true);
-    let id = shared
-        .next_client_id
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     let mut session = {
-        let mut store = shared.store.lock().expect("store lock");
+        let mut store = relock(&shared.store);
         store.stats.connected_clients += 1;
         store.stats.connections_received += 1;
         Session::new(id, store.config.requirepass.is_some())
     };
+    session.local = local;
     let _ = serve_client(&shared, stream, &mut session).await;
-    let mut store = shared.store.lock().expect("store lock");
+    let mut store = relock(&shared.store);
     session.unwatch_all(&mut store.db);
     store.stats.connected_clients -= 1;
+}
+
+/// Runs one command, turning a panic into an error reply that closes the connection (see the
+/// lock-poisoning policy at [`crate::relock`]): the store lock is released normally, so later
+/// clients are unaffected.
+pub fn guarded(run: impl FnOnce() -> Outcome) -> Outcome {
+    catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|_| Outcome {
+        reply: Reply::error("ERR internal error while running the command (see the server log)"),
+        log: Vec::new(),
+        action: None,
+        close: true,
+    })
+}
+
+/// `-MISCONF` for a write (or an EXEC of queued writes) while the data cannot be persisted.
+fn refuse_write(
+    shared: &Shared,
+    store: &mut Store,
+    session: &mut Session,
+    args: &[Vec<u8>],
+) -> Option<Reply> {
+    let spec = lookup(args.first()?)?;
+    let writes = |name: &[u8]| lookup(name).is_some_and(|s| s.flags & flags::WRITE != 0);
+    let exec = spec.name == "EXEC";
+    let queued_writes = exec
+        && session
+            .multi
+            .as_ref()
+            .is_some_and(|q| q.iter().any(|c| writes(&c[0])));
+    if spec.flags & flags::WRITE == 0 && !queued_writes {
+        return None;
+    }
+    let error = shared.misconf()?;
+    if exec {
+        session.multi = None;
+        session.multi_failed = false;
+        session.unwatch_all(&mut store.db);
+    } else if session.multi.is_some() {
+        session.multi_failed = true;
+    }
+    Some(Reply::Error(error))
 }
 
 async fn serve_client(
@@ -53,8 +99,9 @@ async fn serve_client(
             let mut pending_action = None;
             let mut more = false;
             {
-                let mut store = shared.store.lock().expect("store lock");
+                let mut store = relock(&shared.store);
                 loop {
+                    parser.set_unauthenticated(!session.authenticated);
                     let args = match parser.next_command() {
                         Ok(Some(args)) => args,
                         Ok(None) => break,
@@ -64,8 +111,17 @@ async fn serve_client(
                             break;
                         }
                     };
+                    if shared.stopping.load(Ordering::SeqCst) {
+                        Reply::error("ERR server is shutting down").encode(session.proto, &mut out);
+                        close = true;
+                        break;
+                    }
+                    if let Some(refusal) = refuse_write(shared, &mut store, session, &args) {
+                        refusal.encode(session.proto, &mut out);
+                        continue;
+                    }
                     let started = Instant::now();
-                    let outcome = execute(&mut store, session, &args, false);
+                    let outcome = guarded(|| execute(&mut store, session, &args, false));
                     shared.latency.observe(started.elapsed());
                     if !outcome.log.is_empty() {
                         if let Some(aof) = shared.aof.get() {
@@ -96,14 +152,14 @@ async fn serve_client(
                 }
             }
             if more {
-                durable(shared, wait_for).await;
+                logged(shared, wait_for).await;
                 writer.write_all(&out).await?;
                 out.clear();
                 continue;
             }
             break;
         }
-        durable(shared, wait_for).await;
+        logged(shared, wait_for).await;
         if !out.is_empty() {
             writer.write_all(&out).await?;
         }
@@ -114,15 +170,14 @@ async fn serve_client(
     }
 }
 
-/// Under `appendfsync always`, holds replies until the writes they acknowledge are on disk.
-async fn durable(shared: &Shared, seq: u64) {
+/// Holds replies until the writes they acknowledge are in the log: written to the OS under
+/// every policy (so a crash of the process loses nothing acknowledged), fsynced under `always`.
+async fn logged(shared: &Shared, seq: u64) {
     if seq == 0 {
         return;
     }
     if let Some(aof) = shared.aof.get() {
-        if aof.is_always() {
-            aof.wait_durable(seq).await;
-        }
+        aof.wait_acknowledgeable(seq).await;
     }
 }
 
@@ -154,5 +209,26 @@ async fn perform(shared: &Arc<Shared>, action: Action, reply: Reply) -> Option<R
             shared.request_shutdown(save);
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A panicking command is answered with an error and closes only its own connection; the
+    /// lock it ran under stays usable.
+    #[test]
+    fn a_panicking_command_is_contained() {
+        let store = std::sync::Mutex::new(0u64);
+        let mut guard = relock(&store);
+        let outcome = guarded(|| {
+            *guard += 1;
+            panic!("deliberate panic in a command");
+        });
+        drop(guard);
+        assert!(outcome.reply.is_error() && outcome.close);
+        assert!(!store.is_poisoned());
+        assert_eq!(*relock(&store), 1);
     }
 }

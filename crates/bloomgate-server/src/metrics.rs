@@ -1,6 +1,11 @@
 //! Prometheus text exposition on `--metrics-addr`: commands and errors by name, a command latency
 //! histogram, clients, keys, memory, persistence (last snapshot, log size, fsync latency) and
 //! filter health (items, fill ratio, estimated false-positive rate across Bloom filters).
+//!
+//! Everything is read under the store lock, in place: no value is shared out of the keyspace
+//! (an `Arc` clone held across writes would make the next write to that filter copy it). Only
+//! `GET /metrics` is answered; the listener binds loopback unless the operator opts out of
+//! protected mode (see `server`).
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::keyspace::Value;
+use crate::relock;
 use crate::server::Shared;
 
 /// Latency bucket upper bounds in microseconds (10 µs … 1 s).
@@ -53,13 +59,42 @@ fn chain_health(chain: &bloomgate_dialect::sbchain::BloomChain) -> (f64, f64) {
     (ones as f64 / bits.max(1) as f64, 1.0 - miss_all)
 }
 
+/// Filter health totals.
+#[derive(Default)]
+struct Health {
+    filters: u64,
+    items: u64,
+    fill_sum: f64,
+    fpr_sum: f64,
+    fpr_max: f64,
+    cuckoo_filters: u64,
+    cuckoo_items: u64,
+}
+
 /// Renders the exposition text.
 pub fn render(shared: &Shared) -> String {
     let mut out = String::new();
-    let (entries, per_command, clients, used, maxmemory, keys, last_save, changes) = {
-        let store = shared.store.lock().expect("store lock");
+    let mut health = Health::default();
+    let (per_command, clients, used, maxmemory, keys, last_save, changes) = {
+        let store = relock(&shared.store);
+        for (_, entry) in store.db.iter_live(crate::commands::now_ms()) {
+            match &*entry.value {
+                Value::Bloom(chain) => {
+                    let (fill, fpr) = chain_health(chain);
+                    health.filters += 1;
+                    health.items += chain.items();
+                    health.fill_sum += fill;
+                    health.fpr_sum += fpr;
+                    health.fpr_max = health.fpr_max.max(fpr);
+                }
+                Value::Cuckoo(filter) => {
+                    health.cuckoo_filters += 1;
+                    health.cuckoo_items += filter.items();
+                }
+                Value::Windowed(_) => {}
+            }
+        }
         (
-            store.db.snapshot(),
             {
                 let mut counts: Vec<(String, (u64, u64))> = store
                     .stats
@@ -142,27 +177,15 @@ pub fn render(shared: &Shared) -> String {
             micros as f64 / 1e6
         );
     }
-    // Filter health, computed outside the store lock on shared (copy-on-write) values.
-    let (mut filters, mut items, mut fill_sum, mut fpr_sum, mut fpr_max) =
-        (0u64, 0u64, 0.0, 0.0, 0.0f64);
-    let (mut cuckoo_filters, mut cuckoo_items) = (0u64, 0u64);
-    for (_, entry) in &entries {
-        let chain = match &*entry.value {
-            Value::Bloom(chain) => chain,
-            Value::Cuckoo(filter) => {
-                cuckoo_filters += 1;
-                cuckoo_items += filter.items();
-                continue;
-            }
-            Value::Windowed(_) => continue,
-        };
-        let (fill, fpr) = chain_health(chain);
-        filters += 1;
-        items += chain.items();
-        fill_sum += fill;
-        fpr_sum += fpr;
-        fpr_max = fpr_max.max(fpr);
-    }
+    let Health {
+        filters,
+        items,
+        fill_sum,
+        fpr_sum,
+        fpr_max,
+        cuckoo_filters,
+        cuckoo_items,
+    } = health;
     let mean = |sum: f64| {
         if filters == 0 {
             0.0
@@ -185,7 +208,7 @@ pub fn render(shared: &Shared) -> String {
     out
 }
 
-/// Serves `GET /metrics` (any path) until the process exits.
+/// Serves `GET /metrics` until the process exits (other requests get 404).
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
@@ -195,7 +218,20 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
         tokio::spawn(async move {
             let mut request = [0u8; 4096];
             // Read the request head (bounded); the content does not depend on it.
-            let _ = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut request)).await;
+            let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut request))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or(0);
+            let head = &request[..n];
+            if !(head.starts_with(b"GET /metrics ") || head.starts_with(b"GET /metrics?")) {
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    )
+                    .await;
+                return;
+            }
             let body = tokio::task::spawn_blocking(move || render(&shared))
                 .await
                 .unwrap_or_default();

@@ -71,6 +71,11 @@ pub const MAX_MULTIBULK_LEN: i64 = i32::MAX as i64;
 pub const MAX_INLINE_LEN: usize = 64 * 1024;
 /// Redis' `client-query-buffer-limit` default: one command may not buffer more than 1 GiB.
 pub const MAX_QUERY_BUFFER: usize = 1024 * 1024 * 1024;
+/// Before AUTH a command may have at most this many arguments (Redis 7)...
+pub const UNAUTHENTICATED_MAX_ARGS: i64 = 10;
+/// ...each at most this long, so a client without the password cannot make the server buffer
+/// more than about 160 KiB.
+pub const UNAUTHENTICATED_MAX_BULK: usize = 16 * 1024;
 
 /// A protocol violation: reply `-ERR Protocol error: <msg>` and close the connection.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,6 +98,8 @@ pub struct RequestParser {
     pending: Option<(usize, Vec<Vec<u8>>, Option<usize>)>,
     /// Bytes held by completed arguments of the pending command (query buffer limit).
     pending_bytes: usize,
+    /// The client has not authenticated: Redis' pre-AUTH limits apply.
+    unauthenticated: bool,
 }
 
 impl RequestParser {
@@ -103,6 +110,11 @@ impl RequestParser {
             self.pos = 0;
         }
         self.buf.extend_from_slice(data);
+    }
+
+    /// Whether the pre-AUTH limits apply to the commands parsed from now on.
+    pub fn set_unauthenticated(&mut self, unauthenticated: bool) {
+        self.unauthenticated = unauthenticated;
     }
 
     /// Number of bytes a next read should at least try to fill (to read big bulks efficiently).
@@ -177,6 +189,9 @@ impl RequestParser {
             self.pos = save;
             return Err(ProtocolError("invalid multibulk length".into()));
         };
+        if self.unauthenticated && count > UNAUTHENTICATED_MAX_ARGS {
+            return Err(ProtocolError("unauthenticated multibulk length".into()));
+        }
         if count <= 0 {
             return Ok(Some(Vec::new()));
         }
@@ -212,6 +227,9 @@ impl RequestParser {
                         .filter(|&n| n >= 0 && n as usize <= MAX_BULK_LEN)
                         .ok_or_else(|| ProtocolError("invalid bulk length".into()))?;
                     let len = len as usize;
+                    if self.unauthenticated && len > UNAUTHENTICATED_MAX_BULK {
+                        return Err(ProtocolError("unauthenticated bulk length".into()));
+                    }
                     if self.pending_bytes + len > MAX_QUERY_BUFFER {
                         return Err(ProtocolError("query buffer limit exceeded".into()));
                     }
@@ -224,6 +242,9 @@ impl RequestParser {
                         let missing = len + 2 - (self.buf.len() - self.pos);
                         self.buf.reserve(missing.min(1 << 20));
                         return Ok(None);
+                    }
+                    if &self.buf[self.pos + len..self.pos + len + 2] != b"\r\n" {
+                        return Err(ProtocolError("expected CRLF after bulk string".into()));
                     }
                     let data = self.buf[self.pos..self.pos + len].to_vec();
                     self.pos += len + 2;
@@ -437,6 +458,44 @@ mod tests {
         let mut p = RequestParser::default();
         p.extend(format!("*2\r\n$4\r\nECHO\r\n${MAX_BULK_LEN}\r\n").as_bytes());
         assert_eq!(p.next_command().unwrap(), None);
+    }
+
+    #[test]
+    fn bulk_must_end_with_crlf() {
+        assert_eq!(
+            parse_all(b"*1\r\n$4\r\nPINGxx").unwrap_err().0,
+            "expected CRLF after bulk string"
+        );
+        assert_eq!(parse_all(b"*1\r\n$4\r\nPING\r\n").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn limits_before_auth() {
+        let mut p = RequestParser::default();
+        p.set_unauthenticated(true);
+        p.extend(b"*11\r\n");
+        assert_eq!(
+            p.next_command().unwrap_err().0,
+            "unauthenticated multibulk length"
+        );
+        let mut p = RequestParser::default();
+        p.set_unauthenticated(true);
+        p.extend(format!("*2\r\n$4\r\nAUTH\r\n${}\r\n", 16 * 1024 + 1).as_bytes());
+        assert_eq!(
+            p.next_command().unwrap_err().0,
+            "unauthenticated bulk length"
+        );
+        // The same command is fine once authenticated, and 10 short arguments are fine before.
+        let mut p = RequestParser::default();
+        p.extend(format!("*2\r\n$4\r\nECHO\r\n${}\r\n", 16 * 1024 + 1).as_bytes());
+        assert_eq!(p.next_command().unwrap(), None);
+        let mut p = RequestParser::default();
+        p.set_unauthenticated(true);
+        p.extend(b"*10\r\n");
+        for _ in 0..10 {
+            p.extend(b"$1\r\nx\r\n");
+        }
+        assert_eq!(p.next_command().unwrap().unwrap().len(), 10);
     }
 
     #[test]

@@ -69,6 +69,19 @@ pub struct Config {
     pub dir: String,
     pub bind: String,
     pub port: u16,
+    /// Most clients connected at once.
+    pub maxclients: u64,
+    /// `enable-debug-command`: "no", "yes" or "local" (loopback clients only).
+    pub enable_debug_command: String,
+    /// Redis' protected mode (off with `--unprotected`): a non-loopback bind needs a password.
+    pub protected_mode: bool,
+}
+
+impl Config {
+    /// Whether protected mode requires a password: on, and bound to a non-loopback address.
+    pub fn needs_password(&self) -> bool {
+        self.protected_mode && !crate::server::is_loopback(&self.bind)
+    }
 }
 
 impl Default for Config {
@@ -82,6 +95,9 @@ impl Default for Config {
             dir: String::new(),
             bind: "127.0.0.1".into(),
             port: 6379,
+            maxclients: 10_000,
+            enable_debug_command: "no".into(),
+            protected_mode: true,
         }
     }
 }
@@ -168,6 +184,8 @@ pub struct Session {
     /// A queued command was rejected: EXEC will abort.
     pub multi_failed: bool,
     pub watched: Vec<(Vec<u8>, u64)>,
+    /// Connected from a loopback address (`enable-debug-command local`).
+    pub local: bool,
 }
 
 impl Session {
@@ -181,6 +199,7 @@ impl Session {
             multi: None,
             multi_failed: false,
             watched: Vec::new(),
+            local: false,
         }
     }
 

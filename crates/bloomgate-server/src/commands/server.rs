@@ -264,7 +264,7 @@ fn info(ctx: &mut Ctx, args: &Args) -> Reply {
             ],
             "clients" => vec![
                 format!("connected_clients:{}", store.stats.connected_clients),
-                "maxclients:10000".into(),
+                format!("maxclients:{}", store.config.maxclients),
                 "blocked_clients:0".into(),
             ],
             "memory" => vec![
@@ -389,6 +389,12 @@ pub fn apply_config(c: &mut Config, name: &str, value: &str) -> Result<(), Strin
         "appendfsync" => {
             c.appendfsync = FsyncPolicy::parse(value)
                 .ok_or("argument(s) must be one of the following: always, everysec, no")?
+        }
+        "requirepass" if value.is_empty() && c.needs_password() => {
+            return Err(format!(
+                "refusing to remove the password of a server listening on {} (protected mode)",
+                c.bind
+            ))
         }
         "requirepass" => c.requirepass = (!value.is_empty()).then(|| value.to_string()),
         "appendonly" | "dir" | "bind" | "port" | "databases" | "maxmemory-policy" | "save" => {
@@ -539,6 +545,18 @@ fn shutdown(ctx: &mut Ctx, args: &Args) -> Reply {
 }
 
 fn debug(ctx: &mut Ctx, args: &Args) -> Reply {
+    let allowed = match ctx.store.config.enable_debug_command.as_str() {
+        "yes" => true,
+        "local" => ctx.session.local,
+        _ => false,
+    };
+    if !allowed {
+        return Reply::error(
+            "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", \
+             you can run it from a local connection, otherwise you need to set this option in the \
+             configuration file, and then restart the server.",
+        );
+    }
     if is(&args[1], "RELOAD") {
         ctx.action = Some(Action::DebugReload);
         return Reply::ok();
@@ -605,6 +623,32 @@ mod tests {
             Reply::Map(pairs) => assert_eq!(pairs.len(), 5),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Issue 13: a subnormal error rate, removing the password of an exposed server, and DEBUG
+    /// while `enable-debug-command` is off are refused.
+    #[test]
+    fn unsafe_settings_refused() {
+        let mut h = Harness::new();
+        assert!(h.run("CONFIG SET bf-error-rate 4.9e-324").is_error());
+        assert_eq!(h.store.config.dialect.bf_error_rate, 0.01);
+        h.store.config.bind = "0.0.0.0".into();
+        h.store.config.requirepass = Some("pw".into());
+        let unset: Vec<Vec<u8>> = vec![
+            b"CONFIG".into(),
+            b"SET".into(),
+            b"requirepass".into(),
+            vec![],
+        ];
+        assert!(matches!(h.run_args(&unset), Reply::Error(e) if e.contains("protected mode")));
+        assert_eq!(h.store.config.requirepass.as_deref(), Some("pw"));
+        h.store.config.protected_mode = false;
+        assert_eq!(h.run_args(&unset), Reply::ok());
+        assert!(matches!(h.run("DEBUG RELOAD"), Reply::Error(e) if e.contains("not allowed")));
+        h.store.config.enable_debug_command = "local".into();
+        assert!(h.run("DEBUG RELOAD").is_error());
+        h.session.local = true;
+        assert_eq!(h.run("DEBUG RELOAD"), Reply::ok());
     }
 
     #[test]

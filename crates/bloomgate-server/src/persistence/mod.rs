@@ -1,0 +1,251 @@
+//! Durable storage: checksummed snapshots plus an append-only log (AOF) of every write, tied
+//! together by a manifest.
+//!
+//! Files in the data directory (all created mode 0600):
+//! - `dump.bgs` — the snapshot ([`snapshot`]), covering every log generation below its own;
+//! - `appendonly.<gen>.aof` — log generations ([`log`]), written by the [`writer`] thread;
+//! - `manifest` — which snapshot and log generations make up the dataset ([`manifest`]).
+//!
+//! On start: remove stale temp files, check the files against the manifest (a missing part
+//! refuses to start), load the snapshot (any damage refuses, naming file and offset), replay the
+//! logs from its generation on (a torn final record is truncated with a warning; other damage
+//! refuses unless `--repair-log`).
+
+pub mod log;
+pub mod manifest;
+pub mod snapshot;
+pub mod writer;
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::commands::{Config, Store};
+use crate::keyspace::Db;
+
+pub use crate::relock;
+pub use log::{aof_path, remove_logs_before};
+pub use manifest::Manifest;
+pub use snapshot::{read_snapshot, write_snapshot};
+pub use writer::AofWriter;
+
+pub const SNAPSHOT_FILE: &str = "dump.bgs";
+const SNAPSHOT_TMP: &str = "dump.bgs.tmp";
+/// Temp files a crash (or a failed write) can leave behind.
+const TEMP_FILES: [&str; 2] = [SNAPSHOT_TMP, "manifest.tmp"];
+
+/// Open options for data files: readable and writable by the server's user only.
+pub fn private_options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.mode(0o600);
+    options
+}
+
+/// Creates (truncating) a data file with mode 0600.
+pub fn create_private(path: &Path) -> io::Result<File> {
+    private_options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+}
+
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// What loading found.
+pub struct Loaded {
+    pub db: Db,
+    /// The log generation to keep appending to.
+    pub generation: u64,
+    pub aof_size: u64,
+    /// The dataset's files as loaded (the writer records its generation in it).
+    pub manifest: Manifest,
+    pub warnings: Vec<String>,
+}
+
+/// Removes temp files an interrupted write left (at startup, before anything writes); returns
+/// what it removed.
+pub fn remove_stale_temp_files(dir: &Path) -> io::Result<Vec<String>> {
+    let mut removed = Vec::new();
+    for name in TEMP_FILES {
+        let path = dir.join(name);
+        if path.exists() {
+            fs::remove_file(&path)?;
+            removed.push(format!(
+                "removed {} left by an interrupted write",
+                path.display()
+            ));
+        }
+    }
+    Ok(removed)
+}
+
+/// Loads the snapshot and replays the logs after it into a fresh keyspace. `repair` truncates a
+/// corrupt log at the damage (keeping a copy) instead of refusing.
+pub fn load(dir: &Path, config: &Config, repair: bool) -> anyhow::Result<Loaded> {
+    let mut warnings = Vec::new();
+    let mut replay_config = config.clone();
+    // Replay must rebuild what was acknowledged even if maxmemory has been lowered since.
+    replay_config.maxmemory = 0;
+    let mut store = Store::new(replay_config);
+    let listed = Manifest::read(dir)?;
+    let snapshot_path = dir.join(SNAPSHOT_FILE);
+    let snapshot = if snapshot_path.exists() {
+        Some(read_snapshot(&snapshot_path)?)
+    } else {
+        None
+    };
+    let snapshot_gen = snapshot.as_ref().map(|(gen, _)| *gen);
+    let present = log::log_generations(dir)?;
+    let replay = Manifest::check(listed.as_ref(), dir, snapshot_gen, &present)?;
+    if let Some((_, entries)) = snapshot {
+        for (key, entry) in entries {
+            let value = Arc::try_unwrap(entry.value).unwrap_or_else(|v| (*v).clone());
+            store.db.insert(key, value, entry.expires_at);
+        }
+    }
+    let first = snapshot_gen.unwrap_or(1);
+    // Logs the snapshot covers (left over from a crash after its rename).
+    remove_logs_before(dir, first)?;
+    let mut generation = first;
+    let mut aof_size = 0;
+    for gen in replay {
+        aof_size = log::replay_log(&aof_path(dir, gen), &mut store, repair, &mut warnings)?;
+        generation = gen;
+    }
+    Ok(Loaded {
+        db: store.db,
+        generation,
+        aof_size,
+        manifest: Manifest {
+            snapshot: snapshot_gen,
+            first,
+            last: generation,
+        },
+        warnings,
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::commands::{execute, Session};
+    use crate::keyspace::Value;
+
+    pub fn temp_dir(name: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("bloomgate-persist-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn add(i: usize) -> Vec<u8> {
+        log::encode_record(&[vec![
+            b"BF.ADD".to_vec(),
+            b"k".to_vec(),
+            format!("i{i}").into_bytes(),
+        ]])
+    }
+
+    fn items(loaded: &Loaded) -> u64 {
+        let Some(Value::Bloom(chain)) = loaded.db.value(b"k", 0) else {
+            panic!()
+        };
+        chain.items()
+    }
+
+    #[test]
+    fn torn_tail_truncated_corruption_refused_or_repaired() {
+        let dir = temp_dir("aof");
+        let path = aof_path(&dir, 1);
+        let mut data = log::AOF_MAGIC.to_vec();
+        for i in 0..10 {
+            data.extend(add(i));
+        }
+        let full = data.len();
+        data.extend(&add(10)[..9]);
+        fs::write(&path, &data).unwrap();
+        let loaded = load(&dir, &Config::default(), false).unwrap();
+        assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+        assert_eq!(fs::metadata(&path).unwrap().len(), full as u64);
+        assert_eq!(items(&loaded), 10);
+
+        // Damage inside a record that is followed by others: refuse, naming file and offset.
+        let mut bad = fs::read(&path).unwrap();
+        bad[log::AOF_MAGIC.len() + 20] ^= 1;
+        fs::write(&path, &bad).unwrap();
+        let err = load(&dir, &Config::default(), false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("appendonly.1.aof") && err.contains("offset 16"),
+            "{err}"
+        );
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            bad,
+            "a refused log is left as it is"
+        );
+        // --repair-log: a copy is kept, the log is cut at the damage.
+        let loaded = load(&dir, &Config::default(), true).unwrap();
+        assert!(loaded.db.value(b"k", 0).is_none());
+        assert_eq!(fs::metadata(&path).unwrap().len(), 16);
+        let copies: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                name.contains(".corrupt-").then_some(name)
+            })
+            .collect();
+        assert_eq!(copies.len(), 1);
+        assert_eq!(fs::read(dir.join(&copies[0])).unwrap(), bad);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Replaying the log under a different cf-* configuration rebuilds the same cuckoo filter:
+    /// an auto-created filter is logged as the header of its empty shape.
+    #[test]
+    fn cuckoo_log_replay_is_exact_under_another_config() {
+        let mut store = Store::new(Config::default());
+        store.config.dialect.cf_bucket_size = 4;
+        store.config.dialect.cf_initial_size = 64;
+        let mut session = Session::new(1, false);
+        let mut log = Vec::new();
+        for i in 0..300 {
+            let args = vec![
+                b"CF.ADD".to_vec(),
+                b"c".to_vec(),
+                format!("i{i}").into_bytes(),
+            ];
+            log.extend(execute(&mut store, &mut session, &args, false).log);
+        }
+        let args = vec![b"CF.DEL".to_vec(), b"c".to_vec(), b"i7".to_vec()];
+        log.extend(execute(&mut store, &mut session, &args, false).log);
+        let mut replayed = Store::new(Config::default());
+        for args in &log {
+            execute(&mut replayed, &mut session, args, true);
+        }
+        let (Some(Value::Cuckoo(a)), Some(Value::Cuckoo(b))) =
+            (store.db.value(b"c", 0), replayed.db.value(b"c", 0))
+        else {
+            panic!()
+        };
+        assert_eq!(a.bucket_size(), 4);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn stale_temp_files_are_removed() {
+        let dir = temp_dir("tmpfiles");
+        fs::write(dir.join(SNAPSHOT_TMP), b"partial").unwrap();
+        assert_eq!(remove_stale_temp_files(&dir).unwrap().len(), 1);
+        assert!(!dir.join(SNAPSHOT_TMP).exists());
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

@@ -4,6 +4,7 @@
 //! live here, one module per family; BF.* and CF.* come from `bloomgate-dialect`, run through
 //! [`ServerHost`], and are logged as the dialect says they propagate.
 
+pub mod dump;
 pub mod keys;
 pub mod server;
 pub mod transaction;
@@ -363,6 +364,7 @@ pub fn table() -> &'static [CommandSpec] {
     TABLE.get_or_init(|| {
         let mut all: Vec<CommandSpec> = dialect::table().iter().map(dialect_command).collect();
         all.extend(keys::commands());
+        all.extend(dump::commands());
         all.extend(server::commands());
         all.extend(transaction::commands());
         all

@@ -560,10 +560,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let kinds = list(&mut imported.iter().map(|(k, v)| (k.to_string(), *v)));
+    print!("imported {total} keys from RDB version {}", summary.version);
     println!(
-        "imported {total} keys from RDB version {} ({})",
-        summary.version,
-        list(&mut imported.iter().map(|(k, v)| (k.to_string(), *v)))
+        "{}",
+        if total > 0 {
+            format!(" ({kinds})")
+        } else {
+            String::new()
+        }
     );
     let mut skipped = summary.skipped;
     if expired > 0 {

@@ -413,3 +413,177 @@ fn corrupt_payloads_are_refused_and_the_server_stays_up() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A real `redis-server` (no module) on a free port with its own directory.
+struct RedisServer {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl RedisServer {
+    fn start(name: &str) -> RedisServer {
+        let dir = temp_dir(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", "no", "--dir"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (.ci/setup installs it)");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        RedisServer { child, port, dir }
+    }
+
+    fn conn(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// An RDB file written by the machine's real Redis with every core type in each of its
+/// encodings (small and large lists, sets, sorted sets and hashes, integer and compressible
+/// strings, a stream with a consumer group and pending entries, a function library, an
+/// expiry, a second database): all skipped by walking their encodings, counted per type.
+#[test]
+fn every_redis_type_in_a_real_rdb_is_skipped_and_counted() {
+    let redis = RedisServer::start("real-rdb");
+    let mut con = redis.conn();
+    let run = |con: &mut redis::Connection, line: &str| {
+        let mut words = line.split(' ');
+        let mut cmd = redis::cmd(words.next().unwrap());
+        for w in words {
+            cmd.arg(w);
+        }
+        cmd.query::<Value>(con)
+            .unwrap_or_else(|e| panic!("{line}: {e}"));
+    };
+    for line in [
+        "SET s hello",
+        "SET n 12345",
+        "SET exp v PX 100000",
+        "RPUSH l a b c",
+        "SADD ints 1 2 3",
+        "SADD small a b c",
+        "ZADD z 1 a 2 b",
+        "HSET h f v",
+        "XADD st 1-1 f v",
+        "XADD st 2-1 f v",
+        "XADD st 3-1 f v",
+        "XGROUP CREATE st g 0",
+        "XREADGROUP GROUP g c1 COUNT 2 STREAMS st >",
+    ] {
+        run(&mut con, line);
+    }
+    let big = "a".repeat(5000);
+    redis::cmd("SET")
+        .arg("big")
+        .arg(&big)
+        .exec(&mut con)
+        .unwrap();
+    let many: Vec<String> = (0..1000).map(|i| format!("member-{i}")).collect();
+    redis::cmd("RPUSH")
+        .arg("biglist")
+        .arg(&many)
+        .exec(&mut con)
+        .unwrap();
+    redis::cmd("SADD")
+        .arg("bigset")
+        .arg(&many)
+        .exec(&mut con)
+        .unwrap();
+    let scored: Vec<(f64, &String)> = many
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (i as f64 + 0.5, m))
+        .collect();
+    redis::cmd("ZADD")
+        .arg("bigz")
+        .arg(&scored)
+        .exec(&mut con)
+        .unwrap();
+    let fields: Vec<(&String, &String)> = many.iter().map(|m| (m, m)).collect();
+    redis::cmd("HSET")
+        .arg("bigh")
+        .arg(&fields)
+        .exec(&mut con)
+        .unwrap();
+    redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("#!lua name=lib\nredis.register_function('f', function() return 1 end)")
+        .exec(&mut con)
+        .unwrap();
+    run(&mut con, "SELECT 1");
+    run(&mut con, "SET other v");
+    run(&mut con, "SAVE");
+    let rdb = redis.dir.join("dump.rdb");
+    let dir = temp_dir("real-rdb-import");
+    let out = import(&[rdb.to_str().unwrap(), "--dir", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("imported 0 keys from RDB version 10\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("skipped: hash 2, list 2, set 3, stream 1, string 5, zset 2"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `MIGRATE` from a real Redis speaks to `bloomgate serve` (SELECT, then RESTORE with the
+/// payload); a value that is not a RedisBloom type is refused with Redis' wording and stays
+/// on the source.
+#[test]
+fn migrate_from_a_real_redis_reaches_restore() {
+    let redis = RedisServer::start("migrate");
+    let dir = temp_dir("migrate-target");
+    let server = Server::start(&dir);
+    let mut con = redis.conn();
+    redis::cmd("SET").arg("s").arg("v").exec(&mut con).unwrap();
+    let err = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(server.port)
+        .arg("s")
+        .arg(0)
+        .arg(5000)
+        .query::<Value>(&mut con)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Target instance replied with error: ERR Bad data format"),
+        "{err}"
+    );
+    let exists: i64 = redis::cmd("EXISTS").arg("s").query(&mut con).unwrap();
+    assert_eq!(exists, 1);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

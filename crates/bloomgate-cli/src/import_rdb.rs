@@ -473,6 +473,14 @@ impl ServerTarget {
 impl Target for ServerTarget {
     fn put(&mut self, found: Found) -> anyhow::Result<()> {
         let payload = dump_payload(&found.value);
+        if payload.len() > bloomgate_server::resp::MAX_BULK_LEN {
+            bail!(
+                "{}: a {}-byte value is over the protocol's 512 MiB argument limit for RESTORE; \
+                 import it with --dir",
+                String::from_utf8_lossy(&found.key),
+                payload.len()
+            );
+        }
         let ttl = found.expires_at.unwrap_or(0).to_string();
         let mut args: Vec<&[u8]> = vec![b"RESTORE", &found.key, ttl.as_bytes(), &payload];
         if found.expires_at.is_some() {

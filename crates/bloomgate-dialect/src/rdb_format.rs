@@ -707,6 +707,31 @@ mod tests {
         assert!(restore_payload(&payload, 100).is_err());
     }
 
+    proptest::proptest! {
+        /// Any handful of byte changes, with the checksum repaired so the decoder sees them:
+        /// refused or loaded, never a panic or an allocation past the budget; what loads dumps
+        /// again to a payload that loads to the same value.
+        #[test]
+        fn mutated_payloads_never_panic(
+            cuckoo_value in proptest::bool::ANY,
+            edits in proptest::collection::vec((0usize..4096, proptest::num::u8::ANY), 1..6),
+        ) {
+            let value = if cuckoo_value { cuckoo() } else { bloom() };
+            let payload = dump_payload(&value);
+            let mut body = payload[..payload.len() - 8].to_vec();
+            let editable = body.len() - 2;
+            for (at, byte) in edits {
+                body[at % editable] = byte;
+            }
+            let crc = crc64(0, &body);
+            body.extend_from_slice(&crc.to_le_bytes());
+            if let Ok(loaded) = restore_payload(&body, 1 << 26) {
+                let again = restore_payload(&dump_payload(&loaded), 1 << 26).unwrap();
+                proptest::prop_assert_eq!(stream(&again), stream(&loaded));
+            }
+        }
+    }
+
     #[test]
     fn forged_cuckoo_sizes_are_refused_before_allocating() {
         // 1 sub-filter of 2^36 buckets × 255 slots: valid as a header, far over the budget.

@@ -110,8 +110,8 @@ fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
-    use crate::commands::execute;
     use super::*;
+    use crate::commands::execute;
 
     fn args(parts: &[&[u8]]) -> Vec<Vec<u8>> {
         parts.iter().map(|p| p.to_vec()).collect()
@@ -143,7 +143,13 @@ mod tests {
                 err("BUSYKEY Target key name already exists.")
             );
             assert_eq!(
-                h.run_args(&args(&[b"RESTORE-ASKING", copy.as_bytes(), b"0", &p, b"REPLACE"])),
+                h.run_args(&args(&[
+                    b"RESTORE-ASKING",
+                    copy.as_bytes(),
+                    b"0",
+                    &p,
+                    b"REPLACE"
+                ])),
                 Reply::ok()
             );
         }
@@ -202,7 +208,9 @@ mod tests {
         assert_eq!(h.run("EXISTS gone"), Reply::Int(0));
         // REPLACE with an expired absolute TTL deletes the existing key.
         assert_eq!(
-            h.run_args(&args(&[b"RESTORE", b"bf", &past, &p, b"ABSTTL", b"REPLACE"])),
+            h.run_args(&args(&[
+                b"RESTORE", b"bf", &past, &p, b"ABSTTL", b"REPLACE"
+            ])),
             Reply::ok()
         );
         assert_eq!(h.run("EXISTS bf"), Reply::Int(0));

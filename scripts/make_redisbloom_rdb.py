@@ -2,8 +2,8 @@
 # Writes a large RDB file (RDB version 10) from the RedisBloom fixture: COPIES copies of its nine
 # BF/CF values under new keys plus one string per copy, for timing `bloomgate import-rdb`.
 # Usage: scripts/make_redisbloom_rdb.py COPIES OUT.rdb
-import json, sys
-d = json.load(open(__import__('os').path.join(__import__('os').path.dirname(__file__), '..', 'tests', 'fixtures', 'redisbloom-rdb', 'expected.json')))
+import json, os, sys
+d = json.load(open(os.path.join(os.path.dirname(__file__), '..', 'tests', 'fixtures', 'redisbloom-rdb', 'expected.json')))
 copies = int(sys.argv[1]); out = sys.argv[2]
 def enc_len(n):
     if n < 64: return bytes([n])

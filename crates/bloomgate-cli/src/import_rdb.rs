@@ -593,3 +593,170 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bloomgate_dialect::rdb::RdbSink;
+    use bloomgate_dialect::rdb_format::{
+        crc64, module_type_id, write_len, write_string, ModuleWriter,
+    };
+    use bloomgate_dialect::sbchain::BloomChain;
+
+    fn bloom() -> Value {
+        let mut chain = BloomChain::new(100, 0.01, 2, false).unwrap();
+        chain.add(b"x", u64::MAX).unwrap();
+        Value::Bloom(chain)
+    }
+
+    /// `REDIS<version>`, the body, EOF and the CRC64 trailer.
+    fn file(version: &str, body: &[u8]) -> Vec<u8> {
+        let mut out = format!("REDIS{version}").into_bytes();
+        out.extend_from_slice(body);
+        out.push(op::EOF);
+        let crc = crc64(0, &out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    fn entry(out: &mut Vec<u8>, value_type: u8, key: &str, value: &[u8]) {
+        out.push(value_type);
+        write_string(out, key.as_bytes());
+        out.extend_from_slice(value);
+    }
+
+    fn dialect_value(value: &Value) -> Vec<u8> {
+        let payload = dump_payload(value);
+        payload[1..payload.len() - 10].to_vec()
+    }
+
+    fn walk_all(data: &[u8]) -> anyhow::Result<(Vec<(u64, String, Option<i64>)>, Summary)> {
+        let mut found = Vec::new();
+        let summary = walk(data, data.len() as u64, 1 << 30, |f| {
+            found.push((
+                f.db,
+                String::from_utf8_lossy(&f.key).into_owned(),
+                f.expires_at,
+            ));
+            Ok(())
+        })?;
+        Ok((found, summary))
+    }
+
+    /// Opcodes and encodings a Redis 7.0 `SAVE` does not produce (module aux data, slot info,
+    /// second-precision expiry, legacy zsets, streams v3, hashes with field expiries, another
+    /// module's values) are walked too.
+    #[test]
+    fn every_opcode_and_newer_type_is_walked() {
+        let mut b = Vec::new();
+        b.push(op::AUX);
+        write_string(&mut b, b"redis-ver");
+        write_string(&mut b, b"8.2.0");
+        b.push(op::MODULE_AUX);
+        write_len(&mut b, module_type_id("ReJSON-RL", 3).unwrap());
+        write_len(&mut b, 2);
+        write_len(&mut b, 2);
+        let mut w = ModuleWriter::default();
+        w.save_unsigned(7);
+        w.save_string(b"aux");
+        b.extend_from_slice(&w.out);
+        write_len(&mut b, 0);
+        b.push(op::FUNCTION2);
+        write_string(&mut b, b"#!lua name=lib\n...");
+        b.extend_from_slice(&[op::SELECTDB, 0, op::RESIZEDB, 9, 1, op::SLOT_INFO, 1, 2, 3]);
+        b.push(op::EXPIRETIME_MS);
+        b.extend_from_slice(&4_000_000_000_000i64.to_le_bytes());
+        b.extend_from_slice(&[op::FREQ, 5]);
+        entry(&mut b, 7, "bf", &dialect_value(&bloom()));
+        b.push(op::EXPIRETIME);
+        b.extend_from_slice(&1000u32.to_le_bytes());
+        b.extend_from_slice(&[op::IDLE, 10]);
+        entry(&mut b, 7, "bf-old", &dialect_value(&bloom()));
+        // Legacy zset: scores as text, 255 = -inf.
+        entry(
+            &mut b,
+            3,
+            "z",
+            &[2, 1, b'a', 3, b'1', b'.', b'5', 1, b'b', 255],
+        );
+        // Stream v3: no nodes, ids, one group with one pending entry and one consumer.
+        let mut s = vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, b'g', 0, 0, 0, 1];
+        s.extend_from_slice(&[0; 24]);
+        s.extend_from_slice(&[1, 1, 1, b'c']);
+        s.extend_from_slice(&[0; 16]);
+        s.push(1);
+        s.extend_from_slice(&[0; 16]);
+        entry(&mut b, 21, "st", &s);
+        let mut h = vec![0; 8];
+        h.extend_from_slice(&[1, 5, 1, b'f', 1, b'v']);
+        entry(&mut b, 24, "h24", &h);
+        entry(&mut b, 22, "h22", &h[8..]);
+        entry(&mut b, 25, "h25", &[0, 0, 0, 0, 0, 0, 0, 0, 2, b'l', b'p']);
+        entry(&mut b, 23, "h23", &[2, b'l', b'p']);
+        // Another module's value, every opcode.
+        let mut m = Vec::new();
+        write_len(&mut m, module_type_id("ReJSON-RL", 3).unwrap());
+        m.extend_from_slice(&[
+            1, 3, 2, 4, 3, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 5, 1, b'x', 0,
+        ]);
+        entry(&mut b, 7, "json", &m);
+        b.extend_from_slice(&[op::SELECTDB, 1]);
+        entry(&mut b, 7, "bf", &dialect_value(&bloom()));
+        let (found, summary) = walk_all(&file("0012", &b)).unwrap();
+        assert_eq!(
+            found,
+            vec![
+                (0, "bf".into(), Some(4_000_000_000_000)),
+                (0, "bf-old".into(), Some(1_000_000)),
+                (1, "bf".into(), None),
+            ]
+        );
+        assert_eq!(summary.version, 12);
+        let skipped: Vec<(&str, u64)> = summary
+            .skipped
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
+        assert_eq!(
+            skipped,
+            [
+                ("hash", 4),
+                ("module:ReJSON-RL", 1),
+                ("stream", 1),
+                ("zset", 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn damaged_or_unsupported_files_are_refused() {
+        let mut b = Vec::new();
+        entry(&mut b, 0, "s", &[1, b'v']);
+        let good = file("0011", &b);
+        assert!(walk_all(&good).is_ok());
+        let mut bad_crc = good.clone();
+        *bad_crc.last_mut().unwrap() ^= 1;
+        assert!(walk_all(&bad_crc)
+            .unwrap_err()
+            .to_string()
+            .contains("checksum"));
+        // A zero trailer means "no checksum" (rdbchecksum no).
+        let mut unchecked = good.clone();
+        let n = unchecked.len();
+        unchecked[n - 8..].fill(0);
+        assert!(walk_all(&unchecked).is_ok());
+        assert!(walk_all(&good[..good.len() - 3]).is_err());
+        assert!(walk_all(&file("0008", &b)).is_err());
+        assert!(walk_all(&file("0013", &b)).is_err());
+        assert!(walk_all(b"RDB").is_err());
+        let mut unknown = Vec::new();
+        entry(&mut unknown, 40, "k", &[]);
+        assert!(walk_all(&file("0012", &unknown))
+            .unwrap_err()
+            .to_string()
+            .contains("unknown"));
+        let mut trailing = good.clone();
+        trailing.push(0);
+        assert!(walk_all(&trailing).is_err());
+    }
+}

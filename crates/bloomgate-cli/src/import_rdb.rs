@@ -630,7 +630,10 @@ mod tests {
         payload[1..payload.len() - 10].to_vec()
     }
 
-    fn walk_all(data: &[u8]) -> anyhow::Result<(Vec<(u64, String, Option<i64>)>, Summary)> {
+    /// Database, key and expiry of each BF/CF key found.
+    type Seen = Vec<(u64, String, Option<i64>)>;
+
+    fn walk_all(data: &[u8]) -> anyhow::Result<(Seen, Summary)> {
         let mut found = Vec::new();
         let summary = walk(data, data.len() as u64, 1 << 30, |f| {
             found.push((

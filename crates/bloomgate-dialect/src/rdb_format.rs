@@ -207,8 +207,10 @@ pub enum PayloadError {
     /// mismatch: `ERR DUMP payload version or checksum are wrong`.
     VersionOrChecksum,
     /// Anything wrong inside (not a module value, a type this crate does not host, a damaged
-    /// or oversized value): `ERR Bad data format`.
+    /// value): `ERR Bad data format`.
     BadData(RdbError),
+    /// A valid-looking value larger than the budget: the host's out-of-memory refusal.
+    OverBudget,
 }
 
 /// Decodes a `DUMP` payload into a dialect value, allocating at most `budget` bytes for it.
@@ -234,7 +236,10 @@ pub fn restore_payload(payload: &[u8], budget: u64) -> Result<Value, PayloadErro
             ))),
         }
     })()
-    .map_err(PayloadError::BadData)?;
+    .map_err(|e| match reader.over_budget {
+        true => PayloadError::OverBudget,
+        false => PayloadError::BadData(e),
+    })?;
     if reader.remaining() != 0 {
         return Err(PayloadError::BadData(RdbError::Invalid(
             "bytes after the value".into(),
@@ -273,6 +278,7 @@ pub struct RdbReader<R> {
     remaining: u64,
     offset: u64,
     budget: u64,
+    over_budget: bool,
     crc: u64,
 }
 
@@ -284,6 +290,7 @@ impl<R: Read> RdbReader<R> {
             remaining: len,
             offset: 0,
             budget,
+            over_budget: false,
             crc: 0,
         }
     }
@@ -309,13 +316,19 @@ impl<R: Read> RdbReader<R> {
     }
 
     fn charge(&mut self, bytes: u64) -> Result<(), RdbError> {
-        self.budget = self.budget.checked_sub(bytes).ok_or_else(|| {
-            invalid(format!(
-                "value needs more than the {} bytes allowed",
-                self.budget
-            ))
-        })?;
-        Ok(())
+        match self.budget.checked_sub(bytes) {
+            Some(left) => {
+                self.budget = left;
+                Ok(())
+            }
+            None => {
+                self.over_budget = true;
+                Err(invalid(format!(
+                    "value needs more than the {} bytes allowed",
+                    self.budget
+                )))
+            }
+        }
     }
 
     fn fill(&mut self, buf: &mut [u8]) -> Result<(), RdbError> {
@@ -704,7 +717,10 @@ mod tests {
         b.push(0);
         b.extend_from_slice(version);
         assert!(restore_payload(&with_crc(b), 1 << 30).is_err());
-        assert!(restore_payload(&payload, 100).is_err());
+        assert_eq!(
+            restore_payload(&payload, 100).unwrap_err(),
+            PayloadError::OverBudget
+        );
     }
 
     proptest::proptest! {
@@ -734,20 +750,20 @@ mod tests {
 
     #[test]
     fn forged_cuckoo_sizes_are_refused_before_allocating() {
-        // 1 sub-filter of 2^36 buckets × 255 slots: valid as a header, far over the budget.
+        // 1 sub-filter of 2^30 buckets × 255 slots: valid as a header, far over the budget.
         let mut b = vec![RDB_TYPE_MODULE_2];
         write_len(&mut b, module_type_id("MBbloomCF", 4).unwrap());
         let mut w = ModuleWriter::default();
-        for v in [1, 1 << 36, 0, 0, 255, 20, 1] {
+        for v in [1, 1 << 30, 0, 0, 255, 20, 1] {
             w.save_unsigned(v);
         }
         b.extend_from_slice(&w.out);
         b.extend_from_slice(&DUMP_RDB_VERSION.to_le_bytes());
         let crc = crc64(0, &b);
         b.extend_from_slice(&crc.to_le_bytes());
-        assert!(matches!(
-            restore_payload(&b, 1 << 30),
-            Err(PayloadError::BadData(RdbError::Invalid(_)))
-        ));
+        assert_eq!(
+            restore_payload(&b, 1 << 30).unwrap_err(),
+            PayloadError::OverBudget
+        );
     }
 }

@@ -5,7 +5,9 @@
 //! Redis' command semantics: option parsing, the order of checks, the errors word for word, and
 //! an AOF record that replays to the same key (the payload with an absolute expiry).
 
-use super::{command_spec, flags::*, is, Args, CommandSpec, Ctx, ERR_NOT_INTEGER, ERR_SYNTAX};
+use super::{
+    command_spec, flags::*, is, Args, CommandSpec, Ctx, ERR_NOT_INTEGER, ERR_OOM, ERR_SYNTAX,
+};
 use crate::resp::{parse_i64, Reply};
 use bloomgate_dialect::rdb_format::{dump_payload, restore_payload, PayloadError};
 
@@ -26,7 +28,8 @@ fn dump(ctx: &mut Ctx, args: &Args) -> Reply {
 
 /// `RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]`, checked in Redis' order:
 /// options, existing key, TTL, payload version and checksum, payload contents. IDLETIME and
-/// FREQ are validated and otherwise ignored (the server keeps no LRU/LFU data).
+/// FREQ are validated and otherwise ignored (the server keeps no LRU/LFU data). A value larger
+/// than the memory budget (`maxmemory`, else the machine's memory) gets the OOM error.
 fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
     let (mut replace, mut absttl, mut idle, mut freq) = (false, false, false, false);
     let mut j = 4;
@@ -74,6 +77,10 @@ fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
             return Reply::error("ERR DUMP payload version or checksum are wrong");
         }
         Err(PayloadError::BadData(_)) => return Reply::error("ERR Bad data format"),
+        Err(PayloadError::OverBudget) => {
+            ctx.store.stats.rejected_oom += 1;
+            return Reply::error(ERR_OOM);
+        }
     };
     let deleted = replace && ctx.db().remove(key, now);
     let expires_at = match ttl {
@@ -214,6 +221,19 @@ mod tests {
             Reply::ok()
         );
         assert_eq!(h.run("EXISTS bf"), Reply::Int(0));
+    }
+
+    #[test]
+    fn a_value_over_the_memory_budget_gets_the_oom_error() {
+        let mut h = Harness::new();
+        h.run("BF.RESERVE bf 0.001 100000");
+        let p = payload(&mut h, "bf");
+        h.store.config.maxmemory = h.store.db.used_memory() + 1000;
+        assert_eq!(
+            h.run_args(&args(&[b"RESTORE", b"copy", b"0", &p])),
+            err(ERR_OOM)
+        );
+        assert_eq!(h.run("EXISTS copy"), Reply::Int(0));
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod build;
 mod calc;
 mod demo;
 mod feed;
+mod import_rdb;
 mod info;
 mod input;
 mod query;
@@ -39,6 +40,8 @@ enum Command {
     Info(info::Args),
     /// Remove keys from a counting or cuckoo filter file.
     Remove(remove::Args),
+    /// Import the BF/CF keys of a Redis RDB file into a server or a data directory.
+    ImportRdb(import_rdb::Args),
     /// Run the Redis-protocol server (RedisBloom-compatible BF.*/CF.* commands).
     Serve(serve::Args),
     /// Reproducible demonstrations (`demo feed`).
@@ -78,6 +81,7 @@ fn main() {
         Command::Query(args) => query::run(args),
         Command::Info(args) => info::run(args),
         Command::Remove(args) => remove::run(args),
+        Command::ImportRdb(args) => import_rdb::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Demo(args) => demo::run(args),
     };

@@ -3,7 +3,7 @@
 //! Everything that makes bloomgate a drop-in for RedisBloom lives here, with no I/O, no runtime
 //! and no notion of a connection: the bit-exact values ([`sbchain::BloomChain`],
 //! [`cuckoo::CuckooChain`], [`murmur`]), their SCANDUMP/LOADCHUNK and RDB encodings ([`value`],
-//! [`rdb`]), the `bf-*`/`cf-*` settings ([`config`]) and the BF.*/CF.* command semantics —
+//! [`rdb`], and Redis' framing of them in `DUMP` payloads and RDB files: [`rdb_format`]), the `bf-*`/`cf-*` settings ([`config`]) and the BF.*/CF.* command semantics —
 //! argument parsing in RedisBloom's order, errors word for word, replies, and what a write must
 //! replicate or log ([`commands`]). Beside them, our own extension: time-windowed filters
 //! ([`windowed`], the `WF.*` commands).
@@ -17,9 +17,11 @@
 pub mod commands;
 pub mod config;
 pub mod cuckoo;
+pub mod lzf;
 pub mod murmur;
 pub mod num;
 pub mod rdb;
+pub mod rdb_format;
 pub mod reply;
 pub mod sbchain;
 pub mod value;

@@ -35,6 +35,13 @@ pub trait RdbSource {
     /// The next string buffer; a source that can check a length before allocating refuses one
     /// longer than `max_len`.
     fn load_string(&mut self, max_len: u64) -> Result<Vec<u8>, RdbError>;
+    /// Called with the bytes of bit/slot arrays a value's fields describe, before they are
+    /// allocated: a source that knows a budget (its remaining input, a memory limit) refuses a
+    /// larger value here. The default accepts.
+    fn reserve(&mut self, bytes: u64) -> Result<(), RdbError> {
+        let _ = bytes;
+        Ok(())
+    }
 }
 
 /// Why a value could not be loaded.
@@ -144,6 +151,7 @@ pub fn load_bloom(input: &mut impl RdbSource, encver: i32) -> Result<BloomChain,
         header.push(n2);
         bodies.push(data);
     }
+    input.reserve(BloomChain::header_bytes(&header).map_err(invalid)?)?;
     let mut chain = BloomChain::from_header(&header).map_err(invalid)?;
     fill(&mut chain, &bodies)?;
     Ok(chain)
@@ -223,6 +231,7 @@ pub fn load_cuckoo(input: &mut impl RdbSource, encver: i32) -> Result<CuckooChai
     header.extend_from_slice(&bucket_size.to_le_bytes());
     header.extend_from_slice(&max_iterations.to_le_bytes());
     header.extend_from_slice(&expansion.to_le_bytes());
+    input.reserve(CuckooChain::header_bytes(&header).map_err(|e| invalid(e.message()))?)?;
     let mut filter = CuckooChain::from_header(&header).map_err(|e| invalid(e.message()))?;
     let expected: Vec<u64> = filter.sub_filters().map(|(b, _)| b).collect();
     let mut bodies = Vec::with_capacity(expected.len());

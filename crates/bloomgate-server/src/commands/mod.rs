@@ -5,6 +5,7 @@
 //! [`ServerHost`], and are logged as the dialect says they propagate.
 
 pub mod acl;
+pub mod dump;
 pub mod introspect;
 pub mod keys;
 pub mod server;
@@ -390,6 +391,7 @@ pub fn table() -> &'static [CommandSpec] {
     TABLE.get_or_init(|| {
         let mut all: Vec<CommandSpec> = dialect::table().iter().map(dialect_command).collect();
         all.extend(keys::commands());
+        all.extend(dump::commands());
         all.extend(server::commands());
         all.extend(transaction::commands());
         all

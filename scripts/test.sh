@@ -4,6 +4,7 @@
 # package's pytest suite (scripts/python_tests.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+cargo build --locked -p bloomgate-module   # the .so the module tests load into redis-server
 cargo test --workspace --locked
 cargo build --locked -p bloomgate-cli   # the binary the integration tests used
 echo "== redis-cli smoke test"

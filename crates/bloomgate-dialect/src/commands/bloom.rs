@@ -95,25 +95,6 @@ const INFO_ARGS: &[Arg] = &[
     .optional(),
 ];
 
-/// Documentation of a BF command (every one RedisBloom documents dates from 1.0.0 except
-/// BF.CARD).
-const fn docs(
-    summary: &'static str,
-    complexity: &'static str,
-    key_notes: &'static str,
-    key_rw: bool,
-    args: &'static [Arg],
-) -> Docs {
-    Docs {
-        summary,
-        complexity,
-        since: "1.0.0",
-        key_notes,
-        key_rw,
-        args,
-    }
-}
-
 /// The BF.* command table: RedisBloom 8.2's arities, flags and documentation.
 pub fn commands() -> Vec<CommandInfo> {
     let bf = |name, command, flags, arity, docs| spec(name, command, flags, "bloom", arity, docs);
@@ -124,7 +105,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::BfReserve,
             WRITE | DENYOOM,
             -4,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Creates a new Bloom Filter",
                 "O(1)",
                 "is key name for the the Bloom filter to be created.",
@@ -137,7 +118,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::BfAdd,
             WRITE | DENYOOM,
             3,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Adds an item to a Bloom Filter",
                 K_LAST,
                 "is key name for a Bloom filter to add the item to.",
@@ -150,7 +131,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::BfMadd,
             WRITE | DENYOOM,
             -3,
-            Some(docs(
+            Some(Docs::redisbloom(
                 ADD_MANY,
                 K_TIMES_N,
                 "is key name for a Bloom filter to add the items to.",
@@ -163,7 +144,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::BfInsert,
             WRITE | DENYOOM,
             -4,
-            Some(docs(
+            Some(Docs::redisbloom(
                 ADD_MANY,
                 K_TIMES_N,
                 "is key name for a Bloom filter to insert the item to.",
@@ -176,7 +157,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::BfExists,
             READONLY | FAST,
             3,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Checks whether an item exists in a Bloom Filter",
                 K_LAST,
                 "is key name for a Bloom filter to check the item in.",
@@ -189,7 +170,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::BfMexists,
             READONLY | FAST,
             -3,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Checks whether one or more items exist in a Bloom Filter",
                 K_TIMES_N,
                 filter,
@@ -204,7 +185,7 @@ pub fn commands() -> Vec<CommandInfo> {
             2,
             Some(Docs {
                 since: "2.4.4",
-                ..docs(
+                ..Docs::redisbloom(
                     "Returns the cardinality of a Bloom filter",
                     "O(1)",
                     filter,
@@ -218,7 +199,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::BfInfo,
             READONLY | FAST,
             -2,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Returns information about a Bloom Filter",
                 "O(1)",
                 filter,
@@ -232,7 +213,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::BfScandump,
             READONLY,
             3,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Begins an incremental save of the bloom filter",
                 "O(n), where n is the capacity",
                 "is key name for a Bloom filter to save.",
@@ -245,7 +226,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::BfLoadchunk,
             WRITE | DENYOOM,
             4,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Restores a filter previously saved using SCANDUMP",
                 "O(n), where n is the capacity",
                 "is key name for a Bloom filter to load the chunk to.",

@@ -79,24 +79,6 @@ const INSERT_ARGS: &[Arg] = &[
     Arg::plain("item", ArgKind::String).multiple(),
 ];
 
-/// Documentation of a CF command (all from 1.0.0).
-const fn docs(
-    summary: &'static str,
-    complexity: &'static str,
-    key_notes: &'static str,
-    key_rw: bool,
-    args: &'static [Arg],
-) -> Docs {
-    Docs {
-        summary,
-        complexity,
-        since: "1.0.0",
-        key_notes,
-        key_rw,
-        args,
-    }
-}
-
 /// The CF.* command table: RedisBloom 8.2's arities, flags and documentation.
 pub fn commands() -> Vec<CommandInfo> {
     let cf = |name, command, flags, arity, docs| spec(name, command, flags, "cuckoo", arity, docs);
@@ -107,7 +89,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::CfReserve,
             WRITE | DENYOOM,
             -3,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Creates a new Cuckoo Filter",
                 "O(1)",
                 "",
@@ -120,7 +102,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::CfAdd,
             WRITE | DENYOOM,
             3,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Adds an item to a Cuckoo Filter",
                 K_PLUS_I,
                 "",
@@ -133,7 +115,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::CfAddnx,
             WRITE | DENYOOM,
             3,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Adds an item to a Cuckoo Filter if the item did not exist previously.",
                 K_PLUS_I,
                 "This command is slower than CF.ADD because it first checks whether the item \
@@ -148,7 +130,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::CfInsert,
             WRITE | DENYOOM,
             -4,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Adds one or more items to a Cuckoo Filter. A filter will be created if it \
                  does not exist",
                 N_K_I,
@@ -163,7 +145,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::CfInsertnx,
             WRITE | DENYOOM,
             -4,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Adds one or more items to a Cuckoo Filter if the items did not exist \
                  previously. A filter will be created if it does not exist",
                 N_K_I,
@@ -177,7 +159,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::CfExists,
             READONLY | FAST,
             3,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Checks whether one or more items exist in a Cuckoo Filter",
                 K_SUB,
                 "",
@@ -190,7 +172,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::CfMexists,
             READONLY | FAST,
             -3,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Checks whether one or more items exist in a Cuckoo Filter",
                 "O(k * n), where k is the number of sub-filters and n is the number of items",
                 "",
@@ -203,7 +185,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::CfCount,
             READONLY | FAST,
             3,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Return the number of times an item might be in a Cuckoo Filter",
                 K_SUB,
                 "",
@@ -216,7 +198,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::CfDel,
             WRITE | FAST,
             3,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Deletes an item from a Cuckoo Filter",
                 K_SUB,
                 "",
@@ -230,7 +212,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::CfInfo,
             READONLY | FAST,
             2,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Returns information about a Cuckoo Filter",
                 "O(1)",
                 "",
@@ -245,7 +227,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::CfScandump,
             READONLY,
             3,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Begins an incremental save of the bloom filter",
                 dump,
                 "",
@@ -258,7 +240,7 @@ pub fn commands() -> Vec<CommandInfo> {
             Command::CfLoadchunk,
             WRITE | DENYOOM,
             4,
-            Some(docs(
+            Some(Docs::redisbloom(
                 "Restores a filter previously saved using SCANDUMP",
                 dump,
                 "This command overwrites the cuckoo filter stored under key. Make sure that \

@@ -264,6 +264,27 @@ pub struct Docs {
     pub args: &'static [Arg],
 }
 
+impl Docs {
+    /// The documentation of a RedisBloom command that dates from 1.0.0 (every one it documents
+    /// but BF.CARD; override `since` with struct update syntax).
+    pub const fn redisbloom(
+        summary: &'static str,
+        complexity: &'static str,
+        key_notes: &'static str,
+        key_rw: bool,
+        args: &'static [Arg],
+    ) -> Docs {
+        Docs {
+            summary,
+            complexity,
+            since: "1.0.0",
+            key_notes,
+            key_rw,
+            args,
+        }
+    }
+}
+
 /// One documented argument.
 #[derive(Debug)]
 pub struct Arg {

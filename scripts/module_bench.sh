@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Throughput inside ONE redis-server with the bloomgate module loaded: BF.ADD/BF.EXISTS/CF.ADD/
+# CF.EXISTS against the exact-set commands SADD/SISMEMBER of the same server, driven by
+# redis-benchmark on loopback at pipeline 1 and 16. Same process, same network path, same client:
+# the ratio is the cost of our command against Redis's own hash-table set.
+#
+# Usage: scripts/module_bench.sh [path/to/libbloomgate_module.so] [requests at -P 1] [requests at -P 16]
+#        (defaults: target/release/libbloomgate_module.so, 200000, 1000000)
+# Each measurement is `redis-benchmark -p PORT -c 50 -n N -P P -r 100000 -q CMD key __rand_int__`;
+# the six commands run interleaved (SADD, BF.ADD, CF.ADD, SISMEMBER, BF.EXISTS, CF.EXISTS), the
+# whole sequence twice. Prints one line per measurement, then the mean of the two rounds and the
+# ratios against SADD/SISMEMBER.
+set -euo pipefail
+MODULE=$(realpath "${1:-target/release/libbloomgate_module.so}")
+N1=${2:-200000}
+N16=${3:-1000000}
+D=$(mktemp -d /tmp/bloomgate-modulebench-XXXX)
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+redis-server --port "$PORT" --bind 127.0.0.1 --dir "$D" --save "" --appendonly no \
+    --loadmodule "$MODULE" >"$D/log" 2>&1 &
+PID=$!
+trap 'kill $PID 2>/dev/null; wait 2>/dev/null; rm -rf "$D"' EXIT
+for _ in $(seq 1 100); do redis-cli -p "$PORT" PING >/dev/null 2>&1 && break; sleep 0.1; done
+redis-cli -p "$PORT" PING >/dev/null || { cat "$D/log"; exit 1; }
+# Sized for the 100,000 distinct items -r 100000 draws, so no filter scales or fills up.
+redis-cli -p "$PORT" BF.RESERVE bf 0.01 200000 >/dev/null
+redis-cli -p "$PORT" CF.RESERVE cf 200000 >/dev/null
+
+results=$D/results
+run() { # round pipeline requests command key
+    local rps
+    rps=$(redis-benchmark -p "$PORT" -c 50 -n "$3" -P "$2" -r 100000 -q "$4" "$5" __rand_int__ 2>/dev/null |
+        tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1)
+    printf 'round %s  P%-3s %-10s %12s req/s\n' "$1" "$2" "$4" "$rps"
+    echo "$2 $4 $rps" >>"$results"
+}
+for round in 1 2; do
+    for P in 1 16; do
+        n=$N1
+        [ "$P" = 16 ] && n=$N16
+        run "$round" "$P" "$n" SADD set
+        run "$round" "$P" "$n" BF.ADD bf
+        run "$round" "$P" "$n" CF.ADD cf
+        run "$round" "$P" "$n" SISMEMBER set
+        run "$round" "$P" "$n" BF.EXISTS bf
+        run "$round" "$P" "$n" CF.EXISTS cf
+    done
+done
+echo "mean of 2 rounds, ratio against the exact set (>= 1.00 is the target):"
+awk '{ sum[$1" "$2] += $3; cnt[$1" "$2]++ }
+     END {
+       split("BF.ADD:SADD CF.ADD:SADD BF.EXISTS:SISMEMBER CF.EXISTS:SISMEMBER", pairs, " ")
+       for (p = 1; p <= 16; p += 15)
+         for (i = 1; i <= 4; i++) {
+           split(pairs[i], c, ":")
+           a = sum[p" "c[1]] / cnt[p" "c[1]]; b = sum[p" "c[2]] / cnt[p" "c[2]]
+           printf "P%-3s %-10s %10.0f req/s  %-10s %10.0f req/s  ratio %.2f\n", p, c[1], a, c[2], b, a / b
+         }
+     }' "$results"

@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 
 import redis
 from redis.cluster import RedisCluster
@@ -79,6 +80,11 @@ class Dialect:
         if key.startswith("bf:"):
             return ["BF.MEXISTS", key, *items]
         return ["CF.MEXISTS", key, *items]
+
+    def info(self, key):
+        if not self.module:
+            return ["SCARD", key]
+        return ["BF.INFO" if key.startswith("bf:") else "CF.INFO", key]
 
     @staticmethod
     def added(command, reply):
@@ -131,6 +137,7 @@ class Cluster:
             "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
             "--cluster-replica-validity-factor", "0",
             "--save", "", "--appendonly", "no", "--daemonize", "no",
+            "--enable-debug-command", "local",
             "--logfile", os.path.join(d, "redis.log"),
         ]
         if self.module:
@@ -203,7 +210,7 @@ def wait_until(what, fn, limit=60):
         try:
             if fn():
                 return
-        except redis.RedisError as e:
+        except (redis.RedisError, KeyError) as e:  # KeyError: a node not yet in some view
             last = e
         time.sleep(0.1)
     raise RuntimeError(f"timed out waiting for {what} (last error: {last})")
@@ -338,6 +345,57 @@ def missing_via_node(port, d, expected, replica):
     return missing, local, sum(len(v) for v in moved.values())
 
 
+def states_at(port, d, keys, replica):
+    """{key: (INFO reply, DEBUG DIGEST-VALUE)} for the keys one node holds (MOVED ones skipped)."""
+    conn = node(port)
+    if replica:
+        conn.execute_command("READONLY")
+    pipe = conn.pipeline(transaction=False)
+    for k in keys:
+        pipe.execute_command(*d.info(k))
+        pipe.execute_command("DEBUG", "DIGEST-VALUE", k)
+    replies = pipe.execute(raise_on_error=False)
+    out = {}
+    for i, k in enumerate(keys):
+        info, digest = replies[2 * i], replies[2 * i + 1]
+        if isinstance(info, redis.exceptions.MovedError):
+            continue
+        out[k] = (repr(info), repr(digest))
+    return out
+
+
+def states(cluster, d, keys):
+    """Every key's state as its master holds it, and each replica's differences from its master."""
+    view = nodes_view(cluster.live()[0])
+    by_master, merged = {}, {}
+    for p in cluster.live():
+        if view[p][1] == "master":
+            by_master[view[p][0]] = states_at(p, d, keys, False)
+            merged.update(by_master[view[p][0]])
+    replica_diffs = {}
+    for p in cluster.live():
+        if view[p][1] == "replica":
+            mine = states_at(p, d, keys, True)
+            master = by_master.get(view[p][2], {})
+            replica_diffs[p] = ([k for k in master if mine.get(k) != master[k]], len(mine))
+    return merged, replica_diffs
+
+
+def check_states(phase, cluster, d, keys, before=None):
+    """Replicas hold the same values as their masters (INFO and digest); with `before`, every key's
+    value is also unchanged since then. Returns the states."""
+    now, replica_diffs = states(cluster, d, keys)
+    check(f"{phase}: every key held once by a master ({len(now)} of {len(keys)})", len(now) == len(keys))
+    for p, (diff, held) in sorted(replica_diffs.items()):
+        check(f"{phase}: replica {p} holds its master's {held} values (INFO + DEBUG DIGEST-VALUE equal)",
+              not diff and held > 0, f"{len(diff)} differ, e.g. {diff[:3]}")
+    if before is not None:
+        changed = [k for k in keys if now.get(k) != before.get(k)]
+        check(f"{phase}: all {len(keys)} values unchanged (INFO + DEBUG DIGEST-VALUE)",
+              not changed, f"{len(changed)} differ, e.g. {[(k, before.get(k), now.get(k)) for k in changed[:2]]}")
+    return now
+
+
 def verify_everywhere(phase, cluster, d, expected):
     rc = client(cluster.live()[0])
     try:
@@ -375,7 +433,7 @@ def masters(cluster):
     return {p: v for p, v in view.items() if v[1] == "master" and "fail" not in v[3] and p in cluster.procs}
 
 
-def phase_reshard(cluster, d, expected):
+def phase_reshard(cluster, d, expected, before):
     ms = masters(cluster)
     (src, (src_id, *_)), (dst, (dst_id, *_)) = list(ms.items())[:2]
     moving = 16384 // 3
@@ -389,6 +447,7 @@ def phase_reshard(cluster, d, expected):
           f"slots before {ms[src][4]}/{ms[dst][4]}, after {after[src][4]}/{after[dst][4]}")
     wait_replicas_synced(cluster.live())
     verify_everywhere("after reshard", cluster, d, expected)
+    check_states("after reshard", cluster, d, list(expected), before)
 
     t = time.time()
     redis_cli("--cluster", "rebalance", f"127.0.0.1:{src}", "--cluster-yes")
@@ -398,6 +457,7 @@ def phase_reshard(cluster, d, expected):
     check(f"rebalance evened the slots in {time.time() - t:.1f}s ({[v[4] for v in after.values()]})", spread < 200)
     wait_replicas_synced(cluster.live())
     verify_everywhere("after rebalance", cluster, d, expected)
+    check_states("after rebalance", cluster, d, list(expected), before)
 
 
 def phase_failover(cluster, d, expected):
@@ -476,6 +536,7 @@ def phase_failover(cluster, d, expected):
     miss, local, _ = missing_via_node(victim, d, merged, replica=True)
     check(f"failover: rejoined node answers every item ({local} keys local after READONLY)",
           not miss and local > 0, f"{len(miss)} missing, e.g. {miss[:3]}")
+    check_states("after rejoin", cluster, d, list(expected))
     return merged
 
 
@@ -535,11 +596,13 @@ def main():
         wait_replicas_synced(cluster.ports)
         verify_everywhere("after load", cluster, d, expected)
         absent_rate(cluster, d, keys)
+        before = check_states("after load", cluster, d, keys)
 
-        phase_reshard(cluster, d, expected)
+        phase_reshard(cluster, d, expected, before)
         phase_failover(cluster, d, expected)
     except Exception as e:  # noqa: BLE001 - any failure is reported with the node logs, then cleaned up
         check("run completed", False, f"{type(e).__name__}: {e}")
+        traceback.print_exc()
         if cluster:
             for p in cluster.ports:
                 print(f"--- log of {p}:\n{cluster.log_tail(p)}", flush=True)

@@ -10,7 +10,7 @@ Phases, each checked through a cluster-aware client (redis-py RedisCluster) and 
   1. load   - 100,000 items over 1,000 keys (half BF, half CF); every item answers 1 through every
               node (masters directly or by following MOVED, replicas after READONLY); a sample of
               absent items answers mostly 0.
-  2. reshard - `redis-cli --cluster reshard` moves a third of the slots between masters, then
+  2. reshard - `redis-cli --cluster reshard` moves 3,000 slots from one master to another, then
               `redis-cli --cluster rebalance` moves them back: every item still answers 1.
   3. failover - writes acknowledged by `WAIT 1 <ms>` while a master is killed with SIGKILL; its
               replica is promoted, every acknowledged item answers 1; the killed node restarts
@@ -436,7 +436,7 @@ def masters(cluster):
 def phase_reshard(cluster, d, expected, before):
     ms = masters(cluster)
     (src, (src_id, *_)), (dst, (dst_id, *_)) = list(ms.items())[:2]
-    moving = 16384 // 3
+    moving = 3000
     t = time.time()
     redis_cli("--cluster", "reshard", f"127.0.0.1:{src}", "--cluster-from", src_id, "--cluster-to", dst_id,
               "--cluster-slots", str(moving), "--cluster-yes")

@@ -3,6 +3,7 @@
 # real-client smoke tests (redis-cli, redis-py) against a real `bloomgate serve`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+cargo build --locked -p bloomgate-module   # the .so the module tests load into redis-server
 cargo test --workspace --locked
 cargo build --locked -p bloomgate-cli   # the binary the integration tests used
 echo "== redis-cli smoke test"

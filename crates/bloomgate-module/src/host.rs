@@ -1,0 +1,377 @@
+//! The dialect's `Host` over Redis' keyspace, and the command entry point.
+//!
+//! Every command of `bloomgate_dialect::commands::table()` is registered with its flags and key
+//! positions (so `COMMAND INFO`, ACL and Cluster routing see them) and handled by [`dispatch`]:
+//! the dialect runs the command against [`ModuleHost`], its reply is sent through
+//! `RedisModule_ReplyWith*` (Redis renders booleans, maps and nulls for the client's RESP
+//! version), and what it says to propagate is replicated: verbatim, or the rewrite (an
+//! auto-created filter goes to replicas and the AOF with its explicit parameters).
+
+use std::ffi::{c_int, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use bloomgate_dialect::commands::{self, Propagate, WrongType};
+use bloomgate_dialect::{Config, Host, Reply, Value};
+use redis_module::{raw, Context};
+
+use crate::{settings, types};
+
+/// Registers every dialect command, and its ACL category where the server supports it.
+pub fn register_commands(ctx: &Context) -> Result<(), String> {
+    // SAFETY: OnLoad context; the callback matches RedisModuleCmdFunc; names and flags are
+    // NUL-terminated strings that live across each call.
+    unsafe {
+        let categories = raw::RedisModule_AddACLCategory.is_some_and(|add| {
+            ["bloom", "cuckoo"].iter().all(|c| {
+                let c = CString::new(*c).expect("no NUL");
+                add(ctx.ctx, c.as_ptr()) == raw::REDISMODULE_OK as c_int
+            })
+        });
+        let create = raw::RedisModule_CreateCommand.expect("core API");
+        for info in commands::table() {
+            let name = CString::new(info.name.to_lowercase()).expect("no NUL");
+            // The module API spells COMMAND INFO's `denyoom` as `deny-oom`.
+            let flags: Vec<&str> = info
+                .flag_names()
+                .into_iter()
+                .map(|f| if f == "denyoom" { "deny-oom" } else { f })
+                .collect();
+            let flags = CString::new(flags.join(" ")).expect("no NUL");
+            let status = create(
+                ctx.ctx,
+                name.as_ptr(),
+                Some(dispatch),
+                flags.as_ptr(),
+                info.first_key,
+                info.last_key,
+                info.step,
+            );
+            if status != raw::REDISMODULE_OK as c_int {
+                return Err(format!("could not register {}", info.name));
+            }
+            if let (true, Some(get), Some(set)) = (
+                categories,
+                raw::RedisModule_GetCommand,
+                raw::RedisModule_SetCommandACLCategories,
+            ) {
+                let category = CString::new(info.category).expect("no NUL");
+                let command = get(ctx.ctx, name.as_ptr());
+                if command.is_null()
+                    || set(command, category.as_ptr()) != raw::REDISMODULE_OK as c_int
+                {
+                    return Err(format!("could not set the ACL category of {}", info.name));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The bytes of a Redis string.
+fn bytes_of<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
+    let mut len = 0;
+    let ptr = raw::string_ptr_len(s, &mut len);
+    // SAFETY: Redis strings passed to a command stay alive (and unchanged) until it returns.
+    unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
+}
+
+/// Entry point of every BF.* / CF.* command.
+extern "C" fn dispatch(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    // SAFETY: Redis passes `argc` (≥ 1) live strings.
+    let strings = unsafe { std::slice::from_raw_parts(argv.cast_const(), argc as usize) };
+    let args: Vec<&[u8]> = strings.iter().map(|&s| bytes_of(s)).collect();
+    let info = commands::lookup(args[0]).expect("only dialect commands are registered");
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let mut host = ModuleHost::new(ctx, strings);
+        commands::execute(&mut host, info, &args)
+    }));
+    match outcome {
+        Ok(outcome) => {
+            reply(ctx, &outcome.reply);
+            propagate(ctx, &outcome.propagate);
+        }
+        Err(_) => {
+            // One failing command must not take the server down: report it and carry on.
+            reply(
+                ctx,
+                &Reply::error(format!("ERR bloomgate: internal error in {}", info.name)),
+            );
+        }
+    }
+    raw::REDISMODULE_OK as c_int
+}
+
+/// Sends a dialect reply; Redis renders it for the client's protocol (RESP2 flattens maps and
+/// sends booleans as 0/1, RESP3 keeps them).
+fn reply(ctx: *mut raw::RedisModuleCtx, reply: &Reply) {
+    match reply {
+        Reply::Simple(s) => {
+            let s = CString::new(s.as_str()).unwrap_or_default();
+            raw::reply_with_simple_string(ctx, s.as_ptr());
+        }
+        Reply::Error(e) => {
+            let e = CString::new(e.as_str()).unwrap_or_default();
+            raw::reply_with_error(ctx, e.as_ptr());
+        }
+        Reply::Int(n) => {
+            raw::reply_with_long_long(ctx, *n);
+        }
+        Reply::Bulk(b) => {
+            raw::reply_with_string_buffer(ctx, b.as_ptr().cast(), b.len());
+        }
+        Reply::Nil => {
+            raw::reply_with_null(ctx);
+        }
+        Reply::NilArray => {
+            // SAFETY: a live command context; the function exists since Redis 6.0.
+            unsafe { raw::RedisModule_ReplyWithNullArray.expect("Redis 6+")(ctx) };
+        }
+        Reply::Array(items) => {
+            raw::reply_with_array(ctx, items.len() as _);
+            items.iter().for_each(|item| self::reply(ctx, item));
+        }
+        Reply::Map(pairs) => {
+            raw::reply_with_map(ctx, pairs.len() as _);
+            for (k, v) in pairs {
+                self::reply(ctx, k);
+                self::reply(ctx, v);
+            }
+        }
+        Reply::Bool(b) => {
+            raw::reply_with_bool(ctx, c_int::from(*b));
+        }
+    }
+}
+
+/// Replicates (and feeds the AOF) what the dialect says the command changed.
+fn propagate(ctx: *mut raw::RedisModuleCtx, what: &Propagate) {
+    match what {
+        Propagate::Nothing => {}
+        Propagate::Verbatim => {
+            raw::replicate_verbatim(ctx);
+        }
+        Propagate::Commands(commands) => {
+            for command in commands {
+                let Some((name, args)) = command.split_first() else {
+                    continue;
+                };
+                let name = CString::new(name.as_slice()).unwrap_or_default();
+                // SAFETY: strings created on a live context and freed after Replicate, which
+                // takes its own references; "v" consumes an array pointer and its length.
+                unsafe {
+                    let create = raw::RedisModule_CreateString.expect("core API");
+                    let strings: Vec<*mut raw::RedisModuleString> = args
+                        .iter()
+                        .map(|a| create(ctx, a.as_ptr().cast(), a.len()))
+                        .collect();
+                    raw::RedisModule_Replicate.expect("core API")(
+                        ctx,
+                        name.as_ptr(),
+                        c"v".as_ptr(),
+                        strings.as_ptr(),
+                        strings.len(),
+                    );
+                    let free = raw::RedisModule_FreeString.expect("core API");
+                    strings.into_iter().for_each(|s| free(ctx, s));
+                }
+            }
+        }
+    }
+}
+
+/// A key the command has opened.
+struct OpenKey {
+    name: Vec<u8>,
+    writable: bool,
+    handle: *mut raw::RedisModuleKey,
+}
+
+/// Redis' keyspace as the dialect sees it during one command.
+struct ModuleHost<'a> {
+    ctx: *mut raw::RedisModuleCtx,
+    /// The command's arguments: keys are opened through these strings when they match.
+    argv: &'a [*mut raw::RedisModuleString],
+    config: Config,
+    flags: c_int,
+    keys: Vec<OpenKey>,
+}
+
+impl<'a> ModuleHost<'a> {
+    fn new(ctx: *mut raw::RedisModuleCtx, argv: &'a [*mut raw::RedisModuleString]) -> Self {
+        // SAFETY: a live command context.
+        let flags = unsafe { raw::RedisModule_GetContextFlags.expect("core API")(ctx) };
+        Self {
+            ctx,
+            argv,
+            config: settings::current(),
+            flags,
+            keys: Vec::new(),
+        }
+    }
+
+    /// A handle on `key`, readable, and writable if asked: a read-only handle is reopened
+    /// writable when a write needs it (a writable handle makes Redis signal the key as
+    /// modified, which must not happen on reads: it would abort clients' WATCH).
+    fn open(&mut self, key: &[u8], writable: bool) -> *mut raw::RedisModuleKey {
+        if let Some(i) = self.keys.iter().position(|k| k.name == key) {
+            if self.keys[i].writable || !writable {
+                return self.keys[i].handle;
+            }
+            let stale = self.keys.swap_remove(i);
+            raw::close_key(stale.handle);
+        }
+        let mode = raw::REDISMODULE_READ | if writable { raw::REDISMODULE_WRITE } else { 0 };
+        // SAFETY: a live context; the key name string is either one of the command's
+        // arguments or created here and freed after OpenKey (which keeps its own reference).
+        let handle = unsafe {
+            let open = raw::RedisModule_OpenKey.expect("core API");
+            match self.argv.iter().find(|&&s| bytes_of(s) == key) {
+                Some(&s) => open(self.ctx, s, mode as c_int).cast(),
+                None => {
+                    let s = raw::RedisModule_CreateString.expect("core API")(
+                        self.ctx,
+                        key.as_ptr().cast(),
+                        key.len(),
+                    );
+                    let handle = open(self.ctx, s, mode as c_int);
+                    raw::RedisModule_FreeString.expect("core API")(self.ctx, s);
+                    handle.cast()
+                }
+            }
+        };
+        self.keys.push(OpenKey {
+            name: key.to_vec(),
+            writable,
+            handle,
+        });
+        handle
+    }
+
+    /// The dialect value behind an open key.
+    fn stored(&self, handle: *mut raw::RedisModuleKey) -> Result<Option<*mut Value>, WrongType> {
+        // SAFETY: `handle` is an open key of this command.
+        unsafe {
+            match raw::RedisModule_KeyType.expect("core API")(handle) as isize {
+                raw::REDISMODULE_KEYTYPE_EMPTY => Ok(None),
+                raw::REDISMODULE_KEYTYPE_MODULE
+                    if types::is_ours(raw::RedisModule_ModuleTypeGetType.expect("core API")(
+                        handle,
+                    )) =>
+                {
+                    Ok(Some(
+                        raw::RedisModule_ModuleTypeGetValue.expect("core API")(handle).cast(),
+                    ))
+                }
+                _ => Err(WrongType),
+            }
+        }
+    }
+}
+
+impl Drop for ModuleHost<'_> {
+    fn drop(&mut self) {
+        self.keys.drain(..).for_each(|k| raw::close_key(k.handle));
+    }
+}
+
+impl Host for ModuleHost<'_> {
+    fn proto(&self) -> u8 {
+        if self.flags & raw::REDISMODULE_CTX_FLAGS_RESP3 as c_int != 0 {
+            3
+        } else {
+            2
+        }
+    }
+
+    fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn memory_budget(&self) -> u64 {
+        let from_master =
+            raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING;
+        if self.flags & from_master as c_int != 0 {
+            // The master (or the AOF) already accepted this write: a replica must apply it,
+            // bounded only by the machine.
+            return machine_memory();
+        }
+        memory_budget(self.ctx)
+    }
+
+    fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType> {
+        let handle = self.open(key, false);
+        // SAFETY: a value stored by this module's types, alive while the key is open and
+        // unchanged for the borrow (every change goes through `&mut self`).
+        Ok(self.stored(handle)?.map(|v| unsafe { &*v }))
+    }
+
+    fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
+        let handle = self.open(key, true);
+        // SAFETY: as in `value`, through a writable handle.
+        Ok(self.stored(handle)?.map(|v| unsafe { &mut *v }))
+    }
+
+    fn create(&mut self, key: &[u8], value: Value) {
+        let handle = self.open(key, true);
+        let kind = value.kind();
+        // SAFETY: a writable handle on an empty key; Redis owns the boxed value from here and
+        // hands it back to `types::free`.
+        unsafe {
+            raw::RedisModule_ModuleTypeSetValue.expect("core API")(
+                handle,
+                types::redis_type(kind),
+                types::into_raw(value),
+            );
+        }
+    }
+}
+
+/// Physical memory of the machine (the budget's ceiling when `maxmemory` is 0).
+fn machine_memory() -> u64 {
+    static TOTAL: OnceLock<u64> = OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|info| {
+                let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+                let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+                Some(kib * 1024)
+            })
+            .unwrap_or(16 << 30)
+    })
+}
+
+/// `maxmemory` (or the machine's memory) minus used memory: the most a new filter, link or
+/// LOADCHUNK header may allocate. Read from INFO memory at most every 100 ms (a command may
+/// ask once per item), so it can lag by that much — its job is to refuse gigabytes.
+fn memory_budget(ctx: *mut raw::RedisModuleCtx) -> u64 {
+    /// (when read, ms; maxmemory; used_memory)
+    static CACHE: Mutex<(i64, u64, u64)> = Mutex::new((i64::MIN, 0, 0));
+    // SAFETY: core API calls on a live command context; the info data is freed after use.
+    unsafe {
+        let now = raw::RedisModule_Milliseconds.expect("core API")();
+        let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+        if now.saturating_sub(cache.0) >= 100 {
+            let info = raw::RedisModule_GetServerInfo.expect("Redis 6+")(ctx, c"memory".as_ptr());
+            if !info.is_null() {
+                let field = raw::RedisModule_ServerInfoGetFieldUnsigned.expect("Redis 6+");
+                let mut err = 0;
+                let max = field(info, c"maxmemory".as_ptr(), &mut err);
+                let used = field(info, c"used_memory".as_ptr(), &mut err);
+                raw::RedisModule_FreeServerInfo.expect("Redis 6+")(ctx, info);
+                *cache = (now, max, used);
+            }
+        }
+        let (_, max, used) = *cache;
+        match max {
+            0 => machine_memory(),
+            max => max,
+        }
+        .saturating_sub(used)
+    }
+}

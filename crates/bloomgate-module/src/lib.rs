@@ -1,0 +1,47 @@
+//! bloomgate as a Redis / Valkey module: RedisBloom's BF.* and CF.* inside the server people
+//! already run, so they get its replicas, failover, persistence and Cluster sharding.
+//!
+//! Everything RedisBloom-compatible comes from `bloomgate-dialect`; this crate only hosts it:
+//! [`host`] implements the dialect's `Host` over Redis' keyspace and maps its replies and
+//! propagation onto the module API, registering every command of the dialect's table;
+//! [`types`] registers the `MBbloom--` / `MBbloomCF` data types (RDB, AOF rewrite, memory,
+//! digest, copy) over the dialect's RDB field order; [`settings`] exposes the `bf-*` / `cf-*`
+//! settings as module configs and load arguments.
+//!
+//! The module calls itself `bf`, as RedisBloom does, so `MODULE LIST` looks the same to tools
+//! that detect RedisBloom; its configs are therefore `bf.bf-error-rate` etc. (Redis 7 prefixes
+//! module configs with the module name).
+
+mod host;
+mod settings;
+mod types;
+
+use redis_module::{redis_module, Context, RedisString, Status};
+
+/// Registers settings, commands and module options once the types exist (the macro creates
+/// them first).
+fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    let setup = || -> Result<(), String> {
+        settings::register(ctx, args)?;
+        host::register_commands(ctx)?;
+        types::handle_io_errors(ctx);
+        Ok(())
+    };
+    match setup() {
+        Ok(()) => Status::Ok,
+        Err(why) => {
+            ctx.log_warning(&format!("bloomgate: {why}"));
+            Status::Err
+        }
+    }
+}
+
+redis_module! {
+    name: "bf",
+    version: 10000,
+    allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
+    data_types: [BLOOM_TYPE, CUCKOO_TYPE],
+    init: init,
+}
+
+use types::{BLOOM_TYPE, CUCKOO_TYPE};

@@ -1,0 +1,155 @@
+//! The `bf-*` / `cf-*` settings inside Redis: load arguments (`--loadmodule lib.so
+//! bf-error-rate 0.001 ...`, and RedisBloom 2.x's `ERROR_RATE` / `INITIAL_SIZE` /
+//! `CF_MAX_EXPANSIONS`) and module configs (`CONFIG GET/SET bf.bf-error-rate`, or
+//! `bf.bf-error-rate 0.001` in redis.conf). Values are checked by the dialect's
+//! `Config::set`, so ranges and refusals are the same as `bloomgate serve`'s.
+
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::{Mutex, PoisonError, RwLock};
+
+use bloomgate_dialect::Config;
+use redis_module::{raw, Context, RedisString};
+
+static CONFIG: RwLock<Config> = RwLock::new(Config {
+    bf_error_rate: 0.01,
+    bf_initial_size: 100,
+    bf_expansion: 2,
+    cf_bucket_size: 2,
+    cf_initial_size: 1024,
+    cf_max_iterations: 20,
+    cf_expansion: 1,
+    cf_max_expansions: 32,
+});
+
+/// The string each setting's last CONFIG GET returned (a `RedisModuleString` address).
+static LAST_GET: Mutex<[usize; Config::NAMES.len()]> = Mutex::new([0; Config::NAMES.len()]);
+
+/// The settings in force. A writer cannot panic while holding the lock (`Config::set` does
+/// not panic), but a poisoned lock would still hold valid settings, so it is used as is.
+pub fn current() -> Config {
+    CONFIG
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+}
+
+fn set(name: &str, value: &str) -> Result<(), String> {
+    let mut config = CONFIG.write().unwrap_or_else(PoisonError::into_inner);
+    match config.set(name, value) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!("unknown setting '{name}'")),
+        Err(why) => Err(why),
+    }
+}
+
+/// RedisBloom 2.x's load-argument names for settings that have one.
+fn canonical(arg: &str) -> String {
+    match arg.to_ascii_uppercase().as_str() {
+        "ERROR_RATE" => "bf-error-rate".into(),
+        "INITIAL_SIZE" => "bf-initial-size".into(),
+        "CF_MAX_EXPANSIONS" => "cf-max-expansions".into(),
+        _ => arg.to_ascii_lowercase(),
+    }
+}
+
+/// Applies load arguments (name/value pairs), then registers each setting as a module config
+/// whose default is the value now in force, and loads values from the config file.
+pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
+    let args: Vec<String> = args.iter().map(|a| a.to_string_lossy()).collect();
+    if args.len() % 2 != 0 {
+        return Err("load arguments must be setting/value pairs".into());
+    }
+    for pair in args.chunks(2) {
+        let name = canonical(&pair[0]);
+        set(&name, &pair[1]).map_err(|why| format!("{} {}: {why}", pair[0], pair[1]))?;
+    }
+    let config = current();
+    // SAFETY: OnLoad context; the callbacks below match the module API's signatures and
+    // `privdata` is an index into `Config::NAMES` (never dereferenced).
+    unsafe {
+        let Some(register) = raw::RedisModule_RegisterStringConfig else {
+            ctx.log_warning(
+                "bloomgate: this server has no module configs; settings are load arguments only",
+            );
+            return Ok(());
+        };
+        for (i, name) in Config::NAMES.iter().enumerate() {
+            let c_name = CString::new(*name).expect("no NUL");
+            let default = CString::new(config.get(name).expect("a known name")).expect("no NUL");
+            let status = register(
+                ctx.ctx,
+                c_name.as_ptr(),
+                default.as_ptr(),
+                raw::REDISMODULE_CONFIG_DEFAULT,
+                Some(get_config),
+                Some(set_config),
+                None,
+                i as *mut c_void,
+            );
+            if status != raw::REDISMODULE_OK as c_int {
+                return Err(format!("could not register config {name}"));
+            }
+        }
+        if let Some(load) = raw::RedisModule_LoadConfigs {
+            if load(ctx.ctx) != raw::REDISMODULE_OK as c_int {
+                return Err("invalid bf.* settings in the configuration".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+extern "C" fn get_config(
+    _name: *const c_char,
+    privdata: *mut c_void,
+) -> *mut raw::RedisModuleString {
+    let name = Config::NAMES[privdata as usize];
+    let value = current().get(name).expect("a known name");
+    // Redis copies the returned string and does not free it: the module keeps the last one
+    // per setting and frees it on the next GET.
+    // SAFETY: a NULL context creates a string the module owns; the previous one of this slot
+    // is no longer referenced by Redis (it copied it during the previous GET).
+    unsafe {
+        let fresh = raw::RedisModule_CreateString.expect("core API")(
+            std::ptr::null_mut(),
+            value.as_ptr().cast(),
+            value.len(),
+        );
+        let mut last = LAST_GET.lock().unwrap_or_else(PoisonError::into_inner);
+        let old = std::mem::replace(&mut last[privdata as usize], fresh as usize);
+        if old != 0 {
+            raw::RedisModule_FreeString.expect("core API")(std::ptr::null_mut(), old as *mut _);
+        }
+        fresh
+    }
+}
+
+extern "C" fn set_config(
+    _name: *const c_char,
+    value: *mut raw::RedisModuleString,
+    privdata: *mut c_void,
+    err: *mut *mut raw::RedisModuleString,
+) -> c_int {
+    let name = Config::NAMES[privdata as usize];
+    let mut len = 0;
+    let ptr = raw::string_ptr_len(value, &mut len);
+    // SAFETY: Redis passes a live string; `ptr`/`len` describe its bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+    let outcome = std::str::from_utf8(bytes)
+        .map_err(|_| "argument must be a number".to_string())
+        .and_then(|text| set(name, text));
+    match outcome {
+        Ok(()) => raw::REDISMODULE_OK as c_int,
+        Err(why) => {
+            // SAFETY: Redis frees `*err` after reporting it; NULL context = caller-owned.
+            unsafe {
+                *err = raw::RedisModule_CreateString.expect("core API")(
+                    std::ptr::null_mut(),
+                    why.as_ptr().cast(),
+                    why.len(),
+                );
+            }
+            raw::REDISMODULE_ERR as c_int
+        }
+    }
+}

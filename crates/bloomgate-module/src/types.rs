@@ -1,0 +1,220 @@
+//! The `MBbloom--` and `MBbloomCF` module data types, registered under RedisBloom's names and
+//! encoding version so Redis loads RedisBloom's RDB files, `DUMP` payloads and full syncs into
+//! this module (and back).
+//!
+//! Each key holds a boxed dialect [`Value`]. RDB save/load go through the dialect's field order
+//! ([`RdbSink`] / [`RdbSource`] over `RedisModuleIO`); loading validates everything before
+//! allocating and, on a corrupt value, logs through `RedisModule_LogIOError` and returns NULL,
+//! which fails the RDB load or the `RESTORE` instead of crashing. AOF rewrite emits the
+//! LOADCHUNK sequence; `DEBUG DIGEST-VALUE` digests the same bytes.
+
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::ptr;
+
+use bloomgate_dialect::cuckoo::CuckooChain;
+use bloomgate_dialect::rdb::{RdbError, RdbSink, RdbSource};
+use bloomgate_dialect::sbchain::BloomChain;
+use bloomgate_dialect::value::Kind;
+use bloomgate_dialect::{DialectType, Value};
+use redis_module::native_types::RedisType;
+use redis_module::{raw, Context};
+
+/// The module-side facts of a dialect type: its registration and its LOADCHUNK command.
+trait ModuleType: DialectType {
+    /// The command an AOF rewrite replays this type's dump with.
+    const LOADCHUNK: &'static str;
+}
+
+impl ModuleType for BloomChain {
+    const LOADCHUNK: &'static str = "BF.LOADCHUNK";
+}
+
+impl ModuleType for CuckooChain {
+    const LOADCHUNK: &'static str = "CF.LOADCHUNK";
+}
+
+const fn methods<T: ModuleType>() -> raw::RedisModuleTypeMethods {
+    raw::RedisModuleTypeMethods {
+        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+        rdb_load: Some(rdb_load::<T>),
+        rdb_save: Some(rdb_save),
+        aof_rewrite: Some(aof_rewrite::<T>),
+        mem_usage: Some(mem_usage),
+        digest: Some(digest),
+        free: Some(free),
+        copy: Some(copy),
+        // SAFETY: every other field is an optional callback (None) or a plain integer, for
+        // which all-zero bytes are the valid "absent" value.
+        ..unsafe { std::mem::zeroed() }
+    }
+}
+
+/// `MBbloom--`: scalable Bloom filters.
+pub static BLOOM_TYPE: RedisType = RedisType::new(
+    BloomChain::TYPE_NAME,
+    BloomChain::ENCODING_VERSION,
+    methods::<BloomChain>(),
+);
+
+/// `MBbloomCF`: cuckoo filters.
+pub static CUCKOO_TYPE: RedisType = RedisType::new(
+    CuckooChain::TYPE_NAME,
+    CuckooChain::ENCODING_VERSION,
+    methods::<CuckooChain>(),
+);
+
+/// The registered Redis type of a dialect kind.
+pub fn redis_type(kind: Kind) -> *mut raw::RedisModuleType {
+    match kind {
+        Kind::Bloom => *BLOOM_TYPE.raw_type.borrow(),
+        Kind::Cuckoo => *CUCKOO_TYPE.raw_type.borrow(),
+    }
+}
+
+/// Whether `t` is one of this module's types.
+pub fn is_ours(t: *mut raw::RedisModuleType) -> bool {
+    !t.is_null() && Kind::ALL.iter().any(|&k| redis_type(k) == t)
+}
+
+/// Asks Redis to report short or malformed reads to `rdb_load` (so it can fail cleanly)
+/// instead of aborting the process.
+pub fn handle_io_errors(ctx: &Context) {
+    // SAFETY: called from OnLoad with the module's context; the function exists since Redis 6.0.
+    unsafe {
+        if let Some(set) = raw::RedisModule_SetModuleOptions {
+            set(ctx.ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int);
+        }
+    }
+}
+
+/// Boxes a value as a key's module value pointer.
+pub fn into_raw(value: Value) -> *mut c_void {
+    Box::into_raw(Box::new(value)).cast()
+}
+
+/// Field I/O over a `RedisModuleIO` being saved.
+struct Sink(*mut raw::RedisModuleIO);
+
+impl RdbSink for Sink {
+    fn save_unsigned(&mut self, value: u64) {
+        raw::save_unsigned(self.0, value);
+    }
+    fn save_double(&mut self, value: f64) {
+        raw::save_double(self.0, value);
+    }
+    fn save_string(&mut self, value: &[u8]) {
+        raw::save_slice(self.0, value);
+    }
+}
+
+/// Field I/O over a `RedisModuleIO` being loaded (an RDB file, a `RESTORE` payload, a full
+/// sync); every read checks Redis' I/O error flag.
+struct Source(*mut raw::RedisModuleIO);
+
+impl RdbSource for Source {
+    fn load_unsigned(&mut self) -> Result<u64, RdbError> {
+        raw::load_unsigned(self.0).map_err(|_| RdbError::Truncated)
+    }
+    fn load_double(&mut self) -> Result<f64, RdbError> {
+        raw::load_double(self.0).map_err(|_| RdbError::Truncated)
+    }
+    fn load_string(&mut self, max_len: u64) -> Result<Vec<u8>, RdbError> {
+        // Redis reads the whole string before handing it over; its length is checked here.
+        let buffer = raw::load_string_buffer(self.0).map_err(|_| RdbError::Truncated)?;
+        let bytes = buffer.as_ref();
+        if bytes.len() as u64 > max_len {
+            return Err(RdbError::Invalid(
+                "string buffer longer than its header says".into(),
+            ));
+        }
+        Ok(bytes.to_vec())
+    }
+}
+
+extern "C" fn rdb_load<T: ModuleType>(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    match T::rdb_load(&mut Source(rdb), encver) {
+        Ok(filter) => into_raw(filter.into_value()),
+        Err(why) => {
+            let msg = CString::new(format!("{}: {why}", T::TYPE_NAME)).unwrap_or_default();
+            // SAFETY: `rdb` is the live IO handle Redis passed in; "%s" consumes one C string.
+            unsafe {
+                if let Some(log) = raw::RedisModule_LogIOError {
+                    log(rdb, c"warning".as_ptr(), c"%s".as_ptr(), msg.as_ptr());
+                }
+            }
+            ptr::null_mut()
+        }
+    }
+}
+
+/// The value behind a module value pointer Redis hands to a type callback.
+///
+/// # Safety
+/// `value` must be a pointer made by [`into_raw`] and still owned by Redis.
+unsafe fn value_ref<'a>(value: *const c_void) -> &'a Value {
+    // SAFETY: per the contract, a live `Box<Value>` allocation.
+    unsafe { &*value.cast::<Value>() }
+}
+
+extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
+    // SAFETY: Redis passes the value it stores for this type.
+    unsafe { value_ref(value) }.rdb_save(&mut Sink(rdb));
+}
+
+extern "C" fn aof_rewrite<T: ModuleType>(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    value: *mut c_void,
+) {
+    let command = CString::new(T::LOADCHUNK).expect("no NUL in a command name");
+    // SAFETY: Redis passes the value it stores for this type.
+    let value = unsafe { value_ref(value) };
+    for (iter, chunk) in value.dump_stream() {
+        // SAFETY: "slb" = a RedisModuleString, a long long and a (pointer, length) buffer,
+        // matching the three arguments; `chunk` outlives the call.
+        unsafe {
+            raw::RedisModule_EmitAOF.expect("EmitAOF exists since Redis 4")(
+                aof,
+                command.as_ptr(),
+                c"slb".as_ptr(),
+                key,
+                iter as std::ffi::c_longlong,
+                chunk.as_ptr().cast::<c_char>(),
+                chunk.len(),
+            );
+        }
+    }
+}
+
+/// `MEMORY USAGE`: the filter's reported size (struct, link/sub-filter array and bit/bucket
+/// bytes, as RedisBloom counts them), so the answer equals RedisBloom's for the same filter.
+extern "C" fn mem_usage(value: *const c_void) -> usize {
+    // SAFETY: Redis passes the value it stores for this type.
+    unsafe { value_ref(value) }.memory() as usize
+}
+
+extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
+    // SAFETY: Redis passes the value it stores for this type and a live digest context.
+    unsafe {
+        let value = value_ref(value);
+        let add = raw::RedisModule_DigestAddStringBuffer.expect("digest API exists");
+        for (_, chunk) in value.dump_stream() {
+            add(md, chunk.as_ptr().cast_mut().cast(), chunk.len());
+        }
+        raw::RedisModule_DigestEndSequence.expect("digest API exists")(md);
+    }
+}
+
+extern "C" fn free(value: *mut c_void) {
+    // SAFETY: Redis gives the value back exactly once, when the key is deleted or overwritten.
+    drop(unsafe { Box::from_raw(value.cast::<Value>()) });
+}
+
+extern "C" fn copy(
+    _from: *mut raw::RedisModuleString,
+    _to: *mut raw::RedisModuleString,
+    value: *const c_void,
+) -> *mut c_void {
+    // SAFETY: Redis passes the value it stores for this type.
+    into_raw(unsafe { value_ref(value) }.clone())
+}

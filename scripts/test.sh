@@ -11,10 +11,5 @@ bash scripts/redis_cli_smoke.sh target/debug/bloomgate
 echo "== redis-py smoke test"
 python3 scripts/redis_py_smoke.py --bin target/debug/bloomgate
 echo "smoke: 2 passed, 0 failed"
-echo "== Redis Cluster test (3 masters + 3 replicas of redis-server on loopback)"
-if [ -d crates/bloomgate-module ]; then
-  cargo build --locked -p bloomgate-module
-  python3 scripts/cluster_test.py --module target/debug/libbloomgate_module.so
-else
-  python3 scripts/cluster_test.py   # no module yet: the same phases on plain Redis sets
-fi
+echo "== Redis Cluster test (3 masters + 3 replicas of redis-server with the module, loopback)"
+python3 scripts/cluster_test.py --module target/debug/libbloomgate_module.so

@@ -17,12 +17,12 @@ use redis_module::{raw, Context};
 
 use crate::{settings, types};
 
-/// Registers every dialect command, and its ACL category where the server supports it.
+/// Registers every dialect command, and its ACL categories where the server supports them.
 pub fn register_commands(ctx: &Context) -> Result<(), String> {
     // SAFETY: OnLoad context; the callback matches RedisModuleCmdFunc; names and flags are
     // NUL-terminated strings that live across each call.
     unsafe {
-        let categories = raw::RedisModule_AddACLCategory.is_some_and(|add| {
+        let custom_categories = raw::RedisModule_AddACLCategory.is_some_and(|add| {
             ["bloom", "cuckoo"].iter().all(|c| {
                 let c = CString::new(*c).expect("no NUL");
                 add(ctx.ctx, c.as_ptr()) == raw::REDISMODULE_OK as c_int
@@ -50,22 +50,42 @@ pub fn register_commands(ctx: &Context) -> Result<(), String> {
             if status != raw::REDISMODULE_OK as c_int {
                 return Err(format!("could not register {}", info.name));
             }
-            if let (true, Some(get), Some(set)) = (
-                categories,
+            if let (Some(get), Some(set)) = (
                 raw::RedisModule_GetCommand,
                 raw::RedisModule_SetCommandACLCategories,
             ) {
-                let category = CString::new(info.category).expect("no NUL");
+                let category = acl_categories(info, custom_categories);
+                let category = CString::new(category).expect("no NUL");
                 let command = get(ctx.ctx, name.as_ptr());
                 if command.is_null()
                     || set(command, category.as_ptr()) != raw::REDISMODULE_OK as c_int
                 {
-                    return Err(format!("could not set the ACL category of {}", info.name));
+                    return Err(format!("could not set the ACL categories of {}", info.name));
                 }
             }
         }
     }
     Ok(())
+}
+
+/// A command's ACL categories (Redis ≥ 7.2 lets modules set them; 7.0 gives module commands
+/// none): `read`/`write`/`fast` from its flags, and `bloom`/`cuckoo` where the server let the
+/// module add them (Redis ≥ 7.4).
+fn acl_categories(info: &commands::CommandInfo, custom: bool) -> String {
+    let mut categories: Vec<&str> = info
+        .flag_names()
+        .into_iter()
+        .filter_map(|f| match f {
+            "write" => Some("write"),
+            "readonly" => Some("read"),
+            "fast" => Some("fast"),
+            _ => None,
+        })
+        .collect();
+    if custom {
+        categories.push(info.category);
+    }
+    categories.join(" ")
 }
 
 /// The bytes of a Redis string.

@@ -1,0 +1,418 @@
+//! The module inside Debian's redis-server, driven by the `redis` crate: the same BF.*/CF.*
+//! reply checks `bloomgate serve` passes (shared file), then what only a module has —
+//! registration (COMMAND INFO), module configs and load arguments, the data types (DUMP /
+//! RESTORE, corrupt payloads refused, COPY, DEBUG DIGEST-VALUE, MEMORY USAGE, AOF rewrite),
+//! the memory budget, and replication to a replica with different settings.
+
+mod support;
+
+#[path = "../../bloomgate-cli/tests/common/dialect_replies.rs"]
+mod dialect_replies;
+
+use dialect_replies::{cmd, error_of, int};
+use redis::Value;
+use support::{have_redis, temp_dir, Redis};
+
+#[test]
+fn bf_replies_match_bloomgate_serve() {
+    if !have_redis("bf_replies_match_bloomgate_serve") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("bf"), &[], &[]);
+    dialect_replies::bf_replies(server.port);
+}
+
+#[test]
+fn cf_replies_match_bloomgate_serve() {
+    if !have_redis("cf_replies_match_bloomgate_serve") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("cf"), &[], &[]);
+    dialect_replies::cf_replies(server.port);
+}
+
+/// `INFO <section>` as field → value.
+fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> String {
+    let text: String = redis::cmd("INFO").arg(section).query(c).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
+        .trim()
+        .to_string()
+}
+
+fn digest(c: &mut redis::Connection, key: &str) -> String {
+    let d: Vec<String> = redis::cmd("DEBUG")
+        .arg("DIGEST-VALUE")
+        .arg(key)
+        .query(c)
+        .unwrap();
+    d[0].clone()
+}
+
+fn debug(c: &mut redis::Connection, key: &str) -> Value {
+    let fam = if key.starts_with('c') { "CF" } else { "BF" };
+    cmd(c, &format!("{fam}.DEBUG {key}"))
+}
+
+#[test]
+fn command_table_registration() {
+    if !have_redis("command_table_registration") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("cmds"), &[], &[]);
+    let c = &mut server.conn();
+    for info in bloomgate_dialect::commands::table() {
+        let reply = cmd(c, &format!("COMMAND INFO {}", info.name));
+        let Value::Array(outer) = reply else {
+            panic!("{reply:?}")
+        };
+        let Value::Array(entry) = &outer[0] else {
+            panic!("{} is not registered: {outer:?}", info.name)
+        };
+        assert_eq!(
+            entry[0],
+            Value::BulkString(info.name.to_lowercase().into_bytes())
+        );
+        let Value::Array(flags) = &entry[2] else {
+            panic!("{entry:?}")
+        };
+        let flags: Vec<String> = flags
+            .iter()
+            .map(|f| match f {
+                Value::SimpleString(s) => s.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        for flag in info.flag_names() {
+            assert!(flags.iter().any(|f| f == flag), "{}: {flags:?}", info.name);
+        }
+        assert_eq!(
+            (&entry[3], &entry[4], &entry[5]),
+            (
+                &int(info.first_key as i64),
+                &int(info.last_key as i64),
+                &int(info.step as i64)
+            ),
+            "{}",
+            info.name
+        );
+    }
+    // Cluster routing relies on the key positions: COMMAND GETKEYS finds the key.
+    assert_eq!(
+        cmd(c, "COMMAND GETKEYS BF.MADD k a b"),
+        Value::Array(vec![Value::BulkString(b"k".to_vec())])
+    );
+}
+
+#[test]
+fn configs_and_load_arguments() {
+    if !have_redis("configs_and_load_arguments") {
+        return;
+    }
+    let dir = temp_dir("configs");
+    // RedisBloom 2.x's argument names and ours.
+    let server = Redis::start(
+        &dir,
+        &["ERROR_RATE", "0.001", "bf-initial-size", "200"],
+        &[],
+    );
+    let c = &mut server.conn();
+    let get = |c: &mut redis::Connection, name: &str| -> String {
+        let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(c).unwrap();
+        pair[1].clone()
+    };
+    assert_eq!(get(c, "bf.bf-error-rate"), "0.001");
+    assert_eq!(get(c, "bf.bf-initial-size"), "200");
+    assert_eq!(get(c, "bf.cf-bucket-size"), "2");
+    cmd(c, "BF.ADD auto a");
+    assert_eq!(
+        cmd(c, "BF.INFO auto CAPACITY"),
+        Value::Array(vec![int(200)])
+    );
+
+    let refused = error_of(c, "CONFIG SET bf.bf-error-rate 2");
+    assert!(
+        refused.contains("argument must be between 0 and 1 exclusive"),
+        "{refused}"
+    );
+    let refused = error_of(c, "CONFIG SET bf.cf-bucket-size 300");
+    assert!(
+        refused.contains("argument must be between 1 and 255 inclusive"),
+        "{refused}"
+    );
+    let refused = error_of(c, "CONFIG SET bf.cf-initial-size x");
+    assert!(
+        refused.contains("couldn't be parsed into an integer"),
+        "{refused}"
+    );
+    assert_eq!(cmd(c, "CONFIG SET bf.bf-error-rate 0.5"), Value::Okay);
+    assert_eq!(
+        get(c, "bf.bf-error-rate"),
+        "0.25",
+        "capped as RedisBloom does"
+    );
+    assert_eq!(cmd(c, "CONFIG SET bf.cf-initial-size 64"), Value::Okay);
+    cmd(c, "CF.ADD cauto a");
+    let Value::BulkString(line) = cmd(c, "CF.DEBUG cauto") else {
+        panic!("CF.DEBUG")
+    };
+    assert!(String::from_utf8(line).unwrap().contains(" buckets:32 "));
+    drop(server);
+
+    // A bad load argument refuses to load the module (and says why).
+    let log = Redis::try_start(&dir, &["bf-error-rate", "5"], &[])
+        .err()
+        .expect("refused");
+    assert!(
+        log.contains("bf-error-rate 5: argument must be between 0 and 1 exclusive"),
+        "{log}"
+    );
+    let log = Redis::try_start(&dir, &["bf-error-rate"], &[])
+        .err()
+        .expect("refused");
+    assert!(log.contains("setting/value pairs"), "{log}");
+}
+
+#[test]
+fn data_types_dump_restore_copy_digest_and_corrupt_payloads() {
+    if !have_redis("data_types_dump_restore_copy_digest_and_corrupt_payloads") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("types"), &[], &[]);
+    let c = &mut server.conn();
+    for i in 0..300 {
+        cmd(c, &format!("BF.ADD bf i{i}"));
+        cmd(c, &format!("CF.ADD cf i{i}"));
+    }
+    for key in ["bf", "cf"] {
+        let payload: Vec<u8> = redis::cmd("DUMP").arg(key).query(c).unwrap();
+        let copy = format!("{key}-restored");
+        let ok: Value = redis::cmd("RESTORE")
+            .arg(&copy)
+            .arg(0)
+            .arg(payload.as_slice())
+            .query(c)
+            .unwrap();
+        assert_eq!(ok, Value::Okay);
+        assert_eq!(debug(c, &copy), debug(c, key));
+        assert_eq!(digest(c, &copy), digest(c, key));
+        assert_eq!(cmd(c, &format!("COPY {key} {key}-copy")), int(1));
+        assert_eq!(debug(c, &format!("{key}-copy")), debug(c, key));
+        assert_eq!(digest(c, &format!("{key}-copy")), digest(c, key));
+        // The copy is independent of its source.
+        let fam = key.to_uppercase();
+        cmd(c, &format!("{fam}.ADD {key}-copy extra"));
+        assert_ne!(digest(c, &format!("{key}-copy")), digest(c, key));
+        let usage: i64 = redis::cmd("MEMORY").arg("USAGE").arg(key).query(c).unwrap();
+        assert!(usage > 0);
+
+        // Corrupt payloads (checksum checks off, so the module sees them): every single-byte
+        // change and truncation either RESTOREs a valid filter or fails cleanly.
+        cmd(c, "DEBUG SET-SKIP-CHECKSUM-VALIDATION 1");
+        let body = payload.len() - 10; // version (2) + CRC64 (8)
+        let payload = &payload;
+        let cases = (9..body).step_by(3).flat_map(|i| {
+            [0x00u8, 0xff, 0x81].into_iter().map(move |b| {
+                let mut p = payload.clone();
+                p[i] = b;
+                p
+            })
+        });
+        let truncated = (9..body).step_by(17).map(|cut| {
+            let mut p = payload[..cut].to_vec();
+            p.extend_from_slice(&payload[body..]);
+            p
+        });
+        for (n, p) in cases.chain(truncated).enumerate() {
+            let target = format!("corrupt{n}");
+            let restored = redis::cmd("RESTORE")
+                .arg(&target)
+                .arg(0)
+                .arg(p)
+                .query::<Value>(c);
+            if restored.is_ok() {
+                // Whatever loaded is a usable filter.
+                let _ = redis::cmd(&format!("{fam}.DEBUG"))
+                    .arg(&target)
+                    .query::<Value>(c);
+                let _ = redis::cmd(&format!("{fam}.ADD"))
+                    .arg(&target)
+                    .arg("x")
+                    .query::<Value>(c);
+                let _: Value = redis::cmd("DEL").arg(&target).query(c).unwrap();
+            }
+        }
+        cmd(c, "DEBUG SET-SKIP-CHECKSUM-VALIDATION 0");
+        assert_eq!(cmd(c, "PING"), Value::SimpleString("PONG".into()));
+    }
+}
+
+#[test]
+fn memory_budget_refuses_forged_headers_and_huge_filters() {
+    if !have_redis("memory_budget_refuses_forged_headers_and_huge_filters") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("budget"), &[], &[]);
+    let c = &mut server.conn();
+    cmd(c, "BF.RESERVE big 0.01 2000000");
+    let (_, header): (i64, Vec<u8>) = redis::cmd("BF.SCANDUMP")
+        .arg("big")
+        .arg(0)
+        .query(c)
+        .unwrap();
+    cmd(c, "DEL big");
+    let used: u64 = info_field(c, "memory", "used_memory").parse().unwrap();
+    cmd(c, &format!("CONFIG SET maxmemory {}", used + 1_000_000));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let e = redis::cmd("BF.LOADCHUNK")
+        .arg("forged")
+        .arg(1)
+        .arg(header.as_slice())
+        .query::<Value>(c)
+        .unwrap_err();
+    assert!(dialect_replies::wire_error(&e).starts_with("OOM"), "{e}");
+    assert!(error_of(c, "BF.RESERVE huge 0.0001 100000000").starts_with("OOM"));
+    assert!(error_of(c, "CF.RESERVE huge 1000000000").starts_with("OOM"));
+    cmd(c, "CONFIG SET maxmemory 0");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(
+        redis::cmd("BF.LOADCHUNK")
+            .arg("forged")
+            .arg(1)
+            .arg(header.as_slice())
+            .query::<Value>(c)
+            .unwrap(),
+        Value::Okay
+    );
+}
+
+#[test]
+fn aof_rewrite_replays_the_loadchunk_sequence() {
+    if !have_redis("aof_rewrite_replays_the_loadchunk_sequence") {
+        return;
+    }
+    let dir = temp_dir("aof");
+    let aof = ["--appendonly", "yes", "--aof-use-rdb-preamble", "no"];
+    let server = Redis::start(&dir, &[], &aof);
+    let c = &mut server.conn();
+    for i in 0..500 {
+        cmd(c, &format!("BF.ADD bf i{i}"));
+        cmd(c, &format!("CF.ADD cf i{i}"));
+    }
+    cmd(c, "CF.DEL cf i7");
+    cmd(c, "BGREWRITEAOF");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while info_field(c, "persistence", "aof_rewrite_in_progress") != "0"
+        || info_field(c, "persistence", "aof_rewrite_scheduled") != "0"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rewrite did not finish"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Writes after the rewrite land in the new incremental file.
+    cmd(c, "BF.ADD bf after");
+    let before: Vec<(Value, String)> = ["bf", "cf"]
+        .iter()
+        .map(|k| (debug(c, k), digest(c, k)))
+        .collect();
+    let manifest = std::fs::read_dir(dir.join("appendonlydir"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".base.aof"))
+        .expect("a base AOF");
+    let base = std::fs::read(&manifest).unwrap();
+    assert!(
+        base.windows(12).any(|w| w == b"BF.LOADCHUNK")
+            && base.windows(12).any(|w| w == b"CF.LOADCHUNK"),
+        "the rewrite is LOADCHUNK commands"
+    );
+    server.shutdown(false);
+    let server = Redis::start(&dir, &[], &aof);
+    let c = &mut server.conn();
+    let after: Vec<(Value, String)> = ["bf", "cf"]
+        .iter()
+        .map(|k| (debug(c, k), digest(c, k)))
+        .collect();
+    assert_eq!(before, after);
+    assert_eq!(cmd(c, "BF.EXISTS bf after"), int(1));
+}
+
+#[test]
+fn replica_with_other_settings_reaches_the_same_bytes() {
+    if !have_redis("replica_with_other_settings_reaches_the_same_bytes") {
+        return;
+    }
+    let master = Redis::start(&temp_dir("master"), &[], &[]);
+    let m = &mut master.conn();
+    // Before the replica exists: reaches it by full sync (RDB through the module types).
+    for i in 0..400 {
+        cmd(m, &format!("BF.ADD bf:sync i{i}"));
+        cmd(m, &format!("CF.ADD cf:sync i{i}"));
+    }
+    let replica_settings = [
+        "bf-error-rate",
+        "0.2",
+        "bf-initial-size",
+        "7",
+        "bf-expansion-factor",
+        "4",
+        "cf-bucket-size",
+        "4",
+        "cf-initial-size",
+        "64",
+        "cf-max-iterations",
+        "5",
+        "cf-expansion-factor",
+        "2",
+    ];
+    let master_port = master.port.to_string();
+    let replica = Redis::start(
+        &temp_dir("replica"),
+        &replica_settings,
+        &["--replicaof", "127.0.0.1", &master_port],
+    );
+    let r = &mut replica.conn();
+    let replica_initial: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("bf.bf-initial-size")
+        .query(r)
+        .unwrap();
+    assert_eq!(replica_initial[1], "7", "the replica runs other settings");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while info_field(r, "replication", "master_link_status") != "up" {
+        assert!(std::time::Instant::now() < deadline, "replica did not sync");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // After: reaches it by command propagation; auto-created filters must carry the master's
+    // settings, not the replica's.
+    for i in 0..400 {
+        cmd(m, &format!("BF.ADD bf:auto i{i}"));
+        cmd(m, &format!("CF.ADD cf:auto i{i}"));
+        cmd(m, &format!("BF.MADD bf:madd i{i} j{i}"));
+        cmd(m, &format!("CF.ADDNX cf:addnx i{i}"));
+        cmd(m, &format!("BF.ADD bf:sync more{i}"));
+    }
+    cmd(m, "BF.INSERT bf:insert ITEMS a b c");
+    cmd(m, "BF.INSERT bf:insert2 CAPACITY 10 ERROR 0.1 ITEMS a b c");
+    cmd(m, "CF.INSERT cf:insert ITEMS a b c");
+    cmd(m, "CF.INSERTNX cf:insertnx ITEMS a b c");
+    cmd(m, "BF.RESERVE bf:reserved 0.001 50 EXPANSION 3");
+    cmd(m, "CF.RESERVE cf:reserved 100 BUCKETSIZE 3");
+    for i in 0..200 {
+        cmd(m, &format!("BF.ADD bf:reserved i{i}"));
+        cmd(m, &format!("CF.ADD cf:reserved i{i}"));
+    }
+    cmd(m, "CF.DEL cf:auto i3");
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(m).unwrap();
+    assert_eq!(acked, 1);
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(m).unwrap();
+    assert_eq!(keys.len(), 12);
+    for key in &keys {
+        assert_eq!(debug(r, key), debug(m, key), "{key}");
+        assert_eq!(digest(r, key), digest(m, key), "{key}");
+    }
+}

@@ -8,8 +8,9 @@
 #        (defaults: target/release/libbloomgate_module.so, 200000, 1000000)
 # Each measurement is `redis-benchmark -p PORT -c 50 -n N -P P -r 100000 -q CMD key __rand_int__`;
 # the six commands run interleaved (SADD, BF.ADD, CF.ADD, SISMEMBER, BF.EXISTS, CF.EXISTS), the
-# whole sequence twice. Prints one line per measurement, then the mean of the two rounds and the
-# ratios against SADD/SISMEMBER.
+# whole sequence twice. Prints the machine's load average (the benchmark shares 2 cores with
+# redis-server and with anything else running), one line per measurement, then the mean of the two
+# rounds and the ratios against SADD/SISMEMBER.
 set -euo pipefail
 MODULE=$(realpath "${1:-target/release/libbloomgate_module.so}")
 N1=${2:-200000}
@@ -27,6 +28,7 @@ redis-cli -p "$PORT" BF.RESERVE bf 0.01 200000 >/dev/null
 redis-cli -p "$PORT" CF.RESERVE cf 200000 >/dev/null
 
 results=$D/results
+echo "redis-server $(redis-server --version | grep -o 'v=[0-9.]*'), module $MODULE, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
 run() { # round pipeline requests command key
     local rps
     rps=$(redis-benchmark -p "$PORT" -c 50 -n "$3" -P "$2" -r 100000 -q "$4" "$5" __rand_int__ 2>/dev/null |
@@ -46,6 +48,7 @@ for round in 1 2; do
         run "$round" "$P" "$n" CF.EXISTS cf
     done
 done
+echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at end"
 echo "mean of 2 rounds, ratio against the exact set (>= 1.00 is the target):"
 awk '{ sum[$1" "$2] += $3; cnt[$1" "$2]++ }
      END {

@@ -49,6 +49,12 @@ for round in 1 2; do
     done
 done
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at end"
+# Server-side time inside each command (Redis measures the command proc, for a module command
+# including the module API's context setup, key open/close and replication bookkeeping).
+echo "INFO commandstats (usec_per_call = time inside the command, no network):"
+redis-cli -p "$PORT" INFO commandstats | tr -d '\r' |
+    grep -iE '^cmdstat_(sadd|sismember|bf\.add|bf\.exists|cf\.add|cf\.exists):' |
+    sed -E 's/^cmdstat_([^:]*):calls=([0-9]+),usec=[0-9]+,usec_per_call=([0-9.]+).*/  \1 calls=\2 usec_per_call=\3/'
 echo "mean of 2 rounds, ratio against the exact set (>= 1.00 is the target):"
 awk '{ sum[$1" "$2] += $3; cnt[$1" "$2]++ }
      END {

@@ -20,7 +20,7 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 redis-server --port "$PORT" --bind 127.0.0.1 --dir "$D" --save "" --appendonly no \
     --loadmodule "$MODULE" >"$D/log" 2>&1 &
 PID=$!
-trap 'kill $PID 2>/dev/null; wait 2>/dev/null; rm -rf "$D"' EXIT
+trap 'rc=$?; [ $rc -ne 0 ] && { echo "module_bench failed ($rc); redis log:"; tail -20 "$D/log"; }; kill $PID 2>/dev/null; wait 2>/dev/null; rm -rf "$D"' EXIT
 for _ in $(seq 1 100); do redis-cli -p "$PORT" PING >/dev/null 2>&1 && break; sleep 0.1; done
 redis-cli -p "$PORT" PING >/dev/null || { cat "$D/log"; exit 1; }
 # Sized for the 100,000 distinct items -r 100000 draws, so no filter scales or fills up.
@@ -30,10 +30,11 @@ redis-cli -p "$PORT" CF.RESERVE cf 200000 >/dev/null
 results=$D/results
 echo "redis-server $(redis-server --version | grep -o 'v=[0-9.]*'), module $MODULE, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
 run() { # round pipeline requests command [args...]
-    local round=$1 pipeline=$2 n=$3 rps
+    local round=$1 pipeline=$2 n=$3 out rps
     shift 3
-    rps=$(redis-benchmark -p "$PORT" -c 50 -n "$n" -P "$pipeline" -r 100000 -q "$@" 2>/dev/null |
-        tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1)
+    out=$(redis-benchmark -p "$PORT" -c 50 -n "$n" -P "$pipeline" -r 100000 -q "$@" 2>&1 | tr '\r' '\n')
+    rps=$(grep -o '[0-9.]* requests per second' <<<"$out" | tail -1 | cut -d' ' -f1) ||
+        { echo "redis-benchmark $* gave no rate:"; tail -5 <<<"$out"; exit 1; }
     printf 'round %s  P%-3s %-10s %12s req/s\n' "$round" "$pipeline" "$1" "$rps"
     echo "$pipeline $1 $rps" >>"$results"
 }

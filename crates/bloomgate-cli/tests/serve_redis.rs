@@ -15,7 +15,7 @@ use redis::Value;
 
 #[path = "common/dialect_replies.rs"]
 mod dialect_replies;
-use dialect_replies::{build, cmd, error_of, int, raw_exchange, wire_error};
+use dialect_replies::{cmd, error_of, int, raw_exchange};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("bloomgate-serve-{name}-{}", std::process::id()));

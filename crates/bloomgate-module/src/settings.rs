@@ -56,7 +56,7 @@ fn canonical(arg: &str) -> String {
 /// whose default is the value now in force, and loads values from the config file.
 pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
     let args: Vec<String> = args.iter().map(|a| a.to_string_lossy()).collect();
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err("load arguments must be setting/value pairs".into());
     }
     for pair in args.chunks(2) {

@@ -416,3 +416,114 @@ fn replica_with_other_settings_reaches_the_same_bytes() {
         assert_eq!(digest(r, key), digest(m, key), "{key}");
     }
 }
+
+/// One field of a module value in an RDB payload: its opcode and its encoded bytes.
+type Field = (u8, Vec<u8>);
+
+/// Length of an RDB length/integer encoding at `p[0..]`, and whether it is a special
+/// (integer or LZF) string encoding with its format bits.
+fn rdb_len(p: &[u8]) -> (usize, u64, Option<u8>) {
+    match p[0] >> 6 {
+        0 => (1, u64::from(p[0] & 0x3f), None),
+        1 => (2, u64::from(p[0] & 0x3f) << 8 | u64::from(p[1]), None),
+        3 => (1, 0, Some(p[0] & 0x3f)),
+        _ if p[0] == 0x80 => (
+            5,
+            u64::from(u32::from_be_bytes(p[1..5].try_into().unwrap())),
+            None,
+        ),
+        _ => (9, u64::from_be_bytes(p[1..9].try_into().unwrap()), None),
+    }
+}
+
+/// Splits a module-value DUMP payload (type 7 = module v2) into the module id, its fields and
+/// the trailer (RDB version + CRC).
+fn split_payload(payload: &[u8]) -> (u64, Vec<Field>, Vec<u8>) {
+    assert_eq!(payload[0], 7, "module type v2");
+    let (n, id, _) = rdb_len(&payload[1..]);
+    let mut at = 1 + n;
+    let mut fields = Vec::new();
+    loop {
+        let op = payload[at];
+        at += 1;
+        let start = at;
+        match op {
+            0 => break,
+            2 => at += rdb_len(&payload[at..]).0,
+            4 => at += 8,
+            5 => {
+                let (n, len, special) = rdb_len(&payload[at..]);
+                at += n;
+                at += match special {
+                    None => len as usize,
+                    Some(0) => 1,
+                    Some(1) => 2,
+                    Some(2) => 4,
+                    Some(_) => {
+                        // LZF: compressed length, plain length, then the compressed bytes.
+                        let (n1, clen, _) = rdb_len(&payload[at..]);
+                        let (n2, _, _) = rdb_len(&payload[at + n1..]);
+                        n1 + n2 + clen as usize
+                    }
+                };
+            }
+            other => panic!("unexpected module opcode {other}"),
+        }
+        fields.push((op, payload[start..at].to_vec()));
+    }
+    (id, fields, payload[at..].to_vec())
+}
+
+fn join_payload(id: u64, fields: &[Field], trailer: &[u8]) -> Vec<u8> {
+    let mut p = vec![7, 0x81];
+    p.extend_from_slice(&id.to_be_bytes());
+    for (op, bytes) in fields {
+        p.push(*op);
+        p.extend_from_slice(bytes);
+    }
+    p.push(0);
+    p.extend_from_slice(trailer);
+    p
+}
+
+#[test]
+fn older_encoding_versions_restore() {
+    if !have_redis("older_encoding_versions_restore") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("encver"), &[], &[]);
+    let c = &mut server.conn();
+    for i in 0..50 {
+        cmd(c, &format!("BF.ADD bf i{i}"));
+        cmd(c, &format!("CF.ADD cf i{i}"));
+    }
+    cmd(c, "DEBUG SET-SKIP-CHECKSUM-VALIDATION 1");
+    let older = |c: &mut redis::Connection, key: &str, encver: u64, drop: &[usize]| {
+        let payload: Vec<u8> = redis::cmd("DUMP").arg(key).query(c).unwrap();
+        let (id, fields, trailer) = split_payload(&payload);
+        assert_eq!(id & 1023, 4, "written with encoding version 4");
+        let fields: Vec<Field> = fields
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !drop.contains(i))
+            .map(|(_, f)| f)
+            .collect();
+        let old = join_payload(id & !1023 | encver, &fields, &trailer);
+        let copy = format!("{key}-v{encver}");
+        let ok: Value = redis::cmd("RESTORE")
+            .arg(&copy)
+            .arg(0)
+            .arg(old)
+            .query(c)
+            .unwrap();
+        assert_eq!(ok, Value::Okay);
+        assert_eq!(debug(c, &copy), debug(c, key), "{key} at encoding {encver}");
+    };
+    // MBbloom-- v3: no growth field (index 3), taken as 2.
+    older(c, "bf", 3, &[3]);
+    // v2: no growth either (options still there).
+    older(c, "bf", 2, &[3]);
+    // MBbloomCF v3: no deletes, bucket size, max iterations, expansion (indices 3..=6) nor the
+    // per-filter bucket count (index 7): defaults and the top-level count are used.
+    older(c, "cf", 3, &[3, 4, 5, 6, 7]);
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: every crate's unit, property, statistical and integration tests, then the
-# real-client smoke tests (redis-cli, redis-py) against a real `bloomgate serve`.
+# real-client smoke tests (redis-cli, redis-py) against a real `bloomgate serve`, then the Redis
+# Cluster test (six redis-server nodes with the module, scripts/cluster_test.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --locked -p bloomgate-module   # the .so the module tests load into redis-server

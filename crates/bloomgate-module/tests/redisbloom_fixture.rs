@@ -211,3 +211,36 @@ fn redisbloom_rdb_loads_with_every_answer_equal_and_survives_save() {
     let server = Redis::start(&dir, &[], &args);
     check_all(&mut server.conn(), &expected);
 }
+
+#[test]
+fn corrupt_value_in_the_rdb_refuses_to_start_cleanly() {
+    if !have_redis("corrupt_value_in_the_rdb_refuses_to_start_cleanly") {
+        return;
+    }
+    let expected: Json = serde_json::from_str(
+        &std::fs::read_to_string(fixture_dir().join("expected.json")).unwrap(),
+    )
+    .unwrap();
+    // bf:auto's value as it sits in the file: module id, then UINT items (100), UINT nfilters (1).
+    let payload = unhex(
+        expected["keys"]["bf:auto"]["dump_payload_hex"]
+            .as_str()
+            .unwrap(),
+    );
+    let value = &payload[1..payload.len() - 10];
+    let mut rdb = std::fs::read(fixture_dir().join("dump.rdb")).unwrap();
+    let at = rdb
+        .windows(value.len())
+        .position(|w| w == value)
+        .expect("bf:auto in the RDB");
+    let nfilters = at + 9 + 3 + 1; // id (9), items (opcode + 2-byte length), nfilters' opcode
+    assert_eq!(rdb[nfilters], 1);
+    rdb[nfilters] = 0; // a chain with no links: RedisBloom's loader refuses it, so must we
+    let dir = temp_dir("corrupt-rdb");
+    std::fs::write(dir.join("dump.rdb"), &rdb).unwrap();
+    let log = Redis::try_start(&dir, &[], &["--dbfilename", "dump.rdb"])
+        .err()
+        .expect("a corrupt value must stop the load");
+    assert!(log.contains("MBbloom--: invalid module value"), "{log}");
+    assert!(!log.contains("crashed by signal"), "{log}");
+}

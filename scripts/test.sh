@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: every crate's unit, property, statistical and integration tests, then the
-# real-client smoke tests (redis-cli, redis-py) against a real `bloomgate serve`, then the Python
+# real-client smoke tests (redis-cli, redis-py) against a real `bloomgate serve`, the Redis
+# Cluster test (six redis-server nodes with the module, scripts/cluster_test.py), then the Python
 # package's pytest suite (scripts/python_tests.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,5 +13,7 @@ bash scripts/redis_cli_smoke.sh target/debug/bloomgate
 echo "== redis-py smoke test"
 python3 scripts/redis_py_smoke.py --bin target/debug/bloomgate
 echo "smoke: 2 passed, 0 failed"
+echo "== Redis Cluster test (3 masters + 3 replicas of redis-server with the module, loopback)"
+python3 scripts/cluster_test.py --module target/debug/libbloomgate_module.so
 echo "== Python package (maturin wheel + pytest)"
 bash scripts/python_tests.sh target/debug/bloomgate

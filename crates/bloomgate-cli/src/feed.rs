@@ -16,7 +16,6 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
-use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -682,32 +681,15 @@ fn serve_request(
 }
 
 /// Serves `GET /metrics` (Prometheus text) for whichever mode is running, on a background
-/// thread that lives as long as the process.
+/// thread that lives as long as the process (503 before the first mode's gate exists).
 fn serve_metrics(addr: SocketAddr, slot: Arc<Mutex<Option<Arc<Gate>>>>) -> anyhow::Result<()> {
     let listener =
         TcpListener::bind(addr).with_context(|| format!("binding metrics listener on {addr}"))?;
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-            let mut request = [0u8; 1024];
-            let n = stream.read(&mut request).unwrap_or(0);
-            let gate = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let (status, body) = match (request[..n].starts_with(b"GET /metrics"), gate) {
-                (true, Some(gate)) => ("200 OK", gate.render_metrics()),
-                (true, None) => (
-                    "503 Service Unavailable",
-                    "no gate running yet\n".to_owned(),
-                ),
-                (false, _) => ("404 Not Found", "try /metrics\n".to_owned()),
-            };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
+    bloomgate_metrics::spawn(listener, move || {
+        let gate = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        gate.map(|gate| gate.render_metrics())
+    })
+    .context("starting the metrics thread")?;
     Ok(())
 }
 

@@ -6,9 +6,10 @@
 //! rebuilds and rotations. Counters are relaxed atomics: a scrape may see a request half counted,
 //! never a torn value.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
+
+use bloomgate_metrics::{Exposition, Kind};
 
 /// Latency bucket bounds in seconds: 25 µs to 1 s, roughly ×2 apart.
 const LATENCY_BOUNDS: [f64; 16] = [
@@ -44,18 +45,11 @@ impl Histogram {
             .fetch_add(elapsed.as_nanos().min(u64::MAX as u128) as u64, Relaxed);
     }
 
-    fn render(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        let mut cumulative = 0;
-        for (i, bucket) in self.buckets.iter().enumerate() {
-            cumulative += bucket.load(Relaxed);
-            match LATENCY_BOUNDS.get(i) {
-                Some(bound) => _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}"),
-                None => _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}"),
-            }
-        }
+    fn render(&self, out: &mut Exposition, name: &str, help: &str) {
+        let counts = self.buckets.each_ref().map(|bucket| bucket.load(Relaxed));
         let sum = self.sum_nanos.load(Relaxed) as f64 * 1e-9;
-        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {cumulative}");
+        let total = counts.iter().sum();
+        out.histogram(name, help, &LATENCY_BOUNDS, &counts, total, sum);
     }
 }
 
@@ -148,7 +142,7 @@ impl Metrics {
     }
 
     pub(crate) fn render(&self, gauges: &FilterGauges) -> String {
-        let mut out = String::new();
+        let mut out = Exposition::new();
         let counters: [(&str, &str, &AtomicU64); 15] = [
             (
                 "bloomgate_requests_total",
@@ -227,11 +221,7 @@ impl Metrics {
             ),
         ];
         for (name, help, value) in counters {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
-                value.load(Relaxed)
-            );
+            out.counter(name, help, value.load(Relaxed));
         }
         let candidates = self.candidates.load(Relaxed);
         let gauges_f64 = [
@@ -265,24 +255,16 @@ impl Metrics {
             ),
         ];
         for (name, help, value) in gauges_f64 {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
-            );
+            out.gauge(name, help, value);
         }
         let name = "bloomgate_filters_by_saturation";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Resident filters whose estimated FPR is at most `le` times the FPR budget.\n# TYPE {name} gauge"
+        out.family(
+            name,
+            Kind::Gauge,
+            "Resident filters whose estimated FPR is at most `le` times the FPR budget.",
         );
-        let mut cumulative = 0;
-        for (i, count) in gauges.saturation.iter().enumerate() {
-            cumulative += count;
-            match SATURATION_BOUNDS.get(i) {
-                Some(bound) => _ = writeln!(out, "{name}{{le=\"{bound}\"}} {cumulative}"),
-                None => _ = writeln!(out, "{name}{{le=\"+Inf\"}} {cumulative}"),
-            }
-        }
+        let total = gauges.saturation.iter().sum();
+        out.le_buckets(name, &SATURATION_BOUNDS, &gauges.saturation, total);
         self.request_latency.render(
             &mut out,
             "bloomgate_request_seconds",
@@ -293,6 +275,6 @@ impl Metrics {
             "bloomgate_store_seconds",
             "Time per exact-store call.",
         );
-        out
+        out.finish()
     }
 }

@@ -4,16 +4,15 @@
 //!
 //! Everything is read under the store lock, in place: no value is shared out of the keyspace
 //! (an `Arc` clone held across writes would make the next write to that filter copy it). Only
-//! `GET /metrics` is answered; the listener binds loopback unless the operator opts out of
-//! protected mode (see `server`).
+//! `GET /metrics` is answered (by the shared `bloomgate-metrics` listener, on its own thread);
+//! the listener binds loopback unless the operator opts out of protected mode (see `server`).
 
-use std::fmt::Write as _;
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use bloomgate_metrics::{Exposition, Kind};
 
 use crate::keyspace::Value;
 use crate::relock;
@@ -73,7 +72,6 @@ struct Health {
 
 /// Renders the exposition text.
 pub fn render(shared: &Shared) -> String {
-    let mut out = String::new();
     let mut health = Health::default();
     let (per_command, clients, used, maxmemory, keys, last_save, changes) = {
         let store = relock(&shared.store);
@@ -113,39 +111,26 @@ pub fn render(shared: &Shared) -> String {
             store.persistence.changes_since_save,
         )
     };
-    let _ = writeln!(out, "# TYPE bloomgate_commands_total counter");
+    let mut out = Exposition::new();
+    out.family("bloomgate_commands_total", Kind::Counter, "");
     for (name, (calls, _)) in &per_command {
-        let _ = writeln!(out, "bloomgate_commands_total{{cmd=\"{name}\"}} {calls}");
+        out.sample("bloomgate_commands_total", &[("cmd", name)], calls);
     }
-    let _ = writeln!(out, "# TYPE bloomgate_command_errors_total counter");
+    out.family("bloomgate_command_errors_total", Kind::Counter, "");
     for (name, (_, errors)) in &per_command {
-        let _ = writeln!(
-            out,
-            "bloomgate_command_errors_total{{cmd=\"{name}\"}} {errors}"
-        );
+        out.sample("bloomgate_command_errors_total", &[("cmd", name)], errors);
     }
     let lat = &shared.latency;
-    let _ = writeln!(out, "# TYPE bloomgate_command_duration_seconds histogram");
-    let mut cumulative = 0;
-    for (bound, bucket) in BUCKETS_MICROS.iter().zip(&lat.buckets) {
-        cumulative += bucket.load(Ordering::Relaxed);
-        let _ = writeln!(
-            out,
-            "bloomgate_command_duration_seconds_bucket{{le=\"{}\"}} {cumulative}",
-            *bound as f64 / 1e6
-        );
-    }
-    let count = lat.count.load(Ordering::Relaxed);
-    let _ = writeln!(
-        out,
-        "bloomgate_command_duration_seconds_bucket{{le=\"+Inf\"}} {count}"
+    let bounds = BUCKETS_MICROS.map(|micros| micros as f64 / 1e6);
+    let counts = lat.buckets.each_ref().map(|b| b.load(Ordering::Relaxed));
+    out.histogram(
+        "bloomgate_command_duration_seconds",
+        "",
+        &bounds,
+        &counts,
+        lat.count.load(Ordering::Relaxed),
+        lat.sum_micros.load(Ordering::Relaxed) as f64 / 1e6,
     );
-    let _ = writeln!(
-        out,
-        "bloomgate_command_duration_seconds_sum {}",
-        lat.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
-    );
-    let _ = writeln!(out, "bloomgate_command_duration_seconds_count {count}");
     let gauges = [
         ("bloomgate_connected_clients", clients as f64),
         ("bloomgate_keys", keys as f64),
@@ -158,24 +143,13 @@ pub fn render(shared: &Shared) -> String {
         ("bloomgate_changes_since_snapshot", changes as f64),
     ];
     for (name, value) in gauges {
-        let _ = writeln!(out, "# TYPE {name} gauge\n{name} {value}");
+        out.gauge(name, "", value);
     }
     if let Some(aof) = shared.aof.get() {
         let (fsyncs, micros) = aof.fsync_stats();
-        let _ = writeln!(
-            out,
-            "# TYPE bloomgate_aof_size_bytes gauge\nbloomgate_aof_size_bytes {}",
-            aof.size()
-        );
-        let _ = writeln!(
-            out,
-            "# TYPE bloomgate_aof_fsyncs_total counter\nbloomgate_aof_fsyncs_total {fsyncs}"
-        );
-        let _ = writeln!(
-            out,
-            "# TYPE bloomgate_aof_fsync_seconds_total counter\nbloomgate_aof_fsync_seconds_total {}",
-            micros as f64 / 1e6
-        );
+        out.gauge("bloomgate_aof_size_bytes", "", aof.size());
+        out.counter("bloomgate_aof_fsyncs_total", "", fsyncs);
+        out.counter("bloomgate_aof_fsync_seconds_total", "", micros as f64 / 1e6);
     }
     let Health {
         filters,
@@ -203,44 +177,13 @@ pub fn render(shared: &Shared) -> String {
         ("bloomgate_cuckoo_items", cuckoo_items as f64),
     ];
     for (name, value) in health {
-        let _ = writeln!(out, "# TYPE {name} gauge\n{name} {value}");
+        out.gauge(name, "", value);
     }
-    out
+    out.finish()
 }
 
-/// Serves `GET /metrics` until the process exits (other requests get 404).
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let mut request = [0u8; 4096];
-            // Read the request head (bounded); the content does not depend on it.
-            let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut request))
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or(0);
-            let head = &request[..n];
-            if !(head.starts_with(b"GET /metrics ") || head.starts_with(b"GET /metrics?")) {
-                let _ = stream
-                    .write_all(
-                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                    )
-                    .await;
-                return;
-            }
-            let body = tokio::task::spawn_blocking(move || render(&shared))
-                .await
-                .unwrap_or_default();
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = stream.write_all(head.as_bytes()).await;
-            let _ = stream.write_all(body.as_bytes()).await;
-        });
-    }
+/// Serves `GET /metrics` on `listener` from a background thread until the process exits
+/// (other requests get 404).
+pub fn serve(listener: TcpListener, shared: Arc<Shared>) -> std::io::Result<()> {
+    bloomgate_metrics::spawn(listener, move || Some(render(&shared))).map(drop)
 }

@@ -484,10 +484,9 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     );
     let accept = tokio::spawn(accept_loop(shared.clone(), listener));
     if let Some(metrics_addr) = &settings.metrics_addr {
-        let listener = TcpListener::bind(metrics_addr)
-            .await
+        let listener = std::net::TcpListener::bind(metrics_addr)
             .with_context(|| format!("binding metrics address {metrics_addr}"))?;
-        tokio::spawn(crate::metrics::serve(listener, shared.clone()));
+        crate::metrics::serve(listener, shared.clone()).context("starting the metrics thread")?;
     }
 
     // Load before serving commands; clients meanwhile get -LOADING.

@@ -12,6 +12,9 @@ Phases, each checked through a cluster-aware client (redis-py RedisCluster) and 
               absent items answers mostly 0.
   2. reshard - `redis-cli --cluster reshard` moves 3,000 slots from one master to another, then
               `redis-cli --cluster rebalance` moves them back: every item still answers 1.
+  gate      - with --bloomgate BIN: `bloomgate demo feed --filters redis+cluster://...` keeps its
+              per-user WF.* filters in the cluster (cluster-aware `redis` crate client): no
+              duplicate shown in any mode, and the filter keys are spread over several masters.
   3. failover - writes acknowledged by `WAIT 1 <ms>` while a master is killed with SIGKILL; its
               replica is promoted, every acknowledged item answers 1; the killed node restarts
               and rejoins as a replica, and answers (READONLY) from its new master's data.
@@ -22,6 +25,7 @@ are removed on exit, also on failure. Prints `cluster: N passed, M failed` and e
 any failure.
 """
 import argparse
+import json
 import os
 import random
 import shutil
@@ -543,9 +547,42 @@ def slots_of(port):
     return out
 
 
+GATE_LIMIT_S = 120
+
+
+def phase_gate(cluster, bloomgate, root):
+    """The gate's remote filters on the cluster: every mode shows no duplicate, and the per-user
+    filter keys (one per scope, slot by key) live on more than one master."""
+    seed = ",".join(f"127.0.0.1:{p}" for p in cluster.ports[:2])
+    cmd = [bloomgate, "demo", "feed", "--users", "40", "--history", "60", "--requests", "400",
+           "--concurrency", "2", "--json", "--filters", f"redis+cluster://{seed}",
+           "--store", f"sqlite:{os.path.join(root, 'gate-history.db')}"]
+    t = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=GATE_LIMIT_S)
+    check("gate: demo feed --filters redis+cluster:// exits 0", r.returncode == 0, r.stderr[-2000:])
+    if r.returncode != 0:
+        return
+    report = json.loads(r.stdout)
+    for mode in ["exact", "verify", "trust"]:
+        m = report["modes"][mode]
+        check(f"gate: {mode} mode: 400 requests, 0 duplicates shown",
+              m["requests"] == 400 and m["duplicates_shown"] == 0, str(m))
+    view = nodes_view(cluster.ports[0])
+    gate_keys = {p: list(node(p).scan_iter(match="bloomgate:demo:*", count=1000))
+                 for p, v in view.items() if v[1] == "master"}
+    per_master = {p: len(k) for p, k in gate_keys.items()}
+    check("gate: WF filter keys on more than one master",
+          sum(1 for n in per_master.values() if n > 0) > 1, str(per_master))
+    for p, ks in gate_keys.items():  # the later phases check their own keys only
+        for k in ks:
+            node(p).delete(k)
+    print(f"     (gate demo in {time.time() - t:.1f}s; filter keys per master {per_master})", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--module", required=True, help="path to libbloomgate_module.so")
+    ap.add_argument("--bloomgate", help="path to the bloomgate binary: also run the gate phase")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = ap.parse_args()
     module = os.path.abspath(args.module)
@@ -599,6 +636,8 @@ def main():
         absent_rate(cluster, d, keys)
         before = check_states("after load", cluster, d, keys)
 
+        if args.bloomgate:
+            phase_gate(cluster, os.path.abspath(args.bloomgate), root)
         phase_reshard(cluster, d, expected, before)
         phase_failover(cluster, d, expected)
     except Exception as e:  # noqa: BLE001 - any failure is reported with the node logs, then cleaned up

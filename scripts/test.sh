@@ -14,6 +14,6 @@ echo "== redis-py smoke test"
 python3 scripts/redis_py_smoke.py --bin target/debug/bloomgate
 echo "smoke: 2 passed, 0 failed"
 echo "== Redis Cluster test (3 masters + 3 replicas of redis-server with the module, loopback)"
-python3 scripts/cluster_test.py --module target/debug/libbloomgate_module.so
+python3 scripts/cluster_test.py --module target/debug/libbloomgate_module.so --bloomgate target/debug/bloomgate
 echo "== Python package (maturin wheel + pytest)"
 bash scripts/python_tests.sh target/debug/bloomgate

@@ -40,7 +40,8 @@ struct FeedArgs {
     /// Exact store: sqlite:PATH or redis://HOST:PORT [default: sqlite in the temp dir]
     #[arg(long)]
     store: Option<StoreSpec>,
-    /// Scope filters: local or resp://HOST:PORT (a bloomgate server).
+    /// Scope filters: local, resp://HOST:PORT (a bloomgate server, or Redis with the module) or
+    /// redis+cluster://HOST:PORT[,HOST:PORT...] (a Redis Cluster with the module).
     #[arg(long, default_value = "local")]
     filters: FilterSpec,
     /// Fixed delay added to every store query, in microseconds (models a networked store).

@@ -82,10 +82,15 @@ impl FromStr for FilterSpec {
     fn from_str(spec: &str) -> anyhow::Result<Self> {
         if spec == "local" {
             Ok(FilterSpec::Local)
-        } else if spec.starts_with("resp://") {
+        } else if ["resp://", "resp+cluster://", "redis+cluster://"]
+            .iter()
+            .any(|scheme| spec.starts_with(scheme))
+        {
             Ok(FilterSpec::Remote(spec.to_owned()))
         } else {
-            bail!("filters must be local or resp://HOST:PORT, got {spec:?}")
+            bail!(
+                "filters must be local, resp://HOST:PORT or redis+cluster://HOST:PORT[,HOST:PORT...], got {spec:?}"
+            )
         }
     }
 }

@@ -8,16 +8,36 @@ use redis::Connection;
 
 use crate::Result;
 
-pub(crate) struct RedisPool {
-    client: redis::Client,
-    idle: Mutex<Vec<Connection>>,
+/// What opens the pool's connections: a `redis::Client` (one server) or the remote filters'
+/// client for one server or a cluster.
+pub(crate) trait Connector {
+    type Conn;
+    fn open(&self) -> redis::RedisResult<Self::Conn>;
+}
+
+impl Connector for redis::Client {
+    type Conn = Connection;
+    fn open(&self) -> redis::RedisResult<Connection> {
+        self.get_connection()
+    }
+}
+
+pub(crate) struct RedisPool<C: Connector = redis::Client> {
+    client: C,
+    idle: Mutex<Vec<C::Conn>>,
 }
 
 impl RedisPool {
     /// Connects once to `url` (`redis://HOST:PORT[/DB]`), so a wrong address fails here.
     pub fn connect(url: &str) -> Result<Self> {
-        let client = redis::Client::open(url)?;
-        let conn = client.get_connection()?;
+        Self::with_client(redis::Client::open(url)?)
+    }
+}
+
+impl<C: Connector> RedisPool<C> {
+    /// Opens one connection through `client`, so a wrong address fails here.
+    pub fn with_client(client: C) -> Result<Self> {
+        let conn = client.open()?;
         Ok(RedisPool {
             client,
             idle: Mutex::new(vec![conn]),
@@ -25,14 +45,11 @@ impl RedisPool {
     }
 
     /// Runs `f` on a pooled connection.
-    pub fn with_conn<T>(
-        &self,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
-    ) -> Result<T> {
+    pub fn with_conn<T>(&self, f: impl FnOnce(&mut C::Conn) -> redis::RedisResult<T>) -> Result<T> {
         let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut conn = match pooled {
             Some(conn) => conn,
-            None => self.client.get_connection()?,
+            None => self.client.open()?,
         };
         let result = f(&mut conn);
         if result.is_ok() {

@@ -18,16 +18,22 @@
 //! history in one MULTI/EXEC, under the scope's shard lock, so no probe sees it half built and no
 //! record is lost — and the sizes read feed one memory budget for all scopes: beyond it the
 //! least recently used scopes' filters are deleted (their next use reloads them).
+//!
+//! The server may be a Redis Cluster running the module (`redis+cluster://H:P[,H:P...]`): the
+//! cluster client routes each command, and each pipeline (all of whose commands touch one key),
+//! to the node holding the key's slot, so scopes spread over the masters. A rebuild's MULTI/EXEC
+//! goes whole to that node, so it stays atomic there; evictions delete keys node by node.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 
-use redis::{Connection, Value};
+use redis::cluster::{cluster_pipe, ClusterClient, ClusterConnection};
+use redis::{Connection, ConnectionLike, FromRedisValue, RedisResult, Value};
 
 use crate::lifecycle::{HistoryLoader, LifecycleConfig};
 use crate::metrics::Metrics;
-use crate::redis_pool::RedisPool;
+use crate::redis_pool::{Connector, RedisPool};
 use crate::{Result, Seen};
 
 const SHARDS: usize = 64;
@@ -49,7 +55,7 @@ struct RemoteScope {
 
 /// Scope filters on a RESP server speaking the WF.* commands.
 pub(crate) struct RemoteFilters {
-    pool: RedisPool,
+    pool: RedisPool<Server>,
     prefix: String,
     config: LifecycleConfig,
     known: Vec<Mutex<HashMap<u64, RemoteScope>>>,
@@ -59,15 +65,25 @@ pub(crate) struct RemoteFilters {
 }
 
 impl RemoteFilters {
-    /// `url` is `resp://HOST:PORT` (or `redis://...`); keys start with `prefix`.
+    /// `url` is `resp://HOST:PORT` (or `redis://...`), or `redis+cluster://HOST:PORT[,...]`
+    /// (or `resp+cluster://...`) for a cluster's seed nodes; keys start with `prefix`.
     pub fn connect(url: &str, prefix: &str, config: LifecycleConfig) -> Result<Self> {
         config.validate()?;
-        let url = match url.strip_prefix("resp://") {
-            Some(rest) => format!("redis://{rest}"),
-            None => url.to_owned(),
+        let cluster = ["redis+cluster://", "resp+cluster://"]
+            .iter()
+            .find_map(|scheme| url.strip_prefix(scheme));
+        let server = match (cluster, url.strip_prefix("resp://")) {
+            (Some(nodes), _) => Server::Cluster(ClusterClient::new(
+                nodes
+                    .split(',')
+                    .filter(|node| !node.is_empty())
+                    .map(|node| format!("redis://{node}")),
+            )?),
+            (None, Some(rest)) => Server::Single(redis::Client::open(format!("redis://{rest}"))?),
+            (None, None) => Server::Single(redis::Client::open(url)?),
         };
         Ok(RemoteFilters {
-            pool: RedisPool::connect(&url)?,
+            pool: RedisPool::with_client(server)?,
             prefix: prefix.to_owned(),
             config,
             known: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
@@ -76,7 +92,10 @@ impl RemoteFilters {
         })
     }
 
-    fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>) -> Result<T> {
+    fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&mut ServerConnection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
         self.pool.with_conn(f)
     }
 
@@ -112,8 +131,7 @@ impl RemoteFilters {
             .arg("AT")
             .arg(at_ms)
             .arg("ITEMS")
-            .arg(items)
-            .ignore();
+            .arg(items);
     }
 
     /// Appends to `out`, per item, whether the scope's filter says "maybe" at `now_ms`.
@@ -130,11 +148,12 @@ impl RemoteFilters {
             return Ok(());
         }
         let answers: Vec<bool> = self.with_conn(|conn| {
-            redis::cmd("WF.MEXISTSAT")
-                .arg(self.key(scope))
-                .arg(now_ms)
-                .arg(items)
-                .query(conn)
+            conn.query(
+                redis::cmd("WF.MEXISTSAT")
+                    .arg(self.key(scope))
+                    .arg(now_ms)
+                    .arg(items),
+            )
         })?;
         out.extend(answers);
         Ok(())
@@ -166,12 +185,13 @@ impl RemoteFilters {
         if check {
             pipe.cmd("WF.INFO").arg(self.key(scope));
         }
-        let info: Vec<Value> = self.with_conn(|conn| pipe.query(conn))?;
+        let replies = self.with_conn(|conn| conn.pipeline(&pipe))?;
         if !check {
             return Ok(());
         }
         known.since_check = 0;
-        let (size, fpr) = info.first().map_or((None, None), parse_info);
+        // The replies of the WF.INSERT, then of the WF.INFO.
+        let (size, fpr) = replies.get(1).map_or((None, None), parse_info);
         if let Some(size) = size {
             self.resize(known, size);
         }
@@ -206,7 +226,7 @@ impl RemoteFilters {
         let history: Vec<Seen> = load(scope, now_ms.saturating_sub(self.config.retention_ms))?;
         let mut pipe = redis::pipe();
         if replace {
-            pipe.atomic().cmd("DEL").arg(self.key(scope)).ignore();
+            pipe.atomic().cmd("DEL").arg(self.key(scope));
         }
         for run in history.chunk_by(|a, b| a.at_ms / window == b.at_ms / window) {
             for part in run.chunks(ITEMS_PER_COMMAND) {
@@ -215,7 +235,7 @@ impl RemoteFilters {
             }
         }
         if replace || !history.is_empty() {
-            self.with_conn(|conn| pipe.query::<()>(conn))?;
+            self.with_conn(|conn| conn.pipeline(&pipe))?;
         }
         Ok(self.estimated_bytes(capacity))
     }
@@ -267,7 +287,7 @@ impl RemoteFilters {
         }
         by_age.sort_unstable();
         let target = budget / 10 * 9;
-        let mut pipe = redis::pipe();
+        let mut evicted_keys = Vec::new();
         for (_, scope) in by_age {
             if self.bytes.load(Relaxed) <= target {
                 break;
@@ -277,16 +297,98 @@ impl RemoteFilters {
             }
             if let Some(evicted) = self.shard(scope).remove(&scope) {
                 self.bytes.fetch_sub(evicted.bytes, Relaxed);
-                pipe.cmd("DEL").arg(self.key(scope)).ignore();
+                evicted_keys.push(self.key(scope));
                 metrics.evictions.fetch_add(1, Relaxed);
             }
         }
-        self.with_conn(|conn| pipe.query::<()>(conn))
+        self.with_conn(|conn| conn.delete(&evicted_keys))
     }
 
     /// Σ sizes of the scopes this process knows (as last read from the server).
     pub fn memory_bytes(&self) -> u64 {
         self.bytes.load(Relaxed)
+    }
+}
+
+/// One server, or a Redis Cluster whose client routes each command to its key's node.
+enum Server {
+    Single(redis::Client),
+    Cluster(ClusterClient),
+}
+
+enum ServerConnection {
+    Single(Connection),
+    Cluster(Box<ClusterConnection>),
+}
+
+impl Connector for Server {
+    type Conn = ServerConnection;
+    fn open(&self) -> RedisResult<ServerConnection> {
+        Ok(match self {
+            Server::Single(client) => ServerConnection::Single(client.get_connection()?),
+            Server::Cluster(client) => {
+                ServerConnection::Cluster(Box::new(client.get_connection()?))
+            }
+        })
+    }
+}
+
+impl ServerConnection {
+    /// Runs one command (on a cluster, at its key's node).
+    fn query<T: FromRedisValue>(&mut self, cmd: &redis::Cmd) -> RedisResult<T> {
+        match self {
+            ServerConnection::Single(conn) => cmd.query(conn),
+            ServerConnection::Cluster(conn) => cmd.query(conn),
+        }
+    }
+
+    /// Runs `pipe`, all of whose commands touch one key, in one round trip (inside MULTI/EXEC
+    /// when it is atomic); returns every command's reply.
+    fn pipeline(&mut self, pipe: &redis::Pipeline) -> RedisResult<Vec<Value>> {
+        let conn = match self {
+            ServerConnection::Single(conn) => return pipe.query(conn),
+            ServerConnection::Cluster(conn) => conn,
+        };
+        // The cluster connection routes a packed pipeline by its first command's key (skipping
+        // a leading MULTI) and sends all of it, MULTI and EXEC included, to that key's node: the
+        // transaction runs there as on a single server. (`redis::Pipeline::query` refuses a
+        // cluster connection; `cluster_pipe` has no transactions.)
+        let commands = pipe.cmd_iter().count();
+        let packed = pipe.get_packed_pipeline();
+        if !pipe.is_transaction() {
+            return conn.req_packed_commands(&packed, 0, commands);
+        }
+        match conn.req_packed_commands(&packed, commands + 1, 1)?.pop() {
+            Some(Value::Array(replies)) => Ok(replies),
+            other => Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "EXEC did not answer an array",
+                format!("{other:?}"),
+            ))),
+        }
+    }
+
+    /// Deletes `keys` in one pipeline, on a cluster one per node holding some of them.
+    fn delete(&mut self, keys: &[String]) -> RedisResult<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        match self {
+            ServerConnection::Single(conn) => {
+                let mut pipe = redis::pipe();
+                keys.iter().for_each(|key| {
+                    pipe.cmd("DEL").arg(key).ignore();
+                });
+                pipe.query(conn)
+            }
+            ServerConnection::Cluster(conn) => {
+                let mut pipe = cluster_pipe();
+                keys.iter().for_each(|key| {
+                    pipe.cmd("DEL").arg(key).ignore();
+                });
+                pipe.query(conn)
+            }
+        }
     }
 }
 

@@ -542,3 +542,53 @@ fn older_encoding_versions_restore() {
     // per-filter bucket count (index 7): defaults and the top-level count are used.
     older(c, "cf", 3, &[3, 4, 5, 6, 7]);
 }
+
+/// WF.* inside Redis with the real clock: items answer 1 within the retention and age out after
+/// it, an AOF rewrite (the WF.LOADCHUNK sequence) and a restart keep the bytes, and replaying the
+/// log after the windows have passed rebuilds them too (writes are logged with their time).
+#[test]
+fn windowed_filters_age_out_and_survive_rewrite_and_restart() {
+    if !have_redis("windowed_filters_age_out_and_survive_rewrite_and_restart") {
+        return;
+    }
+    let dir = temp_dir("wf");
+    let aof = ["--appendonly", "yes", "--aof-use-rdb-preamble", "no"];
+    let server = Redis::start(&dir, &[], &aof);
+    let c = &mut server.conn();
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+    };
+    // Windows of 400 ms, 2 generations; start just after a slot boundary.
+    std::thread::sleep(std::time::Duration::from_millis(405 - now() % 400));
+    assert_eq!(cmd(c, "WF.RESERVE wf 0.01 1000 400 2"), Value::Okay);
+    assert_eq!(
+        cmd(c, "WF.MADD wf a b c"),
+        Value::Array(vec![int(1), int(1), int(1)])
+    );
+    let added_at = now();
+    assert_eq!(
+        cmd(c, "WF.MEXISTS wf a b zz"),
+        Value::Array(vec![int(1), int(1), int(0)])
+    );
+    let dump = |c: &mut redis::Connection| (cmd(c, "WF.SCANDUMP wf 0"), digest(c, "wf"));
+    let before = dump(c);
+    cmd(c, "BGREWRITEAOF");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let gone_at = added_at - added_at % 400 + 2 * 400 + 20;
+    std::thread::sleep(std::time::Duration::from_millis(
+        gone_at.saturating_sub(now()),
+    ));
+    assert_eq!(
+        cmd(c, "WF.MEXISTS wf a b"),
+        Value::Array(vec![int(0), int(0)])
+    );
+    assert_eq!(cmd(c, "WF.CARD wf"), int(0));
+    assert_eq!(dump(c), before, "reads change nothing");
+    server.shutdown(false);
+    let server = Redis::start(&dir, &[], &aof);
+    let c = &mut server.conn();
+    assert_eq!(dump(c), before, "replayed after the windows passed");
+}

@@ -1,5 +1,5 @@
 //! The gate's promises: never shows an item seen within the retention window (whatever the
-//! history, rotations, rebuilds and evictions), trust mode over-filters at the filter's FPR,
+//! history, rotations and rebuilds), trust mode over-filters at the filter's FPR,
 //! and a failing store is an error, never "unseen".
 
 mod common;
@@ -75,7 +75,8 @@ proptest! {
 
     /// Random histories (initial rows, then requests whose shown items are recorded), with time
     /// jumps that rotate generations, tiny capacities that force rebuilds and a tiny memory
-    /// budget that forces evictions: verify answers exactly, trust never lets a seen item through.
+    /// budget (local filters are not evicted for now; remote ones are): verify answers exactly,
+    /// trust never lets a seen item through.
     #[test]
     fn gate_never_shows_a_seen_item(
         initial in prop::collection::vec((0u64..4, 0u64..60, 0u64..100), 0..80),

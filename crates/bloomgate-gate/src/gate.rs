@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use crate::cache::Ticket;
 use crate::lifecycle::{LifecycleConfig, LocalFilters};
 use crate::metrics::{FilterGauges, Metrics, SATURATION_BOUNDS};
 use crate::pending::Pending;
@@ -318,7 +319,7 @@ impl Core {
 
     /// A scope's rows of the last R, oldest first, for a filter build: the pending overlay, then
     /// the store (in that order: a row leaves the overlay only once committed). The store's rows
-    /// also warm the cache.
+    /// also warm the cache (as sightings that may be older than the latest: see `cache`).
     fn load_history(&self, scope: u64, since_ms: u64) -> Result<Vec<Seen>> {
         let mut history = Vec::new();
         self.pending.snapshot(scope, since_ms, &mut history);
@@ -339,34 +340,41 @@ impl Core {
         let since = self.since(now_ms);
         let mut seen = vec![false; items.len()];
         let mut ask = vec![false; items.len()];
+        let mut tickets = Vec::new();
         let mut hits = 0;
         for (i, &item) in items.iter().enumerate() {
             match self.cache.lookup(scope, item, since) {
-                Some(answer) => {
+                Ok(answer) => {
                     seen[i] = answer;
                     hits += 1;
                 }
-                None => ask[i] = true,
+                Err(ticket) => {
+                    ask[i] = true;
+                    tickets.push(ticket);
+                }
             }
         }
         self.metrics.cache_hits.fetch_add(hits, Relaxed);
         if hits == items.len() as u64 {
             return Ok(seen);
         }
+        // Tickets in item order, for the items the cache could not answer.
+        let tickets: Vec<(usize, Ticket)> =
+            (0..items.len()).filter(|&i| ask[i]).zip(tickets).collect();
         self.pending
             .answer(scope, items, since, &mut ask, &mut seen);
-        let missed: Vec<usize> = (0..items.len()).filter(|&i| ask[i]).collect();
+        let missed: Vec<(usize, Ticket)> = tickets.into_iter().filter(|&(i, _)| ask[i]).collect();
         if !missed.is_empty() {
-            let batch: Vec<u64> = missed.iter().map(|&i| items[i]).collect();
+            let batch: Vec<u64> = missed.iter().map(|&(i, _)| items[i]).collect();
             let mut answers = Vec::with_capacity(batch.len());
             self.timed(|| self.store.contains(scope, &batch, since, &mut answers))?;
             self.metrics
                 .store_reads
                 .fetch_add(batch.len() as u64, Relaxed);
-            for (&i, answer) in missed.iter().zip(answers) {
+            for (&(i, ticket), answer) in missed.iter().zip(answers) {
                 seen[i] = answer;
                 if !answer {
-                    self.cache.put_unseen(scope, items[i]);
+                    self.cache.put_unseen(scope, items[i], since, ticket);
                 }
                 // A "seen" answer is not cached here: the store did not say when, and the cache
                 // needs the time to expire it. Sightings enter the cache from record and load.

@@ -24,7 +24,7 @@ mod remote;
 mod sqlite_store;
 mod store;
 
-pub use cache::SeenCache;
+pub use cache::{SeenCache, Ticket};
 pub use error::{Error, Result};
 pub use gate::{FilterMode, Gate, GateConfig, Policy};
 pub use lifecycle::LifecycleConfig;

@@ -1,5 +1,5 @@
 //! Local per-scope filters and their lifecycle: retention-aligned rotation, sizing from the
-//! scope's history, rebuild on saturation, and memory accounting for all scopes.
+//! scope's history, rebuild on saturation, and one memory budget for all scopes.
 //!
 //! Retention: "seen" means seen within R. Each scope's filter keeps G generations of W with
 //! (G−1)·W ≥ R, and the windowed filter guarantees a key stays present for ≥ (G−1)·W after its
@@ -40,10 +40,8 @@ pub struct LifecycleConfig {
     pub headroom: f64,
     /// Floor on capacity per generation (new or quiet scopes).
     pub min_items_per_generation: u64,
-    /// Remote filters: all scopes' filters together stay within this many bytes (least recently
-    /// used scopes are deleted and reloaded on next use). Local filters report their memory
-    /// (gauges) but are not evicted: eviction raced with background builds (a seen item could
-    /// answer "unseen", found by `gate_never_shows_a_seen_item`) and is disabled until fixed.
+    /// All scopes' filters together stay within this many bytes: the least recently used are
+    /// dropped (local) or deleted (remote) and rebuilt from the store on next use.
     pub memory_budget_bytes: u64,
 }
 
@@ -82,6 +80,13 @@ struct ScopeFilter {
     filter: Option<WindowedBloomFilter>,
     recent: Option<HashMap<u64, u64>>,
     last_used_ms: u64,
+}
+
+impl ScopeFilter {
+    /// Built and no (re)build in flight: the only state in which dropping it loses nothing.
+    fn idle(&self) -> bool {
+        self.filter.is_some() && self.recent.is_none()
+    }
 }
 
 /// Reads a scope's rows seen at or after a time (the store, with the gate's accounting).
@@ -137,7 +142,7 @@ impl LocalFilters {
     }
 
     /// Appends to `out`, per item, whether the scope's filter says "maybe seen within R", and
-    /// returns true. A scope without a built filter (first use) gets its
+    /// returns true. A scope without a built filter (first use, or after eviction) gets its
     /// build queued and returns false with every item "maybe": the caller must take the exact
     /// path for all of them — a request never waits for a history load.
     pub fn probe(
@@ -296,6 +301,8 @@ impl LocalFilters {
         if job.previous_capacity.is_some() {
             metrics.rebuilds.fetch_add(1, Relaxed);
         }
+        drop(shard);
+        self.enforce_memory_budget(metrics);
     }
 
     /// A filter for `scope` holding its store rows of the last R, replayed in time order.
@@ -346,6 +353,44 @@ impl LocalFilters {
         }
         filter.rotate_if_due(now_ms);
         Ok(filter)
+    }
+
+    /// Drops the least recently used scopes' filters until memory is ≤ 90% of the budget
+    /// (a tenth at a time keeps the O(scopes) sweep amortised). An evicted scope is rebuilt from
+    /// the store on next use. A scope with a build in flight is never evicted: its `recent`
+    /// set holds items the build's history may lack, and a stale build completing onto the
+    /// scope's next entry would install a filter without them (a seen item answered "unseen").
+    fn enforce_memory_budget(&self, metrics: &Metrics) {
+        let budget = self.config.memory_budget_bytes;
+        if self.memory_bytes.load(Relaxed) <= budget {
+            return;
+        }
+        let mut by_age: Vec<(u64, u64)> = Vec::new(); // (last used, scope)
+        for shard in &self.shards {
+            let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            by_age.extend(
+                shard
+                    .iter()
+                    .filter(|(_, f)| f.idle())
+                    .map(|(&scope, f)| (f.last_used_ms, scope)),
+            );
+        }
+        by_age.sort_unstable();
+        let target = budget / 10 * 9;
+        let mut resident = self.memory_bytes.load(Relaxed);
+        for (_, scope) in by_age {
+            if resident <= target {
+                break;
+            }
+            let mut shard = self.shard(scope);
+            // Re-checked under the lock: a build may have been queued since the sweep.
+            if shard.get(&scope).is_some_and(ScopeFilter::idle) {
+                let evicted = shard.remove(&scope).expect("checked above");
+                let bytes = evicted.filter.map_or(0, |f| f.memory_bytes() as u64);
+                resident = self.memory_bytes.fetch_sub(bytes, Relaxed) - bytes;
+                metrics.evictions.fetch_add(1, Relaxed);
+            }
+        }
     }
 
     /// Estimated FPR of the scope's resident filter (None when not resident).

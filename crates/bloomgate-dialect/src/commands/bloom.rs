@@ -1,5 +1,7 @@
 //! BF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (see
-//! `shared/reference/redisbloom.md`). Arity is checked here, as a module command would.
+//! `shared/reference/redisbloom.md`). [`super::execute`] checks each command's table arity;
+//! a handler checks only what is stricter than the table (RESERVE, INFO and DEBUG counts,
+//! INSERT's ITEMS).
 
 use super::{
     flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
@@ -409,9 +411,6 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
 }
 
 pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("bf.add");
-    }
     let params = CreateParams::from_config(ctx);
     match add_items(ctx, args[1], &args[2..], Some(params)) {
         Reply::Array(mut replies) => replies.pop().expect("one item"),
@@ -420,9 +419,6 @@ pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 pub(crate) fn madd<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() < 3 {
-        return wrong_arity("bf.madd");
-    }
     let params = CreateParams::from_config(ctx);
     add_items(ctx, args[1], &args[2..], Some(params))
 }
@@ -492,33 +488,7 @@ pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     )
 }
 
-/// EXISTS/MEXISTS answer 0 for a missing key and for a key of another type.
-fn probe<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], items: &Args) -> Vec<Reply> {
-    let chain = chain(ctx, key).ok().flatten();
-    items
-        .iter()
-        .map(|item| Reply::Bool(chain.is_some_and(|c| c.contains(item))))
-        .collect()
-}
-
-pub(crate) fn exists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("bf.exists");
-    }
-    probe(ctx, args[1], &args[2..3]).remove(0)
-}
-
-pub(crate) fn mexists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() < 3 {
-        return wrong_arity("bf.mexists");
-    }
-    Reply::Array(probe(ctx, args[1], &args[2..]))
-}
-
 pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 2 {
-        return wrong_arity("bf.card");
-    }
     match chain(ctx, args[1]) {
         Ok(Some(chain)) => Reply::Int(chain.items() as i64),
         Ok(None) => Reply::Int(0),
@@ -574,9 +544,6 @@ pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("bf.scandump");
-    }
     // The key is looked up before the iterator is parsed.
     let chain = match chain_or_not_found(ctx, args[1]) {
         Ok(chain) => chain,
@@ -594,9 +561,6 @@ pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply
 }
 
 pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 4 {
-        return wrong_arity("bf.loadchunk");
-    }
     load_chunk::<BloomChain, H>(ctx, args, "ERR Second argument must be numeric")
 }
 

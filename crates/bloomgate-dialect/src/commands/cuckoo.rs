@@ -1,5 +1,7 @@
 //! CF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (see
-//! `shared/reference/redisbloom.md`). Arity is checked here, as a module command would.
+//! `shared/reference/redisbloom.md`). [`super::execute`] checks each command's table arity;
+//! a handler checks only what is stricter than the table (RESERVE's pairs, COMPACT and DEBUG
+//! counts, INSERT's ITEMS).
 
 use super::{
     flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
@@ -427,10 +429,7 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
 }
 
 /// CF.ADD / CF.ADDNX: one item, the filter created with `cf-initial-size` if missing.
-fn add_one<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool, name: &str) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity(name);
-    }
+fn add_one<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool) -> Reply {
     let capacity = ctx.config().cf_initial_size;
     match add_items(ctx, args, &args[2..], nx, Some(capacity)) {
         Ok(outcomes) => match outcomes[0] {
@@ -443,11 +442,11 @@ fn add_one<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool, name: &str
 }
 
 pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    add_one(ctx, args, false, "cf.add")
+    add_one(ctx, args, false)
 }
 
 pub(crate) fn addnx<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    add_one(ctx, args, true, "cf.addnx")
+    add_one(ctx, args, true)
 }
 
 /// CF.INSERT / CF.INSERTNX `key [CAPACITY c] [NOCREATE] ITEMS item...`: options are recognised
@@ -531,7 +530,7 @@ fn cuckoo_only<H: Host + ?Sized>(
     }
 }
 
-/// EXISTS / MEXISTS / COUNT answer 0 for a missing key and for a key of another type.
+/// COUNT answers 0 for a missing key and for a key of another type.
 fn probe<T: Default, H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     key: &[u8],
@@ -543,38 +542,11 @@ fn probe<T: Default, H: Host + ?Sized>(
     }
 }
 
-pub(crate) fn exists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("cf.exists");
-    }
-    Reply::Bool(probe(ctx, args[1], |f| f.contains(args[2])))
-}
-
-pub(crate) fn mexists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() < 3 {
-        return wrong_arity("cf.mexists");
-    }
-    let found: Vec<bool> = probe(ctx, args[1], |f| {
-        args[2..].iter().map(|item| f.contains(item)).collect()
-    });
-    Reply::Array(
-        (0..args.len() - 2)
-            .map(|i| Reply::Bool(found.get(i).copied().unwrap_or(false)))
-            .collect(),
-    )
-}
-
 pub(crate) fn count<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("cf.count");
-    }
     Reply::Int(probe(ctx, args[1], |f| f.count(args[2])) as i64)
 }
 
 pub(crate) fn del<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("cf.del");
-    }
     if let Err(reply) = cuckoo_only(ctx, args[1], "Not found") {
         return reply;
     }
@@ -598,9 +570,6 @@ pub(crate) fn compact<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
 }
 
 pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 2 {
-        return wrong_arity("cf.info");
-    }
     let f = match filter_or(ctx, args[1], ERR_NOT_FOUND) {
         Ok(f) => f,
         Err(reply) => return reply,
@@ -636,9 +605,6 @@ pub(crate) fn debug<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 /// SCANDUMP: `[1, header]` at 0, then chunks; `[0, nil]` when done — and at once for a filter
 /// holding no items (RedisBloom quirk: an empty filter has nothing to dump).
 pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("cf.scandump");
-    }
     let Some(iter) = parse_i64(args[2]).filter(|&i| i >= 0) else {
         return Reply::error("Invalid position");
     };
@@ -663,9 +629,6 @@ pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply
 /// filter from the 38-byte header and refuses an existing filter (`ERR item exists`; another
 /// type is WRONGTYPE); later iterators write chunks into an existing filter.
 pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 4 {
-        return wrong_arity("cf.loadchunk");
-    }
     let Some(iter) = parse_i64(args[2]).filter(|&i| i > 0) else {
         return Reply::error("Invalid position");
     };

@@ -5,7 +5,7 @@
 
 use super::{
     flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
-    Host,
+    Host, KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY,
 };
 use crate::config::MAX_ERROR_RATE;
 use crate::num::{is, parse_f64, parse_i64};
@@ -24,15 +24,6 @@ const K_LAST: &str = "O(k), where k is the number of hash functions used by the 
 const ADD_MANY: &str =
     "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist";
 
-const KEY_ONLY: &[Arg] = &[Arg::key()];
-const KEY_ITEM: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String)];
-const KEY_ITEMS: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String).multiple()];
-const KEY_ITER: &[Arg] = &[Arg::key(), Arg::plain("iterator", ArgKind::Integer)];
-const KEY_ITER_DATA: &[Arg] = &[
-    Arg::key(),
-    Arg::plain("iterator", ArgKind::Integer),
-    Arg::plain("data", ArgKind::String),
-];
 const RESERVE_ARGS: &[Arg] = &[
     Arg::key(),
     Arg::plain("error_rate", ArgKind::Double),

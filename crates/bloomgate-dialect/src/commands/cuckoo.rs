@@ -5,7 +5,7 @@
 
 use super::{
     flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
-    Host,
+    Host, KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY,
 };
 use crate::cuckoo::{
     CuckooChain, CuckooParams, InsertError, MAX_BUCKET_SIZE, MAX_CAPACITY, MAX_EXPANSION,
@@ -21,15 +21,6 @@ const K_PLUS_I: &str = "O(k + i), where k is the number of sub-filters and i is 
 const N_K_I: &str = "O(n * (k + i)), where n is the number of items, k is the number of \
                      sub-filters and i is maxIterations";
 
-const KEY_ONLY: &[Arg] = &[Arg::key()];
-const KEY_ITEM: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String)];
-const KEY_ITEMS: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String).multiple()];
-const KEY_ITER: &[Arg] = &[Arg::key(), Arg::plain("iterator", ArgKind::Integer)];
-const KEY_ITER_DATA: &[Arg] = &[
-    Arg::key(),
-    Arg::plain("iterator", ArgKind::Integer),
-    Arg::plain("data", ArgKind::String),
-];
 /// RedisBloom documents each option as a block of two strings, the first named like the
 /// token (BUCKETSIZE's is named CAPACITY).
 const RESERVE_ARGS: &[Arg] = &[

@@ -318,6 +318,21 @@ pub enum ArgKind {
     OneOf,
 }
 
+/// `key`: the argument list of the commands that take only a key.
+const KEY_ONLY: &[Arg] = &[Arg::key()];
+/// `key item`.
+const KEY_ITEM: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String)];
+/// `key item...`.
+const KEY_ITEMS: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String).multiple()];
+/// `key iterator` (SCANDUMP).
+const KEY_ITER: &[Arg] = &[Arg::key(), Arg::plain("iterator", ArgKind::Integer)];
+/// `key iterator data` (LOADCHUNK).
+const KEY_ITER_DATA: &[Arg] = &[
+    Arg::key(),
+    Arg::plain("iterator", ArgKind::Integer),
+    Arg::plain("data", ArgKind::String),
+];
+
 impl ArgKind {
     /// The name `COMMAND DOCS` uses.
     pub fn name(self) -> &'static str {

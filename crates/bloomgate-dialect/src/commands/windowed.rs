@@ -19,7 +19,7 @@
 
 use super::{
     flags::*, load_chunk, probe, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx,
-    Docs, Host,
+    Docs, Host, KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY,
 };
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
@@ -27,15 +27,6 @@ use crate::value::Value;
 use crate::windowed::{WindowParams, WindowedFilter};
 use crate::ERR_NOT_FOUND;
 
-const KEY_ITEM: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String)];
-const KEY_ITEMS: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String).multiple()];
-const KEY_ONLY: &[Arg] = &[Arg::key()];
-const KEY_ITER: &[Arg] = &[Arg::key(), Arg::plain("iterator", ArgKind::Integer)];
-const KEY_ITER_DATA: &[Arg] = &[
-    Arg::key(),
-    Arg::plain("iterator", ArgKind::Integer),
-    Arg::plain("data", ArgKind::String),
-];
 const KEY_TIME_ITEMS: &[Arg] = &[
     Arg::key(),
     Arg::plain("time_ms", ArgKind::Integer),

@@ -5,7 +5,8 @@
 
 use super::{
     flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
-    Host, KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY,
+    Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS, KEY_ITER,
+    KEY_ITER_DATA, KEY_ONLY, NOCREATE,
 };
 use crate::config::MAX_ERROR_RATE;
 use crate::num::{is, parse_f64, parse_i64};
@@ -28,43 +29,17 @@ const RESERVE_ARGS: &[Arg] = &[
     Arg::key(),
     Arg::plain("error_rate", ArgKind::Double),
     Arg::plain("capacity", ArgKind::Integer),
-    Arg::group(
-        "expansion",
-        ArgKind::Block,
-        &[Arg::plain("expansion", ArgKind::Integer)],
-    )
-    .token("EXPANSION")
-    .optional(),
+    EXPANSION_OPTION,
     Arg::plain("nonscaling", ArgKind::PureToken)
         .token("NONSCALING")
         .optional(),
 ];
 const INSERT_ARGS: &[Arg] = &[
     Arg::key(),
-    Arg::group(
-        "capacity",
-        ArgKind::Block,
-        &[Arg::plain("capacity", ArgKind::Integer)],
-    )
-    .token("CAPACITY")
-    .optional(),
-    Arg::group(
-        "error",
-        ArgKind::Block,
-        &[Arg::plain("error", ArgKind::Double)],
-    )
-    .token("ERROR")
-    .optional(),
-    Arg::group(
-        "expansion",
-        ArgKind::Block,
-        &[Arg::plain("expansion", ArgKind::Integer)],
-    )
-    .token("EXPANSION")
-    .optional(),
-    Arg::plain("nocreate", ArgKind::PureToken)
-        .token("NOCREATE")
-        .optional(),
+    CAPACITY_OPTION,
+    ERROR_OPTION,
+    EXPANSION_OPTION,
+    NOCREATE,
     Arg::plain("nonscaling", ArgKind::PureToken)
         .token("NONSCALING")
         .optional(),
@@ -272,21 +247,6 @@ impl CreateParams {
     }
 }
 
-/// Borrows the chain at `key`: `Ok(None)` if missing, WRONGTYPE if another type.
-fn chain<'a, H: Host + ?Sized>(
-    ctx: &'a mut Ctx<H>,
-    key: &[u8],
-) -> Result<Option<&'a BloomChain>, Reply> {
-    ctx.typed(key)
-}
-
-fn chain_or_not_found<'a, H: Host + ?Sized>(
-    ctx: &'a mut Ctx<H>,
-    key: &[u8],
-) -> Result<&'a BloomChain, Reply> {
-    ctx.existing(key, ERR_NOT_FOUND)
-}
-
 /// Creates a chain at `key` after the maxmemory check.
 fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], p: CreateParams) -> Result<(), Reply> {
     let planned = BloomChain::planned_bytes(p.capacity, p.error, p.nonscaling)
@@ -308,7 +268,7 @@ fn add_items<H: Host + ?Sized>(
     items: &Args,
     create_with: Option<CreateParams>,
 ) -> Reply {
-    match chain(ctx, key) {
+    match ctx.typed::<BloomChain>(key) {
         Err(reply) => return reply,
         Ok(Some(_)) => {}
         Ok(None) => {
@@ -384,7 +344,7 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         expansion = value;
     }
     let key = args[1];
-    match chain(ctx, key) {
+    match ctx.typed::<BloomChain>(key) {
         Err(reply) => return reply,
         Ok(Some(_)) => return Reply::error("ERR item exists"),
         Ok(None) => {}
@@ -480,7 +440,7 @@ pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    match chain(ctx, args[1]) {
+    match ctx.typed::<BloomChain>(args[1]) {
         Ok(Some(chain)) => Reply::Int(chain.items() as i64),
         Ok(None) => Reply::Int(0),
         Err(reply) => reply,
@@ -492,7 +452,7 @@ pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
         return wrong_arity("bf.info");
     }
     let proto = ctx.proto();
-    let chain = match chain_or_not_found(ctx, args[1]) {
+    let chain = match ctx.existing::<BloomChain>(args[1], ERR_NOT_FOUND) {
         Ok(chain) => chain,
         Err(reply) => return reply,
     };
@@ -536,7 +496,7 @@ pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 
 pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     // The key is looked up before the iterator is parsed.
-    let chain = match chain_or_not_found(ctx, args[1]) {
+    let chain = match ctx.existing::<BloomChain>(args[1], ERR_NOT_FOUND) {
         Ok(chain) => chain,
         Err(reply) => return reply,
     };
@@ -559,7 +519,7 @@ pub(crate) fn debug<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 2 {
         return wrong_arity("bf.debug");
     }
-    match chain_or_not_found(ctx, args[1]) {
+    match ctx.existing::<BloomChain>(args[1], ERR_NOT_FOUND) {
         Ok(chain) => Reply::Array(chain.debug_lines().into_iter().map(Reply::bulk).collect()),
         Err(reply) => reply,
     }

@@ -5,7 +5,7 @@
 
 use super::{
     flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
-    Host, KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY,
+    Host, KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE,
 };
 use crate::cuckoo::{
     CuckooChain, CuckooParams, InsertError, MAX_BUCKET_SIZE, MAX_CAPACITY, MAX_EXPANSION,
@@ -65,9 +65,7 @@ const INSERT_ARGS: &[Arg] = &[
         ],
     )
     .optional(),
-    Arg::plain("nocreate", ArgKind::PureToken)
-        .token("NOCREATE")
-        .optional(),
+    NOCREATE,
     Arg::plain("items", ArgKind::PureToken).token("ITEMS"),
     Arg::plain("item", ArgKind::String).multiple(),
 ];
@@ -245,23 +243,6 @@ pub fn commands() -> Vec<CommandInfo> {
     ]
 }
 
-/// Borrows the filter at `key`: `Ok(None)` if missing, WRONGTYPE if another type.
-fn filter<'a, H: Host + ?Sized>(
-    ctx: &'a mut Ctx<H>,
-    key: &[u8],
-) -> Result<Option<&'a CuckooChain>, Reply> {
-    ctx.typed(key)
-}
-
-/// The filter at `key`, or the error `missing` (each command words it its own way).
-fn filter_or<'a, H: Host + ?Sized>(
-    ctx: &'a mut Ctx<H>,
-    key: &[u8],
-    missing: &'static str,
-) -> Result<&'a CuckooChain, Reply> {
-    ctx.existing(key, missing)
-}
-
 /// The cf-* configuration in force, with `capacity` for a new filter.
 fn configured<H: Host + ?Sized>(ctx: &Ctx<H>, capacity: u64) -> CuckooParams {
     let c = ctx.config();
@@ -316,7 +297,7 @@ fn add_items<H: Host + ?Sized>(
 ) -> Result<Vec<Added>, Reply> {
     let key = args[1];
     let max_filters = ctx.config().cf_max_expansions;
-    match filter(ctx, key)? {
+    match ctx.typed::<CuckooChain>(key)? {
         // `cf-max-expansions` is judged once, when the command starts: a filter already at
         // the limit refuses even items that would fit, and one below it may grow past the
         // limit while this command's items go in (RedisBloom's behaviour).
@@ -402,7 +383,7 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         _ => return Reply::error("Capacity must be in the range [2 * BUCKETSIZE, 1073741824]"),
     };
     let key = args[1];
-    match filter(ctx, key) {
+    match ctx.typed::<CuckooChain>(key) {
         Err(reply) => return reply,
         Ok(Some(_)) => return Reply::error("ERR item exists"),
         Ok(None) => {}
@@ -515,7 +496,7 @@ fn cuckoo_only<H: Host + ?Sized>(
     key: &[u8],
     missing: &'static str,
 ) -> Result<(), Reply> {
-    match filter(ctx, key) {
+    match ctx.typed::<CuckooChain>(key) {
         Ok(Some(_)) => Ok(()),
         _ => Err(Reply::error(missing)),
     }
@@ -527,7 +508,7 @@ fn probe<T: Default, H: Host + ?Sized>(
     key: &[u8],
     f: impl FnOnce(&CuckooChain) -> T,
 ) -> T {
-    match filter(ctx, key) {
+    match ctx.typed::<CuckooChain>(key) {
         Ok(Some(filter)) => f(filter),
         _ => T::default(),
     }
@@ -561,7 +542,7 @@ pub(crate) fn compact<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
 }
 
 pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    let f = match filter_or(ctx, args[1], ERR_NOT_FOUND) {
+    let f = match ctx.existing::<CuckooChain>(args[1], ERR_NOT_FOUND) {
         Ok(f) => f,
         Err(reply) => return reply,
     };
@@ -587,7 +568,7 @@ pub(crate) fn debug<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 2 {
         return wrong_arity("cf.debug");
     }
-    match filter_or(ctx, args[1], ERR_NOT_FOUND) {
+    match ctx.existing::<CuckooChain>(args[1], ERR_NOT_FOUND) {
         Ok(f) => Reply::bulk(f.debug_line()),
         Err(reply) => reply,
     }
@@ -599,7 +580,7 @@ pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply
     let Some(iter) = parse_i64(args[2]).filter(|&i| i >= 0) else {
         return Reply::error("Invalid position");
     };
-    let filter = match filter_or(ctx, args[1], ERR_NOT_FOUND) {
+    let filter = match ctx.existing::<CuckooChain>(args[1], ERR_NOT_FOUND) {
         Ok(filter) => filter,
         Err(reply) => return reply,
     };
@@ -624,7 +605,7 @@ pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Repl
         return Reply::error("Invalid position");
     };
     if iter == 1 {
-        match filter(ctx, args[1]) {
+        match ctx.typed::<CuckooChain>(args[1]) {
             Ok(None) => {}
             Ok(Some(_)) => return Reply::error("ERR item exists"),
             Err(wrongtype) => return wrongtype,

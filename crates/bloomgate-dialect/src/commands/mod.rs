@@ -333,6 +333,35 @@ const KEY_ITER_DATA: &[Arg] = &[
     Arg::plain("data", ArgKind::String),
 ];
 
+/// `[EXPANSION expansion]`.
+const EXPANSION_OPTION: Arg = Arg::group(
+    "expansion",
+    ArgKind::Block,
+    &[Arg::plain("expansion", ArgKind::Integer)],
+)
+.token("EXPANSION")
+.optional();
+/// `[CAPACITY capacity]`.
+const CAPACITY_OPTION: Arg = Arg::group(
+    "capacity",
+    ArgKind::Block,
+    &[Arg::plain("capacity", ArgKind::Integer)],
+)
+.token("CAPACITY")
+.optional();
+/// `[ERROR error]`.
+const ERROR_OPTION: Arg = Arg::group(
+    "error",
+    ArgKind::Block,
+    &[Arg::plain("error", ArgKind::Double)],
+)
+.token("ERROR")
+.optional();
+/// `[NOCREATE]`.
+const NOCREATE: Arg = Arg::plain("nocreate", ArgKind::PureToken)
+    .token("NOCREATE")
+    .optional();
+
 impl ArgKind {
     /// The name `COMMAND DOCS` uses.
     pub fn name(self) -> &'static str {

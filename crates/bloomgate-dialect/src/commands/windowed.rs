@@ -19,7 +19,8 @@
 
 use super::{
     flags::*, load_chunk, probe, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx,
-    Docs, Host, KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY,
+    Docs, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS, KEY_ITER,
+    KEY_ITER_DATA, KEY_ONLY, NOCREATE,
 };
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
@@ -38,30 +39,12 @@ const RESERVE_ARGS: &[Arg] = &[
     Arg::plain("capacity", ArgKind::Integer),
     Arg::plain("window_ms", ArgKind::Integer),
     Arg::plain("generations", ArgKind::Integer),
-    Arg::group(
-        "expansion",
-        ArgKind::Block,
-        &[Arg::plain("expansion", ArgKind::Integer)],
-    )
-    .token("EXPANSION")
-    .optional(),
+    EXPANSION_OPTION,
 ];
 const INSERT_ARGS: &[Arg] = &[
     Arg::key(),
-    Arg::group(
-        "error",
-        ArgKind::Block,
-        &[Arg::plain("error", ArgKind::Double)],
-    )
-    .token("ERROR")
-    .optional(),
-    Arg::group(
-        "capacity",
-        ArgKind::Block,
-        &[Arg::plain("capacity", ArgKind::Integer)],
-    )
-    .token("CAPACITY")
-    .optional(),
+    ERROR_OPTION,
+    CAPACITY_OPTION,
     Arg::group(
         "window",
         ArgKind::Block,
@@ -76,16 +59,8 @@ const INSERT_ARGS: &[Arg] = &[
     )
     .token("GENERATIONS")
     .optional(),
-    Arg::group(
-        "expansion",
-        ArgKind::Block,
-        &[Arg::plain("expansion", ArgKind::Integer)],
-    )
-    .token("EXPANSION")
-    .optional(),
-    Arg::plain("nocreate", ArgKind::PureToken)
-        .token("NOCREATE")
-        .optional(),
+    EXPANSION_OPTION,
+    NOCREATE,
     Arg::group(
         "at",
         ArgKind::Block,

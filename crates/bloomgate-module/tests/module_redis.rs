@@ -101,7 +101,11 @@ fn command_table_registration() {
         match &info.docs {
             Some(docs) => {
                 assert_eq!(key_specs.len(), 1, "{}", info.name);
-                assert!(key_spec.contains(docs.key_notes), "{}: {key_spec}", info.name);
+                assert!(
+                    key_spec.contains(docs.key_notes),
+                    "{}: {key_spec}",
+                    info.name
+                );
                 let flag = if docs.key_rw { "\"RW\"" } else { "\"RO\"" };
                 assert!(key_spec.contains(flag), "{}: {key_spec}", info.name);
                 let docs_reply = cmd(c, &format!("COMMAND DOCS {}", info.name));

@@ -34,6 +34,35 @@ fn json(output: &Output) -> serde_json::Value {
     serde_json::from_str(stdout(output).trim()).expect("one JSON object")
 }
 
+/// `bloomgate build --input KEYS --output FILTER OPTIONS...`.
+fn build(keys: &Path, filter: &Path, options: &[&str]) -> Output {
+    let mut args = vec![
+        "build",
+        "--input",
+        keys.to_str().unwrap(),
+        "--output",
+        filter.to_str().unwrap(),
+    ];
+    args.extend_from_slice(options);
+    run(&args)
+}
+
+/// `bloomgate info FILTER --json`, which must succeed.
+fn info(filter: &Path) -> serde_json::Value {
+    json(&run(&["info", filter.to_str().unwrap(), "--json"]))
+}
+
+/// `bloomgate query FILTER --input KEYS --count`, which must succeed.
+fn count(filter: &Path, keys: &Path) -> serde_json::Value {
+    json(&run(&[
+        "query",
+        filter.to_str().unwrap(),
+        "--input",
+        keys.to_str().unwrap(),
+        "--count",
+    ]))
+}
+
 struct TempDir(PathBuf);
 
 impl TempDir {
@@ -124,41 +153,19 @@ fn build_query_info_round_trip_for_every_kind() {
     write_keys(&absent, "stranger-", 100_000);
     for kind in ["classic", "blocked", "counting", "scalable", "cuckoo"] {
         let filter = dir.path(&format!("{kind}.bgf"));
-        let output = run(&[
-            "build",
-            "--input",
-            keys.to_str().unwrap(),
-            "--output",
-            filter.to_str().unwrap(),
-            "--fpr",
-            "0.01",
-            "--kind",
-            kind,
-        ]);
+        let output = build(&keys, &filter, &["--fpr", "0.01", "--kind", kind]);
         assert!(output.status.success(), "{kind}: {}", stderr(&output));
 
-        let hits = json(&run(&[
-            "query",
-            filter.to_str().unwrap(),
-            "--input",
-            keys.to_str().unwrap(),
-            "--count",
-        ]));
+        let hits = count(&filter, &keys);
         assert_eq!(hits["queried"], 100_000, "{kind}");
         assert_eq!(hits["present"], 100_000, "{kind}: false negatives");
 
-        let misses = json(&run(&[
-            "query",
-            filter.to_str().unwrap(),
-            "--input",
-            absent.to_str().unwrap(),
-            "--count",
-        ]));
+        let misses = count(&filter, &absent);
         // 1% of 100k = 1000 expected; 4σ ≈ 126. Scalable and cuckoo stay at or below target.
         let fp = misses["present"].as_u64().unwrap();
         assert!(fp <= 1130, "{kind}: {fp} false positives out of 100000");
 
-        let info = json(&run(&["info", filter.to_str().unwrap(), "--json"]));
+        let info = info(&filter);
         assert_eq!(info["kind"], kind);
         assert!(info["bytes"].as_u64().unwrap() > 0);
         assert!(
@@ -166,11 +173,7 @@ fn build_query_info_round_trip_for_every_kind() {
             "{kind}: {info}"
         );
     }
-    let info = json(&run(&[
-        "info",
-        dir.path("classic.bgf").to_str().unwrap(),
-        "--json",
-    ]));
+    let info = info(&dir.path("classic.bgf"));
     for key in [
         "kind",
         "bits",
@@ -219,8 +222,7 @@ fn query_prints_one_line_per_key_and_reads_stdin() {
         "alpha\tpresent\ngamma\tpresent\ndelta\tabsent\n"
     );
 
-    let info = json(&run(&["info", filter.to_str().unwrap(), "--json"]));
-    assert_eq!(info["items"], 3);
+    assert_eq!(info(&filter)["items"], 3);
 }
 
 #[test]
@@ -229,21 +231,13 @@ fn explicit_bits_and_hashes_are_honoured() {
     let keys = dir.path("keys.txt");
     write_keys(&keys, "k", 1000);
     let filter = dir.path("f.bgf");
-    let output = run(&[
-        "build",
-        "--input",
-        keys.to_str().unwrap(),
-        "--output",
-        filter.to_str().unwrap(),
-        "--bits",
-        "1KiB",
-        "--hashes",
-        "3",
-        "--seed",
-        "7",
-    ]);
+    let output = build(
+        &keys,
+        &filter,
+        &["--bits", "1KiB", "--hashes", "3", "--seed", "7"],
+    );
     assert!(output.status.success(), "{}", stderr(&output));
-    let info = json(&run(&["info", filter.to_str().unwrap(), "--json"]));
+    let info = info(&filter);
     assert_eq!(info["bits"], 8192);
     assert_eq!(info["hashes"], 3);
     assert_eq!(info["seed"], 7);
@@ -255,17 +249,7 @@ fn corrupt_truncated_and_missing_files_fail_cleanly() {
     let keys = dir.path("keys.txt");
     write_keys(&keys, "k", 500);
     let good = dir.path("good.bgf");
-    assert!(run(&[
-        "build",
-        "--input",
-        keys.to_str().unwrap(),
-        "--output",
-        good.to_str().unwrap(),
-        "--fpr",
-        "0.01",
-    ])
-    .status
-    .success());
+    assert!(build(&keys, &good, &["--fpr", "0.01"]).status.success());
     let bytes = std::fs::read(&good).unwrap();
     let bad = dir.path("bad.bgf");
     // A sample of offsets keeps the test fast; the library tests cover every offset.
@@ -281,13 +265,5 @@ fn corrupt_truncated_and_missing_files_fail_cleanly() {
     }
     assert_clean_failure(&run(&["info", dir.path("missing.bgf").to_str().unwrap()]));
     assert_clean_failure(&run(&["query", good.to_str().unwrap()]));
-    assert_clean_failure(&run(&[
-        "build",
-        "--input",
-        dir.path("nope.txt").to_str().unwrap(),
-        "--output",
-        bad.to_str().unwrap(),
-        "--fpr",
-        "0.01",
-    ]));
+    assert_clean_failure(&build(&dir.path("nope.txt"), &bad, &["--fpr", "0.01"]));
 }

@@ -33,7 +33,7 @@ fn gate(port: u16, dir: &std::path::Path, memory_budget_bytes: u64, policy: Poli
 #[test]
 fn shown_items_stay_seen_through_eviction_and_expire_after_retention() {
     let dir = temp_dir("gate-remote");
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &["--appendfsync", "always"]);
     // A budget of a few scopes' filters: the 30 scopes below force evictions.
     let g = gate(server.port, &dir, 5_000, Policy::Trust);
     let scopes = 30u64;

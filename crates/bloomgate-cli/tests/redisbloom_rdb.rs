@@ -4,13 +4,13 @@
 //! key's INFO and DEBUG replies, SCANDUMP bytes, DUMP payload and the answers to its inserted
 //! items and 20,000 absent probes equal RedisBloom's. Corrupt payloads are refused cleanly.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::Command;
 
 use redis::Value;
+
+mod common;
+use common::{temp_dir, Server};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -27,68 +27,6 @@ fn hex(s: &str) -> Vec<u8> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
         .collect()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bloomgate-rdb-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-/// `bloomgate serve` on a free loopback port, killed on drop.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let mut child = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
-                .args(["serve", "--port", &port.to_string(), "--dir"])
-                .arg(dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
-                if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-                    let _ = s.write_all(b"PING\r\n");
-                    let _ = s.shutdown(std::net::Shutdown::Write);
-                    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                    let mut reply = Vec::new();
-                    let _ = s.read_to_end(&mut reply);
-                    if reply.ends_with(b"+PONG\r\n") {
-                        return Server { child, port };
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("server did not start");
-    }
-
-    fn conn(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn to_json(v: &Value) -> serde_json::Value {
@@ -199,7 +137,7 @@ fn restored_payloads_answer_as_redisbloom_and_survive_a_restart() {
     let dir = temp_dir("restore");
     let fixture = fixture();
     {
-        let server = Server::start(&dir);
+        let server = Server::start(&dir, &[]);
         let mut con = server.conn();
         for (key, expected) in fixture["keys"].as_object().unwrap() {
             let payload = hex(expected["dump_payload_hex"].as_str().unwrap());
@@ -214,7 +152,7 @@ fn restored_payloads_answer_as_redisbloom_and_survive_a_restart() {
         check_all(&mut con);
     }
     // The RESTOREs were logged: a restarted server answers the same.
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &[]);
     check_all(&mut server.conn());
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
@@ -235,7 +173,7 @@ fn import_rdb_into_a_directory_then_serve() {
     // A directory with data in it is not overwritten.
     let again = import(&[&rdb, "--dir", dir.to_str().unwrap()]);
     assert!(!again.status.success());
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &[]);
     check_all(&mut server.conn());
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
@@ -244,7 +182,7 @@ fn import_rdb_into_a_directory_then_serve() {
 #[test]
 fn import_rdb_to_a_running_server() {
     let dir = temp_dir("import-to");
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &[]);
     let url = format!("redis://127.0.0.1:{}", server.port);
     let rdb = format!("{FIXTURE}/dump.rdb");
     let out = import(&[&rdb, "--to", &url]);
@@ -265,7 +203,6 @@ fn import_rdb_to_a_running_server() {
 fn damaged_rdb_files_are_refused() {
     let rdb = std::fs::read(format!("{FIXTURE}/dump.rdb")).unwrap();
     let dir = temp_dir("damaged");
-    std::fs::create_dir_all(&dir).unwrap();
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("truncated", rdb[..rdb.len() / 2].to_vec()),
         ("flipped", {
@@ -320,7 +257,7 @@ fn bloomgate_crc64(data: &[u8]) -> u64 {
 #[test]
 fn corrupt_payloads_are_refused_and_the_server_stays_up() {
     let dir = temp_dir("corrupt");
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &[]);
     let mut con = server.conn();
     let fixture = fixture();
     let restore_error = |con: &mut redis::Connection, payload: &[u8]| -> String {
@@ -414,46 +351,23 @@ fn corrupt_payloads_are_refused_and_the_server_stays_up() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A real `redis-server` (no module) on a free port with its own directory.
+/// A real `redis-server` (no module) on a free port with its own directory, removed on drop.
 struct RedisServer {
-    child: Child,
-    port: u16,
+    process: bloomgate_testkit::Process,
     dir: PathBuf,
 }
 
 impl RedisServer {
     fn start(name: &str) -> RedisServer {
         let dir = temp_dir(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no", "--dir"])
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (.ci/setup installs it)");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        RedisServer { child, port, dir }
+        let process = bloomgate_testkit::redis_server(&dir, |_| {}).unwrap_or_else(|log| {
+            panic!("redis-server did not start (.ci/setup installs it): {log}")
+        });
+        RedisServer { process, dir }
     }
 
     fn conn(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.process.port))
             .unwrap()
             .get_connection()
             .unwrap()
@@ -462,8 +376,7 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill9();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -566,7 +479,7 @@ fn every_redis_type_in_a_real_rdb_is_skipped_and_counted() {
 fn migrate_from_a_real_redis_reaches_restore() {
     let redis = RedisServer::start("migrate");
     let dir = temp_dir("migrate-target");
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &[]);
     let mut con = redis.conn();
     redis::cmd("SET").arg("s").arg("v").exec(&mut con).unwrap();
     let err = redis::cmd("MIGRATE")

@@ -11,13 +11,16 @@
 //! see what it catches).
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{free_port, refused, temp_dir, Server};
 
 fn long() -> bool {
     std::env::var_os("BLOOMGATE_RELIABILITY_LONG").is_some_and(|v| v != "0")
@@ -30,159 +33,6 @@ fn rounds(short: usize, long_rounds: usize) -> usize {
     } else {
         short
     }
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bloomgate-rel-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// The binary under test.
-fn bin() -> String {
-    std::env::var("BLOOMGATE_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_bloomgate").into())
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Server {
-    child: Child,
-    port: u16,
-    password: Option<String>,
-}
-
-fn url(port: u16, password: Option<&str>) -> String {
-    match password {
-        Some(p) => format!("redis://:{p}@127.0.0.1:{port}/"),
-        None => format!("redis://127.0.0.1:{port}/"),
-    }
-}
-
-fn try_conn(url: &str) -> Option<redis::Connection> {
-    redis::Client::open(url).ok()?.get_connection().ok()
-}
-
-impl Server {
-    /// Starts `bloomgate serve` on `dir` and waits until it answers PING (loaded).
-    fn start(dir: &Path, extra: &[&str]) -> Server {
-        Self::start_under(&[], dir, extra)
-    }
-
-    /// Starts the server through `launcher` (e.g. `prlimit --nofile=64:64`, which execs it).
-    fn start_under(launcher: &[&str], dir: &Path, extra: &[&str]) -> Server {
-        let value_of = |flag: &str| extra.iter().position(|a| *a == flag).map(|i| extra[i + 1]);
-        let password = value_of("--requirepass").map(str::to_string).or_else(|| {
-            let file = std::fs::read_to_string(value_of("--requirepass-file")?).ok()?;
-            Some(file.lines().next()?.to_string())
-        });
-        for _ in 0..5 {
-            let port = free_port();
-            let bin = bin();
-            let mut command = match launcher.split_first() {
-                Some((program, args)) => {
-                    let mut c = Command::new(program);
-                    c.args(args).arg(&bin);
-                    c
-                }
-                None => Command::new(&bin),
-            };
-            let mut child = command
-                .args(["serve", "--port", &port.to_string(), "--dir"])
-                .arg(dir)
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let url = url(port, password.as_deref());
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline {
-                if child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                if let Some(mut c) = try_conn(&url) {
-                    if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                        return Server {
-                            child,
-                            port,
-                            password,
-                        };
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("server did not start");
-    }
-
-    fn url(&self) -> String {
-        url(self.port, self.password.as_deref())
-    }
-
-    fn try_conn(&self) -> Option<redis::Connection> {
-        try_conn(&self.url())
-    }
-
-    fn conn(&self) -> redis::Connection {
-        self.try_conn().expect("connect")
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    /// SIGTERM; waits for the exit.
-    fn sigterm(mut self) -> ExitStatus {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
-        self.child.wait().unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Runs `serve` on `dir` with `extra`; it must refuse to start (within 30 s). Returns its
-/// stderr.
-fn refused(dir: &Path, extra: &[&str]) -> String {
-    let mut child = Command::new(bin())
-        .args(["serve", "--port", &free_port().to_string(), "--dir"])
-        .arg(dir)
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("started but should have refused");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(!out.status.success(), "exited 0 but should have refused");
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// What load workers had acknowledged: items per key.

@@ -4,9 +4,9 @@
 //! persistence, kill -9 with `appendfsync always`, torn-log repair and corrupt-snapshot refusal.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,109 +17,8 @@ use redis::Value;
 mod dialect_replies;
 use dialect_replies::{cmd, error_of, int, raw_exchange};
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bloomgate-serve-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    /// Starts the binary on a free port (retrying on a port race) and waits until it answers
-    /// PING (i.e. it finished loading).
-    fn start(dir: &Path, extra: &[&str]) -> Server {
-        let auth = match extra.iter().position(|a| *a == "--requirepass") {
-            Some(i) => format!("AUTH {}\r\n", extra[i + 1]),
-            None => String::new(),
-        };
-        for _ in 0..5 {
-            let port = free_port();
-            let mut child = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
-                .args(["serve", "--port", &port.to_string(), "--dir"])
-                .arg(dir)
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline {
-                if child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-                    // PING answers -LOADING until the data is loaded.
-                    let _ = s.write_all(format!("{auth}PING\r\n").as_bytes());
-                    let _ = s.shutdown(std::net::Shutdown::Write);
-                    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                    let mut reply = Vec::new();
-                    let _ = s.read_to_end(&mut reply);
-                    if reply.ends_with(b"+PONG\r\n") {
-                        return Server { child, port };
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("server did not start");
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn conn(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    /// SHUTDOWN (final snapshot) and wait for a clean exit.
-    fn shutdown(mut self) {
-        let _ = redis::cmd("SHUTDOWN").exec(&mut self.conn());
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "{status:?}");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Runs `serve` on `dir`, which must refuse to start; returns what it said on stderr.
-fn refused_start(dir: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
-        .args(["serve", "--port", &free_port().to_string(), "--dir"])
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+mod common;
+use common::{free_port, refused, temp_dir, Server};
 
 #[test]
 fn bf_commands_match_redisbloom() {
@@ -566,7 +465,7 @@ fn torn_log_tail_is_repaired_and_corrupt_snapshot_refused() {
     let at = bytes.len() / 2;
     bytes[at] ^= 0xff;
     std::fs::write(&snapshot, &bytes).unwrap();
-    let stderr = refused_start(&dir);
+    let stderr = refused(&dir, &[]);
     assert!(
         stderr.contains("dump.bgs") && stderr.contains("corrupt"),
         "{stderr}"
@@ -577,7 +476,7 @@ fn torn_log_tail_is_repaired_and_corrupt_snapshot_refused() {
 fn a_second_server_on_the_same_directory_is_refused() {
     let dir = temp_dir("lock");
     let server = Server::start(&dir, &[]);
-    let stderr = refused_start(&dir);
+    let stderr = refused(&dir, &[]);
     assert!(
         stderr.contains("in use by another bloomgate server"),
         "{stderr}"
@@ -613,7 +512,11 @@ fn auth_maxmemory_metrics_env_and_config_file() {
             &metrics,
         ],
     );
-    let mut c = server.conn();
+    // Not `server.conn()`, which would authenticate.
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{}/", server.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
     assert_eq!(
         error_of(&mut c, "BF.ADD k x"),
         "NOAUTH Authentication required."

@@ -45,7 +45,7 @@ fn now_ms() -> u64 {
 #[test]
 fn items_age_out_and_restarts_rebuild_the_same_bytes() {
     let dir = temp_dir("age");
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &["--appendfsync", "always"]);
     let mut con = server.conn();
     // Windows of 400 ms, 2 generations: an item lives between 400 and 800 ms.
     let window = 400u64;
@@ -76,7 +76,7 @@ fn items_age_out_and_restarts_rebuild_the_same_bytes() {
 
     // kill -9: the log replays the adds with their times, into the same bytes.
     server.kill9();
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &["--appendfsync", "always"]);
     let mut con = server.conn();
     assert_eq!(dump(&mut con, "seen"), before);
 
@@ -91,12 +91,12 @@ fn items_age_out_and_restarts_rebuild_the_same_bytes() {
     // against the replaying clock), and a snapshot keeps them too.
     assert_eq!(dump(&mut con, "seen"), before);
     server.kill9();
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &["--appendfsync", "always"]);
     let mut con = server.conn();
     assert_eq!(dump(&mut con, "seen"), before);
     assert_eq!(run(&mut con, &["SAVE"]), Value::Okay);
     server.kill9();
-    let server = Server::start(&dir);
+    let server = Server::start(&dir, &["--appendfsync", "always"]);
     let mut con = server.conn();
     assert_eq!(dump(&mut con, "seen"), before);
     // The next write drops the dead generation.

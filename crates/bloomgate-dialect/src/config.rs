@@ -27,16 +27,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Self {
-            bf_error_rate: 0.01,
-            bf_initial_size: 100,
-            bf_expansion: 2,
-            cf_bucket_size: 2,
-            cf_initial_size: 1024,
-            cf_max_iterations: 20,
-            cf_expansion: 1,
-            cf_max_expansions: 32,
-        }
+        Self::DEFAULT
     }
 }
 
@@ -44,6 +35,18 @@ impl Default for Config {
 pub const MAX_ERROR_RATE: f64 = 0.25;
 
 impl Config {
+    /// RedisBloom's defaults (a constant, for statics).
+    pub const DEFAULT: Config = Config {
+        bf_error_rate: 0.01,
+        bf_initial_size: 100,
+        bf_expansion: 2,
+        cf_bucket_size: 2,
+        cf_initial_size: 1024,
+        cf_max_iterations: 20,
+        cf_expansion: 1,
+        cf_max_expansions: 32,
+    };
+
     /// Setting names, in CONFIG GET order.
     pub const NAMES: [&'static str; 8] = [
         "bf-error-rate",

@@ -134,8 +134,24 @@ impl WindowParams {
 struct Generation {
     slot: u64,
     filter: Option<ScalableBloomFilter>,
-    /// Bytes of the filter's file image (declared by a loaded header until its chunk arrives).
+    /// Bytes of the filter's file image as a loaded header declared it (what the chunk that
+    /// fills `filter` must be); once `filter` is there, [`image_len`] is its length.
     image_len: u64,
+}
+
+/// Bytes of `filter`'s file image (`FilterCodec::to_bytes`), from its shape instead of
+/// serialising it: the file header and the XXH3 checksum; the scalable body's initial capacity,
+/// FPR, growth, tightening and link count; per link its nested length, its parameters (bits,
+/// hashes, items, count) and its bit array. Pinned to `to_bytes` by a test.
+fn image_len(filter: &ScalableBloomFilter) -> u64 {
+    const FILE_FRAME: u64 = bloomgate::codec::HEADER_LEN as u64 + 8;
+    const SCALABLE_FIXED: u64 = 8 + 8 + 4 + 8 + 4;
+    const PER_LINK: u64 = 8 + (8 + 4 + 8 + 8);
+    let links = filter.links() as u64;
+    // `memory_bytes` is each link's struct plus its bit array.
+    let bit_arrays =
+        filter.memory_bytes() as u64 - links * std::mem::size_of::<bloomgate::BloomFilter>() as u64;
+    FILE_FRAME + SCALABLE_FIXED + links * PER_LINK + bit_arrays
 }
 
 /// Why an add did not happen.
@@ -245,7 +261,6 @@ impl WindowedFilter {
             }
         }
         filter.insert_hash(h).map_err(|_| AddError::Full)?;
-        generation.image_len = 0;
         Ok(true)
     }
 
@@ -325,10 +340,7 @@ impl WindowedFilter {
     fn image_lens(&self) -> Vec<u64> {
         self.generations
             .iter()
-            .map(|g| match &g.filter {
-                Some(f) if g.image_len == 0 => f.to_bytes().len() as u64,
-                _ => g.image_len,
-            })
+            .map(|g| g.filter.as_ref().map_or(g.image_len, image_len))
             .collect()
     }
 
@@ -479,6 +491,40 @@ mod tests {
             window_ms,
             generations,
             expansion: 2,
+        }
+    }
+
+    /// The image length computed from a generation's shape is what serialising it writes, as
+    /// it grows link by link, for several capacities, rates and growth factors.
+    #[test]
+    fn image_len_is_the_serialised_length() {
+        for (capacity, error, expansion) in [(10, 0.1, 1), (100, 0.01, 2), (37, 0.001, 4)] {
+            let p = WindowParams {
+                error,
+                capacity,
+                window_ms: 1000,
+                generations: 3,
+                expansion,
+            };
+            let mut filter = p.new_generation().unwrap();
+            let mut links = 0;
+            for i in 0..2000u32 {
+                if filter.links() != links {
+                    links = filter.links();
+                    assert_eq!(image_len(&filter), filter.to_bytes().len() as u64, "{p:?}");
+                }
+                filter.insert(i.to_le_bytes()).unwrap();
+            }
+            assert!(links >= 3, "{p:?}: {links} links");
+            assert_eq!(image_len(&filter), filter.to_bytes().len() as u64, "{p:?}");
+        }
+        let mut f = WindowedFilter::new(params(1000, 4));
+        for i in 0..1000u32 {
+            f.add(&i.to_le_bytes(), u64::from(i % 3) * 1000, u64::MAX)
+                .unwrap();
+        }
+        for (iter, len) in f.chunk_plan() {
+            assert_eq!(f.chunk_bytes(iter).len() as u64, len);
         }
     }
 

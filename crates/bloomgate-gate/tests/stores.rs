@@ -9,7 +9,8 @@ use rand::{Rng, SeedableRng};
 
 #[test]
 fn sqlite_and_redis_stores_behave_identically() {
-    let Some(redis_server) = common::start_redis() else {
+    let Some(redis_server) = common::start_redis("sqlite_and_redis_stores_behave_identically")
+    else {
         return;
     };
     let (_dir, sqlite) = common::sqlite_store();
@@ -80,7 +81,7 @@ fn sqlite_and_redis_stores_behave_identically() {
 
 #[test]
 fn redis_store_errors_surface() {
-    let Some(redis_server) = common::start_redis() else {
+    let Some(redis_server) = common::start_redis("redis_store_errors_surface") else {
         return;
     };
     let redis = RedisStore::open(&redis_server.url, "test:down:").expect("connect");

@@ -1,7 +1,8 @@
 //! The dialect's `Host` over Redis' keyspace, and the command entry point.
 //!
-//! Every command of `bloomgate_dialect::commands::table()` is registered with its flags and key
-//! positions (so `COMMAND INFO`, ACL and Cluster routing see them) and handled by [`dispatch`]:
+//! Every command of `bloomgate_dialect::commands::table()` is registered with its flags, key
+//! positions, arity, key spec and documentation (so `COMMAND INFO` and `COMMAND DOCS` show what
+//! `bloomgate serve` shows, and ACL and Cluster routing see them) and handled by [`dispatch`]:
 //! the dialect runs the command against [`ModuleHost`], its reply is sent through
 //! `RedisModule_ReplyWith*` (Redis renders booleans, maps and nulls for the client's RESP
 //! version), and what it says to propagate is replicated: verbatim, or the rewrite (an
@@ -52,22 +53,158 @@ pub fn register_commands(ctx: &Context) -> Result<(), String> {
             if status != raw::REDISMODULE_OK as c_int {
                 return Err(format!("could not register {}", info.name));
             }
-            if let (Some(get), Some(set)) = (
-                raw::RedisModule_GetCommand,
-                raw::RedisModule_SetCommandACLCategories,
-            ) {
+            // Before Redis 7.0 there is nothing more to say about a command.
+            let Some(get) = raw::RedisModule_GetCommand else {
+                continue;
+            };
+            let command = get(ctx.ctx, name.as_ptr());
+            if command.is_null() {
+                return Err(format!("could not find {} after registering it", info.name));
+            }
+            if let Some(set) = raw::RedisModule_SetCommandACLCategories {
                 let category = acl_categories(info, custom_categories);
                 let category = CString::new(category).expect("no NUL");
-                let command = get(ctx.ctx, name.as_ptr());
-                if command.is_null()
-                    || set(command, category.as_ptr()) != raw::REDISMODULE_OK as c_int
-                {
+                if set(command, category.as_ptr()) != raw::REDISMODULE_OK as c_int {
                     return Err(format!("could not set the ACL categories of {}", info.name));
                 }
+            }
+            if !set_command_info(command, info) {
+                return Err(format!("could not set the command info of {}", info.name));
             }
         }
     }
     Ok(())
+}
+
+/// What `RedisModule_SetCommandInfo` reads; Redis copies every string and array it is given.
+static COMMAND_INFO_VERSION: raw::RedisModuleCommandInfoVersion =
+    raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+        sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+        sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+    };
+
+/// Gives `command` what `bloomgate serve` shows of `info` in `COMMAND INFO` and `COMMAND DOCS`:
+/// the table's arity, its one key spec (notes; RO or RW; the key at `first_key`), summary,
+/// complexity, since and arguments (no tips, as there). The commands RedisBloom registers
+/// without any of it (`docs` is `None`: BF.DEBUG, CF.DEBUG, CF.COMPACT) keep Redis' defaults,
+/// arity -1 included, as `serve` shows them. Redis 7.0 has `RedisModule_SetCommandInfo`.
+///
+/// # Safety
+/// `command` is a command this module registered, in the OnLoad context.
+unsafe fn set_command_info(
+    command: *mut raw::RedisModuleCommand,
+    info: &commands::CommandInfo,
+) -> bool {
+    let Some(docs) = &info.docs else {
+        return true;
+    };
+    let Some(set) = raw::RedisModule_SetCommandInfo else {
+        return true;
+    };
+    // Every string lives in `strings` until `set` returns (Redis copies them).
+    let mut strings = Strings::default();
+    // SAFETY: a zeroed key spec is the array terminator Redis looks for, and a valid start.
+    let mut key_specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
+    let spec = &mut key_specs[0];
+    spec.notes = strings.c(docs.key_notes);
+    spec.flags = u64::from(if docs.key_rw {
+        raw::REDISMODULE_CMD_KEY_RW
+    } else {
+        raw::REDISMODULE_CMD_KEY_RO
+    });
+    spec.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+    spec.bs.index.pos = info.first_key;
+    spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+    spec.fk.range = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+        lastkey: 0,
+        keystep: 1,
+        limit: 0,
+    };
+    let mut arg_arrays = Vec::new();
+    let args = command_args(docs.args, &mut strings, &mut arg_arrays);
+    let command_info = raw::RedisModuleCommandInfo {
+        version: &COMMAND_INFO_VERSION,
+        summary: strings.c(docs.summary),
+        complexity: strings.c(docs.complexity),
+        since: strings.c(docs.since),
+        history: std::ptr::null_mut(),
+        tips: std::ptr::null(),
+        arity: info.arity,
+        key_specs: key_specs.as_mut_ptr(),
+        args,
+    };
+    // SAFETY: every pointer in `command_info` points into `strings`, `key_specs` or
+    // `arg_arrays` (each array ends with a zeroed terminator), all alive across the call.
+    unsafe { set(command, &command_info) == raw::REDISMODULE_OK as c_int }
+}
+
+/// NUL-terminated copies of the strings handed to Redis, kept until the call returns.
+#[derive(Default)]
+struct Strings(Vec<CString>);
+
+impl Strings {
+    fn c(&mut self, s: &str) -> *const std::ffi::c_char {
+        self.0.push(CString::new(s).expect("no NUL"));
+        self.0.last().expect("just pushed").as_ptr()
+    }
+}
+
+/// `args` as Redis' zero-terminated argument array (nested for blocks and one-ofs); `arrays`
+/// owns every array built.
+fn command_args(
+    args: &[commands::Arg],
+    strings: &mut Strings,
+    arrays: &mut Vec<Vec<raw::RedisModuleCommandArg>>,
+) -> *mut raw::RedisModuleCommandArg {
+    use commands::ArgKind;
+    let mut out: Vec<raw::RedisModuleCommandArg> = args
+        .iter()
+        .map(|a| {
+            let type_ = match a.kind {
+                ArgKind::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+                ArgKind::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+                ArgKind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+                ArgKind::Double => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_DOUBLE,
+                ArgKind::PureToken => {
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN
+                }
+                ArgKind::Block => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
+                ArgKind::OneOf => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+            };
+            let mut flags = 0;
+            if a.optional {
+                flags |= raw::REDISMODULE_CMD_ARG_OPTIONAL;
+            }
+            if a.multiple {
+                flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE;
+            }
+            raw::RedisModuleCommandArg {
+                name: strings.c(a.name),
+                type_,
+                // The one key spec for the key; -1 ("none") for every other argument.
+                key_spec_index: if a.kind == ArgKind::Key { 0 } else { -1 },
+                token: a.token.map_or(std::ptr::null(), |t| strings.c(t)),
+                summary: std::ptr::null(),
+                since: std::ptr::null(),
+                flags: flags as c_int,
+                deprecated_since: std::ptr::null(),
+                subargs: if a.sub.is_empty() {
+                    std::ptr::null_mut()
+                } else {
+                    command_args(a.sub, strings, arrays)
+                },
+                display_text: std::ptr::null(),
+            }
+        })
+        .collect();
+    // SAFETY: an all-zero argument (null name) is the terminator Redis looks for.
+    out.push(unsafe { std::mem::zeroed() });
+    let ptr = out.as_mut_ptr();
+    // Moving the Vec into `arrays` moves its header, not its heap buffer: `ptr` stays valid.
+    arrays.push(out);
+    ptr
 }
 
 /// A command's ACL categories (Redis ≥ 7.2 lets modules set them; 7.0 gives module commands

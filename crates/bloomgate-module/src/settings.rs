@@ -10,16 +10,7 @@ use std::sync::{Mutex, PoisonError, RwLock};
 use bloomgate_dialect::Config;
 use redis_module::{raw, Context, RedisString};
 
-static CONFIG: RwLock<Config> = RwLock::new(Config {
-    bf_error_rate: 0.01,
-    bf_initial_size: 100,
-    bf_expansion: 2,
-    cf_bucket_size: 2,
-    cf_initial_size: 1024,
-    cf_max_iterations: 20,
-    cf_expansion: 1,
-    cf_max_expansions: 32,
-});
+static CONFIG: RwLock<Config> = RwLock::new(Config::DEFAULT);
 
 /// The string each setting's last CONFIG GET returned (a `RedisModuleString` address).
 static LAST_GET: Mutex<[usize; Config::NAMES.len()]> = Mutex::new([0; Config::NAMES.len()]);

@@ -91,6 +91,34 @@ fn command_table_registration() {
         for flag in info.flag_names() {
             assert!(flags.iter().any(|f| f == flag), "{}: {flags:?}", info.name);
         }
+        // Arity, tips and key spec as `bloomgate serve` shows them (RedisModule_SetCommandInfo).
+        assert_eq!(entry[1], int(i64::from(info.arity)), "{}", info.name);
+        assert_eq!(entry[7], Value::Array(vec![]), "{}: no tips", info.name);
+        let Value::Array(key_specs) = &entry[8] else {
+            panic!("{entry:?}")
+        };
+        let key_spec = format!("{key_specs:?}");
+        match &info.docs {
+            Some(docs) => {
+                assert_eq!(key_specs.len(), 1, "{}", info.name);
+                assert!(
+                    key_spec.contains(docs.key_notes),
+                    "{}: {key_spec}",
+                    info.name
+                );
+                let flag = if docs.key_rw { "\"RW\"" } else { "\"RO\"" };
+                assert!(key_spec.contains(flag), "{}: {key_spec}", info.name);
+                let docs_reply = cmd(c, &format!("COMMAND DOCS {}", info.name));
+                let docs_text = format!("{docs_reply:?}");
+                for part in [docs.summary, docs.complexity, docs.since] {
+                    assert!(docs_text.contains(part), "{}: {docs_text}", info.name);
+                }
+                for arg in docs.args {
+                    assert!(docs_text.contains(arg.name), "{}: {docs_text}", info.name);
+                }
+            }
+            None => assert!(!key_spec.contains("notes"), "{}: {key_spec}", info.name),
+        }
         assert_eq!(
             (&entry[3], &entry[4], &entry[5]),
             (

@@ -118,7 +118,7 @@ pub struct BloomFilter {
     inner: RwLock<Bits>,
 }
 
-filter_class!(BloomFilter, Bits, {
+filter_class!(BloomFilter, Bits, params("Size of the bit array."), {
     #[new]
     #[pyo3(signature = (expected_items, fpr, *, layout = "classic", seed = 0))]
     fn new(expected_items: i128, fpr: f64, layout: &str, seed: u64) -> PyResult<Self> {
@@ -173,34 +173,10 @@ filter_class!(BloomFilter, Bits, {
         each!(&*read(py, &self.inner), f => f.estimated_len())
     }
 
-    /// Model false-positive rate at `capacity` items (the rate the filter was sized for).
-    #[getter]
-    fn fpr(&self, py: Python<'_>) -> f64 {
-        read(py, &self.inner).params().fpr()
-    }
-
     /// Fraction of bits set.
     #[getter]
     fn fill_ratio(&self, py: Python<'_>) -> f64 {
         each!(&*read(py, &self.inner), f => f.fill_ratio())
-    }
-
-    /// Size of the bit array.
-    #[getter]
-    fn bits(&self, py: Python<'_>) -> u64 {
-        read(py, &self.inner).params().bits
-    }
-
-    /// Probes per key (k).
-    #[getter]
-    fn hashes(&self, py: Python<'_>) -> u32 {
-        read(py, &self.inner).params().hashes
-    }
-
-    /// Items the filter was sized for.
-    #[getter]
-    fn capacity(&self, py: Python<'_>) -> u64 {
-        read(py, &self.inner).params().items
     }
 
     /// "classic" or "blocked".

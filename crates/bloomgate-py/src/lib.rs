@@ -336,6 +336,37 @@ fn from_bytes(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
 /// Generates the methods every filter class shares (queries, sizes, files, pickling, copies)
 /// in the class's one `#[pymethods]` block, followed by its own methods.
 macro_rules! filter_class {
+    // A filter sized by `Params` (BloomFilter, CountingBloomFilter): its getters come along,
+    // `$bits_doc` saying what its bits are.
+    ($class:ident, $inner:ty, params($bits_doc:literal), { $($methods:tt)* }) => {
+        crate::filter_class!($class, $inner, {
+            $($methods)*
+
+            /// Model false-positive rate at `capacity` items (the rate the filter was sized for).
+            #[getter]
+            fn fpr(&self, py: Python<'_>) -> f64 {
+                crate::read(py, &self.inner).params().fpr()
+            }
+
+            #[doc = $bits_doc]
+            #[getter]
+            fn bits(&self, py: Python<'_>) -> u64 {
+                crate::read(py, &self.inner).params().bits
+            }
+
+            /// Probes per key (k).
+            #[getter]
+            fn hashes(&self, py: Python<'_>) -> u32 {
+                crate::read(py, &self.inner).params().hashes
+            }
+
+            /// Items the filter was sized for.
+            #[getter]
+            fn capacity(&self, py: Python<'_>) -> u64 {
+                crate::read(py, &self.inner).params().items
+            }
+        });
+    };
     ($class:ident, $inner:ty, { $($methods:tt)* }) => {
         impl $class {
             pub(crate) fn wrap(inner: $inner) -> Self {

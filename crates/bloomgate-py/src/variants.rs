@@ -44,93 +44,74 @@ pub struct CountingBloomFilter {
     inner: RwLock<bloomgate::CountingBloomFilter>,
 }
 
-filter_class!(CountingBloomFilter, bloomgate::CountingBloomFilter, {
-    #[new]
-    #[pyo3(signature = (expected_items, fpr, *, seed = 0))]
-    fn new(expected_items: i128, fpr: f64, seed: u64) -> PyResult<Self> {
-        let items = positive("expected_items", expected_items)?;
-        let params =
-            bloomgate::Params::for_items(bloomgate::Layout::Classic, items, fpr).map_err(error)?;
-        bloomgate::CountingBloomFilter::with_params(params, seed)
-            .map(Self::wrap)
-            .map_err(error)
-    }
+filter_class!(
+    CountingBloomFilter,
+    bloomgate::CountingBloomFilter,
+    params("Number of counters."),
+    {
+        #[new]
+        #[pyo3(signature = (expected_items, fpr, *, seed = 0))]
+        fn new(expected_items: i128, fpr: f64, seed: u64) -> PyResult<Self> {
+            let items = positive("expected_items", expected_items)?;
+            let params = bloomgate::Params::for_items(bloomgate::Layout::Classic, items, fpr)
+                .map_err(error)?;
+            bloomgate::CountingBloomFilter::with_params(params, seed)
+                .map(Self::wrap)
+                .map_err(error)
+        }
 
-    /// Adds `key`; returns True if it was new (some counter was zero).
-    fn add(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let key = crate::keys::key(key)?;
-        Ok(!write(py, &self.inner).insert(key.bytes()))
-    }
+        /// Adds `key`; returns True if it was new (some counter was zero).
+        fn add(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+            let key = crate::keys::key(key)?;
+            Ok(!write(py, &self.inner).insert(key.bytes()))
+        }
 
-    /// Adds every key of an iterable, with the GIL released.
-    fn update(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<()> {
-        crate::update(py, &self.inner, keys, |f, keys| {
-            for key in keys {
-                f.insert(key);
-            }
-            Ok(())
-        })
-    }
+        /// Adds every key of an iterable, with the GIL released.
+        fn update(&self, py: Python<'_>, keys: &Bound<'_, PyAny>) -> PyResult<()> {
+            crate::update(py, &self.inner, keys, |f, keys| {
+                for key in keys {
+                    f.insert(key);
+                }
+                Ok(())
+            })
+        }
 
-    /// Removes one occurrence of `key`; KeyError (and no change) if it is definitely absent.
-    fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        let key = crate::keys::key(key)?;
-        write(py, &self.inner).remove(key.bytes()).map_err(error)
-    }
+        /// Removes one occurrence of `key`; KeyError (and no change) if it is definitely absent.
+        fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+            let key = crate::keys::key(key)?;
+            write(py, &self.inner).remove(key.bytes()).map_err(error)
+        }
 
-    /// Upper bound on how many times `key` was added (the smallest of its counters, max 15).
-    fn count(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u8> {
-        let key = crate::keys::key(key)?;
-        Ok(read(py, &self.inner).count_estimate(key.bytes()))
-    }
+        /// Upper bound on how many times `key` was added (the smallest of its counters, max 15).
+        fn count(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u8> {
+            let key = crate::keys::key(key)?;
+            Ok(read(py, &self.inner).count_estimate(key.bytes()))
+        }
 
-    /// Model false-positive rate at `capacity` items.
-    #[getter]
-    fn fpr(&self, py: Python<'_>) -> f64 {
-        read(py, &self.inner).params().fpr()
-    }
+        /// The classic BloomFilter with a bit wherever a counter is non-zero (same answers, 1/4 of
+        /// the memory, no removal).
+        fn to_bloom(&self, py: Python<'_>) -> BloomFilter {
+            BloomFilter::wrap(Bits::Classic(read(py, &self.inner).to_bloom()))
+        }
 
-    /// Number of counters.
-    #[getter]
-    fn bits(&self, py: Python<'_>) -> u64 {
-        read(py, &self.inner).params().bits
-    }
+        fn clear(&self, py: Python<'_>) {
+            write(py, &self.inner).clear()
+        }
 
-    /// Probes per key.
-    #[getter]
-    fn hashes(&self, py: Python<'_>) -> u32 {
-        read(py, &self.inner).params().hashes
+        fn __repr__(&self, py: Python<'_>) -> String {
+            let f = read(py, &self.inner);
+            let p = f.params();
+            format!(
+                "CountingBloomFilter(bits={}, hashes={}, capacity={}, len={}, seed={})",
+                p.bits,
+                p.hashes,
+                p.items,
+                f.len(),
+                f.seed()
+            )
+        }
     }
-
-    /// Items the filter was sized for.
-    #[getter]
-    fn capacity(&self, py: Python<'_>) -> u64 {
-        read(py, &self.inner).params().items
-    }
-
-    /// The classic BloomFilter with a bit wherever a counter is non-zero (same answers, 1/4 of
-    /// the memory, no removal).
-    fn to_bloom(&self, py: Python<'_>) -> BloomFilter {
-        BloomFilter::wrap(Bits::Classic(read(py, &self.inner).to_bloom()))
-    }
-
-    fn clear(&self, py: Python<'_>) {
-        write(py, &self.inner).clear()
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> String {
-        let f = read(py, &self.inner);
-        let p = f.params();
-        format!(
-            "CountingBloomFilter(bits={}, hashes={}, capacity={}, len={}, seed={})",
-            p.bits,
-            p.hashes,
-            p.items,
-            f.len(),
-            f.seed()
-        )
-    }
-});
+);
 
 /// A Bloom filter that grows past its initial capacity and keeps its false-positive bound.
 ///

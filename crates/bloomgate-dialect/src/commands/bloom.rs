@@ -1,9 +1,12 @@
 //! BF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (see
-//! `shared/reference/redisbloom.md`). Arity is checked here, as a module command would.
+//! `shared/reference/redisbloom.md`). [`super::execute`] checks each command's table arity;
+//! a handler checks only what is stricter than the table (RESERVE, INFO and DEBUG counts,
+//! INSERT's ITEMS).
 
 use super::{
     flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
-    Host,
+    Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS, KEY_ITER,
+    KEY_ITER_DATA, KEY_ONLY, NOCREATE,
 };
 use crate::config::MAX_ERROR_RATE;
 use crate::num::{is, parse_f64, parse_i64};
@@ -22,56 +25,21 @@ const K_LAST: &str = "O(k), where k is the number of hash functions used by the 
 const ADD_MANY: &str =
     "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist";
 
-const KEY_ONLY: &[Arg] = &[Arg::key()];
-const KEY_ITEM: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String)];
-const KEY_ITEMS: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String).multiple()];
-const KEY_ITER: &[Arg] = &[Arg::key(), Arg::plain("iterator", ArgKind::Integer)];
-const KEY_ITER_DATA: &[Arg] = &[
-    Arg::key(),
-    Arg::plain("iterator", ArgKind::Integer),
-    Arg::plain("data", ArgKind::String),
-];
 const RESERVE_ARGS: &[Arg] = &[
     Arg::key(),
     Arg::plain("error_rate", ArgKind::Double),
     Arg::plain("capacity", ArgKind::Integer),
-    Arg::group(
-        "expansion",
-        ArgKind::Block,
-        &[Arg::plain("expansion", ArgKind::Integer)],
-    )
-    .token("EXPANSION")
-    .optional(),
+    EXPANSION_OPTION,
     Arg::plain("nonscaling", ArgKind::PureToken)
         .token("NONSCALING")
         .optional(),
 ];
 const INSERT_ARGS: &[Arg] = &[
     Arg::key(),
-    Arg::group(
-        "capacity",
-        ArgKind::Block,
-        &[Arg::plain("capacity", ArgKind::Integer)],
-    )
-    .token("CAPACITY")
-    .optional(),
-    Arg::group(
-        "error",
-        ArgKind::Block,
-        &[Arg::plain("error", ArgKind::Double)],
-    )
-    .token("ERROR")
-    .optional(),
-    Arg::group(
-        "expansion",
-        ArgKind::Block,
-        &[Arg::plain("expansion", ArgKind::Integer)],
-    )
-    .token("EXPANSION")
-    .optional(),
-    Arg::plain("nocreate", ArgKind::PureToken)
-        .token("NOCREATE")
-        .optional(),
+    CAPACITY_OPTION,
+    ERROR_OPTION,
+    EXPANSION_OPTION,
+    NOCREATE,
     Arg::plain("nonscaling", ArgKind::PureToken)
         .token("NONSCALING")
         .optional(),
@@ -279,21 +247,6 @@ impl CreateParams {
     }
 }
 
-/// Borrows the chain at `key`: `Ok(None)` if missing, WRONGTYPE if another type.
-fn chain<'a, H: Host + ?Sized>(
-    ctx: &'a mut Ctx<H>,
-    key: &[u8],
-) -> Result<Option<&'a BloomChain>, Reply> {
-    ctx.typed(key)
-}
-
-fn chain_or_not_found<'a, H: Host + ?Sized>(
-    ctx: &'a mut Ctx<H>,
-    key: &[u8],
-) -> Result<&'a BloomChain, Reply> {
-    ctx.existing(key, ERR_NOT_FOUND)
-}
-
 /// Creates a chain at `key` after the maxmemory check.
 fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], p: CreateParams) -> Result<(), Reply> {
     let planned = BloomChain::planned_bytes(p.capacity, p.error, p.nonscaling)
@@ -315,7 +268,7 @@ fn add_items<H: Host + ?Sized>(
     items: &Args,
     create_with: Option<CreateParams>,
 ) -> Reply {
-    match chain(ctx, key) {
+    match ctx.typed::<BloomChain>(key) {
         Err(reply) => return reply,
         Ok(Some(_)) => {}
         Ok(None) => {
@@ -391,7 +344,7 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         expansion = value;
     }
     let key = args[1];
-    match chain(ctx, key) {
+    match ctx.typed::<BloomChain>(key) {
         Err(reply) => return reply,
         Ok(Some(_)) => return Reply::error("ERR item exists"),
         Ok(None) => {}
@@ -409,9 +362,6 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
 }
 
 pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("bf.add");
-    }
     let params = CreateParams::from_config(ctx);
     match add_items(ctx, args[1], &args[2..], Some(params)) {
         Reply::Array(mut replies) => replies.pop().expect("one item"),
@@ -420,9 +370,6 @@ pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 pub(crate) fn madd<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() < 3 {
-        return wrong_arity("bf.madd");
-    }
     let params = CreateParams::from_config(ctx);
     add_items(ctx, args[1], &args[2..], Some(params))
 }
@@ -492,34 +439,8 @@ pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     )
 }
 
-/// EXISTS/MEXISTS answer 0 for a missing key and for a key of another type.
-fn probe<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], items: &Args) -> Vec<Reply> {
-    let chain = chain(ctx, key).ok().flatten();
-    items
-        .iter()
-        .map(|item| Reply::Bool(chain.is_some_and(|c| c.contains(item))))
-        .collect()
-}
-
-pub(crate) fn exists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("bf.exists");
-    }
-    probe(ctx, args[1], &args[2..3]).remove(0)
-}
-
-pub(crate) fn mexists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() < 3 {
-        return wrong_arity("bf.mexists");
-    }
-    Reply::Array(probe(ctx, args[1], &args[2..]))
-}
-
 pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 2 {
-        return wrong_arity("bf.card");
-    }
-    match chain(ctx, args[1]) {
+    match ctx.typed::<BloomChain>(args[1]) {
         Ok(Some(chain)) => Reply::Int(chain.items() as i64),
         Ok(None) => Reply::Int(0),
         Err(reply) => reply,
@@ -531,7 +452,7 @@ pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
         return wrong_arity("bf.info");
     }
     let proto = ctx.proto();
-    let chain = match chain_or_not_found(ctx, args[1]) {
+    let chain = match ctx.existing::<BloomChain>(args[1], ERR_NOT_FOUND) {
         Ok(chain) => chain,
         Err(reply) => return reply,
     };
@@ -574,11 +495,8 @@ pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("bf.scandump");
-    }
     // The key is looked up before the iterator is parsed.
-    let chain = match chain_or_not_found(ctx, args[1]) {
+    let chain = match ctx.existing::<BloomChain>(args[1], ERR_NOT_FOUND) {
         Ok(chain) => chain,
         Err(reply) => return reply,
     };
@@ -594,9 +512,6 @@ pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply
 }
 
 pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 4 {
-        return wrong_arity("bf.loadchunk");
-    }
     load_chunk::<BloomChain, H>(ctx, args, "ERR Second argument must be numeric")
 }
 
@@ -604,7 +519,7 @@ pub(crate) fn debug<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 2 {
         return wrong_arity("bf.debug");
     }
-    match chain_or_not_found(ctx, args[1]) {
+    match ctx.existing::<BloomChain>(args[1], ERR_NOT_FOUND) {
         Ok(chain) => Reply::Array(chain.debug_lines().into_iter().map(Reply::bulk).collect()),
         Err(reply) => reply,
     }

@@ -1,9 +1,11 @@
 //! CF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (see
-//! `shared/reference/redisbloom.md`). Arity is checked here, as a module command would.
+//! `shared/reference/redisbloom.md`). [`super::execute`] checks each command's table arity;
+//! a handler checks only what is stricter than the table (RESERVE's pairs, COMPACT and DEBUG
+//! counts, INSERT's ITEMS).
 
 use super::{
     flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
-    Host,
+    Host, KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE,
 };
 use crate::cuckoo::{
     CuckooChain, CuckooParams, InsertError, MAX_BUCKET_SIZE, MAX_CAPACITY, MAX_EXPANSION,
@@ -19,15 +21,6 @@ const K_PLUS_I: &str = "O(k + i), where k is the number of sub-filters and i is 
 const N_K_I: &str = "O(n * (k + i)), where n is the number of items, k is the number of \
                      sub-filters and i is maxIterations";
 
-const KEY_ONLY: &[Arg] = &[Arg::key()];
-const KEY_ITEM: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String)];
-const KEY_ITEMS: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String).multiple()];
-const KEY_ITER: &[Arg] = &[Arg::key(), Arg::plain("iterator", ArgKind::Integer)];
-const KEY_ITER_DATA: &[Arg] = &[
-    Arg::key(),
-    Arg::plain("iterator", ArgKind::Integer),
-    Arg::plain("data", ArgKind::String),
-];
 /// RedisBloom documents each option as a block of two strings, the first named like the
 /// token (BUCKETSIZE's is named CAPACITY).
 const RESERVE_ARGS: &[Arg] = &[
@@ -72,9 +65,7 @@ const INSERT_ARGS: &[Arg] = &[
         ],
     )
     .optional(),
-    Arg::plain("nocreate", ArgKind::PureToken)
-        .token("NOCREATE")
-        .optional(),
+    NOCREATE,
     Arg::plain("items", ArgKind::PureToken).token("ITEMS"),
     Arg::plain("item", ArgKind::String).multiple(),
 ];
@@ -252,23 +243,6 @@ pub fn commands() -> Vec<CommandInfo> {
     ]
 }
 
-/// Borrows the filter at `key`: `Ok(None)` if missing, WRONGTYPE if another type.
-fn filter<'a, H: Host + ?Sized>(
-    ctx: &'a mut Ctx<H>,
-    key: &[u8],
-) -> Result<Option<&'a CuckooChain>, Reply> {
-    ctx.typed(key)
-}
-
-/// The filter at `key`, or the error `missing` (each command words it its own way).
-fn filter_or<'a, H: Host + ?Sized>(
-    ctx: &'a mut Ctx<H>,
-    key: &[u8],
-    missing: &'static str,
-) -> Result<&'a CuckooChain, Reply> {
-    ctx.existing(key, missing)
-}
-
 /// The cf-* configuration in force, with `capacity` for a new filter.
 fn configured<H: Host + ?Sized>(ctx: &Ctx<H>, capacity: u64) -> CuckooParams {
     let c = ctx.config();
@@ -323,7 +297,7 @@ fn add_items<H: Host + ?Sized>(
 ) -> Result<Vec<Added>, Reply> {
     let key = args[1];
     let max_filters = ctx.config().cf_max_expansions;
-    match filter(ctx, key)? {
+    match ctx.typed::<CuckooChain>(key)? {
         // `cf-max-expansions` is judged once, when the command starts: a filter already at
         // the limit refuses even items that would fit, and one below it may grow past the
         // limit while this command's items go in (RedisBloom's behaviour).
@@ -409,7 +383,7 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         _ => return Reply::error("Capacity must be in the range [2 * BUCKETSIZE, 1073741824]"),
     };
     let key = args[1];
-    match filter(ctx, key) {
+    match ctx.typed::<CuckooChain>(key) {
         Err(reply) => return reply,
         Ok(Some(_)) => return Reply::error("ERR item exists"),
         Ok(None) => {}
@@ -427,10 +401,7 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
 }
 
 /// CF.ADD / CF.ADDNX: one item, the filter created with `cf-initial-size` if missing.
-fn add_one<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool, name: &str) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity(name);
-    }
+fn add_one<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool) -> Reply {
     let capacity = ctx.config().cf_initial_size;
     match add_items(ctx, args, &args[2..], nx, Some(capacity)) {
         Ok(outcomes) => match outcomes[0] {
@@ -443,11 +414,11 @@ fn add_one<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool, name: &str
 }
 
 pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    add_one(ctx, args, false, "cf.add")
+    add_one(ctx, args, false)
 }
 
 pub(crate) fn addnx<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    add_one(ctx, args, true, "cf.addnx")
+    add_one(ctx, args, true)
 }
 
 /// CF.INSERT / CF.INSERTNX `key [CAPACITY c] [NOCREATE] ITEMS item...`: options are recognised
@@ -525,56 +496,29 @@ fn cuckoo_only<H: Host + ?Sized>(
     key: &[u8],
     missing: &'static str,
 ) -> Result<(), Reply> {
-    match filter(ctx, key) {
+    match ctx.typed::<CuckooChain>(key) {
         Ok(Some(_)) => Ok(()),
         _ => Err(Reply::error(missing)),
     }
 }
 
-/// EXISTS / MEXISTS / COUNT answer 0 for a missing key and for a key of another type.
+/// COUNT answers 0 for a missing key and for a key of another type.
 fn probe<T: Default, H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     key: &[u8],
     f: impl FnOnce(&CuckooChain) -> T,
 ) -> T {
-    match filter(ctx, key) {
+    match ctx.typed::<CuckooChain>(key) {
         Ok(Some(filter)) => f(filter),
         _ => T::default(),
     }
 }
 
-pub(crate) fn exists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("cf.exists");
-    }
-    Reply::Bool(probe(ctx, args[1], |f| f.contains(args[2])))
-}
-
-pub(crate) fn mexists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() < 3 {
-        return wrong_arity("cf.mexists");
-    }
-    let found: Vec<bool> = probe(ctx, args[1], |f| {
-        args[2..].iter().map(|item| f.contains(item)).collect()
-    });
-    Reply::Array(
-        (0..args.len() - 2)
-            .map(|i| Reply::Bool(found.get(i).copied().unwrap_or(false)))
-            .collect(),
-    )
-}
-
 pub(crate) fn count<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("cf.count");
-    }
     Reply::Int(probe(ctx, args[1], |f| f.count(args[2])) as i64)
 }
 
 pub(crate) fn del<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("cf.del");
-    }
     if let Err(reply) = cuckoo_only(ctx, args[1], "Not found") {
         return reply;
     }
@@ -598,10 +542,7 @@ pub(crate) fn compact<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
 }
 
 pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 2 {
-        return wrong_arity("cf.info");
-    }
-    let f = match filter_or(ctx, args[1], ERR_NOT_FOUND) {
+    let f = match ctx.existing::<CuckooChain>(args[1], ERR_NOT_FOUND) {
         Ok(f) => f,
         Err(reply) => return reply,
     };
@@ -627,7 +568,7 @@ pub(crate) fn debug<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 2 {
         return wrong_arity("cf.debug");
     }
-    match filter_or(ctx, args[1], ERR_NOT_FOUND) {
+    match ctx.existing::<CuckooChain>(args[1], ERR_NOT_FOUND) {
         Ok(f) => Reply::bulk(f.debug_line()),
         Err(reply) => reply,
     }
@@ -636,13 +577,10 @@ pub(crate) fn debug<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 /// SCANDUMP: `[1, header]` at 0, then chunks; `[0, nil]` when done — and at once for a filter
 /// holding no items (RedisBloom quirk: an empty filter has nothing to dump).
 pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("cf.scandump");
-    }
     let Some(iter) = parse_i64(args[2]).filter(|&i| i >= 0) else {
         return Reply::error("Invalid position");
     };
-    let filter = match filter_or(ctx, args[1], ERR_NOT_FOUND) {
+    let filter = match ctx.existing::<CuckooChain>(args[1], ERR_NOT_FOUND) {
         Ok(filter) => filter,
         Err(reply) => return reply,
     };
@@ -663,14 +601,11 @@ pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply
 /// filter from the 38-byte header and refuses an existing filter (`ERR item exists`; another
 /// type is WRONGTYPE); later iterators write chunks into an existing filter.
 pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 4 {
-        return wrong_arity("cf.loadchunk");
-    }
     let Some(iter) = parse_i64(args[2]).filter(|&i| i > 0) else {
         return Reply::error("Invalid position");
     };
     if iter == 1 {
-        match filter(ctx, args[1]) {
+        match ctx.typed::<CuckooChain>(args[1]) {
             Ok(None) => {}
             Ok(Some(_)) => return Reply::error("ERR item exists"),
             Err(wrongtype) => return wrongtype,

@@ -16,9 +16,12 @@ mod redisbloom_replies;
 pub mod windowed;
 
 use crate::config::Config;
+use crate::cuckoo::CuckooChain;
 use crate::num::parse_i64;
 use crate::reply::Reply;
+use crate::sbchain::BloomChain;
 use crate::value::{DialectType, Value};
+use crate::windowed::WindowedFilter;
 use crate::{ERR_NOT_FOUND, ERR_OOM, ERR_WRONGTYPE};
 
 /// Command arguments, the command name first.
@@ -315,6 +318,50 @@ pub enum ArgKind {
     OneOf,
 }
 
+/// `key`: the argument list of the commands that take only a key.
+const KEY_ONLY: &[Arg] = &[Arg::key()];
+/// `key item`.
+const KEY_ITEM: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String)];
+/// `key item...`.
+const KEY_ITEMS: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String).multiple()];
+/// `key iterator` (SCANDUMP).
+const KEY_ITER: &[Arg] = &[Arg::key(), Arg::plain("iterator", ArgKind::Integer)];
+/// `key iterator data` (LOADCHUNK).
+const KEY_ITER_DATA: &[Arg] = &[
+    Arg::key(),
+    Arg::plain("iterator", ArgKind::Integer),
+    Arg::plain("data", ArgKind::String),
+];
+
+/// `[EXPANSION expansion]`.
+const EXPANSION_OPTION: Arg = Arg::group(
+    "expansion",
+    ArgKind::Block,
+    &[Arg::plain("expansion", ArgKind::Integer)],
+)
+.token("EXPANSION")
+.optional();
+/// `[CAPACITY capacity]`.
+const CAPACITY_OPTION: Arg = Arg::group(
+    "capacity",
+    ArgKind::Block,
+    &[Arg::plain("capacity", ArgKind::Integer)],
+)
+.token("CAPACITY")
+.optional();
+/// `[ERROR error]`.
+const ERROR_OPTION: Arg = Arg::group(
+    "error",
+    ArgKind::Block,
+    &[Arg::plain("error", ArgKind::Double)],
+)
+.token("ERROR")
+.optional();
+/// `[NOCREATE]`.
+const NOCREATE: Arg = Arg::plain("nocreate", ArgKind::PureToken)
+    .token("NOCREATE")
+    .optional();
+
 impl ArgKind {
     /// The name `COMMAND DOCS` uses.
     pub fn name(self) -> &'static str {
@@ -498,8 +545,8 @@ pub fn execute<H: Host + ?Sized>(host: &mut H, info: &CommandInfo, args: &Args) 
         Command::BfAdd => bloom::add(&mut ctx, args),
         Command::BfMadd => bloom::madd(&mut ctx, args),
         Command::BfInsert => bloom::insert(&mut ctx, args),
-        Command::BfExists => bloom::exists(&mut ctx, args),
-        Command::BfMexists => bloom::mexists(&mut ctx, args),
+        Command::BfExists => exists(&mut ctx, args, BloomChain::contains),
+        Command::BfMexists => mexists(&mut ctx, args, BloomChain::contains),
         Command::BfCard => bloom::card(&mut ctx, args),
         Command::BfInfo => bloom::info(&mut ctx, args),
         Command::BfScandump => bloom::scandump(&mut ctx, args),
@@ -510,8 +557,8 @@ pub fn execute<H: Host + ?Sized>(host: &mut H, info: &CommandInfo, args: &Args) 
         Command::CfAddnx => cuckoo::addnx(&mut ctx, args),
         Command::CfInsert => cuckoo::insert(&mut ctx, args),
         Command::CfInsertnx => cuckoo::insertnx(&mut ctx, args),
-        Command::CfExists => cuckoo::exists(&mut ctx, args),
-        Command::CfMexists => cuckoo::mexists(&mut ctx, args),
+        Command::CfExists => exists(&mut ctx, args, CuckooChain::contains),
+        Command::CfMexists => mexists(&mut ctx, args, CuckooChain::contains),
         Command::CfCount => cuckoo::count(&mut ctx, args),
         Command::CfDel => cuckoo::del(&mut ctx, args),
         Command::CfCompact => cuckoo::compact(&mut ctx, args),
@@ -523,8 +570,18 @@ pub fn execute<H: Host + ?Sized>(host: &mut H, info: &CommandInfo, args: &Args) 
         Command::WfAdd => windowed::add(&mut ctx, args),
         Command::WfMadd => windowed::madd(&mut ctx, args),
         Command::WfInsert => windowed::insert(&mut ctx, args),
-        Command::WfExists => windowed::exists(&mut ctx, args),
-        Command::WfMexists => windowed::mexists(&mut ctx, args),
+        Command::WfExists => {
+            let at = ctx.now_ms();
+            exists(&mut ctx, args, |f: &WindowedFilter, item| {
+                f.contains(item, at)
+            })
+        }
+        Command::WfMexists => {
+            let at = ctx.now_ms();
+            mexists(&mut ctx, args, |f: &WindowedFilter, item| {
+                f.contains(item, at)
+            })
+        }
         Command::WfMexistsat => windowed::mexistsat(&mut ctx, args),
         Command::WfCard => windowed::card(&mut ctx, args),
         Command::WfInfo => windowed::info(&mut ctx, args),
@@ -548,6 +605,39 @@ pub fn execute<H: Host + ?Sized>(host: &mut H, info: &CommandInfo, args: &Args) 
 /// from a dump header, its size checked against the memory budget before anything is
 /// allocated; later iterators write chunks into an existing filter. `bad_iter` is the family's
 /// wording for a non-numeric iterator.
+/// EXISTS `key item` over filters of type `T`.
+fn exists<T: DialectType, H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    args: &Args,
+    contains: impl Fn(&T, &[u8]) -> bool,
+) -> Reply {
+    probe(ctx, args[1], &args[2..3], contains).remove(0)
+}
+
+/// MEXISTS `key item...` over filters of type `T`.
+fn mexists<T: DialectType, H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    args: &Args,
+    contains: impl Fn(&T, &[u8]) -> bool,
+) -> Reply {
+    Reply::Array(probe(ctx, args[1], &args[2..], contains))
+}
+
+/// Whether the filter of type `T` at `key` contains each of `items`: 0 for every item when the
+/// key is missing or holds another type (EXISTS never answers WRONGTYPE, as in RedisBloom).
+pub(crate) fn probe<T: DialectType, H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    items: &Args,
+    contains: impl Fn(&T, &[u8]) -> bool,
+) -> Vec<Reply> {
+    let filter = ctx.typed::<T>(key).ok().flatten();
+    items
+        .iter()
+        .map(|item| Reply::Bool(filter.is_some_and(|f| contains(f, item))))
+        .collect()
+}
+
 pub(crate) fn load_chunk<T: DialectType, H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     args: &Args,
@@ -665,5 +755,36 @@ pub(crate) mod testing {
 
     pub fn err(msg: &str) -> Reply {
         Reply::error(msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::*;
+    use super::*;
+
+    /// The table's arity answers every command's too-short (and, for a fixed arity, too-long)
+    /// argument list before its handler runs, with RedisBloom's error text.
+    #[test]
+    fn table_arity_is_checked_before_every_handler() {
+        let mut h = Harness::new();
+        for info in table() {
+            let need = info.arity.unsigned_abs() as usize;
+            let mut counts = vec![need - 1];
+            if info.arity > 0 {
+                counts.push(need + 1);
+            }
+            for argc in counts.into_iter().filter(|&n| n > 0) {
+                let mut args = vec![info.name.as_bytes().to_vec(); 1];
+                args.resize(argc, b"1".to_vec());
+                assert_eq!(
+                    h.run_args(&args),
+                    wrong_arity(info.name),
+                    "{} with {argc} arguments",
+                    info.name
+                );
+                assert_eq!(h.last.as_ref().unwrap().propagate, Propagate::Nothing);
+            }
+        }
     }
 }

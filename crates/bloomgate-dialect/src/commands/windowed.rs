@@ -18,8 +18,9 @@
 //! and replicas rebuild the same bytes whatever their clocks say.
 
 use super::{
-    flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
-    Host,
+    flags::*, load_chunk, probe, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx,
+    Docs, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS, KEY_ITER,
+    KEY_ITER_DATA, KEY_ONLY, NOCREATE,
 };
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
@@ -27,15 +28,6 @@ use crate::value::Value;
 use crate::windowed::{WindowParams, WindowedFilter};
 use crate::ERR_NOT_FOUND;
 
-const KEY_ITEM: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String)];
-const KEY_ITEMS: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String).multiple()];
-const KEY_ONLY: &[Arg] = &[Arg::key()];
-const KEY_ITER: &[Arg] = &[Arg::key(), Arg::plain("iterator", ArgKind::Integer)];
-const KEY_ITER_DATA: &[Arg] = &[
-    Arg::key(),
-    Arg::plain("iterator", ArgKind::Integer),
-    Arg::plain("data", ArgKind::String),
-];
 const KEY_TIME_ITEMS: &[Arg] = &[
     Arg::key(),
     Arg::plain("time_ms", ArgKind::Integer),
@@ -47,30 +39,12 @@ const RESERVE_ARGS: &[Arg] = &[
     Arg::plain("capacity", ArgKind::Integer),
     Arg::plain("window_ms", ArgKind::Integer),
     Arg::plain("generations", ArgKind::Integer),
-    Arg::group(
-        "expansion",
-        ArgKind::Block,
-        &[Arg::plain("expansion", ArgKind::Integer)],
-    )
-    .token("EXPANSION")
-    .optional(),
+    EXPANSION_OPTION,
 ];
 const INSERT_ARGS: &[Arg] = &[
     Arg::key(),
-    Arg::group(
-        "error",
-        ArgKind::Block,
-        &[Arg::plain("error", ArgKind::Double)],
-    )
-    .token("ERROR")
-    .optional(),
-    Arg::group(
-        "capacity",
-        ArgKind::Block,
-        &[Arg::plain("capacity", ArgKind::Integer)],
-    )
-    .token("CAPACITY")
-    .optional(),
+    ERROR_OPTION,
+    CAPACITY_OPTION,
     Arg::group(
         "window",
         ArgKind::Block,
@@ -85,16 +59,8 @@ const INSERT_ARGS: &[Arg] = &[
     )
     .token("GENERATIONS")
     .optional(),
-    Arg::group(
-        "expansion",
-        ArgKind::Block,
-        &[Arg::plain("expansion", ArgKind::Integer)],
-    )
-    .token("EXPANSION")
-    .optional(),
-    Arg::plain("nocreate", ArgKind::PureToken)
-        .token("NOCREATE")
-        .optional(),
+    EXPANSION_OPTION,
+    NOCREATE,
     Arg::group(
         "at",
         ArgKind::Block,
@@ -355,9 +321,6 @@ fn add_items<H: Host + ?Sized>(
 }
 
 pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("wf.add");
-    }
     let at = now(ctx);
     match add_items(ctx, args[1], &args[2..], at, None) {
         Reply::Array(mut replies) => replies.pop().expect("one item"),
@@ -366,17 +329,11 @@ pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 pub(crate) fn madd<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() < 3 {
-        return wrong_arity("wf.madd");
-    }
     let at = now(ctx);
     add_items(ctx, args[1], &args[2..], at, None)
 }
 
 pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() < 4 {
-        return wrong_arity("wf.insert");
-    }
     let c = ctx.config();
     let mut error = c.bf_error_rate;
     let mut capacity = c.bf_initial_size;
@@ -444,48 +401,20 @@ pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     add_items(ctx, args[1], &args[items_at..], at, create)
 }
 
-/// EXISTS / MEXISTS answer 0 for a missing key and for a key of another type.
-fn probe<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], items: &Args) -> Vec<Reply> {
-    let at = now(ctx);
-    probe_at(ctx, key, items, at)
-}
-
-fn probe_at<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], items: &Args, at: u64) -> Vec<Reply> {
-    let filter = ctx.typed::<WindowedFilter>(key).ok().flatten();
-    items
-        .iter()
-        .map(|item| Reply::Bool(filter.is_some_and(|f| f.contains(item, at))))
-        .collect()
-}
-
-pub(crate) fn exists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("wf.exists");
-    }
-    probe(ctx, args[1], &args[2..3]).remove(0)
-}
-
-pub(crate) fn mexists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() < 3 {
-        return wrong_arity("wf.mexists");
-    }
-    Reply::Array(probe(ctx, args[1], &args[2..]))
-}
-
+/// WF.MEXISTSAT `key time item...`: WF.MEXISTS as of `time`.
 pub(crate) fn mexistsat<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() < 4 {
-        return wrong_arity("wf.mexistsat");
-    }
     match int_in(args[2], 0..=u64::MAX, "ERR bad time") {
-        Ok(at) => Reply::Array(probe_at(ctx, args[1], &args[3..], at)),
+        Ok(at) => Reply::Array(probe(
+            ctx,
+            args[1],
+            &args[3..],
+            |f: &WindowedFilter, item| f.contains(item, at),
+        )),
         Err(reply) => reply,
     }
 }
 
 pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 2 {
-        return wrong_arity("wf.card");
-    }
     let at = now(ctx);
     match ctx.typed::<WindowedFilter>(args[1]) {
         Ok(f) => Reply::Int(f.map_or(0, |f| f.items(at)) as i64),
@@ -494,9 +423,6 @@ pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 2 {
-        return wrong_arity("wf.info");
-    }
     let at = now(ctx);
     let f = match ctx.existing::<WindowedFilter>(args[1], ERR_NOT_FOUND) {
         Ok(f) => f,
@@ -536,9 +462,6 @@ pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 3 {
-        return wrong_arity("wf.scandump");
-    }
     let Some(iter) = parse_i64(args[2]) else {
         return Reply::error("ERR Second argument must be numeric");
     };
@@ -552,9 +475,6 @@ pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply
 }
 
 pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() != 4 {
-        return wrong_arity("wf.loadchunk");
-    }
     load_chunk::<WindowedFilter, H>(ctx, args, "ERR Second argument must be numeric")
 }
 

@@ -1,10 +1,6 @@
 //! Shared test helpers: a throwaway SQLite store and a redis-server on a free local port.
 #![allow(dead_code)] // each test binary uses a subset of the helpers
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
 use bloomgate_gate::SqliteStore;
 
 pub fn sqlite_store() -> (tempfile::TempDir, SqliteStore) {
@@ -13,66 +9,25 @@ pub fn sqlite_store() -> (tempfile::TempDir, SqliteStore) {
     (dir, store)
 }
 
-/// A redis-server child bound to 127.0.0.1 on a free port, killed on drop.
+/// A redis-server child bound to 127.0.0.1 on a free port, killed on drop (then its
+/// directory removed).
 pub struct RedisServer {
-    child: Child,
+    _process: bloomgate_testkit::Process,
+    _dir: tempfile::TempDir,
     pub url: String,
 }
 
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Starts Debian's redis-server, or returns None (with a message) if it is not installed.
-pub fn start_redis() -> Option<RedisServer> {
-    let installed = Command::new("redis-server")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok();
-    if !installed {
-        eprintln!("SKIPPED: redis-server is not installed (apt-get install -y redis-server)");
+pub fn start_redis(test: &str) -> Option<RedisServer> {
+    if !bloomgate_testkit::have_redis_server(test) {
         return None;
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .expect("free port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn redis-server");
-    let server = RedisServer {
-        child,
-        url: format!("redis://127.0.0.1:{port}"),
-    };
-    let client = redis::Client::open(server.url.as_str()).expect("client");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(mut conn) = client.get_connection() {
-            if redis::cmd("PING").query::<String>(&mut conn).is_ok() {
-                return Some(server);
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "redis-server did not come up on port {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let process = bloomgate_testkit::redis_server(dir.path(), |_| {})
+        .unwrap_or_else(|log| panic!("redis-server did not start: {log}"));
+    Some(RedisServer {
+        url: format!("redis://127.0.0.1:{}", process.port),
+        _process: process,
+        _dir: dir,
+    })
 }

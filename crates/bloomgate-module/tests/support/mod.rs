@@ -1,27 +1,9 @@
 //! Runs Debian's `redis-server` with the module built by this workspace, on a free loopback
-//! port, for the module's integration tests.
+//! port, for the module's integration tests (the process handling is `bloomgate-testkit`'s).
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-/// A scratch directory unique to this test process.
-pub fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bloomgate-module-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use bloomgate_testkit::{have_redis_server as have_redis, temp_dir};
 
 /// The module shared object: `BLOOMGATE_MODULE` if set, else `libbloomgate_module.so` of the
 /// profile directory this test binary was built into (cargo builds the cdylib with the tests).
@@ -40,21 +22,9 @@ pub fn module_path() -> PathBuf {
     so
 }
 
-/// Whether `redis-server` can be run; if not, says loudly that the test is skipped.
-pub fn have_redis(test: &str) -> bool {
-    let ok = Command::new("redis-server")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("SKIPPED {test}: redis-server is not installed (bash .ci/setup installs it)");
-    }
-    ok
-}
-
-/// A redis-server with the module loaded.
+/// A redis-server with the module loaded, killed on drop.
 pub struct Redis {
-    child: Child,
+    process: bloomgate_testkit::Process,
     pub port: u16,
 }
 
@@ -69,50 +39,16 @@ impl Redis {
     /// Like [`Redis::start`], but returns the server's log if it exits instead.
     pub fn try_start(dir: &Path, module_args: &[&str], extra: &[&str]) -> Result<Redis, String> {
         let module = module_path();
-        let mut last_log = String::new();
-        for _ in 0..5 {
-            let port = free_port();
-            let log = dir.join(format!("redis-{port}.log"));
-            let mut child = Command::new("redis-server")
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                ])
-                .args(["--appendonly", "no", "--enable-debug-command", "yes"])
-                .arg("--dir")
-                .arg(dir)
-                .arg("--logfile")
-                .arg(&log)
-                .arg("--loadmodule")
+        let process = bloomgate_testkit::redis_server(dir, |c| {
+            c.args(["--enable-debug-command", "yes", "--loadmodule"])
                 .arg(&module)
                 .args(module_args)
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server runs");
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while Instant::now() < deadline {
-                if child.try_wait().unwrap().is_some() {
-                    break;
-                }
-                if ping(port) {
-                    return Ok(Redis { child, port });
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-            last_log = std::fs::read_to_string(&log).unwrap_or_default();
-            if !last_log.contains("Address already in use") {
-                break;
-            }
-        }
-        Err(last_log)
+                .args(extra);
+        })?;
+        Ok(Redis {
+            port: process.port,
+            process,
+        })
     }
 
     pub fn conn(&self) -> redis::Connection {
@@ -127,26 +63,6 @@ impl Redis {
         let _ = redis::cmd("SHUTDOWN")
             .arg(if save { "SAVE" } else { "NOSAVE" })
             .exec(&mut self.conn());
-        let _ = self.child.wait();
+        self.process.wait();
     }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Whether the server on `port` answers PONG (not -LOADING).
-fn ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.write_all(b"PING\r\n");
-    let _ = s.shutdown(std::net::Shutdown::Write);
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut reply = Vec::new();
-    let _ = s.read_to_end(&mut reply);
-    reply.ends_with(b"+PONG\r\n")
 }

@@ -1,0 +1,145 @@
+//! Test-only helpers shared by the integration tests of several crates (a dev-dependency, never
+//! published): start a server process on a free 127.0.0.1 port, wait until it answers PING
+//! (i.e. it finished loading), kill it on drop; start Debian's `redis-server` that way; scratch
+//! directories. It speaks raw RESP for the PING so that it needs no `redis` crate (the crates
+//! using it are on different major versions of it).
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A fresh, empty scratch directory unique to this test process.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bloomgate-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A loopback port that was free a moment ago (another process may take it before the server
+/// binds it: [`Process::start`] retries).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Whether the server on `port` answers `+PONG` to PING (not `-LOADING`, not an error), after
+/// `AUTH password` when one is given.
+pub fn ping(port: u16, password: Option<&str>) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let auth = password.map_or(String::new(), |p| format!("AUTH {p}\r\n"));
+    let _ = s.write_all(format!("{auth}PING\r\n").as_bytes());
+    let _ = s.shutdown(Shutdown::Write);
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply);
+    reply.ends_with(b"+PONG\r\n")
+}
+
+/// A server child process listening on `port` of 127.0.0.1, killed (SIGKILL) on drop.
+pub struct Process {
+    child: Child,
+    pub port: u16,
+}
+
+impl Process {
+    /// Spawns `command(port)` (stdout and stderr discarded) on a free port and waits up to
+    /// `timeout` until it answers PING (with `password`). A child that exits or never answers
+    /// is killed, and `retry(port)` says whether to try again on another port (at most five
+    /// tries: the port can be taken between [`free_port`] and the server's bind).
+    pub fn start(
+        mut command: impl FnMut(u16) -> Command,
+        password: Option<&str>,
+        timeout: Duration,
+        mut retry: impl FnMut(u16) -> bool,
+    ) -> Option<Process> {
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = command(port)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("spawning the server: {e}"));
+            let deadline = Instant::now() + timeout;
+            while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+                if ping(port, password) {
+                    return Some(Process { child, port });
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            if !retry(port) {
+                break;
+            }
+        }
+        None
+    }
+
+    /// The process id (e.g. for `kill -TERM`).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, and wait for the exit.
+    pub fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Waits for the process to exit by itself.
+    pub fn wait(&mut self) -> ExitStatus {
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether `redis-server` can be run; if not, says loudly that `test` is skipped.
+pub fn have_redis_server(test: &str) -> bool {
+    let ok = Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIPPED {test}: redis-server is not installed (bash .ci/setup installs it)");
+    }
+    ok
+}
+
+/// Starts Debian's `redis-server` on a free port bound to 127.0.0.1 with `dir` as its working
+/// directory (log in `redis-PORT.log` there), no snapshots and no AOF, then the options that
+/// `configure` adds (later options win), and waits up to 60 s until it answers PING (its data is
+/// loaded). A server that exits is retried on another port only when its log says the port was
+/// taken; otherwise the error is its log.
+pub fn redis_server(dir: &Path, configure: impl Fn(&mut Command)) -> Result<Process, String> {
+    let log_of = |port: u16| dir.join(format!("redis-{port}.log"));
+    let mut last_log = String::new();
+    let command = |port: u16| {
+        let mut c = Command::new("redis-server");
+        c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(dir)
+            .arg("--logfile")
+            .arg(log_of(port));
+        configure(&mut c);
+        c
+    };
+    let retry = |port: u16| {
+        last_log = std::fs::read_to_string(log_of(port)).unwrap_or_default();
+        last_log.contains("Address already in use")
+    };
+    Process::start(command, None, Duration::from_secs(60), retry).ok_or(last_log)
+}

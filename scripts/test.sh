@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: every crate's unit, property, statistical and integration tests, then the
-# real-client smoke tests (redis-cli, redis-py) against a real `bloomgate serve`, the Redis
+# module's tests again inside Valkey, the real-client smoke tests (redis-cli, redis-py) against
+# a real `bloomgate serve`, the Redis
 # Cluster test (six redis-server nodes with the module, scripts/cluster_test.py), then the Python
 # package's pytest suite (scripts/python_tests.sh).
 set -euo pipefail
@@ -8,6 +9,12 @@ cd "$(dirname "$0")/.."
 cargo build --locked -p bloomgate-module   # the .so the module tests load into redis-server
 cargo test --workspace --locked
 cargo build --locked -p bloomgate-cli   # the binary the integration tests used
+if command -v valkey-server >/dev/null 2>&1; then
+  echo "== the module inside Valkey ($(valkey-server --version | cut -d' ' -f3))"
+  BLOOMGATE_REDIS_SERVER=valkey-server cargo test --locked -p bloomgate-module
+else
+  echo "SKIPPED the module inside Valkey: valkey-server is not installed (bash .ci/setup installs it)"
+fi
 echo "== redis-cli smoke test"
 bash scripts/redis_cli_smoke.sh target/debug/bloomgate
 echo "== redis-py smoke test"

@@ -107,19 +107,26 @@ impl Drop for Process {
     }
 }
 
-/// Whether `redis-server` can be run; if not, says loudly that `test` is skipped.
+/// The server binary tests run: `$BLOOMGATE_REDIS_SERVER` (e.g. `valkey-server`, which takes
+/// the same options), else Debian's `redis-server`.
+pub fn redis_server_binary() -> String {
+    std::env::var("BLOOMGATE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
+}
+
+/// Whether the server binary can be run; if not, says loudly that `test` is skipped.
 pub fn have_redis_server(test: &str) -> bool {
-    let ok = Command::new("redis-server")
+    let binary = redis_server_binary();
+    let ok = Command::new(&binary)
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("SKIPPED {test}: redis-server is not installed (bash .ci/setup installs it)");
+        eprintln!("SKIPPED {test}: {binary} is not installed (bash .ci/setup installs it)");
     }
     ok
 }
 
-/// Starts Debian's `redis-server` on a free port bound to 127.0.0.1 with `dir` as its working
+/// Starts Debian's `redis-server` (or [`redis_server_binary`]) on a free port bound to 127.0.0.1 with `dir` as its working
 /// directory (log in `redis-PORT.log` there), no snapshots and no AOF, then the options that
 /// `configure` adds (later options win), and waits up to 60 s until it answers PING (its data is
 /// loaded). A server that exits is retried on another port only when its log says the port was
@@ -128,7 +135,7 @@ pub fn redis_server(dir: &Path, configure: impl Fn(&mut Command)) -> Result<Proc
     let log_of = |port: u16| dir.join(format!("redis-{port}.log"));
     let mut last_log = String::new();
     let command = |port: u16| {
-        let mut c = Command::new("redis-server");
+        let mut c = Command::new(redis_server_binary());
         c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--dir"])
             .arg(dir)

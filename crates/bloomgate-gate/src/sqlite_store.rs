@@ -12,8 +12,17 @@
 //! Settings for this write pattern (stated in BENCHMARKS.md): `journal_mode=WAL`,
 //! `synchronous=NORMAL` (fsync at checkpoints, durable across process crashes),
 //! a 64 MiB page cache on the writer and 16 MiB per reader (the (scope, item) B-tree's inner
-//! pages stay resident), 256 MiB of memory-mapped reads, and expiry in chunks of
-//! [`EXPIRE_CHUNK`] rows so the write lock is never held for a whole day's deletions.
+//! pages stay resident), 256 MiB of memory-mapped reads.
+//!
+//! Expiry sweeps the table in key order, [`EXPIRE_CHUNK`] rows per transaction (the write lock
+//! is never held for a whole sweep), deleting the old rows of each chunk. There is no index on
+//! `seen_at`: deleting through one (oldest first) visits rows of every scope in turn, so each
+//! deleted row dirtied its own leaf page — about one 4 KiB WAL frame plus one checkpoint write
+//! per row, the larger half of the demo's CPU in verify mode — and every recorded row paid for
+//! the index entry. A key-order sweep rewrites each leaf page once per sweep, however many of
+//! its rows expire, at the cost of reading the whole table — cheap beside the writes it saves:
+//! `demo feed --quick` sweeps once per simulated day, and its CPU per request in verify mode went
+//! from 0.146 to 0.087 ms (a sweep every R/4 measured the same CPU, with a worse p99).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -29,10 +38,19 @@ CREATE TABLE IF NOT EXISTS seen (
     seen_at INTEGER NOT NULL,
     PRIMARY KEY (scope, item)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS seen_by_time ON seen (seen_at);
+DROP INDEX IF EXISTS seen_by_time;
 ";
 
-/// Rows one expiry transaction deletes at most (the writer lock is released between chunks).
+/// The key right after `(scope, item)` in the table's order (None after the last possible one).
+fn successor((scope, item): (i64, i64)) -> Option<(i64, i64)> {
+    match item.checked_add(1) {
+        Some(item) => Some((scope, item)),
+        None => scope.checked_add(1).map(|scope| (scope, i64::MIN)),
+    }
+}
+
+/// Rows one expiry transaction walks (and deletes at most); the writer lock is released between
+/// chunks.
 const EXPIRE_CHUNK: usize = 5_000;
 
 /// SQLite-backed [`ExactStore`]. Ids are stored as INTEGER (u64 bit-cast to i64).
@@ -168,19 +186,77 @@ impl ExactStore for SqliteStore {
 
     fn expire(&self, before_ms: u64) -> Result<u64> {
         let mut total = 0;
-        loop {
-            let deleted = self.with_writer(|conn| {
-                Ok(conn
+        let mut from = Some((i64::MIN, i64::MIN)); // inclusive start of the next chunk
+        while let Some(start) = from {
+            let (deleted, last) = self.with_writer(|conn| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                // The chunk ends EXPIRE_CHUNK rows on, in key order (None: the table's end).
+                let last: Option<(i64, i64)> = tx
                     .prepare_cached(
-                        "DELETE FROM seen WHERE (scope, item) IN
-                         (SELECT scope, item FROM seen WHERE seen_at < ?1 LIMIT ?2)",
+                        "SELECT scope, item FROM seen WHERE (scope, item) >= (?1, ?2)
+                         ORDER BY scope, item LIMIT 1 OFFSET ?3",
                     )?
-                    .execute(params![before_ms as i64, EXPIRE_CHUNK as i64])?)
+                    .query_row(params![start.0, start.1, EXPIRE_CHUNK as i64 - 1], |row| {
+                        Ok((row.get(0)?, row.get(1)?))
+                    })
+                    .optional()?;
+                let end = last.unwrap_or((i64::MAX, i64::MAX));
+                let deleted = tx
+                    .prepare_cached(
+                        "DELETE FROM seen WHERE (scope, item) >= (?1, ?2)
+                         AND (scope, item) <= (?3, ?4) AND seen_at < ?5",
+                    )?
+                    .execute(params![start.0, start.1, end.0, end.1, before_ms as i64])?;
+                tx.commit()?;
+                Ok((deleted as u64, last))
             })?;
-            total += deleted as u64;
-            if deleted < EXPIRE_CHUNK {
-                return Ok(total);
+            total += deleted;
+            from = last.and_then(successor);
+        }
+        Ok(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn successor_walks_the_signed_key_order() {
+        assert_eq!(successor((5, 7)), Some((5, 8)));
+        assert_eq!(successor((5, i64::MAX)), Some((6, i64::MIN)));
+        assert_eq!(successor((i64::MAX, i64::MAX)), None);
+    }
+
+    /// Several chunks, ids on both sides of the i64 sign bit (u64 ids ≥ 2^63 are stored
+    /// negative), the extreme keys included: exactly the old rows go, whatever chunk they are in.
+    #[test]
+    fn expiry_sweeps_every_chunk() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("seen.db")).unwrap();
+        let scopes = [0u64, 1, 1 << 63, u64::MAX];
+        let mut rows = Vec::new();
+        for &scope in &scopes {
+            for item in (0..3_000u64).chain([u64::MAX, 1 << 63]) {
+                let at_ms = if item % 3 == 0 { 10 } else { 1_000 };
+                rows.push((scope, Seen { item, at_ms }));
             }
         }
+        rows.sort_unstable_by_key(|&(scope, s)| (scope, s.item));
+        store.record_batch(&rows).unwrap();
+        let old = rows.iter().filter(|(_, s)| s.at_ms < 500).count() as u64;
+        assert!(rows.len() > 2 * EXPIRE_CHUNK);
+        assert_eq!(store.expire(500).unwrap(), old);
+        for &scope in &scopes {
+            let mut left = Vec::new();
+            store.load(scope, 0, &mut left).unwrap();
+            assert!(left.iter().all(|s| s.at_ms == 1_000));
+            let kept = rows
+                .iter()
+                .filter(|&&(s, seen)| s == scope && seen.at_ms == 1_000)
+                .count();
+            assert_eq!(left.len(), kept, "scope {scope}");
+        }
+        assert_eq!(store.expire(500).unwrap(), 0);
     }
 }

@@ -1,8 +1,8 @@
 //! One client connection, run on the server's single event-loop thread: read, parse every
 //! complete command (with Redis' tighter limits before AUTH), execute them under one store lock
-//! acquisition, queue their log records, write the log (one `write(2)` for the batch; waiting
-//! for the fsync too under `appendfsync always`), then write all replies with one more
-//! (pipelining). Writes are refused with `-MISCONF` while the data cannot be persisted, and every
+//! acquisition, queue their log records, write the log (one `write(2)` for every connection
+//! served in this turn of the event loop; waiting for the fsync too under `appendfsync always`),
+//! then write all replies with one more (pipelining). Writes are refused with `-MISCONF` while the data cannot be persisted, and every
 //! command with an error once shutdown has started. Protocol errors get
 //! `-ERR Protocol error: ...` and the connection closes.
 
@@ -186,6 +186,12 @@ async fn logged(shared: &Shared, seq: u64) {
         return;
     }
     if let Some(aof) = shared.aof.get() {
+        if !aof.written_up_to(seq) {
+            // Let the other connections ready in this turn of the event loop run their batches
+            // first: the first to resume then writes all their records with one write(2), as
+            // Redis writes its log buffer once per turn of its event loop.
+            tokio::task::yield_now().await;
+        }
         if !aof.write_through(seq) {
             aof.wait_acknowledgeable(seq).await;
         }

@@ -18,7 +18,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
 use super::log::{aof_path, encode_record, open_log};
@@ -176,8 +176,10 @@ impl AofWriter {
 
     /// Writes everything queued so far from the calling thread, under `everysec`/`no`. True
     /// when the records up to `seq` may then be acknowledged; false when they must be awaited
-    /// with [`Self::wait_acknowledgeable`]: under `always`, while the log is failing, or when a
-    /// snapshot switched generations (the thread opens the next file).
+    /// with [`Self::wait_acknowledgeable`]: under `always`, while the log is failing, while the
+    /// thread holds the file (it may be switching generations: the caller, an event loop, must
+    /// not block on that), or when a snapshot switched generations (the thread opens the next
+    /// file).
     pub fn write_through(&self, seq: u64) -> bool {
         if *self.acknowledged.borrow() >= seq {
             return true;
@@ -185,7 +187,14 @@ impl AofWriter {
         if self.always() || relock(&self.error).is_some() {
             return false;
         }
-        let mut open = relock(&self.open);
+        let mut open = match self.open.try_lock() {
+            Ok(open) => open,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.wake.notify_one();
+                return false;
+            }
+        };
         self.take_queued(&mut open);
         let generation = open.generation;
         if open
@@ -425,4 +434,70 @@ fn advance(position: &tokio::sync::watch::Sender<u64>, to: u64) {
         }
         forward
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::Config;
+    use crate::keyspace::Value;
+    use crate::persistence::{load, tests::temp_dir};
+
+    fn add(item: &str) -> Vec<Vec<Vec<u8>>> {
+        vec![vec![
+            b"BF.ADD".to_vec(),
+            b"k".to_vec(),
+            item.as_bytes().to_vec(),
+        ]]
+    }
+
+    fn acknowledged_soon(writer: &AofWriter, seq: u64) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !writer.written_up_to(seq) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+
+    /// Under `everysec` the caller's own write puts the record in the file before
+    /// `write_through` returns; after a rotation the next record lands in the next generation
+    /// (the thread opens it); under `always` the thread writes and fsyncs, the caller waits. A
+    /// fresh load replays every acknowledged record.
+    #[test]
+    fn callers_write_their_records_and_the_thread_switches_files() {
+        let dir = temp_dir("writer");
+        let loaded = load(&dir, &Config::default(), false).unwrap();
+        let generation = loaded.generation;
+        let writer =
+            AofWriter::start(&dir, generation, FsyncPolicy::Everysec, loaded.manifest).unwrap();
+        let first_len = std::fs::metadata(aof_path(&dir, generation)).unwrap().len();
+        let seq = writer.append(&add("a"));
+        assert!(writer.write_through(seq));
+        assert_eq!(
+            std::fs::metadata(aof_path(&dir, generation)).unwrap().len(),
+            first_len + encode_record(&add("a")).len() as u64
+        );
+
+        writer.rotate(generation + 1);
+        let seq = writer.append(&add("b"));
+        assert!(writer.write_through(seq) || acknowledged_soon(&writer, seq));
+        assert!(acknowledged_soon(&writer, seq));
+
+        writer.set_policy(FsyncPolicy::Always);
+        let seq = writer.append(&add("c"));
+        assert!(!writer.write_through(seq), "under always the thread writes");
+        assert!(acknowledged_soon(&writer, seq));
+        assert!(*writer.synced.borrow() >= seq);
+        writer.shutdown();
+
+        let reloaded = load(&dir, &Config::default(), false).unwrap();
+        assert_eq!(reloaded.generation, generation + 1);
+        let Some(Value::Bloom(chain)) = reloaded.db.value(b"k", 0) else {
+            panic!("the filter was not replayed")
+        };
+        assert_eq!(chain.items(), 3);
+    }
 }

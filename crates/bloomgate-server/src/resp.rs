@@ -17,27 +17,23 @@ impl Encode for Reply {
         match self {
             Reply::Simple(s) => line(out, b'+', s),
             Reply::Error(s) => line(out, b'-', s),
-            Reply::Int(n) => line(out, b':', &n.to_string()),
-            Reply::Bulk(data) => {
-                line(out, b'$', &data.len().to_string());
-                out.extend_from_slice(data);
-                out.extend_from_slice(b"\r\n");
-            }
+            Reply::Int(n) => number(out, b':', *n),
+            Reply::Bulk(data) => bulk(out, data),
             Reply::Nil if proto >= 3 => out.extend_from_slice(b"_\r\n"),
             Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
             Reply::NilArray if proto >= 3 => out.extend_from_slice(b"_\r\n"),
             Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
             Reply::Array(items) => {
-                line(out, b'*', &items.len().to_string());
+                number(out, b'*', items.len() as i64);
                 for item in items {
                     item.encode(proto, out);
                 }
             }
             Reply::Map(pairs) => {
                 if proto >= 3 {
-                    line(out, b'%', &pairs.len().to_string());
+                    number(out, b'%', pairs.len() as i64);
                 } else {
-                    line(out, b'*', &(pairs.len() * 2).to_string());
+                    number(out, b'*', pairs.len() as i64 * 2);
                 }
                 for (k, v) in pairs {
                     k.encode(proto, out);
@@ -50,6 +46,41 @@ impl Encode for Reply {
             Reply::Bool(b) => line(out, b':', if *b { "1" } else { "0" }),
         }
     }
+}
+
+/// A command as RESP (a multibulk of bulk strings), as clients send it and the log stores it.
+pub fn encode_command<A: AsRef<[u8]>>(args: &[A], out: &mut Vec<u8>) {
+    number(out, b'*', args.len() as i64);
+    for arg in args {
+        bulk(out, arg.as_ref());
+    }
+}
+
+fn bulk(out: &mut Vec<u8>, data: &[u8]) {
+    number(out, b'$', data.len() as i64);
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `prefix`, the decimal digits of `n`, CRLF, formatted without allocating.
+fn number(out: &mut Vec<u8>, prefix: u8, n: i64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.push(prefix);
+    if n < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&digits[at..]);
+    out.extend_from_slice(b"\r\n");
 }
 
 fn line(out: &mut Vec<u8>, prefix: u8, body: &str) {
@@ -90,6 +121,8 @@ impl ProtocolError {
 /// Incremental request parser. Feed bytes into [`Self::buffer`], then call
 /// [`Self::next_command`] until it returns `Ok(None)`. Parsed bulk arguments are moved out as
 /// they complete, so a command split across many reads is never re-parsed from the start.
+/// A command handed back with [`Self::recycle`] lends its buffers to the next one, so a
+/// connection sending small commands parses them without allocating (as Redis reuses argv).
 #[derive(Default)]
 pub struct RequestParser {
     buf: Vec<u8>,
@@ -100,7 +133,15 @@ pub struct RequestParser {
     pending_bytes: usize,
     /// The client has not authenticated: Redis' pre-AUTH limits apply.
     unauthenticated: bool,
+    /// Buffers of recycled commands: an argument list, and emptied small arguments.
+    spare_args: Vec<Vec<u8>>,
+    spare_bytes: Vec<Vec<u8>>,
 }
+
+/// Recycled argument buffers kept per connection: at most this many...
+const SPARE_ARGS: usize = 16;
+/// ...of at most this capacity each (4 KiB per connection at most).
+const SPARE_ARG_CAPACITY: usize = 256;
 
 impl RequestParser {
     /// Appends received bytes.
@@ -110,6 +151,20 @@ impl RequestParser {
             self.pos = 0;
         }
         self.buf.extend_from_slice(data);
+    }
+
+    /// Takes back a command returned by [`Self::next_command`] once it has run, to reuse its
+    /// buffers for the next one.
+    pub fn recycle(&mut self, mut args: Vec<Vec<u8>>) {
+        for mut arg in args.drain(..) {
+            if self.spare_bytes.len() < SPARE_ARGS && arg.capacity() <= SPARE_ARG_CAPACITY {
+                arg.clear();
+                self.spare_bytes.push(arg);
+            }
+        }
+        if args.capacity() <= SPARE_ARGS {
+            self.spare_args = args;
+        }
     }
 
     /// Whether the pre-AUTH limits apply to the commands parsed from now on.
@@ -197,7 +252,9 @@ impl RequestParser {
         }
         let count = count as usize;
         // Never trust the declared count for allocation.
-        self.pending = Some((count, Vec::with_capacity(count.min(1024)), None));
+        let mut args = std::mem::take(&mut self.spare_args);
+        args.reserve(count.min(1024));
+        self.pending = Some((count, args, None));
         self.pending_bytes = 0;
         self.continue_multibulk()
     }
@@ -246,7 +303,14 @@ impl RequestParser {
                     if &self.buf[self.pos + len..self.pos + len + 2] != b"\r\n" {
                         return Err(ProtocolError("expected CRLF after bulk string".into()));
                     }
-                    let data = self.buf[self.pos..self.pos + len].to_vec();
+                    let bytes = &self.buf[self.pos..self.pos + len];
+                    let data = match self.spare_bytes.pop() {
+                        Some(mut spare) => {
+                            spare.extend_from_slice(bytes);
+                            spare
+                        }
+                        None => bytes.to_vec(),
+                    };
                     self.pos += len + 2;
                     self.pending_bytes += len + 32;
                     if self.pending_bytes > MAX_QUERY_BUFFER {
@@ -392,6 +456,54 @@ mod tests {
             out.push(cmd);
         }
         Ok(out)
+    }
+
+    /// Integers are formatted without `to_string`: the extremes and signs still come out right,
+    /// and a command encodes exactly as the equivalent array of bulk strings.
+    #[test]
+    fn numbers_and_commands_encode_as_resp() {
+        for n in [0, 7, -7, 10, 1_000_000, i64::MAX, i64::MIN] {
+            let mut out = Vec::new();
+            Reply::Int(n).encode(2, &mut out);
+            assert_eq!(out, format!(":{n}\r\n").into_bytes());
+        }
+        let args = vec![b"BF.ADD".to_vec(), Vec::new(), vec![b'x'; 300]];
+        let mut direct = Vec::new();
+        encode_command(&args, &mut direct);
+        let mut via_reply = Vec::new();
+        Reply::Array(args.iter().cloned().map(Reply::Bulk).collect()).encode(2, &mut via_reply);
+        assert_eq!(direct, via_reply);
+        assert_eq!(parse_all(&direct).unwrap(), vec![args]);
+    }
+
+    /// Recycled buffers never leak into the next command, and big ones are not kept.
+    #[test]
+    fn recycled_commands_parse_the_same() {
+        let mut p = RequestParser::default();
+        let big = vec![b'b'; 10_000];
+        let mut input = b"*3\r\n$6\r\nBF.ADD\r\n$3\r\nkey\r\n$5\r\nhello\r\n".to_vec();
+        encode_command(&[b"SET".to_vec(), b"k".to_vec(), big.clone()], &mut input);
+        input.extend_from_slice(b"*2\r\n$4\r\nECHO\r\n$1\r\nx\r\nPING\r\n");
+        p.extend(&input);
+        let mut seen = Vec::new();
+        while let Some(cmd) = p.next_command().unwrap() {
+            seen.push(cmd.clone());
+            p.recycle(cmd);
+        }
+        assert_eq!(
+            seen,
+            vec![
+                vec![b"BF.ADD".to_vec(), b"key".to_vec(), b"hello".to_vec()],
+                vec![b"SET".to_vec(), b"k".to_vec(), big],
+                vec![b"ECHO".to_vec(), b"x".to_vec()],
+                vec![b"PING".to_vec()],
+            ]
+        );
+        assert!(p.spare_bytes.len() <= SPARE_ARGS);
+        assert!(p
+            .spare_bytes
+            .iter()
+            .all(|b| b.is_empty() && b.capacity() <= SPARE_ARG_CAPACITY));
     }
 
     #[test]

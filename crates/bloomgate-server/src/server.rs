@@ -1,4 +1,6 @@
-//! The tokio server: settings (flags, environment, config file), startup (bind, load the data
+//! The tokio server, one event-loop thread like Redis' (a current-thread runtime: no task
+//! hand-off between threads per request; snapshots, loading and the log's fsync run on other
+//! threads): settings (flags, environment, config file), startup (bind, load the data
 //! while answering `-LOADING`, start the log writer), snapshots (SAVE/BGSAVE/periodic/log
 //! compaction/SHUTDOWN/signals, retried while they fail), client limits, background expiry, and
 //! graceful shutdown: stop accepting, refuse commands not yet started, write and fsync the log,
@@ -374,7 +376,7 @@ fn check_protected_mode(settings: &Settings) -> anyhow::Result<()> {
 /// shutdown.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let settings = args.resolve()?;
-    tokio::runtime::Builder::new_multi_thread()
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
         .block_on(serve(settings))

@@ -21,7 +21,7 @@ use anyhow::{bail, Context as _};
 
 use super::{create_private, sync_dir};
 use crate::commands::{execute, Session, Store};
-use crate::resp::{Encode, Reply, RequestParser};
+use crate::resp::{encode_command, RequestParser};
 
 pub const AOF_MAGIC: &[u8; 16] = b"BLOOMGATE-AOF-02";
 /// `len`, payload CRC, header CRC.
@@ -36,16 +36,19 @@ pub fn aof_path(dir: &Path, generation: u64) -> PathBuf {
 
 /// Encodes commands as one log record.
 pub fn encode_record(commands: &[Vec<Vec<u8>>]) -> Vec<u8> {
-    let mut payload = Vec::new();
+    // One allocation: the payload is encoded in place after room for the header.
+    let guess: usize = commands.iter().flatten().map(|a| a.len() + 16).sum();
+    let mut record = Vec::with_capacity(HEADER_LEN + 16 + guess);
+    record.resize(HEADER_LEN, 0);
     for args in commands {
-        Reply::Array(args.iter().map(|a| Reply::Bulk(a.clone())).collect()).encode(2, &mut payload);
+        encode_command(args, &mut record);
     }
-    let mut record = Vec::with_capacity(payload.len() + HEADER_LEN);
-    record.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    record.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-    let header_crc = crc32fast::hash(&record);
-    record.extend_from_slice(&header_crc.to_le_bytes());
-    record.extend_from_slice(&payload);
+    let payload_len = (record.len() - HEADER_LEN) as u32;
+    let payload_crc = crc32fast::hash(&record[HEADER_LEN..]);
+    record[..4].copy_from_slice(&payload_len.to_le_bytes());
+    record[4..8].copy_from_slice(&payload_crc.to_le_bytes());
+    let header_crc = crc32fast::hash(&record[..8]);
+    record[8..HEADER_LEN].copy_from_slice(&header_crc.to_le_bytes());
     record
 }
 

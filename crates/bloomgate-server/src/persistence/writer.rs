@@ -1,8 +1,12 @@
 //! The log writer: connections queue records (under the store lock, so log order is execution
-//! order); one thread writes them, fsyncs per `appendfsync`, and publishes how far the log has
-//! reached. A connection replies only once its records are written to the OS — and, under
-//! `always`, fsynced — so a process crash or kill loses no acknowledged write under any policy
-//! (only an OS crash can, within the fsync interval of `everysec`/`no`), as in Redis.
+//! order) and publish how far the log has reached. Under `everysec`/`no` the connection writes
+//! its batch's records itself right after executing it ([`AofWriter::write_through`]: one
+//! `write(2)`, no thread hand-off, as Redis writes its AOF buffer before replying); a thread
+//! fsyncs them in the background (on its own file handle, so a slow fsync never holds up those
+//! writes), switches generations, and retries after failures. Under `always` the thread writes
+//! and fsyncs (group commit). A connection replies only once its records are written to the OS
+//! — and, under `always`, fsynced — so a process crash or kill loses no acknowledged write under
+//! any policy (only an OS crash can, within the fsync interval of `everysec`/`no`), as in Redis.
 //!
 //! Write failures (a full disk) never stop the process: a partial record is cut off again
 //! (`ftruncate` to the last whole record), the failure is reported through [`AofWriter::error`]
@@ -14,7 +18,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
 use super::log::{aof_path, encode_record, open_log};
@@ -39,6 +43,8 @@ struct Queue {
 
 pub struct AofWriter {
     queue: Mutex<Queue>,
+    /// The open log: whoever holds it writes (a connection, or the thread).
+    open: Mutex<Open>,
     wake: Condvar,
     /// How far the log has reached: written (and fsynced under `always`).
     acknowledged: tokio::sync::watch::Sender<u64>,
@@ -62,9 +68,10 @@ fn policy_code(p: FsyncPolicy) -> u8 {
     }
 }
 
-/// What the writer thread owns.
+/// The open log file and the records taken from the queue but not yet written.
 struct Open {
     file: File,
+    backlog: VecDeque<(u64, Vec<u8>)>,
     generation: u64,
     /// File length after the last whole record written.
     good_len: u64,
@@ -86,6 +93,15 @@ impl AofWriter {
         manifest.last = manifest.last.max(generation);
         manifest.write(dir)?;
         let size = file.metadata()?.len();
+        let open = Open {
+            file,
+            backlog: VecDeque::new(),
+            generation,
+            good_len: size,
+            written: 0,
+            synced: 0,
+            last_sync: Instant::now(),
+        };
         let writer = Arc::new(Self {
             queue: Mutex::new(Queue {
                 segments: VecDeque::new(),
@@ -93,6 +109,7 @@ impl AofWriter {
                 sync_requested: 0,
                 shutdown: false,
             }),
+            open: Mutex::new(open),
             wake: Condvar::new(),
             acknowledged: tokio::sync::watch::channel(0).0,
             synced: tokio::sync::watch::channel(0).0,
@@ -104,23 +121,19 @@ impl AofWriter {
             manifest: Mutex::new(manifest),
             dir: dir.to_path_buf(),
         });
-        let open = Open {
-            file,
-            generation,
-            good_len: size,
-            written: 0,
-            synced: 0,
-            last_sync: Instant::now(),
-        };
         let thread_writer = writer.clone();
         std::thread::Builder::new()
             .name("aof-writer".into())
-            .spawn(move || thread_writer.run(open))?;
+            .spawn(move || thread_writer.run())?;
         Ok(writer)
     }
 
     pub fn set_policy(&self, policy: FsyncPolicy) {
         self.policy.store(policy_code(policy), Ordering::Relaxed);
+    }
+
+    fn always(&self) -> bool {
+        self.policy.load(Ordering::Relaxed) == policy_code(FsyncPolicy::Always)
     }
 
     pub fn size(&self) -> u64 {
@@ -140,8 +153,10 @@ impl AofWriter {
         relock(&self.error).clone()
     }
 
-    /// Queues commands as one record; returns its sequence number for
-    /// [`Self::wait_acknowledgeable`].
+    /// Queues commands as one record; returns its sequence number for [`Self::write_through`]
+    /// and [`Self::wait_acknowledgeable`]. Under `always` the thread is woken to write and fsync
+    /// it; otherwise the caller writes it with [`Self::write_through`] (the thread also picks up
+    /// whatever is left queued within 100 ms).
     pub fn append(&self, commands: &[Vec<Vec<u8>>]) -> u64 {
         let record = encode_record(commands);
         let mut q = relock(&self.queue);
@@ -153,8 +168,60 @@ impl AofWriter {
         }
         let seq = q.queued;
         drop(q);
-        self.wake.notify_one();
+        if self.always() {
+            self.wake.notify_one();
+        }
         seq
+    }
+
+    /// Writes everything queued so far from the calling thread, under `everysec`/`no`. True
+    /// when the records up to `seq` may then be acknowledged; false when they must be awaited
+    /// with [`Self::wait_acknowledgeable`]: under `always`, while the log is failing, while the
+    /// thread holds the file (it may be switching generations: the caller, an event loop, must
+    /// not block on that), or when a snapshot switched generations (the thread opens the next
+    /// file).
+    pub fn write_through(&self, seq: u64) -> bool {
+        if *self.acknowledged.borrow() >= seq {
+            return true;
+        }
+        if self.always() || relock(&self.error).is_some() {
+            return false;
+        }
+        let mut open = match self.open.try_lock() {
+            Ok(open) => open,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.wake.notify_one();
+                return false;
+            }
+        };
+        self.take_queued(&mut open);
+        let generation = open.generation;
+        if open
+            .backlog
+            .iter()
+            .any(|&(g, _)| g != CURRENT_GENERATION && g != generation)
+        {
+            drop(open);
+            self.wake.notify_one();
+            return false;
+        }
+        let result = self.write_backlog(&mut open);
+        advance(&self.acknowledged, open.written);
+        drop(open);
+        if let Err(e) = result {
+            self.report(Err(e));
+            self.wake.notify_one();
+            return false;
+        }
+        true
+    }
+
+    /// Moves the queued records into the backlog of the open log.
+    fn take_queued(&self, open: &mut Open) -> (u64, bool) {
+        let mut q = relock(&self.queue);
+        open.backlog.extend(q.segments.drain(..));
+        (q.sync_requested, q.shutdown)
     }
 
     /// Switches later records to log generation `generation` (called under the store lock at the
@@ -222,66 +289,72 @@ impl AofWriter {
         self.wake.notify_one();
     }
 
-    fn run(&self, mut open: Open) {
-        let mut backlog: VecDeque<(u64, Vec<u8>)> = VecDeque::new();
+    fn run(&self) {
         loop {
-            let (sync_requested, shutdown) = {
-                let mut q = relock(&self.queue);
-                if q.segments.is_empty() && backlog.is_empty() && !q.shutdown {
-                    q = self
-                        .wake
-                        .wait_timeout(q, Duration::from_millis(100))
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
-                }
-                backlog.extend(q.segments.drain(..));
-                (q.sync_requested, q.shutdown)
-            };
-            let result = self.flush(&mut open, &mut backlog, sync_requested, shutdown);
-            let always = self.policy.load(Ordering::Relaxed) == 0;
-            self.acknowledged
-                .send_replace(if always { open.synced } else { open.written });
-            self.synced.send_replace(open.synced);
-            match result {
-                Ok(()) => {
-                    let mut error = relock(&self.error);
-                    if let Some(e) = error.take() {
-                        eprintln!("bloomgate: the append-only log is writable again (was: {e})");
-                    }
-                }
-                Err(e) => {
-                    let mut error = relock(&self.error);
-                    if error.is_none() {
-                        eprintln!(
-                            "bloomgate: writing the append-only log failed: {e}; refusing writes \
-                             (MISCONF) and retrying"
-                        );
-                    }
-                    *error = Some(e.to_string());
-                    drop(error);
-                    if shutdown {
-                        return;
-                    }
-                    std::thread::sleep(RETRY);
-                    continue;
+            {
+                let q = relock(&self.queue);
+                if q.segments.is_empty() && !q.shutdown {
+                    drop(
+                        self.wake
+                            .wait_timeout(q, Duration::from_millis(100))
+                            .unwrap_or_else(|e| e.into_inner()),
+                    );
                 }
             }
-            if shutdown && backlog.is_empty() && open.synced == open.written {
+            let mut open = relock(&self.open);
+            let (sync_requested, shutdown) = self.take_queued(&mut open);
+            let mut result = self.write_backlog(&mut open);
+            let (written, pending) = (open.written, !open.backlog.is_empty());
+            drop(open);
+            if result.is_ok() {
+                result = self.sync_if_due(sync_requested, shutdown);
+            }
+            let synced = relock(&self.open).synced;
+            advance(
+                &self.acknowledged,
+                if self.always() { synced } else { written },
+            );
+            advance(&self.synced, synced);
+            let failed = result.is_err();
+            self.report(result);
+            if failed {
+                if shutdown {
+                    return;
+                }
+                std::thread::sleep(RETRY);
+                continue;
+            }
+            if shutdown && !pending && synced == written {
                 return;
             }
         }
     }
 
-    /// Writes the backlog in order (switching generations where a snapshot rotated the log),
-    /// then fsyncs as the policy (or a pending sync request) wants.
-    fn flush(
-        &self,
-        open: &mut Open,
-        backlog: &mut VecDeque<(u64, Vec<u8>)>,
-        sync_requested: u64,
-        shutdown: bool,
-    ) -> io::Result<()> {
-        while let Some((gen, bytes)) = backlog.front_mut() {
+    /// Publishes the outcome of a write or fsync: a failure sets [`Self::error`] (writes are
+    /// refused with MISCONF); the first success after failures clears it.
+    fn report(&self, result: io::Result<()>) {
+        let mut error = relock(&self.error);
+        match result {
+            Ok(()) => {
+                if let Some(e) = error.take() {
+                    eprintln!("bloomgate: the append-only log is writable again (was: {e})");
+                }
+            }
+            Err(e) => {
+                if error.is_none() {
+                    eprintln!(
+                        "bloomgate: writing the append-only log failed: {e}; refusing writes \
+                         (MISCONF) and retrying"
+                    );
+                }
+                *error = Some(e.to_string());
+            }
+        }
+    }
+
+    /// Writes the backlog in order, switching generations where a snapshot rotated the log.
+    fn write_backlog(&self, open: &mut Open) -> io::Result<()> {
+        while let Some((gen, bytes)) = open.backlog.front_mut() {
             if *gen != CURRENT_GENERATION && *gen != open.generation {
                 open.file.sync_data()?;
                 open.synced = open.written;
@@ -309,31 +382,122 @@ impl AofWriter {
                 open.written += bytes.len() as u64;
                 self.size.fetch_add(bytes.len() as u64, Ordering::Relaxed);
             }
-            backlog.pop_front();
-        }
-        let policy = self.policy.load(Ordering::Relaxed);
-        let due = policy == 0
-            || (policy == 1 && open.last_sync.elapsed() >= Duration::from_secs(1))
-            || sync_requested > open.synced
-            || shutdown;
-        if open.synced < open.written && due {
-            let started = Instant::now();
-            if let Err(e) = open.file.sync_data() {
-                if policy == 0 {
-                    // After a failed fsync the kernel may have dropped the dirty pages, so a
-                    // retry proves nothing; nothing unsynced was acknowledged: stop, as Redis
-                    // does under `always`.
-                    eprintln!("bloomgate: fatal: fsync of the append-only log failed: {e}");
-                    std::process::exit(1);
-                }
-                return Err(e);
-            }
-            self.fsyncs.fetch_add(1, Ordering::Relaxed);
-            self.fsync_micros_total
-                .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-            open.last_sync = Instant::now();
-            open.synced = open.written;
+            open.backlog.pop_front();
         }
         Ok(())
+    }
+
+    /// fsyncs what is written, when the policy (or a pending sync request) wants it, on a
+    /// second handle to the file so writers carry on meanwhile.
+    fn sync_if_due(&self, sync_requested: u64, shutdown: bool) -> io::Result<()> {
+        let (file, target) = {
+            let open = relock(&self.open);
+            let policy = self.policy.load(Ordering::Relaxed);
+            let due = policy == policy_code(FsyncPolicy::Always)
+                || (policy == policy_code(FsyncPolicy::Everysec)
+                    && open.last_sync.elapsed() >= Duration::from_secs(1))
+                || sync_requested > open.synced
+                || shutdown;
+            if open.synced >= open.written || !due {
+                return Ok(());
+            }
+            (open.file.try_clone()?, open.written)
+        };
+        let started = Instant::now();
+        if let Err(e) = file.sync_data() {
+            if self.always() {
+                // After a failed fsync the kernel may have dropped the dirty pages, so a
+                // retry proves nothing; nothing unsynced was acknowledged: stop, as Redis
+                // does under `always`.
+                eprintln!("bloomgate: fatal: fsync of the append-only log failed: {e}");
+                std::process::exit(1);
+            }
+            return Err(e);
+        }
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        self.fsync_micros_total
+            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        let mut open = relock(&self.open);
+        open.last_sync = Instant::now();
+        // A generation switch meanwhile fsynced the old file and moved `synced` on already.
+        open.synced = open.synced.max(target);
+        Ok(())
+    }
+}
+
+/// Moves a published position forward (never back: writers publish concurrently).
+fn advance(position: &tokio::sync::watch::Sender<u64>, to: u64) {
+    position.send_if_modified(|at| {
+        let forward = to > *at;
+        if forward {
+            *at = to;
+        }
+        forward
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::Config;
+    use crate::keyspace::Value;
+    use crate::persistence::{load, tests::temp_dir};
+
+    fn add(item: &str) -> Vec<Vec<Vec<u8>>> {
+        vec![vec![
+            b"BF.ADD".to_vec(),
+            b"k".to_vec(),
+            item.as_bytes().to_vec(),
+        ]]
+    }
+
+    fn acknowledged_soon(writer: &AofWriter, seq: u64) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !writer.written_up_to(seq) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+
+    /// Under `everysec` the caller's own write puts the record in the file before
+    /// `write_through` returns; after a rotation the next record lands in the next generation
+    /// (the thread opens it); under `always` the thread writes and fsyncs, the caller waits. A
+    /// fresh load replays every acknowledged record.
+    #[test]
+    fn callers_write_their_records_and_the_thread_switches_files() {
+        let dir = temp_dir("writer");
+        let loaded = load(&dir, &Config::default(), false).unwrap();
+        let generation = loaded.generation;
+        let writer =
+            AofWriter::start(&dir, generation, FsyncPolicy::Everysec, loaded.manifest).unwrap();
+        let first_len = std::fs::metadata(aof_path(&dir, generation)).unwrap().len();
+        let seq = writer.append(&add("a"));
+        assert!(writer.write_through(seq));
+        assert_eq!(
+            std::fs::metadata(aof_path(&dir, generation)).unwrap().len(),
+            first_len + encode_record(&add("a")).len() as u64
+        );
+
+        writer.rotate(generation + 1);
+        let seq = writer.append(&add("b"));
+        assert!(writer.write_through(seq) || acknowledged_soon(&writer, seq));
+        assert!(acknowledged_soon(&writer, seq));
+
+        writer.set_policy(FsyncPolicy::Always);
+        let seq = writer.append(&add("c"));
+        assert!(!writer.write_through(seq), "under always the thread writes");
+        assert!(acknowledged_soon(&writer, seq));
+        assert!(*writer.synced.borrow() >= seq);
+        writer.shutdown();
+
+        let reloaded = load(&dir, &Config::default(), false).unwrap();
+        assert_eq!(reloaded.generation, generation + 1);
+        let Some(Value::Bloom(chain)) = reloaded.db.value(b"k", 0) else {
+            panic!("the filter was not replayed")
+        };
+        assert_eq!(chain.items(), 3);
     }
 }

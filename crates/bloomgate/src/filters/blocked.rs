@@ -80,23 +80,28 @@ impl Kernel {
         }
     }
 
-    #[inline]
-    fn contains(self, block: &Block, hi: u64, hashes: u32) -> bool {
+    /// The whole single-key query — block choice, mask and test — as one call into the
+    /// kernel: the AVX2 arm is a single `#[target_feature]` function with nothing to save
+    /// around it, and the portable arm is kept out of line so that this dispatch stays two
+    /// instructions in the caller.
+    #[inline(always)]
+    fn contains(self, blocks: &[Block], g: Geometry, h: KeyHash) -> bool {
         match self {
-            Kernel::Portable => portable::contains(block, hi, hashes),
+            Kernel::Portable => portable::query(blocks, g, h),
             // SAFETY: Avx2 is only chosen when the CPU reports AVX2 (Kernel::detect).
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { avx2::contains(block, hi, hashes) },
+            Kernel::Avx2 => unsafe { avx2::query(blocks, g, h) },
         }
     }
 
-    #[inline]
-    fn insert(self, block: &mut Block, hi: u64, hashes: u32) -> bool {
+    /// The single-key insert, dispatched like [`Self::contains`].
+    #[inline(always)]
+    fn insert(self, blocks: &mut [Block], g: Geometry, h: KeyHash) -> bool {
         match self {
-            Kernel::Portable => portable::insert(block, hi, hashes),
+            Kernel::Portable => portable::insert_key(blocks, g, h),
             // SAFETY: Avx2 is only chosen when the CPU reports AVX2 (Kernel::detect).
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { avx2::insert(block, hi, hashes) },
+            Kernel::Avx2 => unsafe { avx2::insert_key(blocks, g, h) },
         }
     }
 }
@@ -198,16 +203,14 @@ impl BitLayout for Blocked {
         Blocked(Kernel::detect())
     }
 
-    #[inline]
+    #[inline(always)]
     fn insert(self, blocks: &mut [Block], g: Geometry, h: KeyHash) -> bool {
-        let index = Self::home(g, h);
-        self.0.insert(&mut blocks[index], h.hi, g.hashes)
+        self.0.insert(blocks, g, h)
     }
 
-    #[inline]
+    #[inline(always)]
     fn contains(self, blocks: &[Block], g: Geometry, h: KeyHash) -> bool {
-        let index = Self::home(g, h);
-        self.0.contains(&blocks[index], h.hi, g.hashes)
+        self.0.contains(blocks, g, h)
     }
 
     #[inline]
@@ -284,8 +287,20 @@ impl BitLayout for Blocked {
 }
 
 mod portable {
-    use super::Block;
+    use super::{BitLayout, Block, Blocked, Geometry};
     use crate::hash::{KeyHash, BLOCK_WORDS};
+
+    /// The single-key query of the portable kernel, out of line (see `Kernel::contains`).
+    #[inline(never)]
+    pub(super) fn query(blocks: &[Block], g: Geometry, h: KeyHash) -> bool {
+        contains(&blocks[Blocked::home(g, h)], h.hi, g.hashes)
+    }
+
+    /// The single-key insert of the portable kernel, out of line.
+    #[inline(never)]
+    pub(super) fn insert_key(blocks: &mut [Block], g: Geometry, h: KeyHash) -> bool {
+        insert(&mut blocks[Blocked::home(g, h)], h.hi, g.hashes)
+    }
 
     /// The mask with k = 8 specialised (constant-folded loop), as in the AVX2 kernel.
     #[inline(always)]
@@ -310,7 +325,7 @@ mod portable {
     }
 
     #[inline(always)]
-    pub(super) fn insert(block: &mut Block, hi: u64, hashes: u32) -> bool {
+    fn insert(block: &mut Block, hi: u64, hashes: u32) -> bool {
         let mask = mask(hi, hashes);
         let mut missing = 0;
         for (w, m) in block.0.iter_mut().zip(mask) {
@@ -323,8 +338,8 @@ mod portable {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::Block;
-    use crate::hash::{BLOCK_SALTS, BLOCK_WORDS};
+    use super::{BitLayout, Block, Blocked, Geometry};
+    use crate::hash::{KeyHash, BLOCK_SALTS, BLOCK_WORDS};
     use std::arch::x86_64::*;
 
     /// Row `a`: shift counts OR-ed into each lane when only `a` lanes of a round are active.
@@ -410,6 +425,26 @@ mod avx2 {
         out
     }
 
+    /// The whole single-key query, block choice included, compiled with AVX2.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn query(blocks: &[Block], g: Geometry, h: KeyHash) -> bool {
+        contains(&blocks[Blocked::home(g, h)], h.hi, g.hashes)
+    }
+
+    /// The whole single-key insert, compiled with AVX2.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn insert_key(blocks: &mut [Block], g: Geometry, h: KeyHash) -> bool {
+        insert(&mut blocks[Blocked::home(g, h)], h.hi, g.hashes)
+    }
+
     /// # Safety
     /// The CPU must support AVX2.
     #[inline]
@@ -428,7 +463,7 @@ mod avx2 {
     /// The CPU must support AVX2.
     #[inline]
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn insert(block: &mut Block, hi: u64, hashes: u32) -> bool {
+    unsafe fn insert(block: &mut Block, hi: u64, hashes: u32) -> bool {
         let (first, second) = mask_usual(hi, hashes);
         let words = block.0.as_mut_ptr().cast::<__m256i>();
         let low = _mm256_load_si256(words);
@@ -446,12 +481,11 @@ mod avx2 {
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn contains_batch(
         blocks: &[Block],
-        g: super::Geometry,
+        g: Geometry,
         count: usize,
-        hash_at: impl Fn(usize) -> crate::hash::KeyHash,
+        hash_at: impl Fn(usize) -> KeyHash,
         out: &mut Vec<bool>,
     ) {
-        use super::{BitLayout, Blocked};
         let base = blocks.as_ptr();
         super::rolling(
             count,
@@ -500,20 +534,25 @@ mod tests {
                 let portable = Kernel::Portable.mask(h.hi, k);
                 assert_eq!(portable, h.block_mask(k));
                 assert_eq!(detected.mask(h.hi, k), portable, "k={k} key={i}");
-                let mut a = Block::default();
-                let mut b = Block::default();
-                a.0[(i % 8) as usize] = h.lo; // some unrelated bits
-                b.0 = a.0;
+                // Three blocks, so the block choice is exercised too.
+                let g = Geometry {
+                    bits: 3 * 512,
+                    units: 3,
+                    hashes: k,
+                };
+                let mut a = [Block::default(); 3];
+                a[(i % 3) as usize].0[(i % 8) as usize] = h.lo; // some unrelated bits
+                let mut b = a;
                 assert_eq!(
-                    detected.contains(&a, h.hi, k),
-                    Kernel::Portable.contains(&b, h.hi, k)
+                    detected.contains(&a, g, h),
+                    Kernel::Portable.contains(&b, g, h)
                 );
                 assert_eq!(
-                    detected.insert(&mut a, h.hi, k),
-                    Kernel::Portable.insert(&mut b, h.hi, k)
+                    detected.insert(&mut a, g, h),
+                    Kernel::Portable.insert(&mut b, g, h)
                 );
                 assert_eq!(a, b);
-                assert!(detected.contains(&a, h.hi, k));
+                assert!(detected.contains(&a, g, h));
             }
         }
     }

@@ -342,57 +342,74 @@ mod avx2 {
     use crate::hash::{KeyHash, BLOCK_SALTS, BLOCK_WORDS};
     use std::arch::x86_64::*;
 
-    /// Row `a`: shift counts OR-ed into each lane when only `a` lanes of a round are active.
-    /// A count of 64 makes `vpsllvq` produce 0, so inactive lanes set no bit.
-    static INACTIVE: [[u32; 8]; 9] = {
-        let mut table = [[0u32; 8]; 9];
+    /// [`BLOCK_SALTS`] reordered to the lanes of `set1_epi64(hi)`, whose 32-bit lanes alternate
+    /// the low and high halves of `hi`: in each round of eight, lane 2m holds the salt of word m
+    /// (low half) and lane 2m + 1 that of word 4 + m (high half).
+    static LANE_SALTS: [u32; 64] = {
+        let mut table = [0u32; 64];
+        let mut j = 0;
+        while j < 64 {
+            let (round, word) = (j / 8, j % 8);
+            let lane = if word < 4 {
+                2 * word
+            } else {
+                2 * (word - 4) + 1
+            };
+            table[round * 8 + lane] = BLOCK_SALTS[j];
+            j += 1;
+        }
+        table
+    };
+
+    /// Row `a`: shift counts OR-ed into words 0..8 when only `a` probes of a round are active.
+    /// A count of 64 makes `vpsllvq` produce 0, so inactive words get no bit.
+    static INACTIVE: [[u64; 8]; 9] = {
+        let mut table = [[0u64; 8]; 9];
         let mut active = 0;
         while active <= 8 {
-            let mut lane = active;
-            while lane < 8 {
-                table[active][lane] = 64;
-                lane += 1;
+            let mut word = active;
+            while word < 8 {
+                table[active][word] = 64;
+                word += 1;
             }
             active += 1;
         }
         table
     };
 
-    /// The key's mask as two 256-bit halves (words 0..4 and 4..8).
+    /// The key's mask as two 256-bit halves (words 0..4 and 4..8). One `vpmulld` gives the
+    /// eight products of a round in the lanes of [`LANE_SALTS`]; each 64-bit lane then holds
+    /// word m's product in its low half and word 4 + m's in its high half, so two shifts per
+    /// half give the 6-bit counts already widened to 64 bits (no cross-lane widening).
     ///
     /// # Safety
     /// The CPU must support AVX2.
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn mask(hi: u64, hashes: u32) -> (__m256i, __m256i) {
-        let low = hi as u32 as i32;
-        let high = (hi >> 32) as u32 as i32;
-        let h = _mm256_setr_epi32(low, low, low, low, high, high, high, high);
+        let h = _mm256_set1_epi64x(hi as i64);
         let one = _mm256_set1_epi64x(1);
         let mut first = _mm256_setzero_si256();
         let mut second = _mm256_setzero_si256();
         let hashes = hashes as usize;
         let mut start = 0usize;
-        // Full rounds: counts are < 64 by construction (top 6 bits), so no masking is needed.
-        while start + 8 <= hashes {
-            let salts = _mm256_loadu_si256(BLOCK_SALTS.as_ptr().add(start).cast());
-            let count = _mm256_srli_epi32::<26>(_mm256_mullo_epi32(h, salts));
-            let counts_low = _mm256_cvtepu32_epi64(_mm256_castsi256_si128(count));
-            let counts_high = _mm256_cvtepu32_epi64(_mm256_extracti128_si256::<1>(count));
+        while start < hashes {
+            let salts = _mm256_loadu_si256(LANE_SALTS.as_ptr().add(start).cast());
+            let product = _mm256_mullo_epi32(h, salts);
+            // Top 6 bits of each 32-bit product: words 0..4 from the low halves, 4..8 from the
+            // high halves of the 64-bit lanes.
+            let mut counts_low = _mm256_srli_epi64::<58>(_mm256_slli_epi64::<32>(product));
+            let mut counts_high = _mm256_srli_epi64::<58>(product);
+            // A last partial round: words past k get a count of 64, for which vpsllvq yields 0.
+            if hashes - start < 8 {
+                let inactive = INACTIVE[hashes - start].as_ptr();
+                counts_low = _mm256_or_si256(counts_low, _mm256_loadu_si256(inactive.cast()));
+                counts_high =
+                    _mm256_or_si256(counts_high, _mm256_loadu_si256(inactive.add(4).cast()));
+            }
             first = _mm256_or_si256(first, _mm256_sllv_epi64(one, counts_low));
             second = _mm256_or_si256(second, _mm256_sllv_epi64(one, counts_high));
             start += 8;
-        }
-        // A last partial round: lanes past k get a count of 64, for which vpsllvq yields 0.
-        if start < hashes {
-            let salts = _mm256_loadu_si256(BLOCK_SALTS.as_ptr().add(start).cast());
-            let inactive = _mm256_loadu_si256(INACTIVE[hashes - start].as_ptr().cast());
-            let bit = _mm256_srli_epi32::<26>(_mm256_mullo_epi32(h, salts));
-            let count = _mm256_or_si256(bit, inactive);
-            let counts_low = _mm256_cvtepu32_epi64(_mm256_castsi256_si128(count));
-            let counts_high = _mm256_cvtepu32_epi64(_mm256_extracti128_si256::<1>(count));
-            first = _mm256_or_si256(first, _mm256_sllv_epi64(one, counts_low));
-            second = _mm256_or_si256(second, _mm256_sllv_epi64(one, counts_high));
         }
         (first, second)
     }

@@ -89,6 +89,10 @@ fn exercise(mut filter: AnyFilter) -> Verdict {
                 f.insert(key);
                 true
             }
+            AnyFilter::FastLocal(f) => {
+                f.insert(key);
+                true
+            }
             AnyFilter::Counting(f) => {
                 f.insert(key);
                 true

@@ -31,6 +31,7 @@ use sweep::SweepPoint;
 const ALL: &[&str] = &[
     "bloomgate-classic",
     "bloomgate-blocked",
+    "bloomgate-fastlocal",
     "bloomgate-concurrent",
     "bloomgate-counting",
     "bloomgate-scalable",
@@ -48,6 +49,7 @@ const ALL: &[&str] = &[
 const BLOOM: &[&str] = &[
     "bloomgate-classic",
     "bloomgate-blocked",
+    "bloomgate-fastlocal",
     "fastbloom",
     "fastbloom-samehash",
     "bloomfilter",
@@ -57,6 +59,7 @@ const BLOOM: &[&str] = &[
 const LARGE: &[&str] = &[
     "bloomgate-classic",
     "bloomgate-blocked",
+    "bloomgate-fastlocal",
     "fastbloom",
     "sbbf-rs",
 ];
@@ -99,6 +102,7 @@ macro_rules! dispatch {
         match $name {
             "bloomgate-classic" => $f::<ours::Classic>($($arg),*),
             "bloomgate-blocked" => $f::<ours::Blocked>($($arg),*),
+            "bloomgate-fastlocal" => $f::<ours::FastLocal>($($arg),*),
             "bloomgate-concurrent" => $f::<ours::Concurrent>($($arg),*),
             "bloomgate-counting" => $f::<ours::Counting>($($arg),*),
             "bloomgate-scalable" => $f::<ours::Scalable>($($arg),*),
@@ -408,6 +412,7 @@ fn run_headlines(run: &mut Run) {
     let layouts = [
         ("bloomgate-classic", bloomgate::Layout::Classic),
         ("bloomgate-blocked", bloomgate::Layout::Blocked),
+        ("bloomgate-fastlocal", bloomgate::Layout::FastLocal),
     ];
     let layouts: Vec<_> = layouts.iter().filter(|(n, _)| run.selected(n)).collect();
     if let Some(bytes) = layouts
@@ -444,6 +449,9 @@ fn run_headlines(run: &mut Run) {
                 }
                 bloomgate::Layout::Blocked => {
                     ours::usernames::<bloomgate::BlockedBloomFilter>(items, 0.01, &probes)
+                }
+                bloomgate::Layout::FastLocal => {
+                    ours::usernames::<bloomgate::FastLocalBloomFilter>(items, 0.01, &probes)
                 }
             };
             match result {

@@ -9,7 +9,7 @@ use crate::report::{Row, Summary};
 use crate::timing::ns_per_op;
 use bloomgate::{
     BitLayout, BlockedBloomFilter, Bloom, BloomFilter, ConcurrentBloom, ConcurrentBloomFilter,
-    CountingBloomFilter, CuckooFilter, Layout, Params, ScalableBloomFilter,
+    CountingBloomFilter, CuckooFilter, FastLocalBloomFilter, Layout, Params, ScalableBloomFilter,
 };
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -18,6 +18,7 @@ fn describe(p: &Params) -> String {
     let layout = match p.layout {
         Layout::Classic => "classic",
         Layout::Blocked => "blocked 512-bit",
+        Layout::FastLocal => "FastLocal 512-bit",
     };
     format!("same bits/item; XXH3-128 seed 0; k={}; {layout}", p.hashes)
 }
@@ -31,12 +32,14 @@ pub trait Native: Sized + Send {
     /// `Fill::Merge` when the filter has `union`.
     const FILL: Fill = Fill::Insert;
     fn make(p: Params) -> bloomgate::Result<Self>;
-    fn add(&mut self, key: &[u8]);
+    /// Generic over the key type (not `&[u8]`), as every peer's adapter is, so that a
+    /// fixed-size key reaches the hash with its length known at compile time in both.
+    fn add<K: AsRef<[u8]> + ?Sized>(&mut self, key: &K);
     /// The batch insert, where there is one.
     fn add_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
-        keys.iter().for_each(|key| self.add(key.as_ref()));
+        keys.iter().for_each(|key| self.add(key));
     }
-    fn has(&self, key: &[u8]) -> bool;
+    fn has<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool;
     /// `false` without a batch query.
     fn has_batch<K: AsRef<[u8]>>(&self, _keys: &[K], _out: &mut Vec<bool>) -> bool {
         false
@@ -61,6 +64,8 @@ pub struct Ours<F>(pub F);
 pub type Classic = Ours<BloomFilter>;
 /// `bloomgate::BlockedBloomFilter`: one 512-bit block per key; batched queries prefetch.
 pub type Blocked = Ours<BlockedBloomFilter>;
+/// `bloomgate::FastLocalBloomFilter`: one 512-bit block per key, probes anywhere in it.
+pub type FastLocal = Ours<FastLocalBloomFilter>;
 /// `bloomgate::ConcurrentBloomFilter` (classic layout, atomic words), driven from one thread
 /// here: the cost of the atomics against the plain classic filter.
 pub type Concurrent = Ours<ConcurrentBloomFilter>;
@@ -132,6 +137,11 @@ impl Named for bloomgate::Blocked {
     const CONCURRENT: &'static str = "bloomgate-concurrent-blocked";
 }
 
+impl Named for bloomgate::FastLocal {
+    const PLAIN: &'static str = "bloomgate-fastlocal";
+    const CONCURRENT: &'static str = "bloomgate-concurrent-fastlocal";
+}
+
 /// Every layout's plain filter: one generic adapter over the library's generic filter.
 impl<L: Named> Native for Bloom<L> {
     const NAME: &'static str = L::PLAIN;
@@ -140,13 +150,15 @@ impl<L: Named> Native for Bloom<L> {
     fn make(p: Params) -> bloomgate::Result<Self> {
         Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
     }
-    fn add(&mut self, key: &[u8]) {
+    #[inline]
+    fn add<K: AsRef<[u8]> + ?Sized>(&mut self, key: &K) {
         self.insert(key);
     }
     fn add_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
         self.insert_batch(keys);
     }
-    fn has(&self, key: &[u8]) -> bool {
+    #[inline]
+    fn has<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
         self.contains(key)
     }
     fn has_batch<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut Vec<bool>) -> bool {
@@ -172,13 +184,15 @@ impl<L: Named> Native for ConcurrentBloom<L> {
     fn make(p: Params) -> bloomgate::Result<Self> {
         Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
     }
-    fn add(&mut self, key: &[u8]) {
+    #[inline]
+    fn add<K: AsRef<[u8]> + ?Sized>(&mut self, key: &K) {
         self.insert(key);
     }
     fn add_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
         self.insert_batch(keys);
     }
-    fn has(&self, key: &[u8]) -> bool {
+    #[inline]
+    fn has<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
         self.contains(key)
     }
     fn params(&self) -> &Params {
@@ -196,10 +210,12 @@ impl Native for CountingBloomFilter {
     fn make(p: Params) -> bloomgate::Result<Self> {
         Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
     }
-    fn add(&mut self, key: &[u8]) {
+    #[inline]
+    fn add<K: AsRef<[u8]> + ?Sized>(&mut self, key: &K) {
         self.insert(key);
     }
-    fn has(&self, key: &[u8]) -> bool {
+    #[inline]
+    fn has<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
         self.contains(key)
     }
     fn params(&self) -> &Params {
@@ -436,7 +452,7 @@ pub fn usernames<F: Native>(
         &probes.hit,
         &probes.miss,
         probes.reps,
-        |k| filter.has(k.as_ref()),
+        |k| filter.has(k),
         |keys, out| {
             filter.has_batch(keys, out);
         },

@@ -104,6 +104,11 @@ fn build(params: Params, seed: u64) -> PyResult<Bits> {
         Layout::Blocked => {
             Bits::Blocked(BlockedBloomFilter::with_params(params, seed).map_err(error)?)
         }
+        Layout::FastLocal => {
+            return Err(PyValueError::new_err(
+                "fastlocal is not yet exposed to Python",
+            ))
+        }
     })
 }
 

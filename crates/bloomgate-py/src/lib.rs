@@ -281,7 +281,9 @@ pub(crate) fn from_image<T: Inner>(data: &Bound<'_, PyAny>) -> PyResult<T> {
 
 fn class_of(any: &AnyFilter) -> &'static str {
     match any {
-        AnyFilter::Classic(_) | AnyFilter::Blocked(_) => bloom::Bits::CLASS,
+        AnyFilter::Classic(_) | AnyFilter::Blocked(_) | AnyFilter::FastLocal(_) => {
+            bloom::Bits::CLASS
+        }
         AnyFilter::Counting(_) => bloomgate::CountingBloomFilter::CLASS,
         AnyFilter::Scalable(_) => bloomgate::ScalableBloomFilter::CLASS,
         AnyFilter::Cuckoo(_) => bloomgate::CuckooFilter::CLASS,
@@ -316,6 +318,11 @@ fn wrap(py: Python<'_>, any: AnyFilter) -> PyResult<Py<PyAny>> {
             .into_pyobject(py)?
             .into_any()
             .unbind(),
+        AnyFilter::FastLocal(_) => {
+            return Err(PyValueError::new_err(
+                "fastlocal filters are not yet exposed to Python",
+            ))
+        }
     })
 }
 

@@ -9,7 +9,7 @@ use crate::codec::{self, decode_whole, FilterCodec, FilterKind};
 use crate::error::{Error, Result};
 use crate::filters::{
     BitLayout, BlockedBloomFilter, Bloom, BloomFilter, CountingBloomFilter, CuckooFilter,
-    ScalableBloomFilter, WindowedBloomFilter,
+    FastLocalBloomFilter, ScalableBloomFilter, WindowedBloomFilter,
 };
 use crate::params::Params;
 
@@ -28,6 +28,8 @@ pub enum AnyFilter {
     Cuckoo(CuckooFilter),
     /// A time-windowed Bloom filter (a ring of blocked generations).
     Windowed(WindowedBloomFilter),
+    /// A FastLocal blocked Bloom filter (probes anywhere in one cache line).
+    FastLocal(FastLocalBloomFilter),
 }
 
 /// A value in [`AnyFilter::info`].
@@ -51,6 +53,7 @@ macro_rules! each {
             AnyFilter::Scalable($f) => $body,
             AnyFilter::Cuckoo($f) => $body,
             AnyFilter::Windowed($f) => $body,
+            AnyFilter::FastLocal($f) => $body,
         }
     };
 }
@@ -67,6 +70,7 @@ impl AnyFilter {
             FilterKind::Scalable => Self::Scalable(decode_whole(body, seed)?),
             FilterKind::Cuckoo => Self::Cuckoo(decode_whole(body, seed)?),
             FilterKind::Windowed => Self::Windowed(decode_whole(body, seed)?),
+            FilterKind::FastLocal => Self::FastLocal(decode_whole(body, seed)?),
         })
     }
 
@@ -94,6 +98,7 @@ impl AnyFilter {
             Self::Scalable(_) => FilterKind::Scalable,
             Self::Cuckoo(_) => FilterKind::Cuckoo,
             Self::Windowed(_) => FilterKind::Windowed,
+            Self::FastLocal(_) => FilterKind::FastLocal,
         }
     }
 
@@ -145,6 +150,7 @@ impl AnyFilter {
         match self {
             Self::Classic(f) => out.extend(bit_filter_info(f)),
             Self::Blocked(f) => out.extend(bit_filter_info(f)),
+            Self::FastLocal(f) => out.extend(bit_filter_info(f)),
             Self::Counting(f) => {
                 let p = f.params();
                 out.extend(params_info(p));
@@ -229,6 +235,7 @@ macro_rules! from_filter {
 from_filter!(
     Classic(BloomFilter),
     Blocked(BlockedBloomFilter),
+    FastLocal(FastLocalBloomFilter),
     Counting(CountingBloomFilter),
     Scalable(ScalableBloomFilter),
     Cuckoo(CuckooFilter),

@@ -47,6 +47,8 @@ pub enum FilterKind {
     Cuckoo = 5,
     /// [`crate::WindowedBloomFilter`].
     Windowed = 6,
+    /// [`crate::FastLocalBloomFilter`].
+    FastLocal = 7,
 }
 
 impl FilterKind {
@@ -59,6 +61,7 @@ impl FilterKind {
             4 => Self::Scalable,
             5 => Self::Cuckoo,
             6 => Self::Windowed,
+            7 => Self::FastLocal,
             _ => return None,
         })
     }
@@ -72,6 +75,7 @@ impl FilterKind {
             Self::Scalable => "scalable",
             Self::Cuckoo => "cuckoo",
             Self::Windowed => "windowed",
+            Self::FastLocal => "fastlocal",
         }
     }
 }

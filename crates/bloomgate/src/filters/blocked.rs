@@ -80,23 +80,28 @@ impl Kernel {
         }
     }
 
-    #[inline]
-    fn contains(self, block: &Block, hi: u64, hashes: u32) -> bool {
+    /// The whole single-key query — block choice, mask and test — as one call into the
+    /// kernel: the AVX2 arm is a single `#[target_feature]` function with nothing to save
+    /// around it, and the portable arm is kept out of line so that this dispatch stays two
+    /// instructions in the caller.
+    #[inline(always)]
+    fn contains(self, blocks: &[Block], g: Geometry, h: KeyHash) -> bool {
         match self {
-            Kernel::Portable => portable::contains(block, hi, hashes),
+            Kernel::Portable => portable::query(blocks, g, h),
             // SAFETY: Avx2 is only chosen when the CPU reports AVX2 (Kernel::detect).
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { avx2::contains(block, hi, hashes) },
+            Kernel::Avx2 => unsafe { avx2::query(blocks, g, h) },
         }
     }
 
-    #[inline]
-    fn insert(self, block: &mut Block, hi: u64, hashes: u32) -> bool {
+    /// The single-key insert, dispatched like [`Self::contains`].
+    #[inline(always)]
+    fn insert(self, blocks: &mut [Block], g: Geometry, h: KeyHash) -> bool {
         match self {
-            Kernel::Portable => portable::insert(block, hi, hashes),
+            Kernel::Portable => portable::insert_key(blocks, g, h),
             // SAFETY: Avx2 is only chosen when the CPU reports AVX2 (Kernel::detect).
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { avx2::insert(block, hi, hashes) },
+            Kernel::Avx2 => unsafe { avx2::insert_key(blocks, g, h) },
         }
     }
 }
@@ -198,16 +203,14 @@ impl BitLayout for Blocked {
         Blocked(Kernel::detect())
     }
 
-    #[inline]
+    #[inline(always)]
     fn insert(self, blocks: &mut [Block], g: Geometry, h: KeyHash) -> bool {
-        let index = Self::home(g, h);
-        self.0.insert(&mut blocks[index], h.hi, g.hashes)
+        self.0.insert(blocks, g, h)
     }
 
-    #[inline]
+    #[inline(always)]
     fn contains(self, blocks: &[Block], g: Geometry, h: KeyHash) -> bool {
-        let index = Self::home(g, h);
-        self.0.contains(&blocks[index], h.hi, g.hashes)
+        self.0.contains(blocks, g, h)
     }
 
     #[inline]
@@ -284,8 +287,20 @@ impl BitLayout for Blocked {
 }
 
 mod portable {
-    use super::Block;
+    use super::{BitLayout, Block, Blocked, Geometry};
     use crate::hash::{KeyHash, BLOCK_WORDS};
+
+    /// The single-key query of the portable kernel, out of line (see `Kernel::contains`).
+    #[inline(never)]
+    pub(super) fn query(blocks: &[Block], g: Geometry, h: KeyHash) -> bool {
+        contains(&blocks[Blocked::home(g, h)], h.hi, g.hashes)
+    }
+
+    /// The single-key insert of the portable kernel, out of line.
+    #[inline(never)]
+    pub(super) fn insert_key(blocks: &mut [Block], g: Geometry, h: KeyHash) -> bool {
+        insert(&mut blocks[Blocked::home(g, h)], h.hi, g.hashes)
+    }
 
     /// The mask with k = 8 specialised (constant-folded loop), as in the AVX2 kernel.
     #[inline(always)]
@@ -310,7 +325,7 @@ mod portable {
     }
 
     #[inline(always)]
-    pub(super) fn insert(block: &mut Block, hi: u64, hashes: u32) -> bool {
+    fn insert(block: &mut Block, hi: u64, hashes: u32) -> bool {
         let mask = mask(hi, hashes);
         let mut missing = 0;
         for (w, m) in block.0.iter_mut().zip(mask) {
@@ -323,61 +338,78 @@ mod portable {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::Block;
-    use crate::hash::{BLOCK_SALTS, BLOCK_WORDS};
+    use super::{BitLayout, Block, Blocked, Geometry};
+    use crate::hash::{KeyHash, BLOCK_SALTS, BLOCK_WORDS};
     use std::arch::x86_64::*;
 
-    /// Row `a`: shift counts OR-ed into each lane when only `a` lanes of a round are active.
-    /// A count of 64 makes `vpsllvq` produce 0, so inactive lanes set no bit.
-    static INACTIVE: [[u32; 8]; 9] = {
-        let mut table = [[0u32; 8]; 9];
+    /// [`BLOCK_SALTS`] reordered to the lanes of `set1_epi64(hi)`, whose 32-bit lanes alternate
+    /// the low and high halves of `hi`: in each round of eight, lane 2m holds the salt of word m
+    /// (low half) and lane 2m + 1 that of word 4 + m (high half).
+    static LANE_SALTS: [u32; 64] = {
+        let mut table = [0u32; 64];
+        let mut j = 0;
+        while j < 64 {
+            let (round, word) = (j / 8, j % 8);
+            let lane = if word < 4 {
+                2 * word
+            } else {
+                2 * (word - 4) + 1
+            };
+            table[round * 8 + lane] = BLOCK_SALTS[j];
+            j += 1;
+        }
+        table
+    };
+
+    /// Row `a`: shift counts OR-ed into words 0..8 when only `a` probes of a round are active.
+    /// A count of 64 makes `vpsllvq` produce 0, so inactive words get no bit.
+    static INACTIVE: [[u64; 8]; 9] = {
+        let mut table = [[0u64; 8]; 9];
         let mut active = 0;
         while active <= 8 {
-            let mut lane = active;
-            while lane < 8 {
-                table[active][lane] = 64;
-                lane += 1;
+            let mut word = active;
+            while word < 8 {
+                table[active][word] = 64;
+                word += 1;
             }
             active += 1;
         }
         table
     };
 
-    /// The key's mask as two 256-bit halves (words 0..4 and 4..8).
+    /// The key's mask as two 256-bit halves (words 0..4 and 4..8). One `vpmulld` gives the
+    /// eight products of a round in the lanes of [`LANE_SALTS`]; each 64-bit lane then holds
+    /// word m's product in its low half and word 4 + m's in its high half, so two shifts per
+    /// half give the 6-bit counts already widened to 64 bits (no cross-lane widening).
     ///
     /// # Safety
     /// The CPU must support AVX2.
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn mask(hi: u64, hashes: u32) -> (__m256i, __m256i) {
-        let low = hi as u32 as i32;
-        let high = (hi >> 32) as u32 as i32;
-        let h = _mm256_setr_epi32(low, low, low, low, high, high, high, high);
+        let h = _mm256_set1_epi64x(hi as i64);
         let one = _mm256_set1_epi64x(1);
         let mut first = _mm256_setzero_si256();
         let mut second = _mm256_setzero_si256();
         let hashes = hashes as usize;
         let mut start = 0usize;
-        // Full rounds: counts are < 64 by construction (top 6 bits), so no masking is needed.
-        while start + 8 <= hashes {
-            let salts = _mm256_loadu_si256(BLOCK_SALTS.as_ptr().add(start).cast());
-            let count = _mm256_srli_epi32::<26>(_mm256_mullo_epi32(h, salts));
-            let counts_low = _mm256_cvtepu32_epi64(_mm256_castsi256_si128(count));
-            let counts_high = _mm256_cvtepu32_epi64(_mm256_extracti128_si256::<1>(count));
+        while start < hashes {
+            let salts = _mm256_loadu_si256(LANE_SALTS.as_ptr().add(start).cast());
+            let product = _mm256_mullo_epi32(h, salts);
+            // Top 6 bits of each 32-bit product: words 0..4 from the low halves, 4..8 from the
+            // high halves of the 64-bit lanes.
+            let mut counts_low = _mm256_srli_epi64::<58>(_mm256_slli_epi64::<32>(product));
+            let mut counts_high = _mm256_srli_epi64::<58>(product);
+            // A last partial round: words past k get a count of 64, for which vpsllvq yields 0.
+            if hashes - start < 8 {
+                let inactive = INACTIVE[hashes - start].as_ptr();
+                counts_low = _mm256_or_si256(counts_low, _mm256_loadu_si256(inactive.cast()));
+                counts_high =
+                    _mm256_or_si256(counts_high, _mm256_loadu_si256(inactive.add(4).cast()));
+            }
             first = _mm256_or_si256(first, _mm256_sllv_epi64(one, counts_low));
             second = _mm256_or_si256(second, _mm256_sllv_epi64(one, counts_high));
             start += 8;
-        }
-        // A last partial round: lanes past k get a count of 64, for which vpsllvq yields 0.
-        if start < hashes {
-            let salts = _mm256_loadu_si256(BLOCK_SALTS.as_ptr().add(start).cast());
-            let inactive = _mm256_loadu_si256(INACTIVE[hashes - start].as_ptr().cast());
-            let bit = _mm256_srli_epi32::<26>(_mm256_mullo_epi32(h, salts));
-            let count = _mm256_or_si256(bit, inactive);
-            let counts_low = _mm256_cvtepu32_epi64(_mm256_castsi256_si128(count));
-            let counts_high = _mm256_cvtepu32_epi64(_mm256_extracti128_si256::<1>(count));
-            first = _mm256_or_si256(first, _mm256_sllv_epi64(one, counts_low));
-            second = _mm256_or_si256(second, _mm256_sllv_epi64(one, counts_high));
         }
         (first, second)
     }
@@ -410,6 +442,26 @@ mod avx2 {
         out
     }
 
+    /// The whole single-key query, block choice included, compiled with AVX2.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn query(blocks: &[Block], g: Geometry, h: KeyHash) -> bool {
+        contains(&blocks[Blocked::home(g, h)], h.hi, g.hashes)
+    }
+
+    /// The whole single-key insert, compiled with AVX2.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn insert_key(blocks: &mut [Block], g: Geometry, h: KeyHash) -> bool {
+        insert(&mut blocks[Blocked::home(g, h)], h.hi, g.hashes)
+    }
+
     /// # Safety
     /// The CPU must support AVX2.
     #[inline]
@@ -420,15 +472,20 @@ mod avx2 {
         let words = block.0.as_ptr().cast::<__m256i>();
         let low = _mm256_load_si256(words);
         let high = _mm256_load_si256(words.add(1));
-        // testc(a, b) = ((!a & b) == 0): every mask bit is set in the block.
-        (_mm256_testc_si256(low, first) & _mm256_testc_si256(high, second)) != 0
+        // The mask bits missing from the block, both halves folded into one register: one
+        // vptest instead of two.
+        let missing = _mm256_or_si256(
+            _mm256_andnot_si256(low, first),
+            _mm256_andnot_si256(high, second),
+        );
+        _mm256_testz_si256(missing, missing) != 0
     }
 
     /// # Safety
     /// The CPU must support AVX2.
     #[inline]
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn insert(block: &mut Block, hi: u64, hashes: u32) -> bool {
+    unsafe fn insert(block: &mut Block, hi: u64, hashes: u32) -> bool {
         let (first, second) = mask_usual(hi, hashes);
         let words = block.0.as_mut_ptr().cast::<__m256i>();
         let low = _mm256_load_si256(words);
@@ -446,12 +503,11 @@ mod avx2 {
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn contains_batch(
         blocks: &[Block],
-        g: super::Geometry,
+        g: Geometry,
         count: usize,
-        hash_at: impl Fn(usize) -> crate::hash::KeyHash,
+        hash_at: impl Fn(usize) -> KeyHash,
         out: &mut Vec<bool>,
     ) {
-        use super::{BitLayout, Blocked};
         let base = blocks.as_ptr();
         super::rolling(
             count,
@@ -500,20 +556,25 @@ mod tests {
                 let portable = Kernel::Portable.mask(h.hi, k);
                 assert_eq!(portable, h.block_mask(k));
                 assert_eq!(detected.mask(h.hi, k), portable, "k={k} key={i}");
-                let mut a = Block::default();
-                let mut b = Block::default();
-                a.0[(i % 8) as usize] = h.lo; // some unrelated bits
-                b.0 = a.0;
+                // Three blocks, so the block choice is exercised too.
+                let g = Geometry {
+                    bits: 3 * 512,
+                    units: 3,
+                    hashes: k,
+                };
+                let mut a = [Block::default(); 3];
+                a[(i % 3) as usize].0[(i % 8) as usize] = h.lo; // some unrelated bits
+                let mut b = a;
                 assert_eq!(
-                    detected.contains(&a, h.hi, k),
-                    Kernel::Portable.contains(&b, h.hi, k)
+                    detected.contains(&a, g, h),
+                    Kernel::Portable.contains(&b, g, h)
                 );
                 assert_eq!(
-                    detected.insert(&mut a, h.hi, k),
-                    Kernel::Portable.insert(&mut b, h.hi, k)
+                    detected.insert(&mut a, g, h),
+                    Kernel::Portable.insert(&mut b, g, h)
                 );
                 assert_eq!(a, b);
-                assert!(detected.contains(&a, h.hi, k));
+                assert!(detected.contains(&a, g, h));
             }
         }
     }

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use super::layout::{BitLayout, Geometry, StorageUnit};
 use super::prefetch::rolling;
-use super::{Blocked, Bloom, Classic};
+use super::{Blocked, Bloom, Classic, FastLocal};
 use crate::error::Result;
 use crate::hash::KeyHash;
 use crate::params::Params;
@@ -64,6 +64,9 @@ pub type ConcurrentBloomFilter = ConcurrentBloom<Classic>;
 
 /// A blocked Bloom filter with insert/contains through `&self`. `Send + Sync`.
 pub type ConcurrentBlockedBloomFilter = ConcurrentBloom<Blocked>;
+
+/// A FastLocal Bloom filter with insert/contains through `&self`. `Send + Sync`.
+pub type ConcurrentFastLocalBloomFilter = ConcurrentBloom<FastLocal>;
 
 impl<L: BitLayout> ConcurrentBloom<L> {
     /// A filter for `items` keys at false-positive rate `fpr`, seed `DEFAULT_SEED`.

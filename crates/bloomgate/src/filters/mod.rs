@@ -1,5 +1,5 @@
 //! The filter types. The bit filters are one generic filter ([`Bloom`], and [`ConcurrentBloom`]
-//! for `&self` inserts) over small layout policies ([`BitLayout`]: [`Classic`], [`Blocked`]);
+//! for `&self` inserts) over small layout policies ([`BitLayout`]: [`Classic`], [`Blocked`], [`FastLocal`]);
 //! the other kinds (counting, scalable, cuckoo, windowed) each have their own file and reuse
 //! `bits`, `hash`, `params` and `codec`.
 
@@ -9,6 +9,7 @@ mod classic;
 mod concurrent;
 mod counting;
 mod cuckoo;
+mod fastlocal;
 pub mod layout;
 mod prefetch;
 mod scalable;
@@ -20,6 +21,7 @@ pub use classic::*;
 pub use concurrent::*;
 pub use counting::*;
 pub use cuckoo::*;
+pub use fastlocal::*;
 pub use layout::{BitLayout, Geometry, StorageUnit};
 pub use prefetch::{advise_huge_pages, prefetch};
 pub use scalable::*;

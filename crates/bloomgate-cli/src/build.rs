@@ -8,8 +8,8 @@ use anyhow::{bail, Context, Result};
 use bloomgate::any::AnyFilter;
 use bloomgate::hash::DEFAULT_SEED;
 use bloomgate::{
-    BitLayout, Blocked, Bloom, Classic, CountingBloomFilter, CuckooFilter, Layout, Params,
-    ScalableBloomFilter,
+    BitLayout, Blocked, Bloom, Classic, CountingBloomFilter, CuckooFilter, FastLocal, Layout,
+    Params, ScalableBloomFilter,
 };
 use bloomgate::{DEFAULT_GROWTH, DEFAULT_TIGHTENING};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -24,6 +24,9 @@ const PROGRESS_THRESHOLD_LINES: usize = 1_000_000;
 pub enum Kind {
     Classic,
     Blocked,
+    /// Probes anywhere in one 512-bit line from a 32-bit hash (format id 7; RocksDB's
+    /// FastLocalBloom): faster queries and fewer false positives than `blocked` at 10 bits/key.
+    Fastlocal,
     Counting,
     Scalable,
     Cuckoo,
@@ -120,6 +123,9 @@ fn build(args: &Args, items: u64, keys: &[&[u8]]) -> Result<AnyFilter> {
     Ok(match args.kind {
         Kind::Classic => build_bits::<Classic>(bit_params(Classic::LAYOUT)?, args.seed, keys)?,
         Kind::Blocked => build_bits::<Blocked>(bit_params(Blocked::LAYOUT)?, args.seed, keys)?,
+        Kind::Fastlocal => {
+            build_bits::<FastLocal>(bit_params(FastLocal::LAYOUT)?, args.seed, keys)?
+        }
         Kind::Counting => {
             let mut filter =
                 CountingBloomFilter::with_params(bit_params(Layout::Classic)?, args.seed)?;

@@ -53,6 +53,7 @@ enum Command {
 enum LayoutArg {
     Classic,
     Blocked,
+    Fastlocal,
 }
 
 impl LayoutArg {
@@ -60,6 +61,7 @@ impl LayoutArg {
         match self {
             LayoutArg::Classic => "classic",
             LayoutArg::Blocked => "blocked",
+            LayoutArg::Fastlocal => "fastlocal",
         }
     }
 }
@@ -69,6 +71,7 @@ impl From<LayoutArg> for bloomgate::Layout {
         match arg {
             LayoutArg::Classic => bloomgate::Layout::Classic,
             LayoutArg::Blocked => bloomgate::Layout::Blocked,
+            LayoutArg::Fastlocal => bloomgate::Layout::FastLocal,
         }
     }
 }

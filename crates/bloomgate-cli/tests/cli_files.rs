@@ -151,7 +151,14 @@ fn build_query_info_round_trip_for_every_kind() {
     let absent = dir.path("absent.txt");
     write_keys(&keys, "user-", 100_000);
     write_keys(&absent, "stranger-", 100_000);
-    for kind in ["classic", "blocked", "counting", "scalable", "cuckoo"] {
+    for kind in [
+        "classic",
+        "blocked",
+        "fastlocal",
+        "counting",
+        "scalable",
+        "cuckoo",
+    ] {
         let filter = dir.path(&format!("{kind}.bgf"));
         let output = build(&keys, &filter, &["--fpr", "0.01", "--kind", kind]);
         assert!(output.status.success(), "{kind}: {}", stderr(&output));

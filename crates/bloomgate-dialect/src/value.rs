@@ -294,17 +294,11 @@ impl DialectType for CuckooChain {
         CuckooChain::dump_header(self)
     }
     fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        let mut plan = Vec::new();
-        let mut iter = 1;
-        while let Some((next, chunk)) = self.dump_chunk(iter) {
-            plan.push((next, chunk.len() as u64));
-            iter = next;
-        }
-        plan
+        CuckooChain::chunk_plan(self)
     }
     fn chunk_bytes(&self, iter: i64, len: u64) -> Vec<u8> {
         self.dump_chunk(iter - len as i64)
-            .map(|(_, chunk)| chunk.to_vec())
+            .map(|(_, chunk)| chunk)
             .unwrap_or_default()
     }
     fn rdb_save(&self, out: &mut impl RdbSink) {

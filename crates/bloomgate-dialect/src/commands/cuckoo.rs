@@ -654,7 +654,7 @@ pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply
         return Reply::Array(vec![Reply::Int(1), Reply::Bulk(filter.dump_header())]);
     }
     match filter.dump_chunk(iter) {
-        Some((next, chunk)) => Reply::Array(vec![Reply::Int(next), Reply::Bulk(chunk.to_vec())]),
+        Some((next, chunk)) => Reply::Array(vec![Reply::Int(next), Reply::Bulk(chunk)]),
         None => done,
     }
 }

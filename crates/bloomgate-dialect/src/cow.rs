@@ -7,7 +7,26 @@
 //! The array is addressed in rows of a fixed length the caller passes (1 word for a Bloom bit
 //! array, one bucket of `bucket_size` slots for a cuckoo filter): a row never crosses a segment.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Bytes of segments copied because a clone still shared them, since the process started.
+static COPIED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Bytes of segments copied by writes because a clone (a snapshot) shared them: what
+/// copy-on-write cost in memory (Redis reports the same as `current_cow_size`).
+pub fn copied_bytes() -> u64 {
+    COPIED_BYTES.load(Ordering::Relaxed)
+}
+
+/// The segment, writable: copied first (and counted) if a clone shares it.
+#[inline]
+fn unshare<T: Copy>(segment: &mut Arc<[T]>) -> &mut [T] {
+    if Arc::get_mut(segment).is_none() {
+        COPIED_BYTES.fetch_add(size_of_val::<[T]>(segment) as u64, Ordering::Relaxed);
+    }
+    Arc::make_mut(segment)
+}
 
 /// Target segment size: small enough that the copy a write makes while a snapshot shares the
 /// segment takes well under a millisecond, large enough that a 1 GiB filter has 512 of them.
@@ -36,6 +55,21 @@ impl<T: Copy + Default> std::fmt::Debug for CowArray<T> {
             .field("len", &self.len())
             .field("segments", &self.segments().len())
             .finish()
+    }
+}
+
+/// Bytes an allocation of `n` bytes really takes: jemalloc's size class (the allocator of Redis,
+/// which hosts the module, and of `bloomgate serve`): multiples of 16 up to 128, then four
+/// classes per doubling. Used to report memory as resident pages see it, not as requested.
+pub fn allocation_size(n: u64) -> u64 {
+    match n {
+        0 => 0,
+        1..=8 => 8,
+        9..=128 => n.div_ceil(16) * 16,
+        _ => {
+            let step = 1u64 << ((n - 1).ilog2() - 2);
+            n.div_ceil(step) * step
+        }
     }
 }
 
@@ -116,10 +150,10 @@ impl<T: Copy + Default> CowArray<T> {
     #[inline]
     pub fn row_mut(&mut self, r: usize, row_len: usize) -> &mut [T] {
         match &mut self.repr {
-            Repr::One(a) => &mut Arc::make_mut(a)[r * row_len..(r + 1) * row_len],
+            Repr::One(a) => &mut unshare(a)[r * row_len..(r + 1) * row_len],
             Repr::Many { segments, shift } => {
                 let at = (r & ((1 << *shift) - 1)) * row_len;
-                &mut Arc::make_mut(&mut segments[r >> *shift])[at..at + row_len]
+                &mut unshare(&mut segments[r >> *shift])[at..at + row_len]
             }
         }
     }
@@ -153,7 +187,7 @@ impl<T: Copy + Default> CowArray<T> {
             if from >= to {
                 continue;
             }
-            Arc::make_mut(seg)[from - seg_start..to - seg_start]
+            unshare(seg)[from - seg_start..to - seg_start]
                 .copy_from_slice(&data[done..done + (to - from)]);
             done += to - from;
         }
@@ -189,24 +223,31 @@ impl<T: Copy + Default> CowArray<T> {
         }
     }
 
-    /// Every element, mutably, segment by segment (shared segments are copied first).
-    pub fn for_each_segment_mut(&mut self, mut f: impl FnMut(&mut [T])) {
-        for seg in self.segments_mut() {
-            f(Arc::make_mut(seg));
-        }
-    }
-
-    /// Heap bytes the array holds (elements plus each allocation's reference counts), for
-    /// memory accounting.
+    /// Heap bytes the array holds (elements plus each allocation's reference counts, in
+    /// allocator size classes), for memory accounting.
     pub fn heap_bytes(&self) -> u64 {
         let arcs: u64 = self
             .segments()
             .iter()
-            .map(|s| (2 * size_of::<usize>() + size_of_val::<[T]>(s)) as u64)
+            .map(|s| allocation_size((2 * size_of::<usize>() + size_of_val::<[T]>(s)) as u64))
             .sum();
         match &self.repr {
             Repr::One(_) => arcs,
-            Repr::Many { segments, .. } => arcs + (segments.len() * size_of::<Arc<[T]>>()) as u64,
+            Repr::Many { segments, .. } => {
+                arcs + allocation_size((segments.len() * size_of::<Arc<[T]>>()) as u64)
+            }
+        }
+    }
+
+    /// Calls `f` with the pieces of segments covering elements `offset..offset + len`, in
+    /// order; false (and no call) if out of range.
+    pub fn visit(&self, offset: usize, len: usize, mut f: impl FnMut(&[T])) -> bool {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len() => {
+                self.for_each_piece(offset, end, |seg, range| f(&seg[range]));
+                true
+            }
+            _ => false,
         }
     }
 }
@@ -247,6 +288,23 @@ mod tests {
         );
         assert_eq!(live.row(words + 1, 1)[0], 9);
         assert_eq!(live.row(5, 1)[0], 7);
+    }
+
+    #[test]
+    fn allocation_sizes_follow_jemalloc_classes() {
+        let classes = [
+            (1, 8),
+            (9, 16),
+            (17, 32),
+            (100, 112),
+            (144, 160),
+            (161, 192),
+        ];
+        for (n, class) in classes {
+            assert_eq!(allocation_size(n), class, "{n}");
+        }
+        assert_eq!(allocation_size(257), 320);
+        assert_eq!(allocation_size(2 << 20), 2 << 20);
     }
 
     #[test]

@@ -467,9 +467,26 @@ impl CuckooChain {
         })
     }
 
-    /// Heap bytes the slot arrays hold (memory accounting).
+    /// Heap bytes the filter holds beyond its own struct (sub-filter table and slots, in
+    /// allocator size classes), for memory accounting.
     pub fn heap_bytes(&self) -> u64 {
-        self.filters.iter().map(|f| f.slots.heap_bytes()).sum()
+        let table = self.filters.capacity() * size_of::<SubFilter>();
+        crate::cow::allocation_size(table as u64)
+            + self
+                .filters
+                .iter()
+                .map(|f| f.slots.heap_bytes())
+                .sum::<u64>()
+    }
+
+    /// Every sub-filter's slots, in order, segment by segment (the dump body, without building
+    /// its chunks).
+    pub fn visit_slots(&self, f: &mut dyn FnMut(&[u8])) {
+        for sub in &self.filters {
+            for segment in sub.slots.segments() {
+                f(segment);
+            }
+        }
     }
 
     /// The 38-byte SCANDUMP header (iterator 0).

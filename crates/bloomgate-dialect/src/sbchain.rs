@@ -211,17 +211,16 @@ impl Link {
     fn read_le_bytes(&self, offset: usize, len: usize) -> Vec<u8> {
         let first = offset / 8;
         let last = (offset + len).div_ceil(8);
-        let words = self
-            .bits
-            .read(first, last - first)
-            .expect("range lies inside the link");
-        let skip = offset - first * 8;
-        words
-            .iter()
-            .flat_map(|w| w.to_le_bytes())
-            .skip(skip)
-            .take(len)
-            .collect()
+        let mut out = Vec::with_capacity((last - first) * 8);
+        let inside = self.bits.visit(first, last - first, |words| {
+            for w in words {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+        });
+        assert!(inside, "range lies inside the link");
+        out.drain(..offset - first * 8);
+        out.truncate(len);
+        out
     }
 
     /// Overwrites the little-endian image at byte `offset` with `data` (inside the array).
@@ -254,11 +253,6 @@ impl Link {
             .flat_map(|s| s.iter())
             .map(|w| u64::from(w.count_ones()))
             .sum()
-    }
-
-    /// Heap bytes the link's bits hold (memory accounting).
-    pub fn heap_bytes(&self) -> u64 {
-        self.bits.heap_bytes()
     }
 
     /// `bytes:B bits:b hashes:h hashwidth:64 capacity:c size:s ratio:r` (ratio as C's `%g`).
@@ -302,13 +296,44 @@ impl AddError {
     }
 }
 
-/// A RedisBloom scalable Bloom filter: links newest last.
+/// A RedisBloom scalable Bloom filter: links newest last, in an exactly sized boxed slice (a
+/// chain grows rarely; most keep their one link).
 #[derive(Clone, Debug)]
 pub struct BloomChain {
-    links: Vec<Link>,
+    links: Box<[Link]>,
     items: u64,
-    options: u32,
+    options: Options,
     growth: u32,
+}
+
+/// The option bits a chain may have: FORCE64 always, NOROUND and NO_SCALING optional. An enum
+/// (not a `u32`) so [`crate::Value`] can keep its tag in the unused values: a value is then 32
+/// bytes, not 40, in every key's table slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum Options {
+    Force64 = OPT_FORCE64 as u8,
+    NoRound = (OPT_FORCE64 | OPT_NOROUND) as u8,
+    Force64NoScaling = (OPT_FORCE64 | OPT_NO_SCALING) as u8,
+    NoRoundNoScaling = (OPT_FORCE64 | OPT_NOROUND | OPT_NO_SCALING) as u8,
+}
+
+impl Options {
+    /// The options from their dump bits; `None` for anything else (unknown bits, no FORCE64).
+    fn from_bits(bits: u32) -> Option<Self> {
+        [
+            Self::Force64,
+            Self::NoRound,
+            Self::Force64NoScaling,
+            Self::NoRoundNoScaling,
+        ]
+        .into_iter()
+        .find(|&o| o.bits() == bits)
+    }
+
+    fn bits(self) -> u32 {
+        self as u32
+    }
 }
 
 impl BloomChain {
@@ -316,7 +341,9 @@ impl BloomChain {
     /// link uses `error/2` when scaling, `error` when not. Arguments are validated by the caller.
     /// `None` if the link cannot be allocated.
     pub fn new(capacity: u64, error: f64, growth: u32, nonscaling: bool) -> Option<Self> {
-        let options = DEFAULT_OPTIONS | if nonscaling { OPT_NO_SCALING } else { 0 };
+        let options =
+            Options::from_bits(DEFAULT_OPTIONS | if nonscaling { OPT_NO_SCALING } else { 0 })
+                .expect("valid option bits");
         let first_error = if nonscaling {
             error
         } else {
@@ -324,7 +351,7 @@ impl BloomChain {
         };
         let link = Link::try_new(capacity, first_error)?;
         Some(Self {
-            links: vec![link],
+            links: Box::new([link]),
             items: 0,
             options,
             growth,
@@ -344,7 +371,7 @@ impl BloomChain {
 
     /// Whether the chain may grow.
     pub fn is_scaling(&self) -> bool {
-        self.options & OPT_NO_SCALING == 0
+        self.options.bits() & OPT_NO_SCALING == 0
     }
 
     /// Adds `item`: `Ok(true)` if new, `Ok(false)` if any link already reports it. When the
@@ -372,7 +399,9 @@ impl BloomChain {
                 return Err(AddError::OutOfMemory);
             }
             let link = Link::try_new(capacity.unwrap_or(0), error).ok_or(AddError::GrowFailed)?;
-            self.links.push(link);
+            let mut links = std::mem::take(&mut self.links).into_vec();
+            links.push(link);
+            self.links = links.into_boxed_slice();
         }
         let newest = self
             .links
@@ -417,7 +446,7 @@ impl BloomChain {
 
     /// The dump header's option bits.
     pub fn options(&self) -> u32 {
-        self.options
+        self.options.bits()
     }
 
     /// Where each SCANDUMP chunk ends: `(iterator returned with it, length)`; chunks are at most
@@ -437,6 +466,13 @@ impl BloomChain {
         plan
     }
 
+    /// Heap bytes the chain holds beyond its own struct (links and bits, in allocator size
+    /// classes): what it really costs, where [`Self::size_bytes`] is RedisBloom's figure.
+    pub fn heap_bytes(&self) -> u64 {
+        crate::cow::allocation_size(size_of_val::<[Link]>(&self.links) as u64)
+            + self.links.iter().map(|l| l.bits.heap_bytes()).sum::<u64>()
+    }
+
     /// BF.INFO Size: `32 + 64 × links + Σ link bytes`.
     pub fn size_bytes(&self) -> u64 {
         CHAIN_OVERHEAD
@@ -454,12 +490,28 @@ impl BloomChain {
         lines
     }
 
+    /// Every link's bit array as little-endian bytes, in order, in pieces of at most 64 KiB (the
+    /// dump body, without building its chunks).
+    pub fn visit_bits(&self, f: &mut dyn FnMut(&[u8])) {
+        const PIECE: usize = 64 << 10;
+        let mut buf = Vec::with_capacity(PIECE);
+        for link in self.links.iter() {
+            for segment in link.bits.segments() {
+                for words in segment.chunks(PIECE / 8) {
+                    buf.clear();
+                    buf.extend(words.iter().flat_map(|w| w.to_le_bytes()));
+                    f(&buf);
+                }
+            }
+        }
+    }
+
     /// The SCANDUMP header (iterator 0).
     pub fn dump_header(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(HEADER_FIXED + HEADER_LINK * self.links.len());
         out.extend_from_slice(&self.items.to_le_bytes());
         out.extend_from_slice(&(self.links.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.options.to_le_bytes());
+        out.extend_from_slice(&self.options.bits().to_le_bytes());
         out.extend_from_slice(&self.growth.to_le_bytes());
         for link in &self.links {
             out.extend_from_slice(&link.bytes().to_le_bytes());
@@ -521,7 +573,7 @@ impl BloomChain {
             links.push(Link { bits, ..spec });
         }
         Ok(Self {
-            links,
+            links: links.into_boxed_slice(),
             items: parsed.items,
             options: parsed.options,
             growth: parsed.growth,
@@ -552,7 +604,7 @@ struct ParsedHeader {
     items: u64,
     /// Σ link bytes (checked not to overflow).
     total_bytes: u64,
-    options: u32,
+    options: Options,
     growth: u32,
     /// Each link's bytes, and the link with an empty placeholder bit array.
     links: Vec<(u64, Link)>,
@@ -618,10 +670,7 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
     if nfilters == 0 || buf.len() != HEADER_FIXED + HEADER_LINK * nfilters {
         return Err(ERR_BAD_DATA);
     }
-    let known = OPT_NOROUND | OPT_FORCE64 | OPT_NO_SCALING;
-    if options & !known != 0 || options & OPT_FORCE64 == 0 {
-        return Err(ERR_BAD_DATA);
-    }
+    let options = Options::from_bits(options).ok_or(ERR_BAD_DATA)?;
     let mut links = Vec::with_capacity(nfilters);
     let mut item_sum = 0u64;
     let mut total_bytes = 0u64;

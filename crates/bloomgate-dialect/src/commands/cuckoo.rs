@@ -11,7 +11,7 @@ use crate::cuckoo::{
 };
 use crate::num::{is, parse_i64};
 use crate::reply::Reply;
-use crate::value::Value;
+use crate::value::DialectType as _;
 use crate::{ERR_NOT_FOUND, ERR_OOM};
 
 const K_SUB: &str = "O(k), where k is the number of sub-filters";
@@ -301,7 +301,7 @@ fn create<H: Host + ?Sized>(
     ]];
     log.extend(then_log.map(|args| args.iter().map(|a| a.to_vec()).collect()));
     ctx.propagate_as(log);
-    ctx.create(key, Value::Cuckoo(filter));
+    ctx.create(key, filter.into_value());
     Ok(())
 }
 

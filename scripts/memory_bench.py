@@ -166,7 +166,7 @@ def bgsave_stall():
               f"p50 {pct(lat, 0.5):.3f} ms, p99 {pct(lat, 0.99):.3f} ms; peak RSS "
               f"{peak / 1e6:.1f} MB vs {before / 1e6:.1f} MB before (ratio {peak / before:.3f}; "
               f"segments copied {copied / 1e6:.1f} MB)")
-        # Writes to the filter being saved: each first write to a 2 MiB segment copies it.
+        # Writes to the filter being saved: each first write to a 256 KiB segment copies it.
         before = rss(s.proc.pid)
         cow0 = cow_bytes(s.r)
         lat, peak = during_bgsave(s, "big", before)

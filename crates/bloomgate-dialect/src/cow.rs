@@ -1,6 +1,6 @@
 //! Copy-on-write storage for the large arrays inside dialect values (Bloom link bits, cuckoo
 //! slots), so a host can snapshot a value without copying it: the array is cut into segments of
-//! about [`SEGMENT_BYTES`] behind `Arc`s. Cloning a value bumps reference counts; a write copies
+//! [`SEGMENT_BYTES`] behind `Arc`s. Cloning a value bumps reference counts; a write copies
 //! only the segment it touches, and only while a clone (a snapshot being written) still shares
 //! it. An array of at most one segment — every small filter — is a single allocation.
 //!
@@ -28,9 +28,10 @@ fn unshare<T: Copy>(segment: &mut Arc<[T]>) -> &mut [T] {
     Arc::make_mut(segment)
 }
 
-/// Target segment size: small enough that the copy a write makes while a snapshot shares the
-/// segment takes well under a millisecond, large enough that a 1 GiB filter has 512 of them.
-pub const SEGMENT_BYTES: usize = 2 << 20;
+/// Target segment size: small enough that a write which copies one for each of its probes
+/// while a snapshot shares them (7 at 1%: under 2 MiB) stays around a millisecond, large enough
+/// that the segment table of a 1 GiB filter is 4,096 pointers.
+pub const SEGMENT_BYTES: usize = 256 << 10;
 
 /// An array of `T` in copy-on-write segments.
 #[derive(Clone, PartialEq, Eq)]

@@ -323,7 +323,7 @@ mod point_in_time {
         let store = Arc::new(Mutex::new(Store::new(Config::default())));
         {
             let mut s = store.lock().unwrap();
-            // Several 2 MiB segments each: writes land in shared and unshared segments alike.
+            // Many copy-on-write segments each: writes land in shared and unshared segments alike.
             run(&mut s, "BF.RESERVE big 0.01 4000000");
             run(&mut s, "CF.RESERVE cf 4000000");
             for i in 0..2000 {

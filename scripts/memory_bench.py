@@ -149,7 +149,15 @@ def during_bgsave(s, key, before):
 def bgsave_stall():
     s = Server()
     try:
+        empty = rss(s.proc.pid)
         s.r.execute_command("BF.RESERVE", "big", "0.01", BIG_CAPACITY)
+        time.sleep(1.5)
+        grown = rss(s.proc.pid) - empty
+        usage = s.r.memory_usage("big")
+        used = info_field(s.r, "memory", "used_memory")
+        print(f"large filter: MEMORY USAGE {usage / 1e6:.1f} MB, used_memory {used / 1e6:.1f} MB, "
+              f"resident growth {grown / 1e6:.1f} MB (ratios {usage / grown:.3f} / "
+              f"{used / grown:.3f})")
         for i in range(1000):
             s.r.execute_command("BF.ADD", "big", f"warm{i}")
         size = s.r.execute_command("BF.INFO", "big", "SIZE")

@@ -232,15 +232,17 @@ impl<T: Copy + Default> CowArray<T> {
     /// Heap bytes the array holds (elements plus each allocation's reference counts, in
     /// allocator size classes), for memory accounting.
     pub fn heap_bytes(&self) -> u64 {
-        let arcs: u64 = self
-            .segments()
-            .iter()
-            .map(|s| allocation_size((2 * size_of::<usize>() + size_of_val::<[T]>(s)) as u64))
-            .sum();
+        // O(1) (writers account before and after each change): every segment but the last is
+        // full.
+        let arc =
+            |s: &Arc<[T]>| allocation_size((2 * size_of::<usize>() + size_of_val(&**s)) as u64);
         match &self.repr {
-            Repr::One(_) => arcs,
+            Repr::One(a) => arc(a),
             Repr::Many { segments, .. } => {
-                arcs + allocation_size((segments.len() * size_of::<Arc<[T]>>()) as u64)
+                let (last, full) = segments.split_last().expect("at least two segments");
+                full.len() as u64 * arc(&full[0])
+                    + arc(last)
+                    + allocation_size((segments.len() * size_of::<Arc<[T]>>()) as u64)
             }
         }
     }
@@ -271,6 +273,13 @@ mod tests {
         let large = CowArray::<u64>::try_zeroed(2 * words + 3, 1).unwrap();
         assert_eq!(large.segments().len(), 3);
         assert_eq!(large.len(), 2 * words + 3);
+        let full = allocation_size(16 + SEGMENT_BYTES as u64);
+        assert_eq!(
+            large.heap_bytes(),
+            2 * full + 48 + 48,
+            "two full, one of 3 words, table"
+        );
+        assert_eq!(small.heap_bytes(), allocation_size(16 + 18 * 8));
         // Rows of 3 bytes never cross a segment.
         let slots = CowArray::<u8>::try_zeroed(1 << 21, 3).unwrap();
         assert!(slots.segments().iter().all(|s| s.len() % 3 == 0));

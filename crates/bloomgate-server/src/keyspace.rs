@@ -3,7 +3,7 @@
 //! `bloomgate_dialect::cow`), so a snapshot clones values in O(keys) without copying their
 //! bits, and a writer copies only a segment a snapshot still holds.
 //!
-//! Memory: an entry is 48 bytes in the table (boxed key, inline value, expiry), and accounting
+//! Memory: an entry is 56 bytes in the table (boxed key, inline value, expiry), and accounting
 //! counts what the allocator really hands out (size classes, the table's buckets), so
 //! `MEMORY USAGE` and `used_memory` follow resident memory. Where the binary registers an
 //! allocator probe ([`set_heap_probe`], `bloomgate serve` on jemalloc), `used_memory` is the

@@ -13,7 +13,6 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
 use bloomgate_dialect::rdb::RdbError;
@@ -364,13 +363,8 @@ struct DirTarget {
 
 impl Target for DirTarget {
     fn put(&mut self, found: Found) -> anyhow::Result<()> {
-        self.entries.push((
-            found.key,
-            Entry {
-                value: Arc::new(found.value),
-                expires_at: found.expires_at,
-            },
-        ));
+        self.entries
+            .push((found.key, Entry::new(found.value, found.expires_at)));
         Ok(())
     }
 

@@ -17,6 +17,11 @@ mod remove;
 mod serve;
 mod units;
 
+/// jemalloc: its size classes cost small keys less than glibc's malloc (measured in
+/// BENCHMARKS.md, "Snapshots and memory"), and its statistics give `used_memory`.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(
     name = "bloomgate",

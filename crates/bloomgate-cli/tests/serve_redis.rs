@@ -507,7 +507,8 @@ fn auth_maxmemory_metrics_env_and_config_file() {
             "--requirepass",
             "s3cret",
             "--maxmemory",
-            "1mb",
+            // used_memory is the allocator's count: about 1 MB before any key, as in Redis.
+            "8mb",
             "--metrics-addr",
             &metrics,
         ],

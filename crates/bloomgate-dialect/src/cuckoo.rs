@@ -10,7 +10,11 @@
 //! `i1 = h`, `i2 = i1 ^ (fp × 0x5bd1e995)`; a sub-filter of `n` buckets (a power of two) uses
 //! `i mod n`. Because `n` is a power of two, the alternate of a *reduced* index is the reduced
 //! alternate, so a fingerprint moved by a kick can always find its way back.
+//!
+//! Slots live in copy-on-write segments of whole buckets ([`CowArray`]), so a snapshot shares
+//! them and a write copies only the segment it changes.
 
+use crate::cow::CowArray;
 use crate::murmur::murmur64a;
 
 /// The multiplier that turns a fingerprint into the bucket offset of its alternate.
@@ -116,48 +120,53 @@ impl CuckooParams {
     }
 }
 
+/// A slot: (bucket, position in the bucket).
+type Slot = (usize, usize);
+
 /// One fixed-size table of `buckets × bucket_size` one-byte slots.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct SubFilter {
     buckets: u64,
-    slots: Vec<u8>,
+    slots: CowArray<u8>,
 }
 
 impl SubFilter {
     fn zeroed(buckets: u64, bucket_size: u16) -> Option<Self> {
-        let len = usize::try_from(buckets.checked_mul(u64::from(bucket_size))?).ok()?;
-        let mut slots = Vec::new();
-        slots.try_reserve_exact(len).ok()?;
-        slots.resize(len, 0);
+        let rows = usize::try_from(buckets).ok()?;
+        let slots = CowArray::try_zeroed(rows, usize::from(bucket_size))?;
         Some(Self { buckets, slots })
     }
 
-    fn bucket_range(&self, index: u64, bucket_size: u16) -> std::ops::Range<usize> {
-        let b = (index & (self.buckets - 1)) as usize * usize::from(bucket_size);
-        b..b + usize::from(bucket_size)
+    /// The bucket an (unreduced) index falls in.
+    fn bucket_of(&self, index: u64) -> usize {
+        (index & (self.buckets - 1)) as usize
+    }
+
+    fn bucket(&self, b: usize, bucket_size: u16) -> &[u8] {
+        self.slots.row(b, usize::from(bucket_size))
+    }
+
+    fn set(&mut self, (b, p): Slot, bucket_size: u16, fp: u8) {
+        self.slots.row_mut(b, usize::from(bucket_size))[p] = fp;
     }
 
     /// The first empty slot of bucket(i1), else of bucket(i2).
-    fn free_slot(&self, i1: u64, i2: u64, bucket_size: u16) -> Option<usize> {
-        [i1, i2].into_iter().find_map(|i| {
-            let range = self.bucket_range(i, bucket_size);
-            let start = range.start;
-            self.slots[range]
-                .iter()
-                .position(|&s| s == 0)
-                .map(|p| start + p)
-        })
+    fn free_slot(&self, i1: u64, i2: u64, bucket_size: u16) -> Option<Slot> {
+        self.find(i1, i2, bucket_size, 0)
     }
 
     /// The first slot holding `fp` in bucket(i1), else in bucket(i2).
-    fn slot_of(&self, l: Lookup, bucket_size: u16) -> Option<usize> {
-        [l.i1, l.i2].into_iter().find_map(|i| {
-            let range = self.bucket_range(i, bucket_size);
-            let start = range.start;
-            self.slots[range]
+    fn slot_of(&self, l: Lookup, bucket_size: u16) -> Option<Slot> {
+        self.find(l.i1, l.i2, bucket_size, l.fp)
+    }
+
+    fn find(&self, i1: u64, i2: u64, bucket_size: u16, fp: u8) -> Option<Slot> {
+        [i1, i2].into_iter().find_map(|i| {
+            let b = self.bucket_of(i);
+            self.bucket(b, bucket_size)
                 .iter()
-                .position(|&s| s == l.fp)
-                .map(|p| start + p)
+                .position(|&s| s == fp)
+                .map(|p| (b, p))
         })
     }
 
@@ -166,8 +175,11 @@ impl SubFilter {
         [l.i1, l.i2]
             .into_iter()
             .map(|i| {
-                let range = self.bucket_range(i, bucket_size);
-                self.slots[range].iter().filter(|&&s| s == l.fp).count() as u64
+                let b = self.bucket_of(i);
+                self.bucket(b, bucket_size)
+                    .iter()
+                    .filter(|&&s| s == l.fp)
+                    .count() as u64
             })
             .sum()
     }
@@ -177,25 +189,26 @@ impl SubFilter {
     /// else advance `v`. After `max_iterations` failures every swap is undone in reverse order,
     /// so no stored fingerprint changes. True if `fp` (or a victim) found a home.
     fn kick_insert(&mut self, mut fp: u8, i1: u64, bucket_size: u16, max_iterations: u16) -> bool {
-        let mask = self.buckets - 1;
         let bs = usize::from(bucket_size);
-        let mut bucket = i1 & mask;
+        let mut bucket = self.bucket_of(i1);
         let mut victim = 0usize;
-        let mut swapped = Vec::with_capacity(usize::from(max_iterations));
+        let mut swapped: Vec<Slot> = Vec::with_capacity(usize::from(max_iterations));
         for _ in 0..max_iterations {
-            let at = bucket as usize * bs + victim;
-            std::mem::swap(&mut fp, &mut self.slots[at]);
-            swapped.push(at);
-            bucket = alternate(bucket, fp) & mask;
-            let start = bucket as usize * bs;
-            if let Some(p) = self.slots[start..start + bs].iter().position(|&s| s == 0) {
-                self.slots[start + p] = fp;
+            std::mem::swap(&mut fp, &mut self.slots.row_mut(bucket, bs)[victim]);
+            swapped.push((bucket, victim));
+            bucket = self.bucket_of(alternate(bucket as u64, fp));
+            if let Some(p) = self
+                .bucket(bucket, bucket_size)
+                .iter()
+                .position(|&s| s == 0)
+            {
+                self.set((bucket, p), bucket_size, fp);
                 return true;
             }
             victim = (victim + 1) % bs;
         }
-        for at in swapped.into_iter().rev() {
-            std::mem::swap(&mut fp, &mut self.slots[at]);
+        for (b, p) in swapped.into_iter().rev() {
+            std::mem::swap(&mut fp, &mut self.slots.row_mut(b, bs)[p]);
         }
         false
     }
@@ -268,7 +281,7 @@ impl CuckooChain {
                 .rev()
                 .find_map(|(f, sub)| sub.free_slot(l.i1, l.i2, bs).map(|s| (f, s)))
             {
-                self.filters[f].slots[slot] = l.fp;
+                self.filters[f].set(slot, bs, l.fp);
                 self.items = self.items.saturating_add(1);
                 return Ok(());
             }
@@ -327,7 +340,7 @@ impl CuckooChain {
         else {
             return false;
         };
-        self.filters[f].slots[slot] = 0;
+        self.filters[f].set(slot, bs, 0);
         // Counts come from a dump header, which cannot be checked against the slot bytes that
         // follow it: they saturate rather than wrap.
         self.items = self.items.saturating_sub(1);
@@ -352,17 +365,21 @@ impl CuckooChain {
             let (older, rest) = self.filters.split_at_mut(f);
             let current = &mut rest[0];
             let mut emptied = true;
-            for (bucket, slots) in current.slots.chunks_exact_mut(width).enumerate() {
-                for slot in slots.iter_mut().filter(|s| **s != 0) {
-                    let (i1, fp) = (bucket as u64, *slot);
+            for bucket in 0..current.buckets as usize {
+                for p in 0..width {
+                    let fp = current.bucket(bucket, bs)[p];
+                    if fp == 0 {
+                        continue;
+                    }
+                    let i1 = bucket as u64;
                     let i2 = alternate(i1, fp);
                     let home = older
                         .iter_mut()
                         .find_map(|sub| sub.free_slot(i1, i2, bs).map(|at| (sub, at)));
                     match home {
                         Some((sub, at)) => {
-                            sub.slots[at] = fp;
-                            *slot = 0;
+                            sub.set(at, bs, fp);
+                            current.set((bucket, p), bs, 0);
                         }
                         None => emptied = false,
                     }
@@ -442,9 +459,34 @@ impl CuckooChain {
         )
     }
 
-    /// Each sub-filter's bucket count and slot bytes, oldest first.
-    pub fn sub_filters(&self) -> impl Iterator<Item = (u64, &[u8])> {
-        self.filters.iter().map(|f| (f.buckets, f.slots.as_slice()))
+    /// Each sub-filter's bucket count and slot bytes (copied), oldest first.
+    pub fn sub_filters(&self) -> impl Iterator<Item = (u64, Vec<u8>)> + '_ {
+        self.filters.iter().map(|f| {
+            let bytes = f.slots.read(0, f.slots.len()).expect("whole array");
+            (f.buckets, bytes)
+        })
+    }
+
+    /// Heap bytes the filter holds beyond its own struct (sub-filter table and slots, in
+    /// allocator size classes), for memory accounting.
+    pub fn heap_bytes(&self) -> u64 {
+        let table = self.filters.capacity() * size_of::<SubFilter>();
+        crate::cow::allocation_size(table as u64)
+            + self
+                .filters
+                .iter()
+                .map(|f| f.slots.heap_bytes())
+                .sum::<u64>()
+    }
+
+    /// Every sub-filter's slots, in order, segment by segment (the dump body, without building
+    /// its chunks).
+    pub fn visit_slots(&self, f: &mut dyn FnMut(&[u8])) {
+        for sub in &self.filters {
+            for segment in sub.slots.segments() {
+                f(segment);
+            }
+        }
     }
 
     /// The 38-byte SCANDUMP header (iterator 0).
@@ -478,13 +520,36 @@ impl CuckooChain {
     /// done. An iterator that does not fall on a chunk start is honoured as RedisBloom does: the
     /// chunk it falls in is returned whole and the iterator advances by the chunk's length from
     /// where it was (`2` on a 64-byte sub-filter gives `[66, all 64 bytes]`).
-    pub fn dump_chunk(&self, iter: i64) -> Option<(i64, &[u8])> {
+    pub fn dump_chunk(&self, iter: i64) -> Option<(i64, Vec<u8>)> {
         let offset = u64::try_from(iter.checked_sub(1)?).ok()?;
         let (f, at) = self.filter_at(offset)?;
         let slots = &self.filters[f].slots;
         let start = at - at % MAX_SCANDUMP_CHUNK as usize;
         let len = (slots.len() - start).min(MAX_SCANDUMP_CHUNK as usize);
-        Some((iter.checked_add(len as i64)?, &slots[start..start + len]))
+        let next = iter.checked_add(len as i64)?;
+        Some((
+            next,
+            slots
+                .read(start, len)
+                .expect("chunk lies inside its sub-filter"),
+        ))
+    }
+
+    /// Where each SCANDUMP chunk ends, `(iterator returned with it, length)`, without copying
+    /// any slots: what walking [`Self::dump_chunk`] from iterator 1 returns.
+    pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
+        let mut plan = Vec::new();
+        let mut iter = 1i64;
+        for f in &self.filters {
+            let mut left = f.slots.len() as u64;
+            while left > 0 {
+                let len = left.min(MAX_SCANDUMP_CHUNK);
+                iter += len as i64;
+                plan.push((iter, len));
+                left -= len;
+            }
+        }
+        plan
     }
 
     /// Slot bytes a header describes, for memory checks before [`Self::from_header`].
@@ -527,7 +592,7 @@ impl CuckooChain {
         if data.is_empty() || data.len() > slots.len() - at {
             return Err(ERR);
         }
-        slots[at..at + data.len()].copy_from_slice(data);
+        slots.write(at, data);
         Ok(())
     }
 }
@@ -678,7 +743,7 @@ mod tests {
         header.extend(20u16.to_le_bytes()); // max iterations
         header.extend(1u16.to_le_bytes()); // expansion
         assert_eq!(f.dump_header(), header);
-        assert_eq!(f.dump_chunk(1), Some((65, &slots[..])));
+        assert_eq!(f.dump_chunk(1), Some((65, slots.to_vec())));
         assert_eq!(f.dump_chunk(65), None);
     }
 
@@ -708,7 +773,7 @@ mod tests {
         let mut copy = CuckooChain::from_header(&header).unwrap();
         let mut iter = 1;
         while let Some((next, chunk)) = f.dump_chunk(iter) {
-            copy.load_chunk(next, chunk).unwrap();
+            copy.load_chunk(next, &chunk).unwrap();
             iter = next;
         }
         assert_eq!(copy, f);

@@ -16,6 +16,7 @@
 
 pub mod commands;
 pub mod config;
+pub mod cow;
 pub mod cuckoo;
 pub mod lzf;
 pub mod murmur;

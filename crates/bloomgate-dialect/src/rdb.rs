@@ -187,7 +187,7 @@ pub fn save_cuckoo(filter: &CuckooChain, out: &mut impl RdbSink) {
     out.save_unsigned(u64::from(filter.expansion()));
     for (buckets, slots) in filter.sub_filters() {
         out.save_unsigned(buckets);
-        out.save_string(slots);
+        out.save_string(&slots);
     }
 }
 

@@ -638,7 +638,7 @@ mod tests {
         for i in 0..150 {
             filter.insert(format!("k{i}").as_bytes(), u64::MAX).unwrap();
         }
-        Value::Cuckoo(filter)
+        Value::Cuckoo(Box::new(filter))
     }
 
     fn stream(value: &Value) -> Vec<(i64, Vec<u8>)> {

@@ -1,12 +1,13 @@
 //! RedisBloom's scalable Bloom filter ("SBChain") as a compatibility type: the exact link sizing,
 //! MurmurHash64A double hashing, scaling rule and SCANDUMP/LOADCHUNK byte format that RedisBloom
 //! uses, so dumps move between RedisBloom and bloomgate unchanged. The core's native filters use a
-//! different hash and probe scheme; only the bit array ([`BitArray`]) is shared.
+//! different hash and probe scheme. A link's bits live in copy-on-write segments
+//! ([`CowArray`]) so a snapshot shares them instead of copying; bit `i` is bit `i % 64` of
+//! little-endian word `i / 64`, the LSB-first byte layout RedisBloom dumps use.
 //!
 //! Implemented from the facts in `shared/reference/redisbloom.md`, not from RedisBloom's source.
 
-use bloomgate::bits::BitArray;
-
+use crate::cow::CowArray;
 use crate::murmur::murmur64a;
 
 /// Link option bits as stored in the dump header.
@@ -112,15 +113,17 @@ fn hashes_for(bpe: f64) -> u32 {
     (LN2 * bpe).ceil() as u32
 }
 
-/// One fixed-size Bloom filter in the chain.
+/// One fixed-size Bloom filter in the chain (kept to 64 bytes: a small filter's link and its
+/// bits are most of what a key costs). Its byte and bit counts are the bit array's length.
 #[derive(Clone, Debug)]
 pub struct Link {
-    bits: BitArray,
-    sizing: LinkSizing,
+    bits: CowArray<u64>,
     error: f64,
+    bpe: f64,
     capacity: u64,
     /// Items this link newly took (RedisBloom's per-link `size`).
     items: u64,
+    hashes: u32,
     /// Power-of-two exponent of legacy (non-NOROUND) links; 0 for NOROUND links. Round-tripped.
     n2: u8,
 }
@@ -130,40 +133,52 @@ impl Link {
         let sizing = LinkSizing::new(capacity, error)?;
         Some(Self {
             bits: zeroed_bits(sizing.bytes)?,
-            sizing,
             error,
+            bpe: sizing.bpe,
             capacity,
             items: 0,
+            hashes: sizing.hashes,
             n2: 0,
         })
     }
 
     fn contains(&self, h: HashPair) -> bool {
-        (0..self.sizing.hashes).all(|i| self.bits.get(h.position(i, self.sizing.bits)))
+        let bits = self.bits();
+        (0..self.hashes).all(|i| {
+            let at = h.position(i, bits);
+            self.bits.row((at >> 6) as usize, 1)[0] & (1u64 << (at & 63)) != 0
+        })
     }
 
     /// Sets every probe bit; true if at least one was clear.
     fn insert(&mut self, h: HashPair) -> bool {
+        let bits = self.bits();
         let mut newly_set = false;
-        for i in 0..self.sizing.hashes {
-            newly_set |= !self.bits.set(h.position(i, self.sizing.bits));
+        for i in 0..self.hashes {
+            let at = h.position(i, bits);
+            let mask = 1u64 << (at & 63);
+            // Read first: a bit already set needs no write, so no shared segment is copied.
+            if self.bits.row((at >> 6) as usize, 1)[0] & mask == 0 {
+                self.bits.row_mut((at >> 6) as usize, 1)[0] |= mask;
+                newly_set = true;
+            }
         }
         newly_set
     }
 
     /// Bytes of the bit array.
     pub fn bytes(&self) -> u64 {
-        self.sizing.bytes
+        self.bits.len() as u64 * 8
     }
 
     /// Bits of the bit array (`bytes × 8`).
     pub fn bits(&self) -> u64 {
-        self.sizing.bits
+        self.bits.len() as u64 * 64
     }
 
     /// Bits per entry the link was sized with.
     pub fn bpe(&self) -> f64 {
-        self.sizing.bpe
+        self.bpe
     }
 
     /// The link's error rate.
@@ -188,26 +203,65 @@ impl Link {
 
     /// The bit array as RedisBloom stores it (little-endian bytes).
     pub fn to_le_bytes(&self) -> Vec<u8> {
-        self.bits.to_le_bytes()
+        self.read_le_bytes(0, self.bytes() as usize)
+    }
+
+    /// `len` bytes of the little-endian image from byte `offset` (8-aligned offsets and lengths
+    /// are the common case; any range inside the array works).
+    fn read_le_bytes(&self, offset: usize, len: usize) -> Vec<u8> {
+        let first = offset / 8;
+        let last = (offset + len).div_ceil(8);
+        let mut out = Vec::with_capacity((last - first) * 8);
+        let inside = self.bits.visit(first, last - first, |words| {
+            for w in words {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+        });
+        assert!(inside, "range lies inside the link");
+        out.drain(..offset - first * 8);
+        out.truncate(len);
+        out
+    }
+
+    /// Overwrites the little-endian image at byte `offset` with `data` (inside the array).
+    fn write_le_bytes(&mut self, offset: usize, data: &[u8]) {
+        let first = offset / 8;
+        let last = (offset + data.len()).div_ceil(8);
+        let mut words = self
+            .bits
+            .read(first, last - first)
+            .expect("range lies inside the link");
+        for (i, &byte) in data.iter().enumerate() {
+            let b = offset - first * 8 + i;
+            let shift = (b & 7) * 8;
+            let word = &mut words[b >> 3];
+            *word = (*word & !(0xffu64 << shift)) | (u64::from(byte) << shift);
+        }
+        self.bits.write(first, &words);
     }
 
     /// Probes per item.
     pub fn hashes(&self) -> u32 {
-        self.sizing.hashes
+        self.hashes
     }
 
     /// Bits set (for fill estimates).
     pub fn count_ones(&self) -> u64 {
-        self.bits.count_ones()
+        self.bits
+            .segments()
+            .iter()
+            .flat_map(|s| s.iter())
+            .map(|w| u64::from(w.count_ones()))
+            .sum()
     }
 
     /// `bytes:B bits:b hashes:h hashwidth:64 capacity:c size:s ratio:r` (ratio as C's `%g`).
     fn debug_line(&self) -> String {
         format!(
             "bytes:{} bits:{} hashes:{} hashwidth:64 capacity:{} size:{} ratio:{}",
-            self.sizing.bytes,
-            self.sizing.bits,
-            self.sizing.hashes,
+            self.bytes(),
+            self.bits(),
+            self.hashes,
             self.capacity,
             self.items,
             format_g(self.error)
@@ -216,12 +270,8 @@ impl Link {
 }
 
 /// Allocates a zeroed array of `bytes` (a multiple of 8) without aborting on allocation failure.
-fn zeroed_bits(bytes: u64) -> Option<BitArray> {
-    let words = usize::try_from(bytes / 8).ok()?;
-    let mut v: Vec<u64> = Vec::new();
-    v.try_reserve_exact(words).ok()?;
-    v.resize(words, 0);
-    Some(BitArray::from_words(v))
+fn zeroed_bits(bytes: u64) -> Option<CowArray<u64>> {
+    CowArray::try_zeroed(usize::try_from(bytes / 8).ok()?, 1)
 }
 
 /// Why an add did not happen.
@@ -246,13 +296,44 @@ impl AddError {
     }
 }
 
-/// A RedisBloom scalable Bloom filter: links newest last.
+/// A RedisBloom scalable Bloom filter: links newest last, in an exactly sized boxed slice (a
+/// chain grows rarely; most keep their one link).
 #[derive(Clone, Debug)]
 pub struct BloomChain {
-    links: Vec<Link>,
+    links: Box<[Link]>,
     items: u64,
-    options: u32,
+    options: Options,
     growth: u32,
+}
+
+/// The option bits a chain may have: FORCE64 always, NOROUND and NO_SCALING optional. An enum
+/// (not a `u32`) so [`crate::Value`] can keep its tag in the unused values: a value is then 32
+/// bytes, not 40, in every key's table slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum Options {
+    Force64 = OPT_FORCE64 as u8,
+    NoRound = (OPT_FORCE64 | OPT_NOROUND) as u8,
+    Force64NoScaling = (OPT_FORCE64 | OPT_NO_SCALING) as u8,
+    NoRoundNoScaling = (OPT_FORCE64 | OPT_NOROUND | OPT_NO_SCALING) as u8,
+}
+
+impl Options {
+    /// The options from their dump bits; `None` for anything else (unknown bits, no FORCE64).
+    fn from_bits(bits: u32) -> Option<Self> {
+        [
+            Self::Force64,
+            Self::NoRound,
+            Self::Force64NoScaling,
+            Self::NoRoundNoScaling,
+        ]
+        .into_iter()
+        .find(|&o| o.bits() == bits)
+    }
+
+    fn bits(self) -> u32 {
+        self as u32
+    }
 }
 
 impl BloomChain {
@@ -260,7 +341,9 @@ impl BloomChain {
     /// link uses `error/2` when scaling, `error` when not. Arguments are validated by the caller.
     /// `None` if the link cannot be allocated.
     pub fn new(capacity: u64, error: f64, growth: u32, nonscaling: bool) -> Option<Self> {
-        let options = DEFAULT_OPTIONS | if nonscaling { OPT_NO_SCALING } else { 0 };
+        let options =
+            Options::from_bits(DEFAULT_OPTIONS | if nonscaling { OPT_NO_SCALING } else { 0 })
+                .expect("valid option bits");
         let first_error = if nonscaling {
             error
         } else {
@@ -268,7 +351,7 @@ impl BloomChain {
         };
         let link = Link::try_new(capacity, first_error)?;
         Some(Self {
-            links: vec![link],
+            links: Box::new([link]),
             items: 0,
             options,
             growth,
@@ -288,7 +371,7 @@ impl BloomChain {
 
     /// Whether the chain may grow.
     pub fn is_scaling(&self) -> bool {
-        self.options & OPT_NO_SCALING == 0
+        self.options.bits() & OPT_NO_SCALING == 0
     }
 
     /// Adds `item`: `Ok(true)` if new, `Ok(false)` if any link already reports it. When the
@@ -316,7 +399,9 @@ impl BloomChain {
                 return Err(AddError::OutOfMemory);
             }
             let link = Link::try_new(capacity.unwrap_or(0), error).ok_or(AddError::GrowFailed)?;
-            self.links.push(link);
+            let mut links = std::mem::take(&mut self.links).into_vec();
+            links.push(link);
+            self.links = links.into_boxed_slice();
         }
         let newest = self
             .links
@@ -361,7 +446,7 @@ impl BloomChain {
 
     /// The dump header's option bits.
     pub fn options(&self) -> u32 {
-        self.options
+        self.options.bits()
     }
 
     /// Where each SCANDUMP chunk ends: `(iterator returned with it, length)`; chunks are at most
@@ -370,7 +455,7 @@ impl BloomChain {
         let mut plan = Vec::new();
         let mut end = 1i64;
         for link in &self.links {
-            let mut left = link.sizing.bytes;
+            let mut left = link.bytes();
             while left > 0 {
                 let len = left.min(MAX_SCANDUMP_CHUNK);
                 end += len as i64;
@@ -381,13 +466,20 @@ impl BloomChain {
         plan
     }
 
+    /// Heap bytes the chain holds beyond its own struct (links and bits, in allocator size
+    /// classes): what it really costs, where [`Self::size_bytes`] is RedisBloom's figure.
+    pub fn heap_bytes(&self) -> u64 {
+        crate::cow::allocation_size(size_of_val::<[Link]>(&self.links) as u64)
+            + self.links.iter().map(|l| l.bits.heap_bytes()).sum::<u64>()
+    }
+
     /// BF.INFO Size: `32 + 64 × links + Σ link bytes`.
     pub fn size_bytes(&self) -> u64 {
         CHAIN_OVERHEAD
             + self
                 .links
                 .iter()
-                .map(|l| LINK_OVERHEAD + l.sizing.bytes)
+                .map(|l| LINK_OVERHEAD + l.bytes())
                 .sum::<u64>()
     }
 
@@ -398,20 +490,36 @@ impl BloomChain {
         lines
     }
 
+    /// Every link's bit array as little-endian bytes, in order, in pieces of at most 64 KiB (the
+    /// dump body, without building its chunks).
+    pub fn visit_bits(&self, f: &mut dyn FnMut(&[u8])) {
+        const PIECE: usize = 64 << 10;
+        let mut buf = Vec::with_capacity(PIECE);
+        for link in self.links.iter() {
+            for segment in link.bits.segments() {
+                for words in segment.chunks(PIECE / 8) {
+                    buf.clear();
+                    buf.extend(words.iter().flat_map(|w| w.to_le_bytes()));
+                    f(&buf);
+                }
+            }
+        }
+    }
+
     /// The SCANDUMP header (iterator 0).
     pub fn dump_header(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(HEADER_FIXED + HEADER_LINK * self.links.len());
         out.extend_from_slice(&self.items.to_le_bytes());
         out.extend_from_slice(&(self.links.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.options.to_le_bytes());
+        out.extend_from_slice(&self.options.bits().to_le_bytes());
         out.extend_from_slice(&self.growth.to_le_bytes());
         for link in &self.links {
-            out.extend_from_slice(&link.sizing.bytes.to_le_bytes());
-            out.extend_from_slice(&link.sizing.bits.to_le_bytes());
+            out.extend_from_slice(&link.bytes().to_le_bytes());
+            out.extend_from_slice(&link.bits().to_le_bytes());
             out.extend_from_slice(&link.items.to_le_bytes());
             out.extend_from_slice(&link.error.to_le_bytes());
-            out.extend_from_slice(&link.sizing.bpe.to_le_bytes());
-            out.extend_from_slice(&link.sizing.hashes.to_le_bytes());
+            out.extend_from_slice(&link.bpe.to_le_bytes());
+            out.extend_from_slice(&link.hashes.to_le_bytes());
             out.extend_from_slice(&link.capacity.to_le_bytes());
             out.push(link.n2);
         }
@@ -422,10 +530,10 @@ impl BloomChain {
     /// inside it.
     fn link_at(&self, mut offset: u64) -> Option<(usize, u64)> {
         for (i, link) in self.links.iter().enumerate() {
-            if offset < link.sizing.bytes {
+            if offset < link.bytes() {
                 return Some((i, offset));
             }
-            offset -= link.sizing.bytes;
+            offset -= link.bytes();
         }
         None
     }
@@ -439,11 +547,8 @@ impl BloomChain {
             return (0, Vec::new());
         };
         let link = &self.links[index];
-        let len = (link.sizing.bytes - offset).min(MAX_SCANDUMP_CHUNK);
-        let chunk = link
-            .bits
-            .read_le_bytes(offset as usize, len as usize)
-            .expect("chunk lies inside its link");
+        let len = (link.bytes() - offset).min(MAX_SCANDUMP_CHUNK);
+        let chunk = link.read_le_bytes(offset as usize, len as usize);
         (iter + len as i64, chunk)
     }
 
@@ -463,12 +568,12 @@ impl BloomChain {
     pub fn from_header(header: &[u8]) -> Result<Self, &'static str> {
         let parsed = parse_header(header)?;
         let mut links = Vec::with_capacity(parsed.links.len());
-        for spec in parsed.links {
-            let bits = zeroed_bits(spec.sizing.bytes).ok_or(ERR_BAD_DATA)?;
+        for (bytes, spec) in parsed.links {
+            let bits = zeroed_bits(bytes).ok_or(ERR_BAD_DATA)?;
             links.push(Link { bits, ..spec });
         }
         Ok(Self {
-            links,
+            links: links.into_boxed_slice(),
             items: parsed.items,
             options: parsed.options,
             growth: parsed.growth,
@@ -487,10 +592,10 @@ impl BloomChain {
             .and_then(|o| self.link_at(o))
             .ok_or(ERR_NO_LINK)?;
         let link = &mut self.links[index];
-        if len > link.sizing.bytes - offset {
+        if len > link.bytes() - offset {
             return Err(ERR_CHUNK_TOO_BIG);
         }
-        link.bits.write_le_bytes(offset as usize, data);
+        link.write_le_bytes(offset as usize, data);
         Ok(())
     }
 }
@@ -499,10 +604,10 @@ struct ParsedHeader {
     items: u64,
     /// Σ link bytes (checked not to overflow).
     total_bytes: u64,
-    options: u32,
+    options: Options,
     growth: u32,
-    /// Links with an empty placeholder bit array.
-    links: Vec<Link>,
+    /// Each link's bytes, and the link with an empty placeholder bit array.
+    links: Vec<(u64, Link)>,
 }
 
 /// Little-endian field reader over a header buffer.
@@ -565,10 +670,7 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
     if nfilters == 0 || buf.len() != HEADER_FIXED + HEADER_LINK * nfilters {
         return Err(ERR_BAD_DATA);
     }
-    let known = OPT_NOROUND | OPT_FORCE64 | OPT_NO_SCALING;
-    if options & !known != 0 || options & OPT_FORCE64 == 0 {
-        return Err(ERR_BAD_DATA);
-    }
+    let options = Options::from_bits(options).ok_or(ERR_BAD_DATA)?;
     let mut links = Vec::with_capacity(nfilters);
     let mut item_sum = 0u64;
     let mut total_bytes = 0u64;
@@ -602,19 +704,18 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
             .checked_add(capacity)
             .filter(|&c| c <= i64::MAX as u64)
             .ok_or(ERR_BAD_DATA)?;
-        links.push(Link {
-            bits: BitArray::zeroed(0),
-            sizing: LinkSizing {
-                bytes,
-                bits,
-                hashes,
+        links.push((
+            bytes,
+            Link {
+                bits: CowArray::try_zeroed(0, 1).ok_or(ERR_BAD_DATA)?,
+                error,
                 bpe,
+                capacity,
+                items: link_items,
+                hashes,
+                n2,
             },
-            error,
-            capacity,
-            items: link_items,
-            n2,
-        });
+        ));
     }
     if item_sum != items {
         return Err(ERR_BAD_DATA);
@@ -756,7 +857,7 @@ mod tests {
         assert_eq!(copy.dump_header(), header);
         assert_eq!(copy.items(), chain.items());
         // Chunks never cross links: first chunk is exactly link 0.
-        assert_eq!(chain.dump_chunk(1), (17, chain.links[0].bits.to_le_bytes()));
+        assert_eq!(chain.dump_chunk(1), (17, chain.links[0].to_le_bytes()));
     }
 
     #[test]

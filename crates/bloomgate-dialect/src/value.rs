@@ -8,15 +8,16 @@ use crate::rdb::{RdbError, RdbSink, RdbSource};
 use crate::sbchain::BloomChain;
 use crate::windowed::WindowedFilter;
 
-/// A value of the dialect: one of RedisBloom's module types.
+/// A value of the dialect: one of RedisBloom's module types. The rarer, larger kinds are boxed
+/// so a value is as small as a Bloom chain (32 bytes): hosts keep one per key.
 #[derive(Clone, Debug)]
 pub enum Value {
     /// `MBbloom--`: a scalable Bloom chain.
     Bloom(BloomChain),
     /// `MBbloomCF`: a cuckoo filter.
-    Cuckoo(CuckooChain),
+    Cuckoo(Box<CuckooChain>),
     /// `BGwindowF`: a time-windowed filter (our extension).
-    Windowed(WindowedFilter),
+    Windowed(Box<WindowedFilter>),
 }
 
 /// Runs `$body` with `$t` naming the concrete type of a [`Kind`].
@@ -142,6 +143,14 @@ pub trait DialectType: Sized + Clone {
                 .map(|(iter, len)| (iter, self.chunk_bytes(iter, len))),
         )
     }
+
+    /// The bytes of [`DialectType::dump_stream`], concatenated, handed to `f` in pieces without
+    /// building whole chunks (a snapshot of a large filter then needs no chunk-sized buffer).
+    fn visit_dump(&self, f: &mut dyn FnMut(&[u8])) {
+        for (_, chunk) in self.dump_stream() {
+            f(&chunk);
+        }
+    }
 }
 
 /// Runs `$body` with `$v` bound to the concrete filter inside a [`Value`].
@@ -175,9 +184,30 @@ impl Value {
         each!(self, v => v.memory())
     }
 
+    /// Heap bytes the value holds beyond its own (inline) size, in allocator size classes: what
+    /// it costs in resident memory, for hosts that account memory (`MEMORY USAGE`). Windowed
+    /// filters count their reported size.
+    pub fn heap_bytes(&self) -> u64 {
+        use crate::cow::allocation_size;
+        match self {
+            Value::Bloom(chain) => chain.heap_bytes(),
+            Value::Cuckoo(filter) => {
+                allocation_size(size_of::<CuckooChain>() as u64) + filter.heap_bytes()
+            }
+            Value::Windowed(filter) => {
+                allocation_size(size_of::<WindowedFilter>() as u64) + filter.memory()
+            }
+        }
+    }
+
     /// The dump as LOADCHUNK commands would carry it: `(1, header)`, then `(iter, chunk)`.
     pub fn dump_stream(&self) -> Box<dyn Iterator<Item = (i64, Vec<u8>)> + '_> {
         each!(self, v => Box::new(v.dump_stream()))
+    }
+
+    /// The dump stream's bytes in pieces (see [`DialectType::visit_dump`]).
+    pub fn visit_dump(&self, f: &mut dyn FnMut(&[u8])) {
+        each!(self, v => v.visit_dump(f))
     }
 
     /// The header, then the chunk lengths and iterators (no bytes copied).
@@ -246,6 +276,10 @@ impl DialectType for BloomChain {
     fn chunk_bytes(&self, iter: i64, len: u64) -> Vec<u8> {
         self.dump_chunk(iter - len as i64).1
     }
+    fn visit_dump(&self, f: &mut dyn FnMut(&[u8])) {
+        f(&self.dump_header());
+        self.visit_bits(f);
+    }
     fn rdb_save(&self, out: &mut impl RdbSink) {
         crate::rdb::save_bloom(self, out)
     }
@@ -262,18 +296,18 @@ impl DialectType for CuckooChain {
 
     fn of(value: &Value) -> Option<&Self> {
         match value {
-            Value::Cuckoo(filter) => Some(filter),
+            Value::Cuckoo(filter) => Some(&**filter),
             _ => None,
         }
     }
     fn of_mut(value: &mut Value) -> Option<&mut Self> {
         match value {
-            Value::Cuckoo(filter) => Some(filter),
+            Value::Cuckoo(filter) => Some(&mut **filter),
             _ => None,
         }
     }
     fn into_value(self) -> Value {
-        Value::Cuckoo(self)
+        Value::Cuckoo(Box::new(self))
     }
     fn memory(&self) -> u64 {
         self.size_bytes()
@@ -294,18 +328,16 @@ impl DialectType for CuckooChain {
         CuckooChain::dump_header(self)
     }
     fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        let mut plan = Vec::new();
-        let mut iter = 1;
-        while let Some((next, chunk)) = self.dump_chunk(iter) {
-            plan.push((next, chunk.len() as u64));
-            iter = next;
-        }
-        plan
+        CuckooChain::chunk_plan(self)
     }
     fn chunk_bytes(&self, iter: i64, len: u64) -> Vec<u8> {
         self.dump_chunk(iter - len as i64)
-            .map(|(_, chunk)| chunk.to_vec())
+            .map(|(_, chunk)| chunk)
             .unwrap_or_default()
+    }
+    fn visit_dump(&self, f: &mut dyn FnMut(&[u8])) {
+        f(&self.dump_header());
+        self.visit_slots(f);
     }
     fn rdb_save(&self, out: &mut impl RdbSink) {
         crate::rdb::save_cuckoo(self, out)
@@ -323,18 +355,18 @@ impl DialectType for WindowedFilter {
 
     fn of(value: &Value) -> Option<&Self> {
         match value {
-            Value::Windowed(filter) => Some(filter),
+            Value::Windowed(filter) => Some(&**filter),
             _ => None,
         }
     }
     fn of_mut(value: &mut Value) -> Option<&mut Self> {
         match value {
-            Value::Windowed(filter) => Some(filter),
+            Value::Windowed(filter) => Some(&mut **filter),
             _ => None,
         }
     }
     fn into_value(self) -> Value {
-        Value::Windowed(self)
+        Value::Windowed(Box::new(self))
     }
     fn memory(&self) -> u64 {
         WindowedFilter::memory(self)
@@ -365,5 +397,15 @@ impl DialectType for WindowedFilter {
     }
     fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
         crate::rdb::load_windowed(input, encver)
+    }
+}
+#[cfg(test)]
+mod tests {
+    /// Every key holds a value inline, so its size is memory per key: a Bloom chain keeps the
+    /// enum's tag in its option byte, and a link stays one 64-byte allocation.
+    #[test]
+    fn values_stay_small() {
+        assert_eq!(size_of::<super::Value>(), 32);
+        assert_eq!(size_of::<crate::sbchain::Link>(), 64);
     }
 }

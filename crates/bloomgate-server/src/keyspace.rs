@@ -1,31 +1,83 @@
 //! The keyspace: keys → dialect values with optional expiry, memory accounting and the key
-//! modification tracking WATCH needs. Values are `Arc`-shared so a snapshot can take a
-//! point-in-time copy in O(keys) and writers copy a filter only if a snapshot still holds it.
+//! modification tracking WATCH needs. A value's large arrays are copy-on-write segments (see
+//! `bloomgate_dialect::cow`), so a snapshot clones values in O(keys) without copying their
+//! bits, and a writer copies only a segment a snapshot still holds.
+//!
+//! Memory: an entry is 56 bytes in the table (boxed key, inline value, expiry), and accounting
+//! counts what the allocator really hands out (size classes, the table's buckets), so
+//! `MEMORY USAGE` and `used_memory` follow resident memory. Where the binary registers an
+//! allocator probe ([`set_heap_probe`], `bloomgate serve` on jemalloc), `used_memory` is the
+//! allocator's own count, kept current between readings by the accounted changes.
 
+use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
+use bloomgate_dialect::cow::allocation_size;
 pub use bloomgate_dialect::Value;
 
-/// Per-key bookkeeping overhead counted in memory usage (dict entry + key object), matching the
-/// order of magnitude Redis reports.
-const KEY_OVERHEAD: u64 = 56;
-
-/// A point-in-time copy of the keyspace (values shared with the live keyspace).
+/// A point-in-time copy of the keyspace (values share their segments with the live keyspace).
 pub type Snapshot = Vec<(Vec<u8>, Entry)>;
+
+/// The expiry field's "no expiry" (an `Option<i64>` would take 16 bytes per key).
+const NO_EXPIRY: i64 = i64::MIN;
 
 #[derive(Clone, Debug)]
 pub struct Entry {
-    pub value: Arc<Value>,
-    /// Absolute expiry in Unix milliseconds.
-    pub expires_at: Option<i64>,
+    pub value: Value,
+    /// Absolute expiry in Unix milliseconds, or [`NO_EXPIRY`].
+    expires: i64,
 }
 
+/// One table slot: the key and its entry.
+type Slot = (Box<[u8]>, Entry);
+
+/// A slot's share of the table: its bytes and control byte at the table's highest load (7/8).
+const SLOT_SHARE: u64 = (size_of::<Slot>() as u64 + 1) * 8 / 7;
+
 impl Entry {
-    /// Bytes this entry accounts for (MEMORY USAGE).
-    pub fn memory(&self, key: &[u8]) -> u64 {
-        KEY_OVERHEAD + key.len() as u64 + self.value.memory()
+    pub fn new(value: Value, expires_at: Option<i64>) -> Self {
+        Self {
+            value,
+            expires: expires_at.unwrap_or(NO_EXPIRY),
+        }
     }
+
+    /// Absolute expiry in Unix milliseconds.
+    pub fn expires_at(&self) -> Option<i64> {
+        (self.expires != NO_EXPIRY).then_some(self.expires)
+    }
+
+    /// Heap bytes of the key and value (what accounting tracks per key).
+    fn heap(&self, key: &[u8]) -> u64 {
+        allocation_size(key.len() as u64) + self.value.heap_bytes()
+    }
+
+    /// Bytes this entry costs (MEMORY USAGE): key and value allocations plus its table slot.
+    pub fn memory(&self, key: &[u8]) -> u64 {
+        SLOT_SHARE + self.heap(key)
+    }
+}
+
+/// Reads the allocator's count of allocated bytes, if the binary registered one.
+static HEAP_PROBE: OnceLock<fn() -> u64> = OnceLock::new();
+
+/// Registers the allocator's count of allocated bytes as the source of `used_memory` (once; the
+/// binary that picks the global allocator calls it).
+pub fn set_heap_probe(probe: fn() -> u64) {
+    let _ = HEAP_PROBE.set(probe);
+}
+
+/// How long an allocator reading stays current (accounted changes are added on top of it).
+const HEAP_READING_TTL: Duration = Duration::from_millis(50);
+
+/// The last allocator reading: when, what it said, and the accounted bytes at that moment.
+#[derive(Clone, Copy)]
+struct HeapReading {
+    at: Instant,
+    allocated: u64,
+    accounted: u64,
 }
 
 /// Keys watched by some client: how many WATCHes, and the modification sequence number of the
@@ -38,8 +90,10 @@ struct WatchState {
 
 #[derive(Default)]
 pub struct Db {
-    entries: HashMap<Vec<u8>, Entry>,
+    entries: HashMap<Box<[u8]>, Entry>,
+    /// Heap bytes of keys and values (the table is added from its capacity).
     used_memory: u64,
+    heap_reading: Cell<Option<HeapReading>>,
     watched: HashMap<Vec<u8>, WatchState>,
     change_seq: u64,
     /// Keys handed out by [`Db::value_mut`] and their memory before the change.
@@ -48,7 +102,7 @@ pub struct Db {
 
 impl Db {
     fn is_live(entry: &Entry, now_ms: i64) -> bool {
-        entry.expires_at.is_none_or(|at| at > now_ms)
+        entry.expires == NO_EXPIRY || entry.expires > now_ms
     }
 
     /// A live entry (expired entries read as missing).
@@ -57,10 +111,11 @@ impl Db {
     }
 
     pub fn value(&self, key: &[u8], now_ms: i64) -> Option<&Value> {
-        self.get(key, now_ms).map(|e| &*e.value)
+        self.get(key, now_ms).map(|e| &e.value)
     }
 
-    /// Runs `f` on the live value of `key` (copied first if a snapshot shares it), then updates
+    /// Runs `f` on the live value of `key` (segments a snapshot shares are copied as written),
+    /// then updates
     /// memory accounting and marks the key changed. `None` if the key is missing.
     pub fn update<R>(
         &mut self,
@@ -70,23 +125,23 @@ impl Db {
     ) -> Option<R> {
         self.expire_if_due(key, now_ms);
         let entry = self.entries.get_mut(key)?;
-        let before = entry.memory(key);
-        let result = f(Arc::make_mut(&mut entry.value));
-        let after = entry.memory(key);
+        let before = entry.heap(key);
+        let result = f(&mut entry.value);
+        let after = entry.heap(key);
         self.used_memory = self.used_memory - before + after;
         self.touch(key);
         Some(result)
     }
 
-    /// The live value of `key` for a change (copied first if a snapshot shares it); memory
+    /// The live value of `key` for a change (segments copied as written, as above); memory
     /// accounting is brought up to date by [`Db::settle`] once the command is done.
     pub fn value_mut(&mut self, key: &[u8], now_ms: i64) -> Option<&mut Value> {
         self.expire_if_due(key, now_ms);
         let entry = self.entries.get_mut(key)?;
         if !self.unsettled.iter().any(|(k, _)| k == key) {
-            self.unsettled.push((key.to_vec(), entry.memory(key)));
+            self.unsettled.push((key.to_vec(), entry.heap(key)));
         }
-        let value = Arc::make_mut(&mut entry.value);
+        let value = &mut entry.value;
         if let Some(state) = self.watched.get_mut(key) {
             self.change_seq += 1;
             state.last_change = self.change_seq;
@@ -97,8 +152,8 @@ impl Db {
     /// Accounts for the memory of values changed through [`Db::value_mut`].
     pub fn settle(&mut self) {
         for (key, before) in std::mem::take(&mut self.unsettled) {
-            if let Some(entry) = self.entries.get(&key) {
-                self.used_memory = self.used_memory - before + entry.memory(&key);
+            if let Some(entry) = self.entries.get(key.as_slice()) {
+                self.used_memory = self.used_memory - before + entry.heap(&key);
             }
         }
     }
@@ -106,13 +161,10 @@ impl Db {
     /// Inserts or replaces `key` (keeping no previous expiry).
     pub fn insert(&mut self, key: Vec<u8>, value: Value, expires_at: Option<i64>) {
         self.remove_entry(&key);
-        let entry = Entry {
-            value: Arc::new(value),
-            expires_at,
-        };
-        self.used_memory += entry.memory(&key);
+        let entry = Entry::new(value, expires_at);
+        self.used_memory += entry.heap(&key);
         self.touch(&key);
-        self.entries.insert(key, entry);
+        self.entries.insert(key.into_boxed_slice(), entry);
     }
 
     /// Deletes a live key; true if it existed.
@@ -127,7 +179,7 @@ impl Db {
 
     fn remove_entry(&mut self, key: &[u8]) -> Option<Entry> {
         let entry = self.entries.remove(key)?;
-        self.used_memory -= entry.memory(key);
+        self.used_memory -= entry.heap(key);
         Some(entry)
     }
 
@@ -139,9 +191,9 @@ impl Db {
         };
         self.touch(from);
         self.remove_entry(to);
-        self.used_memory += entry.memory(to);
+        self.used_memory += entry.heap(to);
         self.touch(to);
-        self.entries.insert(to.to_vec(), entry);
+        self.entries.insert(to.into(), entry);
         true
     }
 
@@ -150,7 +202,7 @@ impl Db {
         self.expire_if_due(key, now_ms);
         match self.entries.get_mut(key) {
             Some(entry) => {
-                entry.expires_at = expires_at;
+                entry.expires = expires_at.unwrap_or(NO_EXPIRY);
                 self.touch(key);
                 true
             }
@@ -171,7 +223,7 @@ impl Db {
 
     /// Deletes up to `limit` expired keys (active expiry); returns how many.
     pub fn purge_expired(&mut self, now_ms: i64, limit: usize) -> usize {
-        let due: Vec<Vec<u8>> = self
+        let due: Vec<Box<[u8]>> = self
             .entries
             .iter()
             .filter(|(_, e)| !Self::is_live(e, now_ms))
@@ -207,26 +259,57 @@ impl Db {
     pub fn keys_with_expiry(&self) -> usize {
         self.entries
             .values()
-            .filter(|e| e.expires_at.is_some())
+            .filter(|e| e.expires != NO_EXPIRY)
             .count()
     }
 
-    pub fn iter_live(&self, now_ms: i64) -> impl Iterator<Item = (&Vec<u8>, &Entry)> {
+    pub fn iter_live(&self, now_ms: i64) -> impl Iterator<Item = (&[u8], &Entry)> {
         self.entries
             .iter()
             .filter(move |(_, e)| Self::is_live(e, now_ms))
+            .map(|(k, e)| (&**k, e))
     }
 
-    /// A point-in-time copy for snapshotting (shares values).
+    /// A point-in-time copy for snapshotting: values are cloned, which shares their segments.
     pub fn snapshot(&self) -> Snapshot {
         self.entries
             .iter()
-            .map(|(k, e)| (k.clone(), e.clone()))
+            .map(|(k, e)| (k.to_vec(), e.clone()))
             .collect()
     }
 
+    /// Bytes the keyspace accounts for: keys, values and the table's buckets.
+    pub fn dataset_memory(&self) -> u64 {
+        let cap = self.entries.capacity() as u64;
+        // hashbrown: buckets are the next power of two over capacity × 8/7 (from 4 up).
+        let buckets = if cap == 0 {
+            0
+        } else {
+            (cap * 8 / 7).next_power_of_two().max(4)
+        };
+        self.used_memory + buckets * (size_of::<Slot>() as u64 + 1)
+    }
+
+    /// `used_memory`: the allocator's count where a probe is registered (refreshed every
+    /// [`HEAP_READING_TTL`], with the accounted changes since added), else the dataset's bytes.
     pub fn used_memory(&self) -> u64 {
-        self.used_memory
+        let accounted = self.dataset_memory();
+        let Some(probe) = HEAP_PROBE.get() else {
+            return accounted;
+        };
+        let reading = match self.heap_reading.get() {
+            Some(r) if r.at.elapsed() < HEAP_READING_TTL => r,
+            _ => {
+                let r = HeapReading {
+                    at: Instant::now(),
+                    allocated: probe(),
+                    accounted,
+                };
+                self.heap_reading.set(Some(r));
+                r
+            }
+        };
+        (reading.allocated + accounted).saturating_sub(reading.accounted)
     }
 
     fn touch(&mut self, key: &[u8]) {

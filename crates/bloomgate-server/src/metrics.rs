@@ -76,7 +76,7 @@ pub fn render(shared: &Shared) -> String {
     let (per_command, clients, used, maxmemory, keys, last_save, changes) = {
         let store = relock(&shared.store);
         for (_, entry) in store.db.iter_live(crate::commands::now_ms()) {
-            match &*entry.value {
+            match &entry.value {
                 Value::Bloom(chain) => {
                     let (fill, fpr) = chain_health(chain);
                     health.filters += 1;

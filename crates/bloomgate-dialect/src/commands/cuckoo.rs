@@ -13,7 +13,7 @@ use crate::cuckoo::{
 };
 use crate::num::{is, parse_i64};
 use crate::reply::Reply;
-use crate::value::Value;
+use crate::value::DialectType as _;
 use crate::{ERR_NOT_FOUND, ERR_OOM};
 
 const K_SUB: &str = "O(k), where k is the number of sub-filters";
@@ -275,7 +275,7 @@ fn create<H: Host + ?Sized>(
     ]];
     log.extend(then_log.map(|args| args.iter().map(|a| a.to_vec()).collect()));
     ctx.propagate_as(log);
-    ctx.create(key, Value::Cuckoo(filter));
+    ctx.create(key, filter.into_value());
     Ok(())
 }
 
@@ -592,7 +592,7 @@ pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply
         return Reply::Array(vec![Reply::Int(1), Reply::Bulk(filter.dump_header())]);
     }
     match filter.dump_chunk(iter) {
-        Some((next, chunk)) => Reply::Array(vec![Reply::Int(next), Reply::Bulk(chunk.to_vec())]),
+        Some((next, chunk)) => Reply::Array(vec![Reply::Int(next), Reply::Bulk(chunk)]),
         None => done,
     }
 }

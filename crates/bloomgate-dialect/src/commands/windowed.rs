@@ -24,7 +24,7 @@ use super::{
 };
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
-use crate::value::Value;
+use crate::value::DialectType as _;
 use crate::windowed::{WindowParams, WindowedFilter};
 use crate::ERR_NOT_FOUND;
 
@@ -256,7 +256,7 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         Err(reply) => reply,
         Ok(Some(_)) => Reply::error("ERR item exists"),
         Ok(None) => {
-            ctx.create(args[1], Value::Windowed(WindowedFilter::new(params)));
+            ctx.create(args[1], WindowedFilter::new(params).into_value());
             Reply::ok()
         }
     }
@@ -291,7 +291,7 @@ fn add_items<H: Host + ?Sized>(
                 logged.push(name.as_bytes().to_vec());
                 logged.push(value.into_bytes());
             }
-            ctx.create(key, Value::Windowed(WindowedFilter::new(params)));
+            ctx.create(key, WindowedFilter::new(params).into_value());
         }
     }
     let mut replies = Vec::with_capacity(items.len());

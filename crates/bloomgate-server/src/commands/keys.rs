@@ -65,7 +65,7 @@ fn keys(ctx: &mut Ctx, args: &Args) -> Reply {
             .db
             .iter_live(ctx.now_ms)
             .filter(|(k, _)| glob_match(pattern, k, false))
-            .map(|(k, _)| Reply::bulk(k.clone()))
+            .map(|(k, _)| Reply::bulk(k.to_vec()))
             .collect(),
     )
 }
@@ -101,7 +101,7 @@ fn scan(ctx: &mut Ctx, args: &Args) -> Reply {
         }
         i += 2;
     }
-    let mut candidates: Vec<(u64, &Vec<u8>, &str)> = ctx
+    let mut candidates: Vec<(u64, &[u8], &str)> = ctx
         .store
         .db
         .iter_live(ctx.now_ms)
@@ -119,7 +119,7 @@ fn scan(ctx: &mut Ctx, args: &Args) -> Reply {
                 .as_ref()
                 .is_none_or(|f| f.eq_ignore_ascii_case(t))
         })
-        .map(|(_, k, _)| Reply::bulk((*k).clone()))
+        .map(|(_, k, _)| Reply::bulk(k.to_vec()))
         .collect();
     Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(keys)])
 }
@@ -179,7 +179,7 @@ fn expire(ctx: &mut Ctx, args: &Args) -> Reply {
     let Some(entry) = ctx.store.db.get(&args[1], now) else {
         return Reply::Int(0);
     };
-    let current = entry.expires_at;
+    let current = entry.expires_at();
     let allowed = match current {
         _ if nx => current.is_none(),
         None if xx || gt => false,
@@ -209,7 +209,7 @@ fn ttl(ctx: &mut Ctx, args: &Args) -> Reply {
     let Some(entry) = ctx.store.db.get(&args[1], ctx.now_ms) else {
         return Reply::Int(-2);
     };
-    let Some(at) = entry.expires_at else {
+    let Some(at) = entry.expires_at() else {
         return Reply::Int(-1);
     };
     let ms = (at - ctx.now_ms).max(0);
@@ -223,7 +223,7 @@ fn ttl(ctx: &mut Ctx, args: &Args) -> Reply {
 fn persist(ctx: &mut Ctx, args: &Args) -> Reply {
     let now = ctx.now_ms;
     match ctx.store.db.get(&args[1], now) {
-        Some(entry) if entry.expires_at.is_some() => {
+        Some(entry) if entry.expires_at().is_some() => {
             ctx.db().set_expiry(&args[1], None, now);
             ctx.changed(1);
             Reply::Int(1)

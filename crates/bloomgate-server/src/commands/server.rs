@@ -270,7 +270,8 @@ fn info(ctx: &mut Ctx, args: &Args) -> Reply {
             "memory" => vec![
                 format!("used_memory:{}", store.db.used_memory()),
                 format!("used_memory_human:{}", human(store.db.used_memory())),
-                format!("used_memory_dataset:{}", store.db.used_memory()),
+                format!("used_memory_rss:{}", resident_bytes().unwrap_or(0)),
+                format!("used_memory_dataset:{}", store.db.dataset_memory()),
                 format!("maxmemory:{}", store.config.maxmemory),
                 format!("maxmemory_human:{}", human(store.config.maxmemory)),
                 "maxmemory_policy:noeviction".into(),
@@ -279,6 +280,10 @@ fn info(ctx: &mut Ctx, args: &Args) -> Reply {
                 format!("loading:{}", u8::from(store.loading)),
                 format!("rdb_changes_since_last_save:{}", p.changes_since_save),
                 format!("rdb_bgsave_in_progress:{}", u8::from(p.bgsave_in_progress)),
+                format!(
+                    "cow_copied_bytes_total:{}",
+                    bloomgate_dialect::cow::copied_bytes()
+                ),
                 format!("rdb_last_save_time:{}", p.last_save_unix),
                 format!("rdb_last_bgsave_status:{}", if p.last_bgsave_ok { "ok" } else { "err" }),
                 format!("rdb_last_snapshot_ms:{}", p.last_snapshot_ms),
@@ -565,6 +570,14 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Reply {
         "ERR unknown subcommand '{}'. Try DEBUG HELP.",
         text(&args[1])
     ))
+}
+
+/// Resident memory of this process (`VmRSS`), where /proc exists.
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 #[cfg(test)]

@@ -20,7 +20,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
-use std::sync::Arc;
 
 use crate::commands::{Config, Store};
 use crate::keyspace::Db;
@@ -104,8 +103,8 @@ pub fn load(dir: &Path, config: &Config, repair: bool) -> anyhow::Result<Loaded>
     let replay = Manifest::check(listed.as_ref(), dir, snapshot_gen, &present)?;
     if let Some((_, entries)) = snapshot {
         for (key, entry) in entries {
-            let value = Arc::try_unwrap(entry.value).unwrap_or_else(|v| (*v).clone());
-            store.db.insert(key, value, entry.expires_at);
+            let expires_at = entry.expires_at();
+            store.db.insert(key, entry.value, expires_at);
         }
     }
     let first = snapshot_gen.unwrap_or(1);

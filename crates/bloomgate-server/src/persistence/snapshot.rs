@@ -7,7 +7,6 @@
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use bloomgate_dialect::value::Kind;
@@ -77,15 +76,20 @@ fn write_snapshot_to(
     for (key, entry) in entries {
         w.write_all(&(key.len() as u32).to_le_bytes())?;
         w.write_all(key)?;
-        w.write_all(&entry.expires_at.unwrap_or(-1).to_le_bytes())?;
+        w.write_all(&entry.expires_at().unwrap_or(-1).to_le_bytes())?;
         let value: &Value = &entry.value;
         w.write_all(&[type_byte(value.kind())])?;
         let (header, chunks) = value.dump_layout();
         let body: u64 = chunks.iter().map(|&(_, len)| len).sum();
         w.write_all(&(header.len() as u64 + body).to_le_bytes())?;
-        for (_, data) in value.dump_stream() {
-            w.write_all(&data)?;
-        }
+        // Straight from the value's segments: no chunk-sized buffer per value.
+        let mut result = Ok(());
+        value.visit_dump(&mut |piece| {
+            if result.is_ok() {
+                result = w.write_all(piece);
+            }
+        });
+        result?;
     }
     let crc = w.hasher.finalize();
     let mut inner = w.inner;
@@ -171,10 +175,7 @@ pub fn read_snapshot(path: &Path) -> anyhow::Result<(u64, Snapshot)> {
             return Err(r.fail(&format!("unknown value type {kind}")));
         };
         let value = read_value(&mut r, kind, &key, payload_len)?;
-        let entry = Entry {
-            value: Arc::new(value),
-            expires_at: (expires >= 0).then_some(expires),
-        };
+        let entry = Entry::new(value, (expires >= 0).then_some(expires));
         entries.push((key, entry));
     }
     let computed = r.hasher.clone().finalize();
@@ -262,7 +263,7 @@ mod tests {
         write_snapshot(&dir, &store.db.snapshot(), 7).unwrap();
         let (gen, entries) = read_snapshot(&dir.join(SNAPSHOT_FILE)).unwrap();
         assert_eq!(gen, 7);
-        let loaded = |key: &[u8]| &*entries.iter().find(|(k, _)| k == key).unwrap().1.value;
+        let loaded = |key: &[u8]| &entries.iter().find(|(k, _)| k == key).unwrap().1.value;
         let (Value::Bloom(chain), Some(Value::Bloom(original))) =
             (loaded(b"k"), store.db.value(b"k", 0))
         else {
@@ -292,6 +293,129 @@ mod tests {
         bytes[mid] ^= 0x40;
         fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
         assert!(read_snapshot(&path).is_err());
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
+
+/// A snapshot is the keyspace at the instant it was taken, while writers keep going: values are
+/// cloned under the lock (their segments shared), written out after it.
+#[cfg(test)]
+mod point_in_time {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::commands::{execute, Config, Session, Store};
+    use crate::resp::Reply;
+
+    fn run(store: &mut Store, line: &str) -> Reply {
+        let args: Vec<Vec<u8>> = line.split(' ').map(|w| w.as_bytes().to_vec()).collect();
+        execute(store, &mut Session::new(1, false), &args, false).reply
+    }
+
+    /// Every byte of a value's dump stream.
+    fn image(value: &Value) -> Vec<u8> {
+        value.dump_stream().flat_map(|(_, chunk)| chunk).collect()
+    }
+
+    #[test]
+    fn snapshot_under_concurrent_writes_is_the_point_in_time_state() {
+        let dir = crate::persistence::tests::temp_dir("pit");
+        let store = Arc::new(Mutex::new(Store::new(Config::default())));
+        {
+            let mut s = store.lock().unwrap();
+            // Many copy-on-write segments each: writes land in shared and unshared segments alike.
+            run(&mut s, "BF.RESERVE big 0.01 4000000");
+            run(&mut s, "CF.RESERVE cf 4000000");
+            for i in 0..2000 {
+                run(&mut s, &format!("BF.ADD big before{i}"));
+                run(&mut s, &format!("CF.ADD cf before{i}"));
+            }
+        }
+        // A writer acknowledges items one by one while the snapshot is taken and written.
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (store, acked, stop) = (store.clone(), acked.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) && i < 200_000 {
+                    let mut s = store.lock().unwrap();
+                    // 1, or 0 for a false positive: acknowledged either way.
+                    let reply = run(&mut s, &format!("BF.ADD big w{i}"));
+                    assert!(matches!(reply, Reply::Bool(_)), "{reply:?}");
+                    assert_eq!(run(&mut s, &format!("CF.ADD cf w{i}")), Reply::Bool(true));
+                    acked.lock().unwrap().push(i);
+                    drop(s);
+                    i += 1;
+                }
+            })
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while acked.lock().unwrap().len() < 500 {
+            assert!(!writer.is_finished() && std::time::Instant::now() < deadline);
+            std::thread::yield_now();
+        }
+        let (entries, expected, acked_before) = {
+            let s = store.lock().unwrap();
+            let entries = s.db.snapshot();
+            let expected: Vec<(Vec<u8>, Vec<u8>)> = entries
+                .iter()
+                .map(|(k, e)| (k.clone(), image(&e.value)))
+                .collect();
+            (entries, expected, acked.lock().unwrap().len())
+        };
+        // Writes after the copy (some before the file is written, more while it is).
+        while acked.lock().unwrap().len() < acked_before + 300 {
+            assert!(!writer.is_finished() && std::time::Instant::now() < deadline);
+            std::thread::yield_now();
+        }
+        write_snapshot(&dir, &entries, 3).unwrap();
+        drop(entries);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap();
+        let (_, loaded) = read_snapshot(&dir.join(SNAPSHOT_FILE)).unwrap();
+        let live_image = image(store.lock().unwrap().db.value(b"cf", 0).unwrap());
+        let copied_image = &expected.iter().find(|(k, _)| k == b"cf").unwrap().1;
+        assert!(live_image != *copied_image, "writes changed the live value");
+        // Byte for byte the state at the instant of the copy, though writes went on.
+        assert_eq!(loaded.len(), expected.len());
+        for (key, entry) in &loaded {
+            let want = &expected.iter().find(|(k, _)| k == key).unwrap().1;
+            assert!(
+                image(&entry.value) == *want,
+                "{key:?} differs from the copy"
+            );
+        }
+        // Nothing acknowledged before the copy is missing from it; nothing acknowledged at all
+        // is missing from the live keyspace.
+        let value = |entries: &Snapshot, key: &[u8]| {
+            entries
+                .iter()
+                .find(|(k, _)| k == key)
+                .unwrap()
+                .1
+                .value
+                .clone()
+        };
+        let (Value::Bloom(saved), Value::Cuckoo(saved_cf)) =
+            (value(&loaded, b"big"), value(&loaded, b"cf"))
+        else {
+            panic!()
+        };
+        for i in 0..acked_before {
+            assert!(saved.contains(format!("w{i}").as_bytes()), "w{i} lost");
+            assert!(
+                saved_cf.contains(format!("w{i}").as_bytes()),
+                "cf w{i} lost"
+            );
+        }
+        let s = store.lock().unwrap();
+        let Some(Value::Bloom(live)) = s.db.value(b"big", 0) else {
+            panic!()
+        };
+        let total = acked.lock().unwrap().len();
+        assert!((0..total).all(|i| live.contains(format!("w{i}").as_bytes())));
+        assert!((0..2000).all(|i| saved.contains(format!("before{i}").as_bytes())));
         let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -294,14 +294,14 @@ fn class_of(any: &AnyFilter) -> &'static str {
 /// Wraps a filter of any kind in its Python class.
 fn wrap(py: Python<'_>, any: AnyFilter) -> PyResult<Py<PyAny>> {
     Ok(match any {
-        AnyFilter::Classic(f) => bloom::BloomFilter::wrap(bloom::Bits::Classic(f))
-            .into_pyobject(py)?
-            .into_any()
-            .unbind(),
-        AnyFilter::Blocked(f) => bloom::BloomFilter::wrap(bloom::Bits::Blocked(f))
-            .into_pyobject(py)?
-            .into_any()
-            .unbind(),
+        bits @ (AnyFilter::Classic(_) | AnyFilter::Blocked(_) | AnyFilter::FastLocal(_)) => {
+            let bits = <bloom::Bits as Inner>::from_any(bits)
+                .unwrap_or_else(|_| unreachable!("a bit filter"));
+            bloom::BloomFilter::wrap(bits)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind()
+        }
         AnyFilter::Counting(f) => variants::wrap_counting(f)
             .into_pyobject(py)?
             .into_any()
@@ -318,11 +318,6 @@ fn wrap(py: Python<'_>, any: AnyFilter) -> PyResult<Py<PyAny>> {
             .into_pyobject(py)?
             .into_any()
             .unbind(),
-        AnyFilter::FastLocal(_) => {
-            return Err(PyValueError::new_err(
-                "fastlocal filters are not yet exposed to Python",
-            ))
-        }
     })
 }
 

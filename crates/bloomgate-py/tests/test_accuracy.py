@@ -28,6 +28,7 @@ def every_filter():
     return [
         BloomFilter(300, 0.01),
         BloomFilter(300, 0.01, layout="blocked", seed=3),
+        BloomFilter(300, 0.01, layout="fastlocal", seed=5),
         CountingBloomFilter(300, 0.01),
         ScalableBloomFilter(10, 0.01),
         CuckooFilter(300, 0.01),
@@ -47,7 +48,7 @@ def test_no_false_negatives_hypothesis(keys):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-@pytest.mark.parametrize("layout", ["classic", "blocked"])
+@pytest.mark.parametrize("layout", ["classic", "blocked", "fastlocal"])
 def test_no_false_negatives_seeded(seed, layout):
     rng = random.Random(seed)
     keys = [rng.randbytes(rng.randrange(0, 40)) for _ in range(50_000)]
@@ -60,7 +61,7 @@ def test_no_false_negatives_seeded(seed, layout):
     assert all(f.contains_many(keys))
 
 
-@pytest.mark.parametrize("layout", ["classic", "blocked"])
+@pytest.mark.parametrize("layout", ["classic", "blocked", "fastlocal"])
 @pytest.mark.parametrize("fpr", [0.01, 0.001])
 def test_fpr_within_tolerance_of_the_model(layout, fpr):
     n, queries = 200_000, 1_000_000

@@ -15,7 +15,7 @@ from bloomgate import (
 )
 
 
-@pytest.mark.parametrize("layout", ["classic", "blocked"])
+@pytest.mark.parametrize("layout", ["classic", "blocked", "fastlocal"])
 def test_bloom_basics(layout):
     f = BloomFilter(1000, 0.01, layout=layout)
     assert f.layout == layout
@@ -96,7 +96,7 @@ def test_numpy_arrays_give_numpy_bools():
     assert f.contains_many(np.array(["x", 70_000], dtype=object)).tolist() == [True, False]
 
 
-@pytest.mark.parametrize("layout", ["classic", "blocked"])
+@pytest.mark.parametrize("layout", ["classic", "blocked", "fastlocal"])
 def test_union_and_intersection(layout):
     a = BloomFilter(1000, 0.01, layout=layout)
     b = BloomFilter(1000, 0.01, layout=layout)
@@ -125,6 +125,8 @@ def test_incompatible_filters_are_value_errors():
         a | BloomFilter(1000, 0.01, seed=1)
     with pytest.raises(ValueError, match="incompatible"):
         a & BloomFilter(1000, 0.01, layout="blocked")
+    with pytest.raises(ValueError, match="a blocked and a fastlocal filter"):
+        BloomFilter(1000, 0.01, layout="blocked") | BloomFilter(1000, 0.01, layout="fastlocal")
     with pytest.raises(TypeError):
         a | {"a"}
 

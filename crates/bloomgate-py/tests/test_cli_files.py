@@ -11,6 +11,7 @@ import bloomgate
 KINDS = {
     "classic": bloomgate.BloomFilter,
     "blocked": bloomgate.BloomFilter,
+    "fastlocal": bloomgate.BloomFilter,
     "counting": bloomgate.CountingBloomFilter,
     "scalable": bloomgate.ScalableBloomFilter,
     "cuckoo": bloomgate.CuckooFilter,
@@ -51,7 +52,7 @@ def test_cli_built_file_answers_the_same_in_python(cli, tmp_path, kind):
     f = KINDS[kind].load(out)
     assert type(bloomgate.load(out)) is KINDS[kind]
     assert f.seed == 11
-    if kind in ("classic", "blocked"):
+    if kind in ("classic", "blocked", "fastlocal"):
         assert f.layout == kind
     # Keys as str and as bytes both hash as the CLI's line bytes.
     assert all(k.decode() in f for k in keys[:-1])

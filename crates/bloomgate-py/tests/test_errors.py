@@ -102,7 +102,7 @@ def corrupted(image):
     ]
 
 
-@pytest.mark.parametrize("layout", ["classic", "blocked"])
+@pytest.mark.parametrize("layout", ["classic", "blocked", "fastlocal"])
 def test_corrupt_images_name_the_problem(layout, tmp_path):
     f = BloomFilter(1000, 0.01, layout=layout)
     f.update(range(100))

@@ -46,14 +46,14 @@ class _Filter:
     def __deepcopy__(self: _F, memo: Any) -> _F: ...
 
 class BloomFilter(_Filter):
-    """A Bloom filter sized for ``expected_items`` at ``fpr``, classic or cache-line blocked."""
+    """A Bloom filter sized for ``expected_items`` at ``fpr``, classic, cache-line blocked or FastLocal."""
 
     def __init__(
         self,
         expected_items: int,
         fpr: float,
         *,
-        layout: Literal["classic", "blocked"] = "classic",
+        layout: Literal["classic", "blocked", "fastlocal"] = "classic",
         seed: int = 0,
     ) -> None: ...
     @staticmethod
@@ -61,7 +61,7 @@ class BloomFilter(_Filter):
         bits: int,
         hashes: int,
         *,
-        layout: Literal["classic", "blocked"] = "classic",
+        layout: Literal["classic", "blocked", "fastlocal"] = "classic",
         seed: int = 0,
         expected_items: Optional[int] = None,
     ) -> "BloomFilter": ...
@@ -81,7 +81,7 @@ class BloomFilter(_Filter):
     @property
     def capacity(self) -> int: ...
     @property
-    def layout(self) -> Literal["classic", "blocked"]: ...
+    def layout(self) -> Literal["classic", "blocked", "fastlocal"]: ...
     def clear(self) -> None: ...
     def union(self, other: "BloomFilter") -> "BloomFilter": ...
     def intersection(self, other: "BloomFilter") -> "BloomFilter": ...

@@ -51,6 +51,10 @@ struct FeedArgs {
     /// shows in the tail) [default: closed loop, each worker waits for its previous reply]
     #[arg(long)]
     rate: Option<f64>,
+    /// Build every user's filter before the timed requests, as in a service that has been
+    /// running (default: the cold start is timed too; report both when comparing)
+    #[arg(long)]
+    warm: bool,
     /// Smaller run: finishes in under two minutes on two cores.
     #[arg(long)]
     quick: bool,
@@ -77,6 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         store_latency_us: args.store_latency_us,
         metrics_addr: args.metrics_addr,
         rate: args.rate,
+        warm: args.warm,
         ..defaults
     };
     let report = run_feed(&config)?;

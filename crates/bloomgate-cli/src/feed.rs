@@ -112,6 +112,10 @@ pub struct FeedConfig {
     pub metrics_addr: Option<SocketAddr>,
     /// Open loop: requests arrive at this many per second (None: closed loop).
     pub rate: Option<f64>,
+    /// Build every user's filter before the timed requests (a service that has been running),
+    /// instead of timing the cold start where each user's first requests take the exact path
+    /// until its filter lands.
+    pub warm: bool,
     pub seed: u64,
 }
 
@@ -135,6 +139,7 @@ impl FeedConfig {
             store_latency_us: 0,
             metrics_addr: None,
             rate: None,
+            warm: false,
             seed: 0x5EED_F00D,
         }
     }
@@ -509,6 +514,15 @@ fn run_mode(
         },
     )?);
     *metrics_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(gate.clone());
+    if config.warm && policy != Policy::Exact {
+        // A request with no candidates queues the user's filter build; wait for all of them.
+        let first_now = workload.requests.first().map_or(CLOCK_START_MS, |r| r.1);
+        for user in 0..config.users {
+            gate.unseen(user, &[], first_now)
+                .context("warming filters")?;
+        }
+        gate.flush().context("warming filters")?;
+    }
 
     let bar = progress(config.requests, format!("{mode}: requests"));
     let cpu_before = process_cpu_secs();
@@ -810,6 +824,11 @@ impl FeedReport {
         let load = match c.rate {
             Some(rate) => format!("open loop at {rate:.0} requests/s"),
             None => "closed loop".to_owned(),
+        };
+        let load = if c.warm {
+            format!("{load}, filters warmed before timing")
+        } else {
+            load
         };
         let _ = writeln!(
             out,

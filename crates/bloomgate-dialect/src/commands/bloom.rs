@@ -4,14 +4,14 @@
 //! INSERT's ITEMS).
 
 use super::{
-    flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
-    Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS, KEY_ITER,
-    KEY_ITER_DATA, KEY_ONLY, NOCREATE,
+    add_each, flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo,
+    Ctx, Docs, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS,
+    KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE,
 };
 use crate::config::MAX_ERROR_RATE;
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
-use crate::sbchain::BloomChain;
+use crate::sbchain::{AddError, BloomChain};
 use crate::value::Value;
 use crate::{ERR_NOT_FOUND, ERR_OOM};
 
@@ -284,23 +284,13 @@ fn add_items<H: Host + ?Sized>(
             ctx.propagate_as(vec![logged]);
         }
     }
-    let mut replies = Vec::with_capacity(items.len());
-    let mut added = 0;
-    for item in items {
-        let budget = ctx.budget();
-        match ctx.update(key, |chain: &mut BloomChain| chain.add(item, budget)) {
-            Ok(new) => {
-                added += u64::from(new);
-                replies.push(Reply::Bool(new));
-            }
-            Err(e) => {
-                replies.push(Reply::error(e.message()));
-                break;
-            }
-        }
-    }
-    ctx.changed(added);
-    Reply::Array(replies)
+    Reply::Array(add_each(
+        ctx,
+        key,
+        items,
+        |chain: &mut BloomChain, item, budget| chain.add(item, budget),
+        AddError::message,
+    ))
 }
 
 /// BF.RESERVE: at most 7 arguments; error rate, capacity, EXPANSION, NONSCALING checked in that

@@ -601,10 +601,6 @@ pub fn execute<H: Host + ?Sized>(host: &mut H, info: &CommandInfo, args: &Args) 
     }
 }
 
-/// BF.LOADCHUNK / CF.LOADCHUNK `key iter data`: iterator 1 on a missing key creates the filter
-/// from a dump header, its size checked against the memory budget before anything is
-/// allocated; later iterators write chunks into an existing filter. `bad_iter` is the family's
-/// wording for a non-numeric iterator.
 /// EXISTS `key item` over filters of type `T`.
 fn exists<T: DialectType, H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
@@ -638,6 +634,39 @@ pub(crate) fn probe<T: DialectType, H: Host + ?Sized>(
         .collect()
 }
 
+/// Adds `items` in order to the filter of type `T` at `key` (which must exist), one Bool reply
+/// per item, stopping at the first error (its message is the last reply), as MADD and INSERT
+/// reply. The items newly added count as changes.
+pub(crate) fn add_each<T: DialectType, H: Host + ?Sized, E>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    items: &Args,
+    add: impl Fn(&mut T, &[u8], u64) -> Result<bool, E>,
+    message: impl Fn(E) -> &'static str,
+) -> Vec<Reply> {
+    let mut replies = Vec::with_capacity(items.len());
+    let mut added = 0;
+    for item in items {
+        let budget = ctx.budget();
+        match ctx.update(key, |filter: &mut T| add(filter, item, budget)) {
+            Ok(new) => {
+                added += u64::from(new);
+                replies.push(Reply::Bool(new));
+            }
+            Err(e) => {
+                replies.push(Reply::error(message(e)));
+                break;
+            }
+        }
+    }
+    ctx.changed(added);
+    replies
+}
+
+/// BF.LOADCHUNK / CF.LOADCHUNK `key iter data`: iterator 1 on a missing key creates the filter
+/// from a dump header, its size checked against the memory budget before anything is
+/// allocated; later iterators write chunks into an existing filter. `bad_iter` is the family's
+/// wording for a non-numeric iterator.
 pub(crate) fn load_chunk<T: DialectType, H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     args: &Args,

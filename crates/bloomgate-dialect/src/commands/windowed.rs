@@ -18,14 +18,14 @@
 //! and replicas rebuild the same bytes whatever their clocks say.
 
 use super::{
-    flags::*, load_chunk, probe, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx,
-    Docs, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS, KEY_ITER,
-    KEY_ITER_DATA, KEY_ONLY, NOCREATE,
+    add_each, flags::*, load_chunk, probe, spec, wrong_arity, Arg, ArgKind, Args, Command,
+    CommandInfo, Ctx, Docs, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM,
+    KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE,
 };
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
 use crate::value::DialectType as _;
-use crate::windowed::{WindowParams, WindowedFilter};
+use crate::windowed::{AddError, WindowParams, WindowedFilter};
 use crate::ERR_NOT_FOUND;
 
 const KEY_TIME_ITEMS: &[Arg] = &[
@@ -294,22 +294,13 @@ fn add_items<H: Host + ?Sized>(
             ctx.create(key, WindowedFilter::new(params).into_value());
         }
     }
-    let mut replies = Vec::with_capacity(items.len());
-    let mut added = 0;
-    for item in items {
-        let budget = ctx.budget();
-        match ctx.update(key, |f: &mut WindowedFilter| f.add(item, at_ms, budget)) {
-            Ok(new) => {
-                added += u64::from(new);
-                replies.push(Reply::Bool(new));
-            }
-            Err(e) => {
-                replies.push(Reply::error(e.message()));
-                break;
-            }
-        }
-    }
-    ctx.changed(added);
+    let replies = add_each(
+        ctx,
+        key,
+        items,
+        |f: &mut WindowedFilter, item, budget| f.add(item, at_ms, budget),
+        AddError::message,
+    );
     logged.extend([
         b"AT".to_vec(),
         at_ms.to_string().into_bytes(),

@@ -340,7 +340,8 @@ impl Core {
         let since = self.since(now_ms);
         let mut seen = vec![false; items.len()];
         let mut ask = vec![false; items.len()];
-        let mut tickets = Vec::new();
+        // The items the cache could not answer, with the ticket of each lookup.
+        let mut asked: Vec<(usize, Ticket)> = Vec::new();
         let mut hits = 0;
         for (i, &item) in items.iter().enumerate() {
             match self.cache.lookup(scope, item, since) {
@@ -350,7 +351,7 @@ impl Core {
                 }
                 Err(ticket) => {
                     ask[i] = true;
-                    tickets.push(ticket);
+                    asked.push((i, ticket));
                 }
             }
         }
@@ -358,12 +359,9 @@ impl Core {
         if hits == items.len() as u64 {
             return Ok(seen);
         }
-        // Tickets in item order, for the items the cache could not answer.
-        let tickets: Vec<(usize, Ticket)> =
-            (0..items.len()).filter(|&i| ask[i]).zip(tickets).collect();
         self.pending
             .answer(scope, items, since, &mut ask, &mut seen);
-        let missed: Vec<(usize, Ticket)> = tickets.into_iter().filter(|&(i, _)| ask[i]).collect();
+        let missed: Vec<(usize, Ticket)> = asked.into_iter().filter(|&(i, _)| ask[i]).collect();
         if !missed.is_empty() {
             let batch: Vec<u64> = missed.iter().map(|&(i, _)| items[i]).collect();
             let mut answers = Vec::with_capacity(batch.len());

@@ -55,14 +55,18 @@ pub fn check_image(image: &[u8]) -> Verdict {
         (Err(e), Err(_)) => Verdict::Rejected(e.to_string()),
         (Ok(filter), Ok(other)) => {
             assert_eq!(filter.kind(), other.kind());
-            assert!(
-                filter.to_bytes() == image,
-                "accepted image does not re-encode"
-            );
-            assert!(
-                other.to_bytes() == image,
-                "streamed image does not re-encode"
-            );
+            let again = filter.to_bytes();
+            if again != image {
+                // Only an older body version is rewritten (a version-1 windowed image is
+                // written back as version 2), and the rewrite is stable.
+                assert!(
+                    filter.kind() == bloomgate::codec::FilterKind::Windowed
+                        && AnyFilter::from_bytes(&again).map(|f| f.to_bytes()).ok()
+                            == Some(again.clone()),
+                    "accepted image does not re-encode"
+                );
+            }
+            assert!(other.to_bytes() == again, "streamed image re-encodes differently");
             exercise(filter)
         }
         (Ok(f), Err(e)) => panic!("from_bytes accepted a {:?}, read_from said {e}", f.kind()),
@@ -102,9 +106,15 @@ fn exercise(mut filter: AnyFilter) -> Verdict {
                 f.insert(key).is_ok()
             }
             AnyFilter::Windowed(f) => {
-                let now = f.newest_started_ms();
-                f.insert(key, now);
-                true
+                // At the clock's slot; a new generation or link is sized by the stored config,
+                // which a small file may set huge, so only small allocations are made.
+                let now = f.slot_start_ms(f.clock_slot());
+                let h = f.hash(key);
+                f.allocation_for(h, now).is_ok_and(|bytes| bytes <= 1 << 20)
+                    && matches!(
+                        f.insert_hash_at(h, now),
+                        Ok(bloomgate::Inserted::New | bloomgate::Inserted::Present)
+                    )
             }
             // Growth allocates the next link of the stored schedule, which the file does not
             // hold: a small file may legitimately describe a huge next link.

@@ -26,7 +26,7 @@ pub enum AnyFilter {
     Scalable(ScalableBloomFilter),
     /// A cuckoo filter.
     Cuckoo(CuckooFilter),
-    /// A time-windowed Bloom filter (a ring of blocked generations).
+    /// A time-windowed Bloom filter (generations of aligned time slots).
     Windowed(WindowedBloomFilter),
     /// A FastLocal blocked Bloom filter (probes anywhere in one cache line).
     FastLocal(FastLocalBloomFilter),

@@ -88,12 +88,7 @@ fn small_filters() -> Vec<AnyFilter> {
     let mut counting = CountingBloomFilter::new(50, 0.01).unwrap();
     let mut cuckoo = CuckooFilter::new(50, 0.01).unwrap();
     let mut scalable = ScalableBloomFilter::new(4, 0.01).unwrap();
-    let config = WindowConfig {
-        generations: 2,
-        items_per_generation: 8,
-        fpr: 0.01,
-        generation_window_ms: Some(10),
-    };
+    let config = WindowConfig::new(2, 8, 0.01, Some(10));
     let mut windowed = WindowedBloomFilter::new(config, 0).unwrap();
     for i in 0..20u64 {
         let key = format!("k{i}");
@@ -102,7 +97,7 @@ fn small_filters() -> Vec<AnyFilter> {
         counting.insert(&key);
         cuckoo.insert(&key).unwrap();
         scalable.insert(&key).unwrap();
-        windowed.insert(&key, i);
+        windowed.insert(&key, i).unwrap();
     }
     vec![
         classic.into(),

@@ -131,6 +131,27 @@ impl ScalableBloomFilter {
         Params::for_items(Layout::Classic, capacity, link_fpr)
     }
 
+    /// Bytes of the bit array of link `i` (0-based) in this filter's growth schedule, without
+    /// allocating it: what a caller checks against a memory budget before the link exists.
+    pub fn link_bytes(&self, i: usize) -> Result<u64> {
+        Ok(self.link_params(i)?.bytes())
+    }
+
+    /// Whether the next insert of an absent key adds a link (the newest link is at capacity).
+    pub fn is_full(&self) -> bool {
+        self.links
+            .last()
+            .is_none_or(|newest| newest.len() >= newest.params().items)
+    }
+
+    /// Appends an empty link, as growth would (a filter shaped like another whose contents
+    /// arrive later). [`Error::TooLarge`] past the schedule's limits; the filter is unchanged.
+    pub fn push_empty_link(&mut self) -> Result<()> {
+        let link = BloomFilter::with_params(self.link_params(self.links.len())?, self.seed)?;
+        self.links.push(link);
+        Ok(())
+    }
+
     /// The key's hash with this filter's seed.
     pub fn hash(&self, key: impl AsRef<[u8]>) -> KeyHash {
         KeyHash::of(key.as_ref(), self.seed)

@@ -66,7 +66,10 @@ pub fn check_image(image: &[u8]) -> Verdict {
                     "accepted image does not re-encode"
                 );
             }
-            assert!(other.to_bytes() == again, "streamed image re-encodes differently");
+            assert!(
+                other.to_bytes() == again,
+                "streamed image re-encodes differently"
+            );
             exercise(filter)
         }
         (Ok(f), Err(e)) => panic!("from_bytes accepted a {:?}, read_from said {e}", f.kind()),

@@ -1,11 +1,15 @@
 //! "Seen in the last N windows": a time-windowed filter as a server value (`WF.*` commands), an
-//! extension of the dialect that RedisBloom does not have.
+//! extension of the dialect that RedisBloom does not have. The value is the core library's
+//! [`WindowedBloomFilter`] (the one windowed filter of the project: the gate's local filters
+//! age items exactly as these values do) plus what a server value needs on top: its creation
+//! parameters, the dump format, memory-budget checks, the bound on write times, and the state
+//! of a dump being loaded.
 //!
 //! Time is cut into aligned slots of `window_ms`; slot `s` covers `[s·W, (s+1)·W)`. Each slot
-//! that received writes has one generation: a scalable Bloom filter from the core library (so a
-//! generation that fills before its window ends grows by a link instead of rotating early —
-//! retention is never shortened by load). At time `now` the live slots are the `G` newest up to
-//! `⌊now/W⌋`; older generations are dropped by the next write.
+//! that received writes has one generation: a scalable Bloom filter (so a generation that fills
+//! before its window ends grows by a link instead of rotating early — retention is never
+//! shortened by load). At time `now` the live slots are the `G` newest up to `⌊now/W⌋`; older
+//! generations are dropped by the next write.
 //!
 //! # Retention
 //! An item added at time `t` sits in slot `⌊t/W⌋`, which stays live while
@@ -13,11 +17,20 @@
 //! answers 1 at every time `< t + (G−1)·W`; and at every time `≥ t + G·W` its slot is dead, so it
 //! answers as an absent item would (with the filter's false-positive rate).
 //!
+//! # Write times
+//! A write at time `t` moves the filter's clock to `⌊t/W⌋`, and the slots that are dead there
+//! go. So a write may not lie a full retention or more in the future of the server's clock:
+//! `AT t` with `⌊t/W⌋ ≥ ⌊now/W⌋ + G` (roughly, `t ≥ now + G·W`) is refused with
+//! [`ERR_FUTURE`] before anything changes. Any accepted write therefore leaves the slot of `now`
+//! live, and writes at the server's time keep landing in live generations. Times in the past
+//! are accepted; a write into a slot already dead stores nothing and answers 0.
+//!
 //! # Determinism
 //! Reads evaluate liveness against the caller's clock and change nothing. A write at time `t`
 //! is a pure function of the value and `t` (drop slots `≤ ⌊t/W⌋ − G`, add to slot `⌊t/W⌋`), so
 //! logging and replicating writes with their effective timestamp (`WF.INSERT key AT t ...`)
-//! rebuilds the same bytes on replay or on a replica, whatever its clock says.
+//! rebuilds the same bytes on replay or on a replica, whatever its clock says (a replay's clock
+//! is later than the write's, so the future bound never refuses it).
 //!
 //! # Accuracy
 //! Each generation targets `p_gen = 1 − (1 − p)^(1/G)`, so a query over `G` generations each at
@@ -28,13 +41,25 @@
 //! `f64 error`, `u64 capacity`, `u64 window_ms`, `u32 generations`, `u32 expansion`,
 //! `u32 count`, then per generation `u64 slot, u64 bytes` (slots strictly increasing). Then one
 //! chunk per generation (iterator `i + 2` for generation `i`), each the generation's filter in the
-//! core library's checksummed file format. Every field is validated and the declared bytes are
-//! checked against the memory budget before anything is allocated; each chunk is verified
-//! (checksum, kind, parameters) before it replaces its placeholder.
+//! core library's checksummed file format. Every field is validated — a generation's declared
+//! bytes must be the image of a whole number of links of the generation's growth schedule — and
+//! the declared bytes are checked against the memory budget before anything is allocated; each
+//! chunk is verified (checksum, kind, parameters, length) before it replaces its placeholder.
+//!
+//! # Loading a dump
+//! A header creates the filter with each generation an empty filter of the declared shape
+//! (answering as empty, as a half-loaded RedisBloom filter does) awaiting its chunk. Such a
+//! half-loaded value is a valid value at every step: it saves, dumps and loads (the awaited
+//! generations as the empty filters they are), as BF and CF values do. A write into an awaited
+//! generation keeps that write and ends the wait: its chunk is then refused, as a chunk sent
+//! twice is. The wait is not persisted: a value saved half-way loads complete.
+//!
+//! # Snapshots
+//! Generations are shared between clones (copy-on-write per generation, in the core filter): a
+//! server snapshotting a value while writes continue copies only the generations written during
+//! the snapshot.
 
-use std::collections::VecDeque;
-
-use bloomgate::{FilterCodec, ScalableBloomFilter};
+use bloomgate::{FilterCodec, Inserted, ScalableBloomFilter, WindowConfig, WindowedBloomFilter};
 
 /// Most generations a filter may have (each query checks all of them).
 pub const MAX_GENERATIONS: u64 = 1024;
@@ -50,11 +75,8 @@ const FORMAT_VERSION: u8 = 1;
 /// Magic, version, error, capacity, window, generations, expansion, count.
 pub(crate) const HEADER_FIXED: usize = 4 + 1 + 8 + 8 + 8 + 4 + 4 + 4;
 const HEADER_PER_GENERATION: usize = 16;
-/// Bytes a generation's link grows by at most, relative to the whole generation, per growth
-/// step: used to check the memory budget before an insert may add a link.
+/// Bookkeeping bytes counted per value and per generation.
 const OVERHEAD: u64 = 64;
-/// Tightening ratio of each generation's links.
-const TIGHTENING: f64 = 0.5;
 /// Seed of every generation (fixed: dumps are portable between servers).
 const SEED: u64 = bloomgate::hash::DEFAULT_SEED;
 
@@ -65,6 +87,9 @@ type SlotImage = (u64, u64);
 pub const ERR_BAD_HEADER: &str = "ERR invalid windowed filter header";
 /// A chunk that is not the generation its iterator names.
 pub const ERR_BAD_CHUNK: &str = "ERR invalid windowed filter chunk";
+/// A write time a full retention or more ahead of the server's clock.
+pub const ERR_FUTURE: &str =
+    "ERR time is a full retention (generations x window) or more ahead of the server's clock";
 
 /// Creation parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -102,56 +127,75 @@ impl WindowParams {
         Ok(())
     }
 
-    /// The rate each generation is sized for: `1 − (1 − p)^(1/G)`.
-    pub fn generation_error(&self) -> f64 {
-        -((-self.error).ln_1p() / f64::from(self.generations)).exp_m1()
+    /// The core filter's configuration.
+    pub fn config(&self) -> WindowConfig {
+        WindowConfig {
+            generations: self.generations as usize,
+            items_per_generation: self.capacity,
+            fpr: self.error,
+            generation_window_ms: Some(self.window_ms),
+            growth: self.expansion,
+        }
     }
 
-    /// A new, empty generation.
-    fn new_generation(&self) -> Option<ScalableBloomFilter> {
-        ScalableBloomFilter::with_options(
-            self.capacity,
-            self.generation_error(),
-            self.expansion,
-            TIGHTENING,
-            SEED,
-        )
-        .ok()
+    /// Refuses a write time a full retention or more ahead of `now_ms`: its slot must be
+    /// less than G slots after the slot of `now_ms` (see the module docs).
+    pub fn check_time(&self, at_ms: u64, now_ms: u64) -> Result<(), &'static str> {
+        let (at, now) = (at_ms / self.window_ms, now_ms / self.window_ms);
+        if at >= now.saturating_add(u64::from(self.generations)) {
+            return Err(ERR_FUTURE);
+        }
+        Ok(())
+    }
+
+    /// The rate each generation is sized for: `1 − (1 − p)^(1/G)`.
+    pub fn generation_error(&self) -> f64 {
+        self.config().generation_fpr()
     }
 
     /// Bytes a new generation takes.
     pub fn generation_bytes(&self) -> Option<u64> {
-        let fpr = self.generation_error() * (1.0 - TIGHTENING);
-        bloomgate::Params::for_items(bloomgate::Layout::Classic, self.capacity, fpr)
-            .ok()
-            .map(|p| p.bytes())
+        self.config().generation_bytes().ok()
+    }
+
+    /// Links of a generation whose file image is `len` bytes, computed from the growth
+    /// schedule without allocating; `None` if no whole number of links has that length.
+    fn links_for_image(&self, len: u64) -> Option<usize> {
+        let config = self.config();
+        let mut total = IMAGE_FRAME;
+        for links in 1..=bloomgate::filters::MAX_LINKS {
+            total = total.checked_add(PER_LINK + config.generation_link_bytes(links - 1).ok()?)?;
+            if total >= len {
+                return (total == len).then_some(links);
+            }
+        }
+        None
+    }
+
+    /// An empty generation of `links` links (a placeholder awaiting its chunk).
+    fn empty_generation(&self, links: usize) -> Option<ScalableBloomFilter> {
+        let mut filter = self.config().new_generation(SEED).ok()?;
+        for _ in 1..links {
+            filter.push_empty_link().ok()?;
+        }
+        Some(filter)
     }
 }
 
-/// One slot's filter. `None` while a dump is being loaded and its chunk has not arrived (it
-/// answers as empty until then, as a half-loaded RedisBloom filter does).
-#[derive(Clone, Debug)]
-struct Generation {
-    slot: u64,
-    filter: Option<ScalableBloomFilter>,
-    /// Bytes of the filter's file image as a loaded header declared it (what the chunk that
-    /// fills `filter` must be); once `filter` is there, [`image_len`] is its length.
-    image_len: u64,
-}
+/// File frame (header and XXH3 checksum) plus the scalable body's fixed fields (initial
+/// capacity, FPR, growth, tightening, link count).
+const IMAGE_FRAME: u64 = bloomgate::codec::HEADER_LEN as u64 + 8 + (8 + 8 + 4 + 8 + 4);
+/// Per link: its nested length and its parameters (bits, hashes, items, count), then the bits.
+const PER_LINK: u64 = 8 + (8 + 4 + 8 + 8);
 
 /// Bytes of `filter`'s file image (`FilterCodec::to_bytes`), from its shape instead of
-/// serialising it: the file header and the XXH3 checksum; the scalable body's initial capacity,
-/// FPR, growth, tightening and link count; per link its nested length, its parameters (bits,
-/// hashes, items, count) and its bit array. Pinned to `to_bytes` by a test.
+/// serialising it. Pinned to `to_bytes` by a test.
 fn image_len(filter: &ScalableBloomFilter) -> u64 {
-    const FILE_FRAME: u64 = bloomgate::codec::HEADER_LEN as u64 + 8;
-    const SCALABLE_FIXED: u64 = 8 + 8 + 4 + 8 + 4;
-    const PER_LINK: u64 = 8 + (8 + 4 + 8 + 8);
     let links = filter.links() as u64;
     // `memory_bytes` is each link's struct plus its bit array.
     let bit_arrays =
         filter.memory_bytes() as u64 - links * std::mem::size_of::<bloomgate::BloomFilter>() as u64;
-    FILE_FRAME + SCALABLE_FIXED + links * PER_LINK + bit_arrays
+    IMAGE_FRAME + links * PER_LINK + bit_arrays
 }
 
 /// Why an add did not happen.
@@ -173,19 +217,24 @@ impl AddError {
     }
 }
 
-/// A time-windowed filter: generations oldest first.
+/// A time-windowed filter value.
 #[derive(Clone, Debug)]
 pub struct WindowedFilter {
     params: WindowParams,
-    generations: VecDeque<Generation>,
+    inner: WindowedBloomFilter,
+    /// Slots of the generations created from a dump header whose chunk has not arrived.
+    awaiting: Vec<u64>,
 }
 
 impl WindowedFilter {
     /// An empty filter; `params` must be valid.
     pub fn new(params: WindowParams) -> Self {
+        let inner = WindowedBloomFilter::with_seed(params.config(), SEED, 0)
+            .expect("validated parameters make a valid filter");
         Self {
             params,
-            generations: VecDeque::new(),
+            inner,
+            awaiting: Vec::new(),
         }
     }
 
@@ -194,103 +243,59 @@ impl WindowedFilter {
         &self.params
     }
 
-    fn slot_of(&self, at_ms: u64) -> u64 {
-        at_ms / self.params.window_ms
+    /// The core filter the value is.
+    pub fn filter(&self) -> &WindowedBloomFilter {
+        &self.inner
     }
 
-    /// Whether slot `slot` is live at `now_ms`.
-    fn live(&self, slot: u64, now_ms: u64) -> bool {
-        slot + u64::from(self.params.generations) > self.slot_of(now_ms)
-    }
-
-    fn live_generations(&self, now_ms: u64) -> impl Iterator<Item = &Generation> + '_ {
-        self.generations
-            .iter()
-            .filter(move |g| self.live(g.slot, now_ms))
-    }
-
-    /// Adds `item` at time `at_ms` (dropping generations dead at that time first). `Ok(true)` if
-    /// new to its generation; `Ok(false)` if its generation may already hold it — or if `at_ms`
-    /// lies in a slot already dead (its retention has passed; nothing is stored).
+    /// Adds `item` at time `at_ms` (dropping generations dead at that time first), after
+    /// checking what it would allocate (a new generation or link) against `budget`. `Ok(true)`
+    /// if new to its generation; `Ok(false)` if its generation may already hold it — or if
+    /// `at_ms` lies in a slot already dead (its retention has passed; nothing is stored).
     pub fn add(&mut self, item: &[u8], at_ms: u64, budget: u64) -> Result<bool, AddError> {
-        let slot = self.slot_of(at_ms);
-        let newest = self.generations.back().map_or(slot, |g| g.slot.max(slot));
-        while let Some(oldest) = self.generations.front() {
-            if oldest.slot + u64::from(self.params.generations) > newest {
-                break;
-            }
-            self.generations.pop_front();
+        let h = self.inner.hash(item);
+        let bytes = self
+            .inner
+            .allocation_for(h, at_ms)
+            .map_err(|_| AddError::Full)?;
+        if bytes > 0 && bytes.saturating_add(OVERHEAD) > budget {
+            return Err(AddError::OutOfMemory);
         }
-        if slot + u64::from(self.params.generations) <= newest {
-            return Ok(false);
+        let inserted = self
+            .inner
+            .insert_hash_at(h, at_ms)
+            .map_err(|_| AddError::Full)?;
+        if !self.awaiting.is_empty() {
+            // A write into an awaited generation ends its wait; dropped generations end theirs.
+            let written = (inserted != Inserted::Expired).then(|| self.inner.slot_of(at_ms));
+            let inner = &self.inner;
+            self.awaiting
+                .retain(|&s| Some(s) != written && inner.retained().any(|g| g.slot() == s));
         }
-        let at = match self.generations.iter().position(|g| g.slot >= slot) {
-            Some(i) if self.generations[i].slot == slot => i,
-            found => {
-                let bytes = self.params.generation_bytes().ok_or(AddError::Full)?;
-                if bytes + OVERHEAD > budget {
-                    return Err(AddError::OutOfMemory);
-                }
-                let filter = self.params.new_generation().ok_or(AddError::Full)?;
-                let i = found.unwrap_or(self.generations.len());
-                self.generations.insert(
-                    i,
-                    Generation {
-                        slot,
-                        image_len: 0,
-                        filter: Some(filter),
-                    },
-                );
-                i
-            }
-        };
-        let generation = &mut self.generations[at];
-        let filter = match &mut generation.filter {
-            Some(filter) => filter,
-            slot_filter => slot_filter.insert(self.params.new_generation().ok_or(AddError::Full)?),
-        };
-        let h = filter.hash(item);
-        if filter.contains_hash(h) {
-            return Ok(false);
-        }
-        if filter.len() >= filter.capacity() {
-            // The next link is at most `growth ×` the whole chain so far.
-            let next = (filter.memory_bytes() as u64).saturating_mul(u64::from(filter.growth()));
-            if next > budget {
-                return Err(AddError::OutOfMemory);
-            }
-        }
-        filter.insert_hash(h).map_err(|_| AddError::Full)?;
-        Ok(true)
+        Ok(inserted == Inserted::New)
     }
 
     /// Whether `item` may have been added within the retention as of `now_ms`.
     pub fn contains(&self, item: &[u8], now_ms: u64) -> bool {
-        let mut hash = None;
-        self.live_generations(now_ms).any(|g| {
-            g.filter.as_ref().is_some_and(|f| {
-                let h = *hash.get_or_insert_with(|| f.hash(item));
-                f.contains_hash(h)
-            })
-        })
+        self.inner.contains_at(item, now_ms)
     }
 
     /// Items added to live generations (each counted once per generation).
     pub fn items(&self, now_ms: u64) -> u64 {
-        self.live_generations(now_ms)
-            .filter_map(|g| g.filter.as_ref())
-            .map(ScalableBloomFilter::len)
-            .sum()
+        self.inner.live_at(now_ms).map(|g| g.len()).sum()
     }
 
     /// Per live generation: slot start (ms), items, bytes, estimated false-positive rate.
     pub fn generation_stats(&self, now_ms: u64) -> Vec<(u64, u64, u64, f64)> {
-        self.live_generations(now_ms)
+        self.inner
+            .live_at(now_ms)
             .map(|g| {
-                let (items, bytes, fpr) = g.filter.as_ref().map_or((0, 0, 0.0), |f| {
-                    (f.len(), f.memory_bytes() as u64, f.estimated_fpr())
-                });
-                (g.slot * self.params.window_ms, items, bytes, fpr)
+                (
+                    g.slot() * self.params.window_ms,
+                    g.len(),
+                    g.memory_bytes() as u64,
+                    g.estimated_fpr(),
+                )
             })
             .collect()
     }
@@ -298,9 +303,9 @@ impl WindowedFilter {
     /// Estimated false-positive rate of a query now: `1 − Π (1 − fpr_g)` over live generations.
     pub fn estimated_fpr(&self, now_ms: u64) -> f64 {
         1.0 - self
-            .generation_stats(now_ms)
-            .iter()
-            .map(|&(_, _, _, fpr)| 1.0 - fpr)
+            .inner
+            .live_at(now_ms)
+            .map(|g| 1.0 - g.estimated_fpr())
             .product::<f64>()
     }
 
@@ -308,20 +313,25 @@ impl WindowedFilter {
     pub fn memory(&self) -> u64 {
         OVERHEAD
             + self
-                .generations
-                .iter()
-                .map(|g| {
-                    OVERHEAD
-                        + g.filter
-                            .as_ref()
-                            .map_or(g.image_len, |f| f.memory_bytes() as u64)
-                })
+                .inner
+                .retained()
+                .map(|g| OVERHEAD + g.memory_bytes() as u64)
                 .sum::<u64>()
     }
 
-    fn header_with(&self, lens: &[u64]) -> Vec<u8> {
+    /// Each generation's filter, oldest first.
+    fn generation_filters(&self) -> impl Iterator<Item = (u64, &ScalableBloomFilter)> + '_ {
+        self.inner.retained().map(|g| {
+            let filter = g
+                .filter()
+                .expect("a WF value's generations are scalable (version-1 files are core-only)");
+            (g.slot(), filter)
+        })
+    }
+
+    fn header_with(&self, parts: &[SlotImage]) -> Vec<u8> {
         let p = &self.params;
-        let mut out = Vec::with_capacity(HEADER_FIXED + lens.len() * HEADER_PER_GENERATION);
+        let mut out = Vec::with_capacity(HEADER_FIXED + parts.len() * HEADER_PER_GENERATION);
         out.extend_from_slice(MAGIC);
         out.push(FORMAT_VERSION);
         out.extend_from_slice(&p.error.to_le_bytes());
@@ -329,32 +339,31 @@ impl WindowedFilter {
         out.extend_from_slice(&p.window_ms.to_le_bytes());
         out.extend_from_slice(&p.generations.to_le_bytes());
         out.extend_from_slice(&p.expansion.to_le_bytes());
-        out.extend_from_slice(&(self.generations.len() as u32).to_le_bytes());
-        for (g, len) in self.generations.iter().zip(lens) {
-            out.extend_from_slice(&g.slot.to_le_bytes());
+        out.extend_from_slice(&(parts.len() as u32).to_le_bytes());
+        for (slot, len) in parts {
+            out.extend_from_slice(&slot.to_le_bytes());
             out.extend_from_slice(&len.to_le_bytes());
         }
         out
     }
 
-    fn image_lens(&self) -> Vec<u64> {
-        self.generations
-            .iter()
-            .map(|g| g.filter.as_ref().map_or(g.image_len, image_len))
+    fn parts(&self) -> Vec<SlotImage> {
+        self.generation_filters()
+            .map(|(slot, f)| (slot, image_len(f)))
             .collect()
     }
 
     /// The dump header (iterator 0).
     pub fn dump_header(&self) -> Vec<u8> {
-        self.header_with(&self.image_lens())
+        self.header_with(&self.parts())
     }
 
     /// `(iterator, length)` of each generation's chunk.
     pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        self.image_lens()
+        self.parts()
             .into_iter()
             .enumerate()
-            .map(|(i, len)| (i as i64 + 2, len))
+            .map(|(i, (_, len))| (i as i64 + 2, len))
             .collect()
     }
 
@@ -362,19 +371,17 @@ impl WindowedFilter {
     pub fn chunk_bytes(&self, iter: i64) -> Vec<u8> {
         usize::try_from(iter - 2)
             .ok()
-            .and_then(|i| self.generations.get(i))
-            .and_then(|g| g.filter.as_ref())
-            .map(FilterCodec::to_bytes)
+            .and_then(|i| self.generation_filters().nth(i))
+            .map(|(_, f)| f.to_bytes())
             .unwrap_or_default()
     }
 
     /// SCANDUMP: `[1, header]` at 0, then one generation per call, `[0, ""]` when done.
     pub fn scandump(&self, iter: i64) -> (i64, Vec<u8>) {
+        let count = self.inner.retained().count();
         match iter {
             0 => (1, self.dump_header()),
-            i if i >= 1 && ((i - 1) as usize) < self.generations.len() => {
-                (i + 1, self.chunk_bytes(i + 1))
-            }
+            i if i >= 1 && ((i - 1) as usize) < count => (i + 1, self.chunk_bytes(i + 1)),
             _ => (0, Vec::new()),
         }
     }
@@ -392,7 +399,9 @@ impl WindowedFilter {
             .checked_add(HEADER_FIXED)
     }
 
-    fn parse_header(header: &[u8]) -> Result<(WindowParams, Vec<SlotImage>), &'static str> {
+    /// The header's parameters and `(slot, bytes, links)` per generation, every field
+    /// validated without allocating.
+    fn parse_header(header: &[u8]) -> Result<(WindowParams, Vec<(u64, u64, usize)>), &'static str> {
         let len = Self::header_len(header).ok_or(ERR_BAD_HEADER)?;
         if header.len() != len || &header[..4] != MAGIC || header[4] != FORMAT_VERSION {
             return Err(ERR_BAD_HEADER);
@@ -411,20 +420,19 @@ impl WindowedFilter {
         if count as u64 > u64::from(params.generations) {
             return Err(ERR_BAD_HEADER);
         }
-        let mut parts = Vec::with_capacity(count);
+        let mut parts: Vec<(u64, u64, usize)> = Vec::with_capacity(count);
         for i in 0..count {
             let at = HEADER_FIXED + i * HEADER_PER_GENERATION;
             let (slot, bytes) = (u64_at(at), u64_at(at + 8));
-            let ordered = parts
-                .last()
-                .is_none_or(|&(prev, _): &(u64, u64)| slot > prev);
-            // Live together: all within G slots of the newest.
-            if !ordered || bytes == 0 || slot.checked_add(u64::from(params.generations)).is_none() {
+            let ordered = parts.last().is_none_or(|&(prev, _, _)| slot > prev);
+            let links = params.links_for_image(bytes).ok_or(ERR_BAD_HEADER)?;
+            if !ordered || slot.checked_add(u64::from(params.generations)).is_none() {
                 return Err(ERR_BAD_HEADER);
             }
-            parts.push((slot, bytes));
+            parts.push((slot, bytes, links));
         }
-        if let (Some(&(first, _)), Some(&(last, _))) = (parts.first(), parts.last()) {
+        // Live together: all within G slots of the newest.
+        if let (Some(&(first, _, _)), Some(&(last, _, _))) = (parts.first(), parts.last()) {
             if first + u64::from(params.generations) <= last {
                 return Err(ERR_BAD_HEADER);
             }
@@ -437,45 +445,46 @@ impl WindowedFilter {
         let (_, parts) = Self::parse_header(header)?;
         parts
             .iter()
-            .try_fold(0u64, |sum, &(_, bytes)| sum.checked_add(bytes))
+            .try_fold(0u64, |sum, &(_, bytes, _)| sum.checked_add(bytes))
             .ok_or(ERR_BAD_HEADER)
     }
 
     /// A filter shaped as the header says, its generations empty until their chunks arrive.
+    /// The caller checks [`Self::header_bytes`] against its budget first.
     pub fn from_header(header: &[u8]) -> Result<Self, &'static str> {
         let (params, parts) = Self::parse_header(header)?;
+        let mut generations = Vec::with_capacity(parts.len());
+        for &(slot, _, links) in &parts {
+            let empty = params.empty_generation(links).ok_or(ERR_BAD_HEADER)?;
+            generations.push((slot, empty));
+        }
+        let inner = WindowedBloomFilter::from_generations(params.config(), SEED, generations)
+            .map_err(|_| ERR_BAD_HEADER)?;
         Ok(Self {
             params,
-            generations: parts
-                .into_iter()
-                .map(|(slot, image_len)| Generation {
-                    slot,
-                    filter: None,
-                    image_len,
-                })
-                .collect(),
+            inner,
+            awaiting: parts.iter().map(|&(slot, _, _)| slot).collect(),
         })
     }
 
     /// LOADCHUNK: generation `iter − 2`'s file image, verified (checksum, kind, parameters and
-    /// the length the header declared) before it replaces the placeholder.
+    /// the length of the generation it replaces) before it replaces the placeholder. Only a
+    /// generation still awaiting its chunk takes one.
     pub fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
         let index = usize::try_from(iter - 2).map_err(|_| ERR_BAD_CHUNK)?;
-        let params = self.params;
-        let generation = self.generations.get_mut(index).ok_or(ERR_BAD_CHUNK)?;
-        if data.len() as u64 != generation.image_len || generation.filter.is_some() {
+        let (slot, current) = self
+            .generation_filters()
+            .nth(index)
+            .map(|(slot, f)| (slot, image_len(f)))
+            .ok_or(ERR_BAD_CHUNK)?;
+        if data.len() as u64 != current || !self.awaiting.contains(&slot) {
             return Err(ERR_BAD_CHUNK);
         }
         let filter = ScalableBloomFilter::from_bytes(data).map_err(|_| ERR_BAD_CHUNK)?;
-        let same_shape = filter.initial_capacity() == params.capacity
-            && filter.target_fpr() == params.generation_error()
-            && filter.growth() == params.expansion
-            && filter.tightening() == TIGHTENING
-            && filter.seed() == SEED;
-        if !same_shape {
-            return Err(ERR_BAD_CHUNK);
-        }
-        generation.filter = Some(filter);
+        self.inner
+            .replace_generation(index, filter)
+            .map_err(|_| ERR_BAD_CHUNK)?;
+        self.awaiting.retain(|&s| s != slot);
         Ok(())
     }
 }
@@ -506,7 +515,7 @@ mod tests {
                 generations: 3,
                 expansion,
             };
-            let mut filter = p.new_generation().unwrap();
+            let mut filter = p.config().new_generation(SEED).unwrap();
             let mut links = 0;
             for i in 0..2000u32 {
                 if filter.links() != links {
@@ -587,6 +596,7 @@ mod tests {
         assert!((0..300u32).all(|i| back.contains(format!("1500-{i}").as_bytes(), 3500)));
         assert_eq!(back.items(3500), f.items(3500));
         // A chunk twice, a damaged chunk, a chunk past the end.
+        assert!(back.awaiting.is_empty());
         assert_eq!(back.load_chunk(2, &f.chunk_bytes(2)), Err(ERR_BAD_CHUNK));
         let mut fresh = WindowedFilter::from_header(&header).unwrap();
         let mut bad = f.chunk_bytes(2);
@@ -627,5 +637,149 @@ mod tests {
         assert!(f.add(b"late", 4200, u64::MAX).unwrap());
         assert!(f.contains(b"late", 5000));
         assert!(!f.contains(b"late", 6000), "slot 4 is dead at 6000");
+    }
+
+    fn loaded_header(f: &WindowedFilter) -> WindowedFilter {
+        WindowedFilter::from_header(&f.dump_header()).unwrap()
+    }
+
+    /// The whole dump of a value, as SCANDUMP gives it.
+    fn dump(f: &WindowedFilter) -> Vec<(i64, Vec<u8>)> {
+        let mut out = vec![(1, f.dump_header())];
+        out.extend(f.chunk_plan().iter().map(|&(i, _)| (i, f.chunk_bytes(i))));
+        out
+    }
+
+    /// A header alone makes a valid value: it dumps (the awaited generations as the empty
+    /// filters they are) and that dump loads; the chunks that arrive later still fill it.
+    #[test]
+    fn a_half_loaded_value_dumps_and_loads() {
+        let mut f = WindowedFilter::new(params(1000, 3));
+        for t in [0u64, 1500, 2500] {
+            for i in 0..500u32 {
+                f.add(format!("{t}-{i}").as_bytes(), t, u64::MAX).unwrap();
+            }
+        }
+        let mut half = loaded_header(&f);
+        assert_eq!(half.dump_header(), f.dump_header(), "same shape");
+        half.load_chunk(2, &f.chunk_bytes(2)).unwrap();
+        for (iter, len) in half.chunk_plan() {
+            assert_eq!(half.chunk_bytes(iter).len() as u64, len);
+        }
+        // Its dump loads elsewhere (as an RDB load or RESTORE would).
+        let saved = dump(&half);
+        let mut copy = WindowedFilter::from_header(&saved[0].1).unwrap();
+        for (iter, data) in &saved[1..] {
+            copy.load_chunk(*iter, data).unwrap();
+        }
+        assert!((0..500u32).all(|i| copy.contains(format!("0-{i}").as_bytes(), 2500)));
+        assert!(
+            !copy.contains(b"1500-1", 2500),
+            "awaited generations answer as empty"
+        );
+        // The original keeps loading.
+        for (iter, data) in &dump(&f)[2..] {
+            half.load_chunk(*iter, data).unwrap();
+        }
+        assert_eq!(dump(&half), dump(&f));
+    }
+
+    /// A write into an awaited generation is kept, and that generation's chunk is then
+    /// refused (it would overwrite the write).
+    #[test]
+    fn a_write_ends_the_wait() {
+        let mut f = WindowedFilter::new(params(1000, 3));
+        f.add(b"old", 1500, u64::MAX).unwrap();
+        let mut half = loaded_header(&f);
+        assert!(half.add(b"new", 1600, u64::MAX).unwrap());
+        assert_eq!(half.load_chunk(2, &f.chunk_bytes(2)), Err(ERR_BAD_CHUNK));
+        assert!(half.contains(b"new", 1700));
+    }
+
+    /// Forged headers are refused before anything is allocated: a generation's bytes must be
+    /// the image of whole links of its schedule (a huge capacity with tiny declared bytes, or
+    /// an odd length, is refused), and the budget sees the real size.
+    #[test]
+    fn forged_headers_are_refused() {
+        let mut f = WindowedFilter::new(params(1000, 3));
+        f.add(b"a", 0, u64::MAX).unwrap();
+        let header = f.dump_header();
+        let mut h = header.clone();
+        h[13..21].copy_from_slice(&MAX_CAPACITY.to_le_bytes());
+        assert_eq!(WindowedFilter::header_bytes(&h), Err(ERR_BAD_HEADER));
+        let mut h = header.clone();
+        let at = HEADER_FIXED + 8;
+        let len = u64::from_le_bytes(h[at..at + 8].try_into().unwrap());
+        h[at..at + 8].copy_from_slice(&(len + 1).to_le_bytes());
+        assert_eq!(WindowedFilter::from_header(&h).err(), Some(ERR_BAD_HEADER));
+        // A huge but well-formed generation declares its real size.
+        let big = WindowParams {
+            capacity: MAX_CAPACITY,
+            ..params(1000, 3)
+        };
+        let bytes = big.generation_bytes().unwrap();
+        assert!(bytes > 1 << 30);
+        let big_header =
+            WindowedFilter::new(big).header_with(&[(0, IMAGE_FRAME + PER_LINK + bytes)]);
+        assert_eq!(
+            WindowedFilter::header_bytes(&big_header),
+            Ok(IMAGE_FRAME + PER_LINK + bytes)
+        );
+    }
+
+    #[test]
+    fn write_times_are_bounded_by_one_retention() {
+        let p = params(1000, 3);
+        let now = 10_500;
+        assert_eq!(p.check_time(u64::MAX, now), Err(ERR_FUTURE));
+        assert_eq!(p.check_time(13_000, now), Err(ERR_FUTURE));
+        assert_eq!(p.check_time(12_999, now), Ok(()));
+        assert_eq!(p.check_time(0, now), Ok(()));
+        // The latest accepted time leaves the slot of `now` live.
+        let mut f = WindowedFilter::new(p);
+        f.add(b"ahead", 12_999, u64::MAX).unwrap();
+        assert!(f.add(b"now", now, u64::MAX).unwrap());
+        assert!(f.contains(b"now", now));
+    }
+
+    /// The dump of a value written by the dialect's own windowed filter before it was built on
+    /// the core's (`tests/golden/wf-dump-v1.bin`: error 0.01, capacity 50, window 1 s, 3
+    /// generations, expansion 2; 120 items `"{t}-{i}"` at each t of 0, 0.7, 1.5, 2.6 and 3.1 s,
+    /// so generations grew links) loads, and the same writes today make the same bytes: WF
+    /// dumps and RDB values did not change.
+    #[test]
+    fn dumps_are_unchanged_since_the_dialect_had_its_own_filter() {
+        let golden = include_bytes!("../tests/golden/wf-dump-v1.bin");
+        let mut parts = Vec::new();
+        let mut rest = &golden[..];
+        while !rest.is_empty() {
+            let iter = i64::from_le_bytes(rest[..8].try_into().unwrap());
+            let len = u64::from_le_bytes(rest[8..16].try_into().unwrap()) as usize;
+            parts.push((iter, rest[16..16 + len].to_vec()));
+            rest = &rest[16 + len..];
+        }
+        let mut loaded = WindowedFilter::from_header(&parts[0].1).unwrap();
+        for (iter, data) in &parts[1..] {
+            loaded.load_chunk(*iter, data).unwrap();
+        }
+        assert_eq!(dump(&loaded), parts);
+        let mut f = WindowedFilter::new(WindowParams {
+            error: 0.01,
+            capacity: 50,
+            window_ms: 1000,
+            generations: 3,
+            expansion: 2,
+        });
+        for t in [0u64, 700, 1500, 2600, 3100] {
+            for i in 0..120u32 {
+                f.add(format!("{t}-{i}").as_bytes(), t, u64::MAX).unwrap();
+            }
+        }
+        assert_eq!(dump(&f), parts);
+        assert!(f
+            .filter()
+            .retained()
+            .any(|g| g.filter().unwrap().links() > 1));
+        assert!((0..120u32).all(|i| loaded.contains(format!("1500-{i}").as_bytes(), 3100)));
     }
 }

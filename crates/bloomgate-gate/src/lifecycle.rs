@@ -205,24 +205,21 @@ impl LocalFilters {
         if filter.rotate_if_due(now_ms) {
             metrics.rotations.fetch_add(1, Relaxed);
         }
-        // The windowed filter rotates early once its newest generation holds its capacity, which
-        // would cut retention below (G−1)·W. So a scope about to outgrow its capacity is rebuilt
-        // larger instead; capacity rotation never happens. Same for a filter whose estimated FPR
-        // has drifted past the budget.
+        // A generation that outgrows its capacity grows (the windowed filter never rotates
+        // early), so retention holds under any load; a filter whose estimated FPR drifted past
+        // the budget is rebuilt larger. An insert that cannot grow the filter any further is
+        // treated the same way (the items are in `recent` until the rebuild lands).
         let capacity = filter.config().items_per_generation;
         let filled_before = filter.newest_len();
-        let outgrown = filled_before + items.len() as u64 > capacity;
-        if !outgrown {
-            for item in items {
-                filter.insert(item.to_le_bytes(), now_ms);
-            }
-        }
+        let failed = items
+            .iter()
+            .any(|item| filter.insert(item.to_le_bytes(), now_ms).is_err());
         // The fill-based FPR estimate costs a Poisson mixture per generation (~13% of the demo's
         // CPU when done on every record), so it is checked each time the newest generation
         // passes another quarter of its capacity.
         let quarter = (capacity / 4).max(1);
         let check_fpr = filled_before / quarter != filter.newest_len() / quarter;
-        if outgrown || (check_fpr && filter.estimated_fpr() > self.config.fpr_budget) {
+        if failed || (check_fpr && filter.estimated_fpr() > self.config.fpr_budget) {
             entry.recent = Some(items.iter().map(|&item| (item, now_ms)).collect());
             self.queue_build(scope, now_ms, Some(capacity));
         }
@@ -283,16 +280,16 @@ impl LocalFilters {
             .into_iter()
             .map(|(item, at)| (at, item))
             .collect();
-        let capacity = filter.config().items_per_generation;
-        if filter.newest_len() + recent.len() as u64 > capacity {
-            // Recorded faster than the build kept up: build larger still.
+        recent.sort_unstable();
+        let failed = recent
+            .iter()
+            .any(|&(at, item)| filter.insert(item.to_le_bytes(), at).is_err());
+        if failed {
+            // The filter cannot take them: build larger still, keeping them in `recent`.
+            let capacity = filter.config().items_per_generation;
             entry.recent = Some(recent.into_iter().map(|(at, item)| (item, at)).collect());
             self.queue_build(job.scope, job.now_ms, Some(capacity));
             return;
-        }
-        recent.sort_unstable();
-        for (at, item) in recent {
-            filter.insert(item.to_le_bytes(), at);
         }
         self.memory_bytes
             .fetch_add(filter.memory_bytes() as u64, Relaxed);
@@ -310,8 +307,8 @@ impl LocalFilters {
     /// Capacity per generation: the busier of the fullest past window and the average window
     /// ((rows in R)/(G−1)), times the headroom; a rebuild at least doubles the previous capacity
     /// so a scope that outgrows its history is rebuilt O(log growth) times, not once per insert.
-    /// Capacity ≥ the fullest window, and windows are counted on the filter's own schedule
-    /// (whole W steps from the first row), so the replay never triggers a capacity rotation.
+    /// Windows are the filter's aligned slots (⌊t/W⌋), as the remote mode counts them; a busier
+    /// slot would only grow its generation.
     fn build(
         &self,
         scope: u64,
@@ -325,9 +322,9 @@ impl LocalFilters {
         let start_ms = history.first().map_or(now_ms, |s| s.at_ms.min(now_ms));
 
         let mut fullest_window = 0u64;
-        let mut run = (u64::MAX, 0u64); // (window index, rows in it); history is oldest first
+        let mut run = (u64::MAX, 0u64); // (slot, rows in it); history is oldest first
         for seen in &history {
-            let window = (seen.at_ms.max(start_ms) - start_ms) / window_ms;
+            let window = seen.at_ms.max(start_ms) / window_ms;
             run = if window == run.0 {
                 (window, run.1 + 1)
             } else {
@@ -341,15 +338,15 @@ impl LocalFilters {
             .max(self.config.min_items_per_generation)
             .max(previous_capacity.map_or(0, |c| c.saturating_mul(2)));
 
-        let config = WindowConfig {
-            generations: self.config.generations,
-            items_per_generation: capacity,
-            fpr: self.config.fpr,
-            generation_window_ms: Some(window_ms),
-        };
+        let config = WindowConfig::new(
+            self.config.generations,
+            capacity,
+            self.config.fpr,
+            Some(window_ms),
+        );
         let mut filter = WindowedBloomFilter::new(config, start_ms)?;
         for seen in &history {
-            filter.insert(seen.item.to_le_bytes(), seen.at_ms.max(start_ms));
+            filter.insert(seen.item.to_le_bytes(), seen.at_ms.max(start_ms))?;
         }
         filter.rotate_if_due(now_ms);
         Ok(filter)

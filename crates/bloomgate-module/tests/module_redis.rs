@@ -620,3 +620,59 @@ fn windowed_filters_age_out_and_survive_rewrite_and_restart() {
     let c = &mut server.conn();
     assert_eq!(dump(c), before, "replayed after the windows passed");
 }
+
+/// A WF key loaded half-way (a dump header, no chunks) is a valid value: SAVE writes it, Redis
+/// restarts on that RDB, and DUMP/RESTORE of it works. A write time a full retention ahead of
+/// the clock is refused, so later writes keep landing.
+#[test]
+fn half_loaded_windowed_keys_save_and_future_times_are_refused() {
+    if !have_redis("half_loaded_windowed_keys_save_and_future_times_are_refused") {
+        return;
+    }
+    let dir = temp_dir("wf-half");
+    let server = Redis::start(&dir, &[], &[]);
+    let c = &mut server.conn();
+    assert_eq!(cmd(c, "WF.RESERVE src 0.01 100 60000 3"), Value::Okay);
+    cmd(c, "WF.MADD src a b c");
+    let Value::Array(first) = cmd(c, "WF.SCANDUMP src 0") else {
+        panic!("no dump")
+    };
+    let Value::BulkString(header) = &first[1] else {
+        panic!("no header")
+    };
+    let loaded: Value = redis::cmd("WF.LOADCHUNK")
+        .arg("dst")
+        .arg(1)
+        .arg(header.as_slice())
+        .query(c)
+        .unwrap();
+    assert_eq!(loaded, Value::Okay);
+    assert_eq!(cmd(c, "WF.EXISTS dst a"), int(0), "awaiting its chunk");
+    assert_eq!(cmd(c, "SAVE"), Value::Okay);
+    let payload: Vec<u8> = redis::cmd("DUMP").arg("dst").query(c).unwrap();
+    let restored: Value = redis::cmd("RESTORE")
+        .arg("copy")
+        .arg(0)
+        .arg(payload)
+        .query(c)
+        .unwrap();
+    assert_eq!(restored, Value::Okay);
+
+    let future = "WF.INSERT w WINDOW 1000 GENERATIONS 3 AT 9223372036854775807 ITEMS future";
+    assert!(error_of(c, future).contains("ahead of the server's clock"));
+    cmd(c, "WF.INSERT w WINDOW 1000 GENERATIONS 3 ITEMS now");
+    let existing = future.replace("WINDOW 1000 GENERATIONS 3 ", "");
+    assert!(error_of(c, &existing).contains("ahead of the server's clock"));
+    assert_eq!(cmd(c, "WF.ADD w later"), int(1));
+    assert_eq!(cmd(c, "WF.EXISTS w later"), int(1));
+    assert_eq!(cmd(c, "SAVE"), Value::Okay);
+    server.shutdown(false);
+
+    let server = Redis::try_start(&dir, &[], &[]).expect("Redis restarts on its own RDB");
+    let c = &mut server.conn();
+    assert_eq!(cmd(c, "EXISTS dst copy"), int(2));
+    assert_eq!(cmd(c, "WF.EXISTS src a"), int(1));
+    assert_eq!(cmd(c, "WF.EXISTS w later"), int(1));
+    server.shutdown(false);
+    let _ = std::fs::remove_dir_all(&dir);
+}

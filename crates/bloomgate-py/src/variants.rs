@@ -293,11 +293,12 @@ filter_class!(CuckooFilter, Cuckoo, {
 /// A ring of Bloom filter generations that forgets old keys ("seen in the last N days").
 ///
 /// `WindowedBloomFilter(generations, items_per_generation, fpr, *, window_ms=None, seed=0,
-/// now_ms=None)`: inserts go to the newest generation, queries check all of them; the oldest
-/// is dropped when the newest holds `items_per_generation` keys or, with `window_ms`, when it is
-/// `window_ms` old. Times are milliseconds: pass `now_ms` (simulated clocks), or leave it None
-/// for the wall clock (Unix epoch). Queries do not rotate: call `rotate_if_due()` first to
-/// apply expiry.
+/// now_ms=None)`: time is cut into aligned slots of `window_ms`; each slot written to has a
+/// generation, the `generations` newest slots are kept and queries check all of them. A
+/// generation that takes more than `items_per_generation` keys grows instead of rotating early.
+/// Without `window_ms` the slot moves only by `rotate()`. Times are milliseconds: pass `now_ms`
+/// (simulated clocks), or leave it None for the wall clock (Unix epoch). Queries do not expire
+/// anything: call `rotate_if_due()` first to apply expiry.
 #[pyclass(module = "bloomgate", frozen)]
 pub struct WindowedBloomFilter {
     inner: RwLock<Windowed>,
@@ -314,23 +315,26 @@ filter_class!(WindowedBloomFilter, Windowed, {
         seed: u64,
         now_ms: Option<u64>,
     ) -> PyResult<Self> {
-        let config = WindowConfig {
+        let config = WindowConfig::new(
             generations,
-            items_per_generation: positive("items_per_generation", items_per_generation)?,
+            positive("items_per_generation", items_per_generation)?,
             fpr,
-            generation_window_ms: window_ms,
-        };
+            window_ms,
+        );
         Windowed::with_seed(config, seed, crate::now_ms(now_ms))
             .map(Self::wrap)
             .map_err(error)
     }
 
-    /// Applies due rotations, then adds `key` to the newest generation; returns True if it was
-    /// new to every generation.
+    /// Adds `key` at `now_ms` (moving the clock there if later) to the generation of its slot;
+    /// returns True if it was new to that generation.
     #[pyo3(signature = (key, now_ms = None))]
     fn add(&self, py: Python<'_>, key: &Bound<'_, PyAny>, now_ms: Option<u64>) -> PyResult<bool> {
         let key = crate::keys::key(key)?;
-        Ok(!write(py, &self.inner).insert(key.bytes(), crate::now_ms(now_ms)))
+        let present = write(py, &self.inner)
+            .insert(key.bytes(), crate::now_ms(now_ms))
+            .map_err(error)?;
+        Ok(!present)
     }
 
     /// Adds every key of an iterable at one time, with the GIL released.
@@ -339,19 +343,21 @@ filter_class!(WindowedBloomFilter, Windowed, {
         let now = crate::now_ms(now_ms);
         crate::update(py, &self.inner, keys, |f, keys| {
             for key in keys {
-                f.insert(key, now);
+                f.insert(key, now)?;
             }
             Ok(())
         })
     }
 
-    /// Drops the oldest generation now.
+    /// Ends the current window now: later times count one slot later, and what that makes
+    /// older than `generations` slots is dropped.
     #[pyo3(signature = (now_ms = None))]
     fn rotate(&self, py: Python<'_>, now_ms: Option<u64>) {
         write(py, &self.inner).rotate(crate::now_ms(now_ms))
     }
 
-    /// Applies the age-based rotations due by `now_ms`; returns whether any happened.
+    /// Moves the filter's clock to `now_ms`, dropping the generations dead then; returns whether
+    /// the clock moved.
     #[pyo3(signature = (now_ms = None))]
     fn rotate_if_due(&self, py: Python<'_>, now_ms: Option<u64>) -> bool {
         write(py, &self.inner).rotate_if_due(crate::now_ms(now_ms))

@@ -15,7 +15,9 @@
 //! | `WF.SCANDUMP key iter` / `WF.LOADCHUNK key iter data` | as BF's: `[1, header]`, then one generation per chunk, `[0, ""]` |
 //!
 //! Every write replicates and logs as `WF.INSERT key ... AT <its time> ITEMS ...`, so replay
-//! and replicas rebuild the same bytes whatever their clocks say.
+//! and replicas rebuild the same bytes whatever their clocks say. An `AT` time a full retention
+//! (generations × window) or more ahead of the server's clock is refused
+//! ([`crate::windowed::ERR_FUTURE`]): such a write would kill every generation live now.
 
 use super::{
     add_each, flags::*, load_chunk, probe, spec, wrong_arity, Arg, ArgKind, Args, Command,
@@ -272,15 +274,23 @@ fn add_items<H: Host + ?Sized>(
     create: Option<Result<WindowParams, &'static str>>,
 ) -> Reply {
     let mut logged: Vec<Vec<u8>> = vec![b"WF.INSERT".to_vec(), key.to_vec()];
+    let now_ms = now(ctx);
     match ctx.typed::<WindowedFilter>(key) {
         Err(reply) => return reply,
-        Ok(Some(_)) => {}
+        Ok(Some(f)) => {
+            if let Err(msg) = f.params().check_time(at_ms, now_ms) {
+                return Reply::error(msg);
+            }
+        }
         Ok(None) => {
             let params = match create {
                 None => return Reply::error(ERR_NOT_FOUND),
                 Some(Err(msg)) => return Reply::error(msg),
                 Some(Ok(params)) => params,
             };
+            if let Err(msg) = params.check_time(at_ms, now_ms) {
+                return Reply::error(msg);
+            }
             for (name, value) in [
                 ("ERROR", params.error.to_string()),
                 ("CAPACITY", params.capacity.to_string()),
@@ -648,5 +658,56 @@ mod tests {
         assert_eq!(h.run("WF.EXISTS bloom a"), Reply::Bool(false));
         assert_eq!(h.run("BF.ADD k a"), wrongtype);
         assert_eq!(h.run("WF.INFO nope"), err("ERR not found"));
+    }
+
+    /// `AT` a full retention or more ahead of the clock is refused (it would kill every live
+    /// generation and make later writes vanish); anything less is accepted and later writes at
+    /// the clock still land.
+    #[test]
+    fn write_times_are_bounded_by_one_retention() {
+        let mut h = Harness::new();
+        h.now_ms = 10_500;
+        let future = err(crate::windowed::ERR_FUTURE);
+        let far = "WF.INSERT w WINDOW 1000 GENERATIONS 3 AT 9223372036854775807 ITEMS future";
+        assert_eq!(h.run(far), future);
+        assert!(h.keys.is_empty(), "nothing created");
+        assert_eq!(
+            h.run("WF.INSERT w WINDOW 1000 GENERATIONS 3 ITEMS a"),
+            bools(&[true])
+        );
+        assert_eq!(h.run("WF.INSERT w AT 13000 ITEMS b"), future);
+        assert_eq!(h.run("WF.INSERT w AT 12999 ITEMS b"), bools(&[true]));
+        assert_eq!(h.run("WF.ADD w later"), Reply::Bool(true));
+        assert_eq!(h.run("WF.EXISTS w later"), Reply::Bool(true));
+        assert_eq!(
+            h.run("WF.INSERT w AT 0 ITEMS old"),
+            bools(&[false]),
+            "dead slot"
+        );
+    }
+
+    /// A write that needs a new generation is refused when the generation does not fit the
+    /// memory budget, before it is allocated.
+    #[test]
+    fn new_generations_are_checked_against_the_budget() {
+        let mut h = Harness::new();
+        h.now_ms = 0;
+        assert_eq!(h.run("WF.RESERVE w 0.001 1000000 1000 3"), Reply::ok());
+        h.memory_limit = 100_000;
+        assert_eq!(h.run("WF.ADD w a"), err(crate::ERR_OOM));
+        h.memory_limit = 0;
+        assert_eq!(h.run("WF.ADD w a"), Reply::Bool(true));
+        h.memory_limit = 100_000;
+        assert_eq!(
+            h.run("WF.ADD w b"),
+            Reply::Bool(true),
+            "same generation: no allocation"
+        );
+        h.now_ms = 1000;
+        assert_eq!(
+            h.run("WF.ADD w c"),
+            err(crate::ERR_OOM),
+            "a new slot's generation"
+        );
     }
 }

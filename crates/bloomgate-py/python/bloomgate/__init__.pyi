@@ -157,7 +157,7 @@ class CuckooFilter(_Filter):
     def clear(self) -> None: ...
 
 class WindowedBloomFilter(_Filter):
-    """A ring of generations that forgets old keys; times in ms (None: the wall clock)."""
+    """Generations of aligned time slots that forget old keys; times in ms (None: the wall clock)."""
 
     def __init__(
         self,

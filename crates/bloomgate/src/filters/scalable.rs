@@ -137,6 +137,17 @@ impl ScalableBloomFilter {
         Ok(self.link_params(i)?.bytes())
     }
 
+    /// [`Self::link_bytes`] of the filter these options would make, without making it.
+    pub fn schedule_link_bytes(
+        initial_capacity: u64,
+        fpr: f64,
+        growth: u32,
+        tightening: f64,
+        i: usize,
+    ) -> Result<u64> {
+        Self::without_links(initial_capacity, fpr, growth, tightening, DEFAULT_SEED)?.link_bytes(i)
+    }
+
     /// Whether the next insert of an absent key adds a link (the newest link is at capacity).
     pub fn is_full(&self) -> bool {
         self.links

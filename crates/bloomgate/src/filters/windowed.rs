@@ -146,8 +146,18 @@ impl WindowConfig {
 
     /// Bytes of a new generation's bit array (its first link), without allocating it.
     pub fn generation_bytes(&self) -> Result<u64> {
-        let fpr = self.generation_fpr() * (1.0 - GENERATION_TIGHTENING);
-        Ok(Params::for_items(Layout::Classic, self.items_per_generation, fpr)?.bytes())
+        self.generation_link_bytes(0)
+    }
+
+    /// Bytes of link `i` of a generation's growth schedule, without allocating anything.
+    pub fn generation_link_bytes(&self, i: usize) -> Result<u64> {
+        ScalableBloomFilter::schedule_link_bytes(
+            self.items_per_generation,
+            self.generation_fpr(),
+            self.growth,
+            GENERATION_TIGHTENING,
+            i,
+        )
     }
 
     /// A new, empty generation.

@@ -1,7 +1,8 @@
 //! bloomgate's Redis-protocol server: hosts the RedisBloom dialect (`bloomgate-dialect`) on its
 //! own keyspace, with persistence (snapshots plus a checksummed append-only log) and crash safety.
 //!
-//! Layers, each depending only on those before it: [`resp`] (wire format), [`glob`],
+//! Layers, each depending only on those before it: [`inline`] and [`resp`] (wire format),
+//! [`glob`],
 //! [`keyspace`], [`persistence`] (files and records; it replays commands through a trait the
 //! command layer implements), [`config`] (options, settings, `CONFIG`'s parameters),
 //! [`commands`] (the synchronous command layer, no I/O: one table, one command model, BF.*/CF.*/
@@ -20,6 +21,7 @@ pub mod commands;
 pub mod config;
 pub mod connection;
 pub mod glob;
+pub mod inline;
 pub mod keyspace;
 pub mod metrics;
 pub mod persistence;

@@ -7,7 +7,7 @@ use bloomgate_dialect::murmur::murmur64a;
 use super::host::{
     command, is, parse_i64, text, Args, Ctx, ServerCommand, ERR_NOT_INTEGER, ERR_SYNTAX,
 };
-use crate::glob::glob_match;
+use crate::glob::{glob_match, matches_all};
 use crate::resp::Reply;
 
 /// The keyspace family, with Redis' flags, key positions and ACL categories.
@@ -72,7 +72,7 @@ fn keys(ctx: &mut Ctx, args: &Args) -> Reply {
         ctx.store
             .db
             .iter_live(ctx.now_ms)
-            .filter(|(k, _)| glob_match(pattern, k, false))
+            .filter(|(k, _)| matches_all(pattern) || glob_match(pattern, k, false))
             .map(|(k, _)| Reply::bulk(k.to_vec()))
             .collect(),
     )
@@ -121,7 +121,11 @@ fn scan(ctx: &mut Ctx, args: &Args) -> Reply {
     let keys = candidates
         .iter()
         .take(count)
-        .filter(|(_, k, _)| pattern.as_ref().is_none_or(|p| glob_match(p, k, false)))
+        .filter(|(_, k, _)| {
+            pattern
+                .as_ref()
+                .is_none_or(|p| matches_all(p) || glob_match(p, k, false))
+        })
         .filter(|(_, _, t)| {
             type_filter
                 .as_ref()

@@ -74,3 +74,71 @@ fn shown_items_stay_seen_through_eviction_and_expire_after_retention() {
     server.kill9();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The local and the remote filters age items the same way: the same records at the same
+/// (simulated) times answer the same at every later probe, through every item's expiry (both
+/// are the core's windowed filter: aligned slots of W, G generations).
+#[test]
+fn local_and_remote_filters_age_items_the_same_way() {
+    let dir = temp_dir("gate-aging");
+    let server = Server::start(&dir, &[]);
+    let make = |name: &str, filters: FilterMode| {
+        let store = SqliteStore::open(dir.join(format!("{name}.db"))).unwrap();
+        let config = GateConfig {
+            policy: Policy::Trust,
+            filters,
+            lifecycle: LifecycleConfig {
+                retention_ms: 10_000,
+                generations: 3,
+                fpr: 1e-6,
+                fpr_budget: 1e-3,
+                headroom: 1.5,
+                min_items_per_generation: 64,
+                memory_budget_bytes: 1 << 30,
+            },
+            cache_capacity: 0,
+            trust_sample_every: 0,
+        };
+        Gate::new(Box::new(store), config).unwrap()
+    };
+    let local = make("local", FilterMode::Local);
+    let remote = make(
+        "remote",
+        FilterMode::Remote {
+            url: format!("resp://127.0.0.1:{}", server.port),
+            key_prefix: "aging:".into(),
+        },
+    );
+    let (scope, start) = (7u64, 1_000_123u64);
+    // The local filter is built before the records, so every record goes into it live.
+    for g in [&local, &remote] {
+        g.unseen(scope, &[u64::MAX], start).unwrap();
+        g.flush().unwrap();
+    }
+    let mut items = Vec::new();
+    let mut now = start;
+    for step in 0..60u64 {
+        let batch: Vec<u64> = (0..4).map(|i| step * 10 + i).collect();
+        for g in [&local, &remote] {
+            g.record(scope, &batch, now).unwrap();
+        }
+        items.extend(batch);
+        now += 400;
+    }
+    for g in [&local, &remote] {
+        g.flush().unwrap();
+    }
+    let mut expired_seen = false;
+    for probe in (now..now + 20_000).step_by(250) {
+        let a = local.unseen(scope, &items, probe).unwrap();
+        let b = remote.unseen(scope, &items, probe).unwrap();
+        assert_eq!(a, b, "local and remote differ at {probe}");
+        expired_seen |= a.iter().any(|&u| u) && a.iter().any(|&u| !u);
+    }
+    assert!(expired_seen, "the probes crossed some items' expiry");
+    let last = local.unseen(scope, &items, now + 20_000).unwrap();
+    assert!(last.iter().all(|&u| u), "all expired after G windows");
+    drop((local, remote));
+    server.kill9();
+    let _ = std::fs::remove_dir_all(&dir);
+}

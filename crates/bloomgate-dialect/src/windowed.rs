@@ -82,6 +82,8 @@ const SEED: u64 = bloomgate::hash::DEFAULT_SEED;
 
 /// A generation as a header lists it: slot and file-image bytes.
 type SlotImage = (u64, u64);
+/// A generation a header declares: slot, file-image bytes and the links those bytes make.
+type DeclaredGeneration = (u64, u64, usize);
 
 /// Error texts.
 pub const ERR_BAD_HEADER: &str = "ERR invalid windowed filter header";
@@ -401,7 +403,9 @@ impl WindowedFilter {
 
     /// The header's parameters and `(slot, bytes, links)` per generation, every field
     /// validated without allocating.
-    fn parse_header(header: &[u8]) -> Result<(WindowParams, Vec<(u64, u64, usize)>), &'static str> {
+    fn parse_header(
+        header: &[u8],
+    ) -> Result<(WindowParams, Vec<DeclaredGeneration>), &'static str> {
         let len = Self::header_len(header).ok_or(ERR_BAD_HEADER)?;
         if header.len() != len || &header[..4] != MAGIC || header[4] != FORMAT_VERSION {
             return Err(ERR_BAD_HEADER);
@@ -420,7 +424,7 @@ impl WindowedFilter {
         if count as u64 > u64::from(params.generations) {
             return Err(ERR_BAD_HEADER);
         }
-        let mut parts: Vec<(u64, u64, usize)> = Vec::with_capacity(count);
+        let mut parts: Vec<DeclaredGeneration> = Vec::with_capacity(count);
         for i in 0..count {
             let at = HEADER_FIXED + i * HEADER_PER_GENERATION;
             let (slot, bytes) = (u64_at(at), u64_at(at + 8));

@@ -317,7 +317,12 @@ impl LocalFilters {
         load: &HistoryLoader<'_>,
     ) -> Result<WindowedBloomFilter> {
         let window_ms = self.config.generation_window_ms();
-        let since_ms = now_ms.saturating_sub(self.config.retention_ms);
+        // From the start of the oldest slot live now (at or before now − R): the rebuilt filter
+        // holds what a live one (or the remote mode's) would.
+        let oldest_live_slot =
+            (now_ms / window_ms).saturating_sub(self.config.generations as u64 - 1);
+        let since_ms =
+            (oldest_live_slot * window_ms).min(now_ms.saturating_sub(self.config.retention_ms));
         let history = load(scope, since_ms)?;
         let start_ms = history.first().map_or(now_ms, |s| s.at_ms.min(now_ms));
 

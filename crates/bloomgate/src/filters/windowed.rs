@@ -734,7 +734,7 @@ fn decode_v1(
                 f.params()
             )));
         }
-        if f.len() > 0 {
+        if !f.is_empty() {
             ring.push_back(Generation {
                 slot: clock - (g - 1 - i),
                 bits: Arc::new(Bits::Legacy(f)),

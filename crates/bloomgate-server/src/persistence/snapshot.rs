@@ -420,4 +420,44 @@ mod point_in_time {
         assert!((0..2000).all(|i| saved.contains(format!("before{i}").as_bytes())));
         let _ = fs::remove_dir_all(&dir);
     }
+
+    /// A WF value is snapshotted without a whole copy: the snapshot shares its generations,
+    /// and a write during the save copies only the generation it writes to.
+    #[test]
+    fn windowed_values_snapshot_without_a_whole_copy() {
+        let mut store = Store::new(Config::default());
+        let now = crate::keyspace::now_ms() as u64;
+        let hour = 3_600_000u64;
+        for (age, n) in [(2 * hour, 0), (hour, 1), (0, 2)] {
+            let items: Vec<String> = (0..2000).map(|i| format!("g{n}-{i}")).collect();
+            let line = format!(
+                "WF.INSERT wf WINDOW {hour} GENERATIONS 3 CAPACITY 1000 AT {} ITEMS {}",
+                now - age,
+                items.join(" ")
+            );
+            assert!(matches!(run(&mut store, &line), Reply::Array(_)));
+        }
+        let entries = store.db.snapshot();
+        let saved = image(&entries[0].1.value);
+        let generations = |value: &Value| {
+            let Value::Windowed(wf) = value else { panic!() };
+            wf.filter()
+                .retained()
+                .map(|g| g.is_shared())
+                .collect::<Vec<bool>>()
+        };
+        assert_eq!(generations(&entries[0].1.value), [true, true, true]);
+        assert!(matches!(
+            run(&mut store, "WF.ADD wf during"),
+            Reply::Bool(true)
+        ));
+        let shared = generations(store.db.value(b"wf", 0).unwrap());
+        assert!(shared.iter().filter(|&&s| s).count() >= 2, "{shared:?}");
+        assert!(shared.iter().filter(|&&s| !s).count() <= 1, "{shared:?}");
+        assert_eq!(
+            image(&entries[0].1.value),
+            saved,
+            "the snapshot is unchanged"
+        );
+    }
 }

@@ -10,9 +10,11 @@
 //! its rewrite.
 
 pub mod bloom;
+pub mod countmin;
 pub mod cuckoo;
 #[cfg(test)]
 mod redisbloom_replies;
+pub mod topk;
 pub mod windowed;
 
 use crate::config::Config;
@@ -132,6 +134,11 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
         self.typed(key)?.ok_or_else(|| Reply::error(missing))
     }
 
+    /// Whether `key` holds any value (a dialect one or not).
+    pub fn key_exists(&mut self, key: &[u8]) -> bool {
+        !matches!(self.host.value(key), Ok(None))
+    }
+
     /// Mutable [`Ctx::typed`].
     pub fn typed_mut<T: DialectType>(&mut self, key: &[u8]) -> Result<Option<&mut T>, Reply> {
         match self.host.value_mut(key) {
@@ -178,6 +185,10 @@ pub mod flags {
     pub const DENYOOM: u32 = 4;
     /// O(1) or O(log N).
     pub const FAST: u32 = 64;
+    /// In the `@fast` ACL category without the `fast` flag (RedisBloom sets a module
+    /// command's categories apart from its flags: CMS.INITBYDIM is `write deny-oom`, yet
+    /// `@write @fast @cms`).
+    pub const ACL_FAST: u32 = 128;
 }
 
 /// Which handler a command runs.
@@ -220,6 +231,19 @@ pub enum Command {
     WfInfo,
     WfScandump,
     WfLoadchunk,
+    CmsInitbydim,
+    CmsInitbyprob,
+    CmsIncrby,
+    CmsQuery,
+    CmsMerge,
+    CmsInfo,
+    TopkReserve,
+    TopkAdd,
+    TopkIncrby,
+    TopkQuery,
+    TopkCount,
+    TopkList,
+    TopkInfo,
 }
 
 /// A command's metadata, the same for both hosts (registration, COMMAND INFO / DOCS, ACL,
@@ -243,7 +267,7 @@ pub struct CommandInfo {
     pub last_key: i32,
     /// Step between keys.
     pub step: i32,
-    /// ACL category beyond the flags' (`bloom`, `cuckoo` or `windowed`).
+    /// ACL category beyond the flags' (`bloom`, `cuckoo`, `cms`, `topk` or `windowed`).
     pub category: &'static str,
     /// Documentation; `None` for the commands RedisBloom registers without any (BF.DEBUG,
     /// CF.DEBUG, CF.COMPACT), which also keep Redis' default arity -1.
@@ -265,6 +289,8 @@ pub struct Docs {
     pub key_rw: bool,
     /// The arguments, in order.
     pub args: &'static [Arg],
+    /// `COMMAND DOCS`' history: `(version, change)` pairs.
+    pub history: &'static [(&'static str, &'static str)],
 }
 
 impl Docs {
@@ -284,6 +310,20 @@ impl Docs {
             key_notes,
             key_rw,
             args,
+            history: &[],
+        }
+    }
+
+    /// The documentation of a sketch command (CMS.*, TOPK.*: since 2.0.0, no key notes).
+    pub const fn sketch(
+        summary: &'static str,
+        complexity: &'static str,
+        key_rw: bool,
+        args: &'static [Arg],
+    ) -> Docs {
+        Docs {
+            since: "2.0.0",
+            ..Docs::redisbloom(summary, complexity, "", key_rw, args)
         }
     }
 }
@@ -465,7 +505,7 @@ impl CommandInfo {
         if self.flags & flags::WRITE != 0 {
             cats.push("write");
         }
-        cats.push(if self.flags & flags::FAST != 0 {
+        cats.push(if self.flags & (flags::FAST | flags::ACL_FAST) != 0 {
             "fast"
         } else {
             "slow"
@@ -493,8 +533,21 @@ pub fn table() -> &'static [CommandInfo] {
         let mut all = bloom::commands();
         all.extend(cuckoo::commands());
         all.extend(windowed::commands());
+        all.extend(countmin::commands());
+        all.extend(topk::commands());
         all
     })
+}
+
+/// The dialect's own ACL categories, in the order the table first names them.
+pub fn categories() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for info in table() {
+        if !out.contains(&info.category) {
+            out.push(info.category);
+        }
+    }
+    out
 }
 
 /// The dialect command called `name` (any case).
@@ -587,6 +640,19 @@ pub fn execute<H: Host + ?Sized>(host: &mut H, info: &CommandInfo, args: &Args) 
         Command::WfInfo => windowed::info(&mut ctx, args),
         Command::WfScandump => windowed::scandump(&mut ctx, args),
         Command::WfLoadchunk => windowed::loadchunk(&mut ctx, args),
+        Command::CmsInitbydim => countmin::init_by_dim(&mut ctx, args),
+        Command::CmsInitbyprob => countmin::init_by_prob(&mut ctx, args),
+        Command::CmsIncrby => countmin::incrby(&mut ctx, args),
+        Command::CmsQuery => countmin::query(&mut ctx, args),
+        Command::CmsMerge => countmin::merge(&mut ctx, args),
+        Command::CmsInfo => countmin::info(&mut ctx, args),
+        Command::TopkReserve => topk::reserve(&mut ctx, args),
+        Command::TopkAdd => topk::add(&mut ctx, args),
+        Command::TopkIncrby => topk::incrby(&mut ctx, args),
+        Command::TopkQuery => topk::query(&mut ctx, args),
+        Command::TopkCount => topk::count(&mut ctx, args),
+        Command::TopkList => topk::list(&mut ctx, args),
+        Command::TopkInfo => topk::info(&mut ctx, args),
     };
     let Ctx { dirty, rewrite, .. } = ctx;
     let propagate = if info.flags & flags::WRITE == 0 || dirty == 0 {

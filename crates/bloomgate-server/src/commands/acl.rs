@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, HashSet};
 use super::{flags, glob_match, table, text, wrong_arity, Args, CommandSpec, Ctx, Exec, Store};
 use crate::resp::Reply;
 
-/// Redis' categories in its listing order, then the module's.
-const CATEGORIES: [&str; 24] = [
+/// Redis' categories in its listing order; [`categories_listed`] adds the dialect's.
+const REDIS_CATEGORIES: [&str; 21] = [
     "keyspace",
     "read",
     "write",
@@ -34,10 +34,19 @@ const CATEGORIES: [&str; 24] = [
     "connection",
     "transaction",
     "scripting",
-    "bloom",
-    "cuckoo",
-    "windowed",
 ];
+
+/// Every category `ACL CAT` lists: Redis' own, then the dialect's (`bloom`, `cuckoo`,
+/// `windowed`, `cms`, `topk`, ... in table order).
+fn categories_listed() -> impl Iterator<Item = &'static str> {
+    REDIS_CATEGORIES
+        .into_iter()
+        .chain(bloomgate_dialect::commands::categories())
+}
+
+fn is_category(name: &str) -> bool {
+    categories_listed().any(|c| c == name)
+}
 
 /// The server's own commands that Redis files under a family category.
 const CONNECTION: [&str; 7] = ["PING", "ECHO", "HELLO", "AUTH", "QUIT", "SELECT", "CLIENT"];
@@ -63,7 +72,7 @@ const KEYSPACE: [&str; 18] = [
     "MEMORY",
 ];
 
-/// A command's ACL categories (without `@`), in [`CATEGORIES`] order.
+/// A command's ACL categories (without `@`), in [`categories_listed`] order.
 pub fn categories(spec: &CommandSpec) -> Vec<&'static str> {
     if let Exec::Dialect(info) = spec.exec {
         return info.acl_categories();
@@ -180,7 +189,7 @@ impl User {
     /// `+@category`, `-@category`, `+command`, `-command`.
     fn command_rule(&mut self, allow: bool, what: &str) -> Result<(), &'static str> {
         let names: Vec<&'static str> = match what.strip_prefix('@') {
-            Some(category) if CATEGORIES.contains(&category) => {
+            Some(category) if is_category(category) => {
                 commands_in(category).map(|c| c.name).collect()
             }
             Some(_) => return Err("Unknown command or category name in ACL"),
@@ -294,10 +303,10 @@ pub fn check(store: &Store, user: &[u8], spec: &CommandSpec, args: &Args) -> Res
 pub fn acl(ctx: &mut Ctx, args: &Args) -> Reply {
     let sub = text(&args[1]).to_ascii_uppercase();
     match (sub.as_str(), args.len()) {
-        ("CAT", 2) => Reply::Array(CATEGORIES.iter().map(|c| Reply::bulk(*c)).collect()),
+        ("CAT", 2) => Reply::Array(categories_listed().map(Reply::bulk).collect()),
         ("CAT", 3) => {
             let category = text(&args[2]).to_ascii_lowercase();
-            if !CATEGORIES.contains(&category.as_str()) {
+            if !is_category(&category) {
                 return Reply::error(format!("ERR Unknown category '{}'", text(&args[2])));
             }
             Reply::Array(

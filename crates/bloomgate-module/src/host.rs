@@ -226,14 +226,11 @@ fn command_args(
 /// and the family's own (`bloom`, `cuckoo`, `cms`, `topk`, `windowed`) where the server let the
 /// module add them (Redis ≥ 7.4).
 fn acl_categories(info: &commands::CommandInfo, custom: bool) -> String {
-    let mut categories: Vec<&str> = info
+    let categories: Vec<&str> = info
         .acl_categories()
         .into_iter()
-        .filter(|&c| c != "slow" && c != info.category)
+        .filter(|&c| c != "slow" && (custom || commands::ACL_CATEGORIES.contains(&c)))
         .collect();
-    if custom {
-        categories.push(info.category);
-    }
     categories.join(" ")
 }
 

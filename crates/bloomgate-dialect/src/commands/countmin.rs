@@ -53,13 +53,16 @@ const MERGE_ARGS: &[Arg] = &[
 
 /// The CMS.* command table: RedisBloom 8.2's arities, flags, ACL categories and documentation.
 pub fn commands() -> Vec<CommandInfo> {
+    // RedisBloom files the creations and INFO under `@fast` without the `fast` flag.
     let cms = |name, command, flags, arity, docs| spec(name, command, flags, "cms", arity, docs);
+    let cms_fast =
+        |name, command, flags, arity, docs| spec(name, command, flags, "fast cms", arity, docs);
     const N_ITEMS: &str = "O(n) where n is the number of items";
     vec![
-        cms(
+        cms_fast(
             "CMS.INITBYDIM",
             Command::CmsInitbydim,
-            WRITE | DENYOOM | ACL_FAST,
+            WRITE | DENYOOM,
             4,
             Some(Docs::sketch(
                 "Initializes a Count-Min Sketch to dimensions specified by user",
@@ -68,10 +71,10 @@ pub fn commands() -> Vec<CommandInfo> {
                 DIM_ARGS,
             )),
         ),
-        cms(
+        cms_fast(
             "CMS.INITBYPROB",
             Command::CmsInitbyprob,
-            WRITE | DENYOOM | ACL_FAST,
+            WRITE | DENYOOM,
             4,
             Some(Docs::sketch(
                 "Initializes a Count-Min Sketch to accommodate requested tolerances.",
@@ -116,10 +119,10 @@ pub fn commands() -> Vec<CommandInfo> {
                 MERGE_ARGS,
             )),
         ),
-        cms(
+        cms_fast(
             "CMS.INFO",
             Command::CmsInfo,
-            READONLY | ACL_FAST,
+            READONLY,
             2,
             Some(Docs::sketch(
                 "Returns information about a sketch",

@@ -59,13 +59,16 @@ const LIST_ARGS: &[Arg] = &[
 
 /// The TOPK.* command table: RedisBloom 8.2's arities, flags, ACL categories and documentation.
 pub fn commands() -> Vec<CommandInfo> {
+    // RedisBloom files RESERVE and INFO under `@fast` without the `fast` flag.
     let topk = |name, command, flags, arity, docs| spec(name, command, flags, "topk", arity, docs);
+    let topk_fast =
+        |name, command, flags, arity, docs| spec(name, command, flags, "fast topk", arity, docs);
     const N_ITEMS: &str = "O(n) where n is the number of items";
     vec![
-        topk(
+        topk_fast(
             "TOPK.RESERVE",
             Command::TopkReserve,
-            WRITE | DENYOOM | ACL_FAST,
+            WRITE | DENYOOM,
             -3,
             Some(Docs::sketch(
                 "Initializes a Top-K sketch with specified parameters",
@@ -142,10 +145,10 @@ pub fn commands() -> Vec<CommandInfo> {
                 LIST_ARGS,
             )),
         ),
-        topk(
+        topk_fast(
             "TOPK.INFO",
             Command::TopkInfo,
-            READONLY | ACL_FAST,
+            READONLY,
             2,
             Some(Docs::sketch(
                 "Returns information about a sketch",

@@ -55,6 +55,10 @@ struct FeedArgs {
     /// running (default: the cold start is timed too; report both when comparing)
     #[arg(long)]
     warm: bool,
+    /// Stop and reopen the gate halfway through each mode on the same store and filter
+    /// directory (a deploy); reports the first 1,000 requests after reopening
+    #[arg(long)]
+    restart: bool,
     /// Smaller run: finishes in under two minutes on two cores.
     #[arg(long)]
     quick: bool,
@@ -82,6 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         metrics_addr: args.metrics_addr,
         rate: args.rate,
         warm: args.warm,
+        restart: args.restart,
         ..defaults
     };
     let report = run_feed(&config)?;

@@ -9,23 +9,23 @@ use common::{temp_dir, Server};
 
 fn gate(port: u16, dir: &std::path::Path, memory_budget_bytes: u64, policy: Policy) -> Gate {
     let store = SqliteStore::open(dir.join("seen.db")).unwrap();
+    let filters = FilterMode::Remote {
+        url: format!("resp://127.0.0.1:{port}"),
+        key_prefix: "seen:".into(),
+    };
+    let lifecycle = LifecycleConfig {
+        retention_ms: 10_000,
+        generations: 3,
+        fpr: 0.01,
+        fpr_budget: 0.05,
+        headroom: 1.5,
+        min_items_per_generation: 64,
+        memory_budget_bytes,
+    };
     let config = GateConfig {
-        policy,
-        filters: FilterMode::Remote {
-            url: format!("resp://127.0.0.1:{port}"),
-            key_prefix: "seen:".into(),
-        },
-        lifecycle: LifecycleConfig {
-            retention_ms: 10_000,
-            generations: 3,
-            fpr: 0.01,
-            fpr_budget: 0.05,
-            headroom: 1.5,
-            min_items_per_generation: 64,
-            memory_budget_bytes,
-        },
         cache_capacity: 0,
         trust_sample_every: 0,
+        ..GateConfig::new(policy, filters, lifecycle)
     };
     Gate::new(Box::new(store), config).unwrap()
 }

@@ -59,6 +59,10 @@ struct FeedArgs {
     /// directory (a deploy); reports the first 1,000 requests after reopening
     #[arg(long)]
     restart: bool,
+    /// Memory budget of all scope filters together, in KiB (the least recently used are evicted
+    /// beyond it).
+    #[arg(long, default_value_t = 256 << 10)]
+    filter_memory_kib: u64,
     /// Smaller run: finishes in under two minutes on two cores.
     #[arg(long)]
     quick: bool,
@@ -87,6 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         rate: args.rate,
         warm: args.warm,
         restart: args.restart,
+        filter_memory_bytes: args.filter_memory_kib.saturating_mul(1024),
         ..defaults
     };
     let report = run_feed(&config)?;

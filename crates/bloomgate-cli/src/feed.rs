@@ -115,6 +115,8 @@ pub struct FeedConfig {
     /// Build every user's filter before the timed requests (a service that has been running),
     /// instead of timing the cold start.
     pub warm: bool,
+    /// All scope filters together stay within this many bytes (evicting the least recently used).
+    pub filter_memory_bytes: u64,
     /// Stop and reopen the gate halfway through each mode, on the same store and filter
     /// directory (a deploy), and report the first [`AFTER_RESTART_REQUESTS`] requests after it.
     pub restart: bool,
@@ -146,6 +148,7 @@ impl FeedConfig {
             rate: None,
             warm: false,
             restart: false,
+            filter_memory_bytes: 256 << 20,
             seed: 0x5EED_F00D,
         }
     }
@@ -184,7 +187,7 @@ impl FeedConfig {
             fpr_budget: 2e-4,
             headroom: 2.0,
             min_items_per_generation: 32,
-            memory_budget_bytes: 256 << 20,
+            memory_budget_bytes: self.filter_memory_bytes,
         }
     }
 }
@@ -223,6 +226,10 @@ pub struct ModeResult {
     /// Filter builds run by the request that needed them, and requests that waited for one.
     pub builds_inline: u64,
     pub build_waits: u64,
+    /// The cold-path rule's measured costs at the end of the run (ns per exact-path lookup, ns
+    /// per history row built).
+    pub lookup_ns: f64,
+    pub build_row_ns: f64,
     /// Exact lookups per request over the second quarter of the run (`--restart`: the steady
     /// state before the restart).
     pub steady: Option<PhaseResult>,
@@ -292,6 +299,11 @@ impl ModeResult {
             "history_loads": self.history_loads,
             "builds_inline": self.builds_inline,
             "build_waits": self.build_waits,
+            "lookup_ns": self.lookup_ns,
+            "build_row_ns": self.build_row_ns,
+            "rotations": self.rotations,
+            "rebuilds": self.rebuilds,
+            "evictions": self.evictions,
             "wall_secs": self.wall_secs,
         })
     }
@@ -776,6 +788,7 @@ fn run_mode(
     let totals = totals.plus(Counters::of(gate.metrics()));
     let filter_bytes = gate.filter_memory_bytes();
     let over_filter_estimate = gate.metrics().trust_over_filter_estimate();
+    let (lookup_ns, build_row_ns) = gate.metrics().cost_estimates();
     close_gate(gate, metrics_slot)?;
     if let Some(dir) = &filter_dir {
         let _ = std::fs::remove_dir_all(dir);
@@ -818,6 +831,8 @@ fn run_mode(
         wall_secs,
         builds_inline: totals.builds_inline,
         build_waits: totals.build_waits,
+        lookup_ns,
+        build_row_ns,
         steady,
         after_restart,
     })

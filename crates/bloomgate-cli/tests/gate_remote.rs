@@ -4,10 +4,25 @@
 
 mod common;
 
-use bloomgate_gate::{FilterMode, Gate, GateConfig, LifecycleConfig, Policy, SqliteStore};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use bloomgate_gate::{
+    FilterMode, Gate, GateConfig, LifecycleConfig, Policy, SqliteStore, Timeouts,
+};
 use common::{temp_dir, Server};
 
 fn gate(port: u16, dir: &std::path::Path, memory_budget_bytes: u64, policy: Policy) -> Gate {
+    gate_with(port, dir, memory_budget_bytes, policy, Timeouts::default())
+}
+
+fn gate_with(
+    port: u16,
+    dir: &std::path::Path,
+    memory_budget_bytes: u64,
+    policy: Policy,
+    timeouts: Timeouts,
+) -> Gate {
     let store = SqliteStore::open(dir.join("seen.db")).unwrap();
     let filters = FilterMode::Remote {
         url: format!("resp://127.0.0.1:{port}"),
@@ -25,6 +40,7 @@ fn gate(port: u16, dir: &std::path::Path, memory_budget_bytes: u64, policy: Poli
     let config = GateConfig {
         cache_capacity: 0,
         trust_sample_every: 0,
+        timeouts,
         ..GateConfig::new(policy, filters, lifecycle)
     };
     Gate::new(Box::new(store), config).unwrap()
@@ -41,6 +57,7 @@ fn shown_items_stay_seen_through_eviction_and_expire_after_retention() {
     for round in 0..80u64 {
         for scope in 0..scopes {
             let items = [round * 1000 + scope, round * 1000 + scope + 500];
+            g.unseen(scope, &items, now).unwrap(); // a request: loads the scope's filter
             g.record(scope, &items, now).unwrap();
         }
         now += 50;
@@ -71,6 +88,62 @@ fn shown_items_stay_seen_through_eviction_and_expire_after_retention() {
     let unseen = g.unseen(29, &[29, 529], later).unwrap();
     assert_eq!(unseen, [true, true]);
     drop(g);
+    server.kill9();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The filter server stops answering (open connections, no replies): every request falls back
+/// to the exact path after the read timeout — exact answers under verify and trust, counted as
+/// filter errors — and writes that timed out make their scopes reload from the store once the
+/// server answers again, so nothing recorded meanwhile is ever answered "unseen".
+#[test]
+fn a_hung_filter_server_sends_requests_to_the_store() {
+    let dir = temp_dir("gate-remote-hung");
+    let server = Server::start(&dir, &[]);
+    let proxy = bloomgate_testkit::FreezableProxy::start(([127, 0, 0, 1], server.port).into());
+    let timeouts = Timeouts {
+        connect: Duration::from_millis(500),
+        io: Duration::from_millis(200),
+    };
+    for (i, policy) in [Policy::Verify, Policy::Trust].into_iter().enumerate() {
+        let scope = i as u64 + 1; // a key of its own: the server keeps the other's
+        let dir = dir.join(format!("{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let g = gate_with(proxy.port, &dir, 1 << 30, policy, timeouts);
+        g.record(scope, &[10, 11], 1_000).unwrap();
+        g.flush().unwrap();
+        assert_eq!(
+            g.unseen(scope, &[10, 11, 12], 1_000).unwrap(),
+            [false, false, true]
+        );
+        proxy.freeze(true);
+        // Answered by the store; the items recorded now reach the store, not the filter.
+        assert_eq!(
+            g.unseen(scope, &[10, 11, 12], 1_100).unwrap(),
+            [false, false, true]
+        );
+        g.record(scope, &[12], 1_100).unwrap();
+        g.flush().unwrap();
+        assert_eq!(
+            g.unseen(scope, &[10, 12, 13], 1_200).unwrap(),
+            [false, false, true]
+        );
+        assert!(g.metrics().filter_errors.load(Relaxed) >= 2, "{policy:?}");
+        proxy.freeze(false);
+        // The scope whose write timed out is reloaded from the store: 12 reads seen.
+        assert_eq!(
+            g.unseen(scope, &[10, 12, 13], 1_300).unwrap(),
+            [false, false, true]
+        );
+        let errors = g.metrics().filter_errors.load(Relaxed);
+        assert_eq!(g.unseen(scope, &[11, 14], 1_300).unwrap(), [false, true]);
+        assert_eq!(
+            g.metrics().filter_errors.load(Relaxed),
+            errors,
+            "{policy:?}: server back"
+        );
+    }
+    drop(proxy);
     server.kill9();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -181,6 +181,12 @@ impl Metrics {
         self.store_latency.observe(elapsed);
     }
 
+    /// The cold-path rule's measured costs in nanoseconds: (exact-path store time per candidate
+    /// looked up, filter build time per history row); 0 before the first sample.
+    pub fn cost_estimates(&self) -> (f64, f64) {
+        self.costs.snapshot()
+    }
+
     /// One exact-path store batch of `items` that took `elapsed` (for the cold-path rule).
     pub(crate) fn exact_batch(&self, items: usize, elapsed: Duration) {
         self.costs.observe_lookups(items, elapsed);

@@ -147,3 +147,66 @@ fn a_hung_filter_server_sends_requests_to_the_store() {
     server.kill9();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Several request threads on a few scopes with remote filters: writes trail the requests
+/// (batched by the recorder), a tiny memory budget evicts filters under probes in flight, and
+/// yet an item whose `record` returned before a request started is never shown by it.
+#[test]
+fn concurrent_requests_on_remote_filters_never_show_an_item_recorded_before_them() {
+    use rand::{rngs::SmallRng, Rng, SeedableRng};
+    use std::collections::HashMap;
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Mutex;
+
+    let dir = temp_dir("gate-remote-concurrent");
+    let server = Server::start(&dir, &[]);
+    for (i, policy) in [Policy::Verify, Policy::Trust].into_iter().enumerate() {
+        let dir = dir.join(format!("{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Keys of their own per policy: the server keeps the other run's.
+        let g = gate_with(server.port, &dir, 600, policy, Timeouts::default());
+        let base = 100 * i as u64;
+        let clock = AtomicU64::new(1_000_000);
+        let truth: Mutex<HashMap<(u64, u64), u64>> = Mutex::new(HashMap::new());
+        std::thread::scope(|threads| {
+            for thread in 0..4u64 {
+                let (g, clock, truth) = (&g, &clock, &truth);
+                threads.spawn(move || {
+                    let mut rng = SmallRng::seed_from_u64(thread);
+                    for request in 0..300 {
+                        let now = clock.fetch_add(rng.random_range(0..3), Relaxed);
+                        let scope = base + rng.random_range(0..6u64);
+                        let mut candidates: Vec<u64> =
+                            (0..12).map(|_| rng.random_range(0..40u64)).collect();
+                        candidates.sort_unstable();
+                        candidates.dedup();
+                        let known = truth.lock().unwrap().clone();
+                        let verdict = g.unseen(scope, &candidates, now).unwrap();
+                        let mut shown = Vec::new();
+                        for (&item, &may_show) in candidates.iter().zip(&verdict) {
+                            let seen = known.contains_key(&(scope, item));
+                            assert!(
+                                !(seen && may_show),
+                                "{policy:?}: thread {thread} request {request}: item {item} of scope {scope} shown again"
+                            );
+                            if may_show && shown.len() < 3 {
+                                shown.push(item);
+                            }
+                        }
+                        g.record(scope, &shown, now).unwrap();
+                        let mut truth = truth.lock().unwrap();
+                        for item in shown {
+                            truth.insert((scope, item), now);
+                        }
+                    }
+                });
+            }
+        });
+        assert!(
+            g.metrics().evictions.load(Relaxed) > 0,
+            "{policy:?}: no eviction"
+        );
+    }
+    server.kill9();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -172,10 +172,22 @@ impl RemoteFilters {
     /// Adds the scope's history of the last R to its filter (replacing the filter, atomically,
     /// when `replace`); returns the filter's size estimated from its parameters.
     fn load_history(&self, scope: u64, capacity: u64, now_ms: u64, replace: bool) -> Result<u64> {
-        let window = self.config.generation_window_ms();
         let history: Vec<Seen> = self
             .history
             .load_history(scope, now_ms.saturating_sub(self.config.retention_ms))?;
+        self.send_history(scope, capacity, &history, replace)
+    }
+
+    /// Writes `history` (oldest first) to the scope's filter, each run of a window `AT` its own
+    /// time, in one pipeline (a MULTI/EXEC after a `DEL` when `replace`).
+    fn send_history(
+        &self,
+        scope: u64,
+        capacity: u64,
+        history: &[Seen],
+        replace: bool,
+    ) -> Result<u64> {
+        let window = self.config.generation_window_ms();
         let mut pipe = redis::pipe();
         if replace {
             pipe.atomic().cmd("DEL").arg(self.key(scope));
@@ -209,14 +221,13 @@ impl RemoteFilters {
             known.last_used = self.uses.fetch_add(1, Relaxed);
             return Ok(known.epoch);
         }
-        let history_len = self
+        let history = self
             .history
-            .load_history(scope, now_ms.saturating_sub(self.config.retention_ms))?
-            .len();
-        let per_window = (history_len as u64).div_ceil(self.config.generations as u64 - 1) as f64;
+            .load_history(scope, now_ms.saturating_sub(self.config.retention_ms))?;
+        let per_window = (history.len() as u64).div_ceil(self.config.generations as u64 - 1) as f64;
         let capacity = ((per_window * self.config.headroom).ceil() as u64)
             .max(self.config.min_items_per_generation);
-        let bytes = self.load_history(scope, capacity, now_ms, false)?;
+        let bytes = self.send_history(scope, capacity, &history, false)?;
         self.bytes.fetch_add(bytes, Relaxed);
         let epoch = self.epochs.fetch_add(1, Relaxed) + 1;
         shard.insert(
@@ -318,7 +329,13 @@ impl FilterBackend for RemoteFilters {
         if items.is_empty() {
             return Ok(Probe::Filtered);
         }
-        let mut answers: Vec<bool> = self.with_conn(|conn| {
+        // The overlay first, the server second: an item leaves the overlay only after the
+        // recorder's write of it reached the server, so it is found in one or the other. (The
+        // other order misses an item whose write lands between the two reads.)
+        let since = now_ms.saturating_sub(self.config.retention_ms);
+        let mut answers = vec![false; items.len()];
+        self.history.overlay_seen(scope, items, since, &mut answers);
+        let server: Vec<bool> = self.with_conn(|conn| {
             conn.query(
                 redis::cmd("WF.MEXISTSAT")
                     .arg(self.key(scope))
@@ -326,15 +343,16 @@ impl FilterBackend for RemoteFilters {
                     .arg(items),
             )
         })?;
-        if answers.len() != items.len() {
+        if server.len() != items.len() {
             return Err(crate::Error::InvalidConfig(format!(
                 "WF.MEXISTSAT answered {} values for {} items",
-                answers.len(),
+                server.len(),
                 items.len()
             )));
         }
-        let since = now_ms.saturating_sub(self.config.retention_ms);
-        self.history.overlay_seen(scope, items, since, &mut answers);
+        for (answer, on_server) in answers.iter_mut().zip(server) {
+            *answer |= on_server;
+        }
         let unchanged = self
             .shard(scope)
             .get(&scope)

@@ -160,14 +160,19 @@ impl Store {
         }
     }
 
-    /// Bytes a new allocation may take under `maxmemory` (under the machine's memory when
-    /// unset).
+    /// Bytes new allocations may take: what `maxmemory` leaves; when it is unset, what the
+    /// machine can hold — the lower of its physical memory less what the keyspace uses and
+    /// what is available now (memory, cgroup limit, address space; see `bloomgate::memory`).
     pub fn memory_budget(&self) -> u64 {
+        let used = self.db.used_memory();
         match self.config.maxmemory {
-            0 => self.config.memory_ceiling,
-            max => max,
+            0 => self
+                .config
+                .memory_ceiling
+                .saturating_sub(used)
+                .min(bloomgate::memory::allowance(false)),
+            max => max.saturating_sub(used),
         }
-        .saturating_sub(self.db.used_memory())
     }
 }
 
@@ -282,6 +287,9 @@ impl dialect::Host for ServerHost<'_> {
     }
     fn memory_budget(&self) -> u64 {
         self.store.memory_budget()
+    }
+    fn charge(&mut self, bytes: u64) {
+        bloomgate::memory::charge(bytes);
     }
     fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType> {
         Ok(self.store.db.value(key, self.now_ms))

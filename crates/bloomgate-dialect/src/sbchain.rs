@@ -158,9 +158,45 @@ pub struct Link {
     capacity: u64,
     /// Items this link newly took (RedisBloom's per-link `size`).
     items: u64,
-    hashes: u32,
+    /// Probes per item (at most [`MAX_HASHES`], so 16 bits leave room for `ones`).
+    hashes: u16,
     /// Power-of-two exponent of legacy (non-NOROUND) links; 0 for NOROUND links. Round-tripped.
     n2: u8,
+    /// Bits set, counted as writes set them: fill and saturation without walking the bits.
+    ones: Ones,
+}
+
+/// A link's set-bit count, kept as each insert and each loaded chunk changes it, in 40 bits
+/// (the link stays 64 bytes): exact for links up to 2^40 bits (128 GiB). Past that it saturates
+/// and [`Link::count_ones`] answers the model's expectation for the link's items instead.
+#[derive(Clone, Copy, Debug, Default)]
+struct Ones([u8; 5]);
+
+impl Ones {
+    const SATURATED: u64 = (1 << 40) - 1;
+
+    fn get(self) -> u64 {
+        let mut le = [0u8; 8];
+        le[..5].copy_from_slice(&self.0);
+        u64::from_le_bytes(le)
+    }
+
+    fn set(&mut self, n: u64) {
+        let le = n.min(Self::SATURATED).to_le_bytes();
+        self.0.copy_from_slice(&le[..5]);
+    }
+
+    /// `+ set - cleared`; a saturated count stays saturated.
+    fn adjust(&mut self, set: u64, cleared: u64) {
+        let n = self.get();
+        if n != Self::SATURATED {
+            self.set(n.saturating_add(set).saturating_sub(cleared));
+        }
+    }
+}
+
+fn popcount(words: &[u64]) -> u64 {
+    words.iter().map(|w| u64::from(w.count_ones())).sum()
 }
 
 impl Link {
@@ -178,14 +214,15 @@ impl Link {
             bpe: sizing.bpe,
             capacity,
             items: 0,
-            hashes: sizing.hashes,
+            hashes: u16::try_from(sizing.hashes).ok()?,
             n2: 0,
+            ones: Ones::default(),
         })
     }
 
     fn contains(&self, h: HashPair) -> bool {
         let bits = self.bits();
-        (0..self.hashes).all(|i| {
+        (0..u32::from(self.hashes)).all(|i| {
             let at = h.position(i, bits);
             self.bits.row((at >> 6) as usize, 1)[0] & (1u64 << (at & 63)) != 0
         })
@@ -194,17 +231,18 @@ impl Link {
     /// Sets every probe bit; true if at least one was clear.
     fn insert(&mut self, h: HashPair) -> bool {
         let bits = self.bits();
-        let mut newly_set = false;
-        for i in 0..self.hashes {
+        let mut newly_set = 0;
+        for i in 0..u32::from(self.hashes) {
             let at = h.position(i, bits);
             let mask = 1u64 << (at & 63);
             // Read first: a bit already set needs no write, so no shared segment is copied.
             if self.bits.row((at >> 6) as usize, 1)[0] & mask == 0 {
                 self.bits.row_mut((at >> 6) as usize, 1)[0] |= mask;
-                newly_set = true;
+                newly_set += 1;
             }
         }
-        newly_set
+        self.ones.adjust(newly_set, 0);
+        newly_set > 0
     }
 
     /// Bytes of the bit array.
@@ -272,28 +310,40 @@ impl Link {
             .bits
             .read(first, last - first)
             .expect("range lies inside the link");
+        let before = popcount(&words);
         for (i, &byte) in data.iter().enumerate() {
             let b = offset - first * 8 + i;
             let shift = (b & 7) * 8;
             let word = &mut words[b >> 3];
             *word = (*word & !(0xffu64 << shift)) | (u64::from(byte) << shift);
         }
+        self.ones.adjust(popcount(&words), before);
         self.bits.write(first, &words);
     }
 
     /// Probes per item.
     pub fn hashes(&self) -> u32 {
-        self.hashes
+        u32::from(self.hashes)
     }
 
-    /// Bits set (for fill estimates).
+    /// Bits set (fill and saturation), in O(1): counted as inserts and loaded chunks set them,
+    /// never by walking the bits (a metrics scrape reads it for every filter under the store
+    /// lock). For a link past 2^40 bits, the expected count for its items:
+    /// `bits × (1 − e^(−k·items/bits))`.
     pub fn count_ones(&self) -> u64 {
-        self.bits
-            .segments()
-            .iter()
-            .flat_map(|s| s.iter())
-            .map(|w| u64::from(w.count_ones()))
-            .sum()
+        let ones = self.ones.get();
+        if ones != Ones::SATURATED {
+            return ones;
+        }
+        let bits = self.bits() as f64;
+        let k = f64::from(self.hashes);
+        (bits * -(-k * self.items as f64 / bits).exp_m1()) as u64
+    }
+
+    /// Bits set, counted by walking the array (tests check the kept count against it).
+    #[cfg(test)]
+    fn count_ones_walking(&self) -> u64 {
+        self.bits.segments().iter().map(|s| popcount(s)).sum()
     }
 
     /// `bytes:B bits:b hashes:h hashwidth:64 capacity:c size:s ratio:r` (ratio as C's `%g`).
@@ -568,7 +618,7 @@ impl BloomChain {
             out.extend_from_slice(&link.items.to_le_bytes());
             out.extend_from_slice(&link.error.to_le_bytes());
             out.extend_from_slice(&link.bpe.to_le_bytes());
-            out.extend_from_slice(&link.hashes.to_le_bytes());
+            out.extend_from_slice(&link.hashes().to_le_bytes());
             out.extend_from_slice(&link.capacity.to_le_bytes());
             out.push(link.n2);
         }
@@ -805,8 +855,9 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
                 bpe,
                 capacity,
                 items: link_items,
-                hashes,
+                hashes: hashes as u16, // at most MAX_HASHES, checked above
                 n2,
+                ones: Ones::default(),
             },
         ));
     }
@@ -1016,6 +1067,14 @@ mod tests {
         assert_eq!(copy.load_chunk(1000, &[1]), Err(ERR_NO_LINK));
         assert_eq!(copy.load_chunk(145, &[0xff; 144]), Ok(()));
         assert!(copy.contains(b"anything"));
+        assert_eq!(copy.links()[0].count_ones(), 144 * 8);
+        // Overwriting part of the array adjusts the kept count by what changed.
+        assert_eq!(copy.load_chunk(11, &[0x0f; 10]), Ok(()));
+        assert_eq!(copy.links()[0].count_ones(), 134 * 8 + 10 * 4);
+        assert_eq!(
+            copy.links()[0].count_ones(),
+            copy.links()[0].count_ones_walking()
+        );
     }
 
     proptest::proptest! {
@@ -1047,6 +1106,10 @@ mod tests {
             for item in &items {
                 proptest::prop_assert!(chain.contains(item));
                 proptest::prop_assert!(copy.contains(item));
+            }
+            // The kept set-bit counts are exact, through inserts and chunk loads.
+            for link in chain.links().iter().chain(copy.links()) {
+                proptest::prop_assert_eq!(link.count_ones(), link.count_ones_walking());
             }
         }
     }

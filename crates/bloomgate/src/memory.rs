@@ -130,6 +130,20 @@ pub fn check(bytes: u64) -> Result<(), TooLarge> {
     Headroom::now().check(bytes)
 }
 
+/// Filter allocations at least this large are checked against a fresh [`Headroom::now`] before
+/// they are made (smaller ones cannot matter, and skip the `/proc` reads).
+pub const CHECK_FROM_BYTES: u64 = 16 << 20;
+
+/// Refuses a filter allocation of `bytes` that does not fit in the memory available now, with
+/// [`crate::Error::OutOfMemory`] naming both sizes (the library's constructors call it before
+/// allocating, so a huge request is an error, never an abort or a swap storm).
+pub(crate) fn ensure_fits(bytes: u64) -> crate::Result<()> {
+    if bytes < CHECK_FROM_BYTES {
+        return Ok(());
+    }
+    check(bytes).map_err(|e| crate::Error::OutOfMemory(format!("a filter of this size {e}")))
+}
+
 /// How long a cached reading is trusted.
 const REFRESH: Duration = Duration::from_millis(100);
 
@@ -261,6 +275,31 @@ mod tests {
         let after = allowance(false);
         // Another test may refresh the cache in between; either way the charge never raises it.
         assert!(after <= before.saturating_add(64 << 20));
+    }
+
+    /// 700G items at 1% (840 GB, inside the library's 1 TiB limit): refused before allocating
+    /// on any machine with less memory available, naming the size.
+    #[test]
+    fn constructors_refuse_filters_larger_than_memory() {
+        if Headroom::now()
+            .available
+            .is_none_or(|a| a > 840_000_000_000)
+        {
+            return;
+        }
+        match crate::BloomFilter::new(700_000_000_000, 0.01) {
+            Err(crate::Error::OutOfMemory(msg)) => assert!(msg.contains("needs 8"), "{msg}"),
+            other => panic!("{:?}", other.map(|f| f.len())),
+        }
+        assert!(matches!(
+            crate::CountingBloomFilter::new(100_000_000_000, 0.01),
+            Err(crate::Error::OutOfMemory(_))
+        ));
+        assert!(matches!(
+            crate::CuckooFilter::new(200_000_000_000, 0.01),
+            Err(crate::Error::OutOfMemory(_))
+        ));
+        assert!(crate::BloomFilter::new(1000, 0.01).is_ok());
     }
 
     #[test]

@@ -635,6 +635,33 @@ const RECIPES: &[Recipe] = &[
             "WF.SCANDUMP {k} 1",
         ],
     },
+    Recipe {
+        prefix: "CMS",
+        create: &[
+            &["CMS.INITBYDIM {k} 100 5", "CMS.INCRBY {k} a 1 b 2 c 300"],
+            &["CMS.INITBYPROB {k} 0.01 0.01", "CMS.INCRBY {k} a 7"],
+        ],
+        exercise: &[
+            "CMS.INCRBY {k} a{i} 1 b{i} 4294967295",
+            "CMS.QUERY {k} a b c a{i}",
+            "CMS.INFO {k}",
+        ],
+    },
+    Recipe {
+        prefix: "TOPK",
+        create: &[
+            &["TOPK.RESERVE {k} 5 50 4 0.9", "TOPK.ADD {k} {items}"],
+            &["TOPK.RESERVE {k} 1 8 1 0.5", "TOPK.INCRBY {k} a 3 b 1"],
+        ],
+        exercise: &[
+            "TOPK.ADD {k} a{i} b{i} c{i}",
+            "TOPK.INCRBY {k} a 3 z{i} 100",
+            "TOPK.QUERY {k} a b i1",
+            "TOPK.COUNT {k} a b",
+            "TOPK.LIST {k} WITHCOUNT",
+            "TOPK.INFO {k}",
+        ],
+    },
 ];
 
 fn now_ms() -> u64 {

@@ -407,19 +407,21 @@ impl DialectType for CuckooChain {
     }
 }
 
-/// A windowed filter's header: its generations' declared image bytes. Building the filter from
-/// it allocates only placeholders; each generation's image is verified and allocated when its
-/// chunk (which carries exactly the declared bytes) arrives.
+/// A windowed filter's header, validated (every generation's declared bytes are whole links of
+/// its growth schedule) without allocating anything: its total bytes and chunk plan. Only
+/// [`DialectType::from_shape`] allocates (each generation an empty filter of its declared
+/// shape, until its chunk arrives).
 #[derive(Debug)]
 pub struct WindowedShape {
-    filter: WindowedFilter,
+    header: Vec<u8>,
     bytes: u64,
+    plan: Vec<(i64, u64)>,
 }
 
 impl WindowedShape {
     /// `(iterator, length)` of each generation's chunk, as the header declares them.
     pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        self.filter.chunk_plan()
+        self.plan.clone()
     }
 }
 
@@ -458,13 +460,15 @@ impl DialectType for WindowedFilter {
         WindowedFilter::header_len(prefix)
     }
     fn shape(header: &[u8]) -> Result<Self::Shape, &'static str> {
+        let (bytes, plan) = WindowedFilter::header_plan(header)?;
         Ok(WindowedShape {
-            bytes: WindowedFilter::header_bytes(header)?,
-            filter: WindowedFilter::from_header(header)?,
+            header: header.to_vec(),
+            bytes,
+            plan,
         })
     }
     fn from_shape(shape: Admitted<Self::Shape>) -> Result<Self, &'static str> {
-        Ok(shape.into_shape().filter)
+        WindowedFilter::from_header(&shape.into_shape().header)
     }
     fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
         WindowedFilter::load_chunk(self, iter, data)

@@ -82,6 +82,8 @@ const SEED: u64 = bloomgate::hash::DEFAULT_SEED;
 
 /// A generation as a header lists it: slot and file-image bytes.
 type SlotImage = (u64, u64);
+/// A header's total declared bytes and `(iterator, length)` chunk plan.
+type HeaderPlan = (u64, Vec<(i64, u64)>);
 /// A generation a header declares: slot, file-image bytes and the links those bytes make.
 type DeclaredGeneration = (u64, u64, usize);
 
@@ -263,10 +265,10 @@ impl WindowedFilter {
         if bytes > 0 && bytes.saturating_add(OVERHEAD) > budget {
             return Err(AddError::OutOfMemory);
         }
-        let inserted = self
-            .inner
-            .insert_hash_at(h, at_ms)
-            .map_err(|_| AddError::Full)?;
+        let inserted = self.inner.insert_hash_at(h, at_ms).map_err(|e| match e {
+            bloomgate::Error::OutOfMemory(_) => AddError::OutOfMemory,
+            _ => AddError::Full,
+        })?;
         if !self.awaiting.is_empty() {
             // A write into an awaited generation ends its wait; dropped generations end theirs.
             let written = (inserted != Inserted::Expired).then(|| self.inner.slot_of(at_ms));
@@ -451,6 +453,22 @@ impl WindowedFilter {
             .iter()
             .try_fold(0u64, |sum, &(_, bytes, _)| sum.checked_add(bytes))
             .ok_or(ERR_BAD_HEADER)
+    }
+
+    /// The header's total declared bytes and `(iterator, length)` chunk plan, validated
+    /// without allocating.
+    pub fn header_plan(header: &[u8]) -> Result<HeaderPlan, &'static str> {
+        let (_, parts) = Self::parse_header(header)?;
+        let bytes = parts
+            .iter()
+            .try_fold(0u64, |sum, &(_, bytes, _)| sum.checked_add(bytes))
+            .ok_or(ERR_BAD_HEADER)?;
+        let plan = parts
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, len, _))| (i as i64 + 2, len))
+            .collect();
+        Ok((bytes, plan))
     }
 
     /// A filter shaped as the header says, its generations empty until their chunks arrive.

@@ -2,10 +2,9 @@
 //! and written with the gate's own (simulated) clock, evicted beyond the memory budget — and no
 //! item a scope was shown ever answers "unseen" within the retention, before or after eviction.
 
-mod common;
-
 use bloomgate_gate::{FilterMode, Gate, GateConfig, LifecycleConfig, Policy, SqliteStore};
-use common::{temp_dir, Server};
+use bloomgate_testkit::server::Server;
+use bloomgate_testkit::temp_dir;
 
 fn gate(port: u16, dir: &std::path::Path, memory_budget_bytes: u64, policy: Policy) -> Gate {
     let store = SqliteStore::open(dir.join("seen.db")).unwrap();
@@ -33,7 +32,11 @@ fn gate(port: u16, dir: &std::path::Path, memory_budget_bytes: u64, policy: Poli
 #[test]
 fn shown_items_stay_seen_through_eviction_and_expire_after_retention() {
     let dir = temp_dir("gate-remote");
-    let server = Server::start(&dir, &["--appendfsync", "always"]);
+    let server = Server::binary(
+        env!("CARGO_BIN_EXE_bloomgate"),
+        &dir,
+        &["--appendfsync", "always"],
+    );
     // A budget of a few scopes' filters: the 30 scopes below force evictions.
     let g = gate(server.port, &dir, 5_000, Policy::Trust);
     let scopes = 30u64;

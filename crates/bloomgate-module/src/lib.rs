@@ -12,6 +12,7 @@
 //! that detect RedisBloom; its configs are therefore `bf.bf-error-rate` etc. (Redis 7 prefixes
 //! module configs with the module name).
 
+mod budget;
 mod host;
 mod settings;
 mod types;

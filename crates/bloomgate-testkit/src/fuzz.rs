@@ -7,5 +7,7 @@
 pub mod command_script;
 #[cfg(feature = "fuzz-core")]
 pub mod core_check;
+#[cfg(feature = "fuzz-dialect")]
+pub mod payload_check;
 #[cfg(feature = "fuzz-server")]
 pub mod resp_check;

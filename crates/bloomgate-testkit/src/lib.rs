@@ -5,10 +5,14 @@
 //! crates using it are on different major versions of it); features add what needs more:
 //! `replies` (the BF/CF reply conformance suite, [`replies`], and the RedisBloom RDB fixture's
 //! checks, [`rdb_fixture`]), `server` (`bloomgate serve`
-//! in-process or as a process, [`server`]), `fuzz-core` / `fuzz-server` (the fuzz targets'
+//! in-process or as a process, [`server`]), `fuzz-core` / `fuzz-dialect` / `fuzz-server` (the fuzz targets'
 //! checks, [`fuzz`]).
 
-#[cfg(any(feature = "fuzz-core", feature = "fuzz-server"))]
+#[cfg(any(
+    feature = "fuzz-core",
+    feature = "fuzz-dialect",
+    feature = "fuzz-server"
+))]
 pub mod fuzz;
 #[cfg(feature = "replies")]
 pub mod rdb_fixture;

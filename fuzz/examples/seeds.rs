@@ -32,12 +32,7 @@ fn core_images() -> Vec<(&'static str, AnyFilter)> {
     let mut counting = CountingBloomFilter::new(50, 0.01).expect("counting");
     let mut cuckoo = CuckooFilter::new(60, 0.01).expect("cuckoo");
     let mut scalable = ScalableBloomFilter::new(8, 0.01).expect("scalable");
-    let config = WindowConfig {
-        generations: 3,
-        items_per_generation: 16,
-        fpr: 0.01,
-        generation_window_ms: Some(1000),
-    };
+    let config = WindowConfig::new(3, 16, 0.01, Some(1000));
     let mut windowed = WindowedBloomFilter::new(config, 0).expect("windowed");
     let untimed = WindowConfig {
         generation_window_ms: None,
@@ -50,8 +45,8 @@ fn core_images() -> Vec<(&'static str, AnyFilter)> {
         counting.insert(key);
         cuckoo.insert(key).expect("room");
         scalable.insert(key).expect("grows");
-        windowed.insert(key, i as u64 * 100);
-        windowed_untimed.insert(key, 5);
+        windowed.insert(key, i as u64 * 100).expect("grows");
+        windowed_untimed.insert(key, 5).expect("grows");
     }
     counting.insert("key-1");
     counting.remove("key-2").expect("present");

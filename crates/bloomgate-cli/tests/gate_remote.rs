@@ -220,7 +220,7 @@ fn concurrent_requests_on_remote_filters_never_show_an_item_recorded_before_them
 #[test]
 fn local_and_remote_filters_age_items_the_same_way() {
     let dir = temp_dir("gate-aging");
-    let server = Server::start(&dir, &[]);
+    let server = Server::binary(env!("CARGO_BIN_EXE_bloomgate"), &dir, &[]);
     let make = |name: &str, filters: FilterMode| {
         let store = SqliteStore::open(dir.join(format!("{name}.db"))).unwrap();
         let lifecycle = LifecycleConfig {

@@ -271,6 +271,15 @@ impl CuckooChain {
     /// `cf-max-expansions` is the caller's check, made once per command (as RedisBloom does);
     /// here growth stops only at [`MAX_FILTERS`], the most a dump header may describe.
     pub fn insert(&mut self, item: &[u8], budget: u64) -> Result<(), InsertError> {
+        self.insert_with(item, || budget)
+    }
+
+    /// [`CuckooChain::insert`] with the budget asked only if the filter must grow.
+    pub fn insert_with(
+        &mut self,
+        item: &[u8],
+        budget: impl Fn() -> u64,
+    ) -> Result<(), InsertError> {
         let l = Lookup::of(item);
         loop {
             let bs = self.bucket_size;
@@ -290,16 +299,25 @@ impl CuckooChain {
                 self.items = self.items.saturating_add(1);
                 return Ok(());
             }
-            self.grow(budget)?;
+            self.grow(budget())?;
         }
     }
 
     /// CF.ADDNX / CF.INSERTNX: inserts unless the item already looks present; `Ok(false)` then.
     pub fn insert_unique(&mut self, item: &[u8], budget: u64) -> Result<bool, InsertError> {
+        self.insert_unique_with(item, || budget)
+    }
+
+    /// [`CuckooChain::insert_unique`] with the budget asked only if the filter must grow.
+    pub fn insert_unique_with(
+        &mut self,
+        item: &[u8],
+        budget: impl Fn() -> u64,
+    ) -> Result<bool, InsertError> {
         if self.contains(item) {
             return Ok(false);
         }
-        self.insert(item, budget).map(|()| true)
+        self.insert_with(item, budget).map(|()| true)
     }
 
     fn grow(&mut self, budget: u64) -> Result<(), InsertError> {
@@ -483,8 +501,8 @@ impl CuckooChain {
     /// its chunks).
     pub fn visit_slots(&self, f: &mut dyn FnMut(&[u8])) {
         for sub in &self.filters {
-            for segment in sub.slots.segments() {
-                f(segment);
+            for piece in sub.slots.pieces() {
+                f(piece);
             }
         }
     }

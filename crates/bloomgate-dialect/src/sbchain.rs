@@ -144,6 +144,13 @@ impl Link {
 
     fn contains(&self, h: HashPair) -> bool {
         let bits = self.bits();
+        if let Some(words) = self.bits.as_slice() {
+            // No page copied by a snapshot: index the one array directly.
+            return (0..self.hashes).all(|i| {
+                let at = h.position(i, bits);
+                words[(at >> 6) as usize] & (1u64 << (at & 63)) != 0
+            });
+        }
         (0..self.hashes).all(|i| {
             let at = h.position(i, bits);
             self.bits.row((at >> 6) as usize, 1)[0] & (1u64 << (at & 63)) != 0
@@ -153,6 +160,19 @@ impl Link {
     /// Sets every probe bit; true if at least one was clear.
     fn insert(&mut self, h: HashPair) -> bool {
         let bits = self.bits();
+        let hashes = self.hashes;
+        if let Some(words) = self.bits.as_mut_slice() {
+            // No snapshot shares the array: set the bits in place.
+            let mut newly_set = false;
+            for i in 0..hashes {
+                let at = h.position(i, bits);
+                let word = &mut words[(at >> 6) as usize];
+                let mask = 1u64 << (at & 63);
+                newly_set |= *word & mask == 0;
+                *word |= mask;
+            }
+            return newly_set;
+        }
         let mut newly_set = false;
         for i in 0..self.hashes {
             let at = h.position(i, bits);
@@ -248,9 +268,8 @@ impl Link {
     /// Bits set (for fill estimates).
     pub fn count_ones(&self) -> u64 {
         self.bits
-            .segments()
-            .iter()
-            .flat_map(|s| s.iter())
+            .pieces()
+            .flatten()
             .map(|w| u64::from(w.count_ones()))
             .sum()
     }
@@ -378,6 +397,15 @@ impl BloomChain {
     /// newest link is at capacity, a scaling chain grows by a link of `capacity * growth` items
     /// at half the error; `budget` is how many bytes that new link may take.
     pub fn add(&mut self, item: &[u8], budget: u64) -> Result<bool, AddError> {
+        self.add_with(item, || budget)
+    }
+
+    /// [`BloomChain::add`] with the budget asked only if the chain must grow.
+    pub fn add_with(
+        &mut self,
+        item: &[u8],
+        budget: impl FnOnce() -> u64,
+    ) -> Result<bool, AddError> {
         let h = HashPair::of(item);
         if self.links.iter().rev().any(|link| link.contains(h)) {
             return Ok(false);
@@ -395,7 +423,7 @@ impl BloomChain {
             let sizing = capacity
                 .and_then(|c| LinkSizing::new(c, error))
                 .ok_or(AddError::GrowFailed)?;
-            if sizing.bytes > budget {
+            if sizing.bytes > budget() {
                 return Err(AddError::OutOfMemory);
             }
             let link = Link::try_new(capacity.unwrap_or(0), error).ok_or(AddError::GrowFailed)?;
@@ -496,8 +524,8 @@ impl BloomChain {
         const PIECE: usize = 64 << 10;
         let mut buf = Vec::with_capacity(PIECE);
         for link in self.links.iter() {
-            for segment in link.bits.segments() {
-                for words in segment.chunks(PIECE / 8) {
+            for piece in link.bits.pieces() {
+                for words in piece.chunks(PIECE / 8) {
                     buf.clear();
                     buf.extend(words.iter().flat_map(|w| w.to_le_bytes()));
                     f(&buf);

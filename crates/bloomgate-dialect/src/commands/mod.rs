@@ -31,6 +31,37 @@ pub type Args<'a> = [&'a [u8]];
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WrongType;
 
+/// The memory budget as a write sees it while it holds a value: known, or read from the host
+/// only when something is about to be allocated (a new link, a new sub-filter). Most writes
+/// allocate nothing, so a host whose budget costs a lookup (the module reads Redis' memory
+/// figures) defers it instead of paying it on every call.
+#[derive(Clone, Copy)]
+pub enum Budget<'a> {
+    /// Bytes a new allocation may take.
+    Known(u64),
+    /// Asks the host when called.
+    Deferred(&'a dyn Fn() -> u64),
+}
+
+impl Budget<'_> {
+    /// Bytes a new allocation may take now.
+    pub fn get(&self) -> u64 {
+        match self {
+            Budget::Known(bytes) => *bytes,
+            Budget::Deferred(ask) => ask(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Budget<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Budget::Known(bytes) => f.debug_tuple("Known").field(bytes).finish(),
+            Budget::Deferred(_) => f.write_str("Deferred"),
+        }
+    }
+}
+
 /// What a command runs against.
 pub trait Host {
     /// The calling client's protocol version (2 or 3).
@@ -45,6 +76,16 @@ pub trait Host {
     fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType>;
     /// Stores `value` at `key`, which the command has just found missing.
     fn create(&mut self, key: &[u8], value: Value);
+    /// [`Host::value_mut`] with the memory budget to ask if the change allocates. The default
+    /// reads [`Host::memory_budget`] at once; a host whose budget costs a lookup returns
+    /// [`Budget::Deferred`] so writes that allocate nothing never ask.
+    fn value_mut_budgeted(
+        &mut self,
+        key: &[u8],
+    ) -> Result<Option<(&mut Value, Budget<'_>)>, WrongType> {
+        let budget = self.memory_budget();
+        Ok(self.value_mut(key)?.map(|v| (v, Budget::Known(budget))))
+    }
     /// The time commands see, in Unix milliseconds (time-windowed filters). Hosts with a
     /// simulated clock override it.
     fn now_ms(&self) -> u64 {
@@ -145,6 +186,23 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
     pub fn update<T: DialectType, R>(&mut self, key: &[u8], f: impl FnOnce(&mut T) -> R) -> R {
         match self.typed_mut(key) {
             Ok(Some(filter)) => f(filter),
+            _ => unreachable!("the caller found the key with this type"),
+        }
+    }
+
+    /// Runs `f` on the filter at `key` (which the command has just found with type `T`) with
+    /// the memory budget, asked of the host only if `f` needs it: the one lookup a write of
+    /// many items makes.
+    pub fn update_budgeted<T: DialectType, R>(
+        &mut self,
+        key: &[u8],
+        f: impl FnOnce(&mut T, Budget<'_>) -> R,
+    ) -> R {
+        match self.host.value_mut_budgeted(key) {
+            Ok(Some((value, budget))) => match T::of_mut(value) {
+                Some(filter) => f(filter, budget),
+                None => unreachable!("the caller found the key with this type"),
+            },
             _ => unreachable!("the caller found the key with this type"),
         }
     }
@@ -601,13 +659,15 @@ pub fn execute<H: Host + ?Sized>(host: &mut H, info: &CommandInfo, args: &Args) 
     }
 }
 
-/// EXISTS `key item` over filters of type `T`.
+/// EXISTS `key item` over filters of type `T` (0 for a missing key or another type, as
+/// [`probe`] answers).
 fn exists<T: DialectType, H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     args: &Args,
     contains: impl Fn(&T, &[u8]) -> bool,
 ) -> Reply {
-    probe(ctx, args[1], &args[2..3], contains).remove(0)
+    let filter = ctx.typed::<T>(args[1]).ok().flatten();
+    Reply::Bool(filter.is_some_and(|f| contains(f, args[2])))
 }
 
 /// MEXISTS `key item...` over filters of type `T`.
@@ -641,24 +701,26 @@ pub(crate) fn add_each<T: DialectType, H: Host + ?Sized, E>(
     ctx: &mut Ctx<H>,
     key: &[u8],
     items: &Args,
-    add: impl Fn(&mut T, &[u8], u64) -> Result<bool, E>,
+    add: impl Fn(&mut T, &[u8], Budget<'_>) -> Result<bool, E>,
     message: impl Fn(E) -> &'static str,
 ) -> Vec<Reply> {
     let mut replies = Vec::with_capacity(items.len());
     let mut added = 0;
-    for item in items {
-        let budget = ctx.budget();
-        match ctx.update(key, |filter: &mut T| add(filter, item, budget)) {
-            Ok(new) => {
-                added += u64::from(new);
-                replies.push(Reply::Bool(new));
-            }
-            Err(e) => {
-                replies.push(Reply::error(message(e)));
-                break;
+    // One lookup for all the items; the budget is asked only by an add that allocates.
+    ctx.update_budgeted(key, |filter: &mut T, budget| {
+        for item in items {
+            match add(filter, item, budget) {
+                Ok(new) => {
+                    added += u64::from(new);
+                    replies.push(Reply::Bool(new));
+                }
+                Err(e) => {
+                    replies.push(Reply::error(message(e)));
+                    break;
+                }
             }
         }
-    }
+    });
     ctx.changed(added);
     replies
 }

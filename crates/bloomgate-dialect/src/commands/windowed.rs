@@ -298,7 +298,7 @@ fn add_items<H: Host + ?Sized>(
         ctx,
         key,
         items,
-        |f: &mut WindowedFilter, item, budget| f.add(item, at_ms, budget),
+        |f: &mut WindowedFilter, item, budget| f.add(item, at_ms, budget.get()),
         AddError::message,
     );
     logged.extend([

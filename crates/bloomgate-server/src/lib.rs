@@ -7,6 +7,8 @@
 
 pub mod commands;
 pub mod connection;
+pub mod glob;
+pub mod inline;
 pub mod keyspace;
 pub mod metrics;
 pub mod persistence;

@@ -5,6 +5,7 @@ use super::{
     command_spec as spec, flags::*, glob_match, is, text, Args, CommandSpec, Ctx, ERR_NOT_INTEGER,
     ERR_SYNTAX,
 };
+use crate::glob::matches_all;
 use crate::resp::{parse_i64, Reply};
 use bloomgate_dialect::murmur::murmur64a;
 
@@ -64,7 +65,7 @@ fn keys(ctx: &mut Ctx, args: &Args) -> Reply {
         ctx.store
             .db
             .iter_live(ctx.now_ms)
-            .filter(|(k, _)| glob_match(pattern, k, false))
+            .filter(|(k, _)| matches_all(pattern) || glob_match(pattern, k, false))
             .map(|(k, _)| Reply::bulk(k.to_vec()))
             .collect(),
     )
@@ -113,7 +114,11 @@ fn scan(ctx: &mut Ctx, args: &Args) -> Reply {
     let keys = candidates
         .iter()
         .take(count)
-        .filter(|(_, k, _)| pattern.as_ref().is_none_or(|p| glob_match(p, k, false)))
+        .filter(|(_, k, _)| {
+            pattern
+                .as_ref()
+                .is_none_or(|p| matches_all(p) || glob_match(p, k, false))
+        })
         .filter(|(_, _, t)| {
             type_filter
                 .as_ref()

@@ -301,7 +301,7 @@ fn dispatch(
     let mut replied = false;
     let run = catch_unwind(AssertUnwindSafe(|| {
         let outcome = {
-            let writes = info.flags & commands::flags::WRITE != 0;
+            let writes = info.flags.contains(commands::flags::WRITE);
             let mut host = ModuleHost::new(ctx, strings, args, writes, &budget);
             commands::execute(&mut host, info, args)
         };

@@ -8,94 +8,63 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use super::{flags, glob_match, table, text, wrong_arity, Args, CommandSpec, Ctx, Exec, Store};
+use bloomgate_dialect::commands::{flags, ACL_CATEGORIES};
+
+use super::host::{text, wrong_arity, Args, Ctx, ServerCommand};
+use super::state::Store;
+use crate::glob::glob_match;
 use crate::resp::Reply;
 
-/// Redis' categories in its listing order, then the module's.
-const CATEGORIES: [&str; 24] = [
-    "keyspace",
-    "read",
-    "write",
-    "set",
-    "sortedset",
-    "list",
-    "hash",
-    "string",
-    "bitmap",
-    "hyperloglog",
-    "geo",
-    "stream",
-    "pubsub",
-    "admin",
-    "fast",
-    "slow",
-    "blocking",
-    "dangerous",
-    "connection",
-    "transaction",
-    "scripting",
-    "bloom",
-    "cuckoo",
-    "windowed",
-];
-
-/// The server's own commands that Redis files under a family category.
-const CONNECTION: [&str; 7] = ["PING", "ECHO", "HELLO", "AUTH", "QUIT", "SELECT", "CLIENT"];
-const TRANSACTION: [&str; 5] = ["MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH"];
-const KEYSPACE: [&str; 18] = [
-    "DEL",
-    "UNLINK",
-    "EXISTS",
-    "TYPE",
-    "KEYS",
-    "SCAN",
-    "RENAME",
-    "EXPIRE",
-    "PEXPIRE",
-    "EXPIREAT",
-    "PEXPIREAT",
-    "TTL",
-    "PTTL",
-    "PERSIST",
-    "FLUSHDB",
-    "FLUSHALL",
-    "DBSIZE",
-    "MEMORY",
-];
-
-/// A command's ACL categories (without `@`), in [`CATEGORIES`] order.
-pub fn categories(spec: &CommandSpec) -> Vec<&'static str> {
-    if let Exec::Dialect(info) = spec.exec {
-        return info.acl_categories();
+/// Every ACL category: Redis' in its listing order, then the modules' own, in table order.
+fn categories(table: &[ServerCommand]) -> Vec<&'static str> {
+    let mut all = ACL_CATEGORIES.to_vec();
+    for c in table
+        .iter()
+        .flat_map(|c| c.category.split_ascii_whitespace())
+    {
+        if !all.contains(&c) {
+            all.push(c);
+        }
     }
-    let name = spec.name;
-    let f = |bit: u32| spec.flags & bit != 0;
-    let slow = !f(flags::FAST);
-    let family = |list: &[&str]| list.contains(&name);
-    [
-        ("keyspace", family(&KEYSPACE)),
-        ("read", f(flags::READONLY)),
-        ("write", f(flags::WRITE)),
-        ("admin", f(flags::ADMIN)),
-        ("fast", !slow),
-        ("slow", slow),
-        (
-            "dangerous",
-            f(flags::ADMIN) || name == "FLUSHALL" || name == "FLUSHDB",
-        ),
-        ("connection", family(&CONNECTION)),
-        ("transaction", family(&TRANSACTION)),
-    ]
-    .into_iter()
-    .filter(|(_, on)| *on)
-    .map(|(c, _)| c)
-    .collect()
+    all
 }
 
-fn commands_in(category: &str) -> impl Iterator<Item = &'static CommandSpec> + '_ {
-    table()
+fn commands_in<'t>(
+    table: &'t [ServerCommand],
+    category: &'t str,
+) -> impl Iterator<Item = &'t ServerCommand> + 't {
+    table
         .iter()
-        .filter(move |c| category == "all" || categories(c).contains(&category))
+        .filter(move |c| category == "all" || c.acl_categories().contains(&category))
+}
+
+/// The commands a user may run: every command but `except`, or only `except`.
+#[derive(Clone, Debug, Default)]
+struct CommandSet {
+    all: bool,
+    /// Upper-case names.
+    except: HashSet<&'static str>,
+}
+
+impl CommandSet {
+    fn allows(&self, name: &str) -> bool {
+        self.all != self.except.contains(name)
+    }
+
+    fn set(&mut self, name: &'static str, allow: bool) {
+        if allow == self.all {
+            self.except.remove(name);
+        } else {
+            self.except.insert(name);
+        }
+    }
+
+    fn everything(allow: bool) -> Self {
+        Self {
+            all: allow,
+            except: HashSet::new(),
+        }
+    }
 }
 
 /// One user.
@@ -108,8 +77,8 @@ pub struct User {
     sanitize: Option<bool>,
     /// SHA-256 digests of the passwords, in the order they were added.
     passwords: Vec<[u8; 32]>,
-    /// Upper-case names of the commands the user may run.
-    allowed: HashSet<&'static str>,
+    /// The commands the user may run.
+    allowed: CommandSet,
     /// Whether the command rules started from `+@all` (else `-@all`).
     from_all: bool,
     /// The command rules applied since the last `+@all`/`-@all`, lower-case, for display.
@@ -179,7 +148,7 @@ impl User {
             nopass: false,
             sanitize: None,
             passwords: Vec::new(),
-            allowed: HashSet::new(),
+            allowed: CommandSet::default(),
             from_all: false,
             rules: Vec::new(),
             all_keys: false,
@@ -189,8 +158,9 @@ impl User {
         }
     }
 
-    /// Applies one `ACL SETUSER` rule; the error is Redis' reason.
-    fn apply(&mut self, rule: &[u8]) -> Result<(), &'static str> {
+    /// Applies one `ACL SETUSER` rule (command rules resolved in `table`); the error is Redis'
+    /// reason.
+    fn apply(&mut self, rule: &[u8], table: &[ServerCommand]) -> Result<(), &'static str> {
         let lower = text(rule).to_ascii_lowercase();
         match lower.as_str() {
             "on" => self.enabled = true,
@@ -206,12 +176,12 @@ impl User {
             "sanitize-payload" => self.sanitize = Some(true),
             "skip-sanitize-payload" => self.sanitize = Some(false),
             "allcommands" | "+@all" => {
-                self.allowed = table().iter().map(|c| c.name).collect();
+                self.allowed = CommandSet::everything(true);
                 self.from_all = true;
                 self.rules.clear();
             }
             "nocommands" | "-@all" => {
-                self.allowed.clear();
+                self.allowed = CommandSet::everything(false);
                 self.from_all = false;
                 self.rules.clear();
             }
@@ -256,7 +226,9 @@ impl User {
                         self.channel_patterns.push(rule[1..].to_vec());
                     }
                 }
-                Some(&sign @ (b'+' | b'-')) => self.command_rule(sign == b'+', &lower[1..])?,
+                Some(&sign @ (b'+' | b'-')) => {
+                    self.command_rule(sign == b'+', &lower[1..], table)?
+                }
                 _ => return Err(ERR_SYNTAX),
             },
         }
@@ -282,24 +254,28 @@ impl User {
 
     /// `+@category`, `-@category`, `+command`, `-command`. A command's rule replaces an
     /// earlier rule for the same command in the description, as Redis 7.2+ shows it.
-    fn command_rule(&mut self, allow: bool, what: &str) -> Result<(), &'static str> {
+    fn command_rule(
+        &mut self,
+        allow: bool,
+        what: &str,
+        table: &[ServerCommand],
+    ) -> Result<(), &'static str> {
         let names: Vec<&'static str> = match what.strip_prefix('@') {
-            Some(category) if CATEGORIES.contains(&category) => {
-                commands_in(category).map(|c| c.name).collect()
+            Some(category) if categories(table).contains(&category) => {
+                commands_in(table, category).map(|c| c.name).collect()
             }
             Some(_) => return Err(ERR_UNKNOWN),
             None => {
-                let spec = super::lookup(what.as_bytes()).ok_or(ERR_UNKNOWN)?;
+                let spec = table
+                    .iter()
+                    .find(|c| c.name.eq_ignore_ascii_case(what))
+                    .ok_or(ERR_UNKNOWN)?;
                 self.rules.retain(|r| r[1..] != *what);
                 vec![spec.name]
             }
         };
         for name in names {
-            if allow {
-                self.allowed.insert(name);
-            } else {
-                self.allowed.remove(name);
-            }
+            self.allowed.set(name, allow);
         }
         self.rules
             .push(format!("{}{what}", if allow { '+' } else { '-' }));
@@ -397,7 +373,7 @@ impl Default for Acl {
     fn default() -> Self {
         let mut default = User::blank();
         for rule in ["on", "nopass", "allcommands", "allkeys", "allchannels"] {
-            default.apply(rule.as_bytes()).expect("a valid rule");
+            default.apply(rule.as_bytes(), &[]).expect("a valid rule");
         }
         Self {
             users: BTreeMap::from([(b"default".to_vec(), default)]),
@@ -428,9 +404,7 @@ pub fn authenticate(store: &Store, user: &[u8], pass: &[u8]) -> bool {
         .as_deref()
         .filter(|_| user == b"default");
     match requirepass {
-        Some(expected) => {
-            super::server::password_matches(expected, pass) | password_in(&u.passwords, pass)
-        }
+        Some(expected) => password_matches(expected, pass) | password_in(&u.passwords, pass),
         None => u.nopass || password_in(&u.passwords, pass),
     }
 }
@@ -460,8 +434,8 @@ enum Denied {
     Key(Vec<u8>),
 }
 
-fn denied(user: &User, spec: &CommandSpec, args: &Args) -> Option<Denied> {
-    if !user.allowed.contains(spec.name) {
+fn denied<A: AsRef<[u8]>>(user: &User, spec: &ServerCommand, args: &[A]) -> Option<Denied> {
+    if !user.allowed.allows(spec.name) {
         return Some(Denied::Command);
     }
     if !user.all_keys && spec.first_key > 0 {
@@ -472,8 +446,8 @@ fn denied(user: &User, spec: &CommandSpec, args: &Args) -> Option<Denied> {
         let mut keys = (i64::from(spec.first_key)..=last)
             .step_by(spec.step.max(1) as usize)
             .filter_map(|i| args.get(i as usize));
-        if let Some(key) = keys.find(|k| !user.may_access(k)) {
-            return Some(Denied::Key(key.clone()));
+        if let Some(key) = keys.find(|k| !user.may_access(k.as_ref())) {
+            return Some(Denied::Key(key.as_ref().to_vec()));
         }
     }
     None
@@ -481,8 +455,13 @@ fn denied(user: &User, spec: &CommandSpec, args: &Args) -> Option<Denied> {
 
 /// Whether the session's user may run `spec` with `args`: Redis' NOPERM refusals. Commands
 /// that need no authentication (AUTH, HELLO, QUIT) are always allowed.
-pub fn check(store: &Store, user: &[u8], spec: &CommandSpec, args: &Args) -> Result<(), Reply> {
-    if spec.flags & flags::NOAUTH != 0 {
+pub fn check<A: AsRef<[u8]>>(
+    store: &Store,
+    user: &[u8],
+    spec: &ServerCommand,
+    args: &[A],
+) -> Result<(), Reply> {
+    if spec.flags.contains(flags::NOAUTH) {
         return Ok(());
     }
     let no_command = || {
@@ -530,32 +509,33 @@ const HELP: [&str; 20] = [
 /// `ACL WHOAMI`, `ACL GETUSER user`, `ACL LIST`, `ACL DRYRUN user command [arg...]`,
 /// `ACL HELP`.
 pub fn acl(ctx: &mut Ctx, args: &Args) -> Reply {
-    let sub = text(&args[1]).to_ascii_uppercase();
+    let sub = text(args[1]).to_ascii_uppercase();
+    let (table, lookup) = (ctx.table, ctx.lookup);
     match (sub.as_str(), args.len()) {
-        ("CAT", 2) => Reply::Array(CATEGORIES.iter().map(|c| Reply::bulk(*c)).collect()),
+        ("CAT", 2) => Reply::Array(categories(table).into_iter().map(Reply::bulk).collect()),
         ("CAT", 3) => {
-            let category = text(&args[2]).to_ascii_lowercase();
-            if !CATEGORIES.contains(&category.as_str()) {
-                return Reply::error(format!("ERR Unknown category '{}'", text(&args[2])));
+            let category = text(args[2]).to_ascii_lowercase();
+            if !categories(table).contains(&category.as_str()) {
+                return Reply::error(format!("ERR Unknown category '{}'", text(args[2])));
             }
             Reply::Array(
-                commands_in(&category)
+                commands_in(table, &category)
                     .map(|c| Reply::bulk(c.name.to_lowercase()))
                     .collect(),
             )
         }
         ("SETUSER", n) if n >= 3 => {
             let users = &mut ctx.store.acl.users;
-            let mut user = users.get(&args[2]).cloned().unwrap_or_else(User::blank);
+            let mut user = users.get(args[2]).cloned().unwrap_or_else(User::blank);
             for rule in &args[3..] {
-                if let Err(why) = user.apply(rule) {
+                if let Err(why) = user.apply(rule, table) {
                     return Reply::error(format!(
                         "ERR Error in ACL SETUSER modifier '{}': {why}",
                         text(rule)
                     ));
                 }
             }
-            users.insert(args[2].clone(), user);
+            users.insert(args[2].to_vec(), user);
             Reply::ok()
         }
         ("DELUSER", n) if n >= 3 => {
@@ -564,7 +544,7 @@ pub fn acl(ctx: &mut Ctx, args: &Args) -> Reply {
             }
             let removed = args[2..]
                 .iter()
-                .filter(|u| ctx.store.acl.users.remove(*u).is_some())
+                .filter(|u| ctx.store.acl.users.remove(**u).is_some())
                 .count();
             Reply::Int(removed as i64)
         }
@@ -586,7 +566,7 @@ pub fn acl(ctx: &mut Ctx, args: &Args) -> Reply {
                 .collect(),
         ),
         ("GETUSER", 3) => {
-            let Some(u) = shown(ctx.store, &args[2]) else {
+            let Some(u) = shown(ctx.store, args[2]) else {
                 return Reply::Nil;
             };
             let flags = u.flags().into_iter().map(Reply::bulk).collect();
@@ -607,11 +587,11 @@ pub fn acl(ctx: &mut Ctx, args: &Args) -> Reply {
             ])
         }
         ("DRYRUN", n) if n >= 4 => {
-            let Some(user) = ctx.store.acl.users.get(&args[2]) else {
-                return Reply::error(format!("ERR User '{}' not found", text(&args[2])));
+            let Some(user) = ctx.store.acl.users.get(args[2]) else {
+                return Reply::error(format!("ERR User '{}' not found", text(args[2])));
             };
-            let Some(spec) = super::lookup(&args[3]) else {
-                return Reply::error(format!("ERR Command '{}' not found", text(&args[3])));
+            let Some(spec) = lookup(args[3]) else {
+                return Reply::error(format!("ERR Command '{}' not found", text(args[3])));
             };
             let command = &args[3..];
             if !spec.arity_ok(command.len()) {
@@ -637,15 +617,38 @@ pub fn acl(ctx: &mut Ctx, args: &Args) -> Reply {
         ) => wrong_arity(&format!("acl|{}", sub.to_lowercase())),
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try ACL HELP.",
-            text(&args[1])
+            text(args[1])
         )),
     }
 }
 
+/// Password check in constant time (no early exit on the first differing byte).
+fn password_matches(expected: &str, given: &[u8]) -> bool {
+    let expected = expected.as_bytes();
+    let mut diff = (expected.len() ^ given.len()) as u8 | u8::from(expected.len() != given.len());
+    for (i, &b) in given.iter().enumerate() {
+        diff |= b ^ expected
+            .get(i % expected.len().max(1))
+            .copied()
+            .unwrap_or(0);
+    }
+    diff == 0
+}
+
 #[cfg(test)]
 mod tests {
-    use crate::commands::testing::Harness;
+    use super::password_matches;
+    use crate::commands::dispatch::testing::Harness;
     use crate::resp::Reply;
+
+    #[test]
+    fn password_compare() {
+        assert!(password_matches("secret", b"secret"));
+        assert!(!password_matches("secret", b"secreT"));
+        assert!(!password_matches("secret", b"secret1"));
+        assert!(!password_matches("secret", b""));
+        assert!(!password_matches("", b"x"));
+    }
 
     fn names(reply: Reply) -> Vec<String> {
         let Reply::Array(items) = reply else {

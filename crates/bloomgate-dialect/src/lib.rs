@@ -16,6 +16,7 @@
 
 pub mod commands;
 pub mod config;
+pub mod countmin;
 pub mod cow;
 pub mod cuckoo;
 pub mod lzf;
@@ -25,6 +26,7 @@ pub mod rdb;
 pub mod rdb_format;
 pub mod reply;
 pub mod sbchain;
+pub mod topk;
 pub mod value;
 pub mod windowed;
 

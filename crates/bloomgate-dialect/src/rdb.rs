@@ -11,8 +11,10 @@
 //! the same code as `LOADCHUNK` before any bit array is allocated, and every string buffer must
 //! have exactly the length the header implies.
 
+use crate::countmin::CountMin;
 use crate::cuckoo::{self, CuckooChain};
 use crate::sbchain::BloomChain;
+use crate::topk::TopK;
 use crate::value::DialectType;
 use crate::windowed::WindowedFilter;
 
@@ -285,6 +287,128 @@ pub fn load_windowed(input: &mut impl RdbSource, encver: i32) -> Result<Windowed
     }
     fill(&mut filter, &parts)?;
     Ok(filter)
+}
+
+/// `CMSk-TYPE` (encver 0): width, depth, total; the counters as one string buffer
+/// (`4 × width × depth` bytes, little endian).
+pub fn save_countmin(cms: &CountMin, out: &mut impl RdbSink) {
+    out.save_unsigned(cms.width());
+    out.save_unsigned(cms.depth());
+    out.save_unsigned(cms.total());
+    out.save_string(&cms.cell_bytes(0, 4 * cms.width() * cms.depth()));
+}
+
+/// Reads a `CMSk-TYPE` value: the dimensions are checked (non-zero, their byte size
+/// representable) and charged to the budget before the counters are allocated, and the
+/// counter buffer must have exactly that size.
+pub fn load_countmin(input: &mut impl RdbSource, encver: i32) -> Result<CountMin, RdbError> {
+    if encver != CountMin::ENCODING_VERSION {
+        return Err(RdbError::UnknownEncoding(encver));
+    }
+    let mut header = Vec::with_capacity(crate::countmin::HEADER_LEN);
+    for _ in 0..3 {
+        header.extend_from_slice(&input.load_unsigned()?.to_le_bytes());
+    }
+    let bytes = CountMin::header_bytes(&header).map_err(invalid)?;
+    input.reserve(bytes)?;
+    let data = input.load_string(bytes)?;
+    if data.len() as u64 != bytes {
+        return Err(invalid(
+            "counter buffer length does not match width x depth",
+        ));
+    }
+    let mut cms = CountMin::from_header(&header).map_err(invalid)?;
+    fill(&mut cms, &[data])?;
+    Ok(cms)
+}
+
+/// `TopK-TYPE` (encver 0): k, width, depth, decay; the buckets as one buffer (`[fingerprint,
+/// count]` u32 pairs); the heap as RedisBloom's 24-byte entries (fingerprint, item length, a
+/// pointer RedisBloom ignores on load — written as zero — count, padding); then each heap
+/// entry's item as a C string (an empty string for a slot never filled).
+pub fn save_topk(topk: &TopK, out: &mut impl RdbSink) {
+    out.save_unsigned(u64::from(topk.k()));
+    out.save_unsigned(u64::from(topk.width()));
+    out.save_unsigned(u64::from(topk.depth()));
+    out.save_double(topk.decay());
+    let buckets = crate::topk::BUCKET_BYTES * u64::from(topk.width()) * u64::from(topk.depth());
+    out.save_string(&topk.bucket_bytes(0, buckets));
+    // An item is a C string there: what follows a NUL byte is not saved.
+    let saved = |item: &[u8]| -> Vec<u8> {
+        let end = item.iter().position(|&b| b == 0).unwrap_or(item.len());
+        item[..end].to_vec()
+    };
+    let mut heap = Vec::with_capacity(topk.heap().len() * crate::topk::HEAP_ENTRY_BYTES as usize);
+    let mut items = Vec::with_capacity(topk.heap().len());
+    for entry in topk.heap() {
+        let mut item = entry.item.as_deref().map(saved).unwrap_or_default();
+        heap.extend_from_slice(&entry.fingerprint.to_le_bytes());
+        heap.extend_from_slice(&(item.len() as u32).to_le_bytes());
+        heap.extend_from_slice(&0u64.to_le_bytes());
+        heap.extend_from_slice(&entry.count.to_le_bytes());
+        heap.extend_from_slice(&0u32.to_le_bytes());
+        item.push(0);
+        items.push(item);
+    }
+    out.save_string(&heap);
+    for item in items {
+        out.save_string(&item);
+    }
+}
+
+/// Reads a `TopK-TYPE` value: k, width and depth must be non-zero 32-bit values, their
+/// buffers are charged to the budget before anything is allocated, and each buffer must have
+/// exactly the size they imply. Items are the heap strings without their last (NUL) byte; a
+/// one-byte string is a slot never filled. The decay generator starts from its seed.
+pub fn load_topk(input: &mut impl RdbSource, encver: i32) -> Result<TopK, RdbError> {
+    use crate::topk::{HeapEntry, BUCKET_BYTES, HEAP_ENTRY_BYTES};
+    if encver != TopK::ENCODING_VERSION {
+        return Err(RdbError::UnknownEncoding(encver));
+    }
+    let dim = |v: u64| match u32::try_from(v) {
+        Ok(v) if v > 0 => Ok(v),
+        _ => Err(invalid("Top-K k, width or depth out of range")),
+    };
+    let k = dim(input.load_unsigned()?)?;
+    let width = dim(input.load_unsigned()?)?;
+    let depth = dim(input.load_unsigned()?)?;
+    let decay = input.load_double()?;
+    let bucket_len = BUCKET_BYTES * u64::from(width) * u64::from(depth);
+    let heap_len = HEAP_ENTRY_BYTES * u64::from(k);
+    input.reserve(bucket_len + heap_len)?;
+    let buckets = input.load_string(bucket_len)?;
+    if buckets.len() as u64 != bucket_len {
+        return Err(invalid("bucket buffer length does not match width x depth"));
+    }
+    let blob = input.load_string(heap_len)?;
+    if blob.len() as u64 != heap_len {
+        return Err(invalid("heap buffer length does not match k"));
+    }
+    let mut heap = Vec::new();
+    heap.try_reserve_exact(k as usize)
+        .map_err(|_| invalid("Top-K heap does not fit in memory"))?;
+    for entry in blob.chunks_exact(HEAP_ENTRY_BYTES as usize) {
+        let word = |i: usize| u32::from_le_bytes(entry[i..i + 4].try_into().expect("4 bytes"));
+        let mut item = input.load_string(u64::from(u32::MAX))?;
+        let item = match item.len() {
+            0 => return Err(invalid("Top-K heap item without its terminator")),
+            1 => None,
+            n => {
+                item.truncate(n - 1);
+                Some(item.into_boxed_slice())
+            }
+        };
+        heap.push(HeapEntry {
+            fingerprint: word(0),
+            count: word(16),
+            item,
+        });
+    }
+    let mut topk =
+        TopK::new(k, width, depth, decay).ok_or_else(|| invalid("Top-K does not fit in memory"))?;
+    fill(&mut topk, &[buckets])?;
+    topk.set_heap(heap).map_err(invalid)?;
+    Ok(topk)
 }
 
 #[cfg(test)]

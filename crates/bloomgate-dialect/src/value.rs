@@ -3,9 +3,11 @@
 //! and LOADCHUNK share, and the RDB field sequence. A host keeps [`Value`]s and never matches on
 //! the filter kinds itself; a new value type is one more variant and one more impl here.
 
+use crate::countmin::CountMin;
 use crate::cuckoo::{self, CuckooChain};
 use crate::rdb::{RdbError, RdbSink, RdbSource};
 use crate::sbchain::BloomChain;
+use crate::topk::TopK;
 use crate::windowed::WindowedFilter;
 
 /// A value of the dialect: one of RedisBloom's module types. The rarer, larger kinds are boxed
@@ -18,6 +20,10 @@ pub enum Value {
     Cuckoo(Box<CuckooChain>),
     /// `BGwindowF`: a time-windowed filter (our extension).
     Windowed(Box<WindowedFilter>),
+    /// `CMSk-TYPE`: a Count-Min Sketch.
+    CountMin(Box<CountMin>),
+    /// `TopK-TYPE`: a Top-K sketch.
+    TopK(Box<TopK>),
 }
 
 /// Runs `$body` with `$t` naming the concrete type of a [`Kind`].
@@ -36,6 +42,14 @@ macro_rules! each_kind {
                 type $t = WindowedFilter;
                 $body
             }
+            Kind::CountMin => {
+                type $t = CountMin;
+                $body
+            }
+            Kind::TopK => {
+                type $t = TopK;
+                $body
+            }
         }
     };
 }
@@ -49,11 +63,21 @@ pub enum Kind {
     Cuckoo,
     /// [`Value::Windowed`].
     Windowed,
+    /// [`Value::CountMin`].
+    CountMin,
+    /// [`Value::TopK`].
+    TopK,
 }
 
 impl Kind {
     /// Every kind, in registration order.
-    pub const ALL: [Kind; 3] = [Kind::Bloom, Kind::Cuckoo, Kind::Windowed];
+    pub const ALL: [Kind; 5] = [
+        Kind::Bloom,
+        Kind::Cuckoo,
+        Kind::Windowed,
+        Kind::CountMin,
+        Kind::TopK,
+    ];
 
     /// The module type name (`TYPE` reply, RDB module id).
     pub fn type_name(self) -> &'static str {
@@ -160,6 +184,8 @@ macro_rules! each {
             Value::Bloom($v) => $body,
             Value::Cuckoo($v) => $body,
             Value::Windowed($v) => $body,
+            Value::CountMin($v) => $body,
+            Value::TopK($v) => $body,
         }
     };
 }
@@ -171,6 +197,8 @@ impl Value {
             Value::Bloom(_) => Kind::Bloom,
             Value::Cuckoo(_) => Kind::Cuckoo,
             Value::Windowed(_) => Kind::Windowed,
+            Value::CountMin(_) => Kind::CountMin,
+            Value::TopK(_) => Kind::TopK,
         }
     }
 
@@ -197,6 +225,8 @@ impl Value {
             Value::Windowed(filter) => {
                 allocation_size(size_of::<WindowedFilter>() as u64) + filter.memory()
             }
+            Value::CountMin(cms) => cms.heap_bytes(),
+            Value::TopK(topk) => topk.heap_bytes(),
         }
     }
 
@@ -399,6 +429,97 @@ impl DialectType for WindowedFilter {
         crate::rdb::load_windowed(input, encver)
     }
 }
+/// Implements the [`DialectType`] plumbing of a boxed variant whose type has inherent
+/// `header_bytes`, `from_header`, `load_chunk`, `dump_header` and `chunk_plan`.
+macro_rules! boxed_dialect_type {
+    ($t:ty, $variant:ident) => {
+        fn of(value: &Value) -> Option<&Self> {
+            match value {
+                Value::$variant(v) => Some(&**v),
+                _ => None,
+            }
+        }
+        fn of_mut(value: &mut Value) -> Option<&mut Self> {
+            match value {
+                Value::$variant(v) => Some(&mut **v),
+                _ => None,
+            }
+        }
+        fn into_value(self) -> Value {
+            Value::$variant(Box::new(self))
+        }
+        fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
+            <$t>::header_bytes(header)
+        }
+        fn from_header(header: &[u8]) -> Result<Self, &'static str> {
+            <$t>::from_header(header)
+        }
+        fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
+            <$t>::load_chunk(self, iter, data)
+        }
+        fn dump_header(&self) -> Vec<u8> {
+            <$t>::dump_header(self)
+        }
+        fn chunk_plan(&self) -> Vec<(i64, u64)> {
+            <$t>::chunk_plan(self)
+        }
+    };
+}
+
+/// RedisBloom has no SCANDUMP for sketches: their dump stream (snapshots, digests) is ours,
+/// a fixed header and the counters in chunks.
+impl DialectType for CountMin {
+    const TYPE_NAME: &'static str = "CMSk-TYPE";
+    const ENCODING_VERSION: i32 = 0;
+    const HEADER_PREFIX: usize = crate::countmin::HEADER_LEN;
+    const KIND: Kind = Kind::CountMin;
+
+    boxed_dialect_type!(CountMin, CountMin);
+
+    fn memory(&self) -> u64 {
+        self.size_bytes()
+    }
+    fn header_len(prefix: &[u8]) -> Option<usize> {
+        (prefix.len() >= crate::countmin::HEADER_LEN).then_some(crate::countmin::HEADER_LEN)
+    }
+    fn chunk_bytes(&self, iter: i64, len: u64) -> Vec<u8> {
+        self.cell_bytes(iter as u64 - 1 - len, len)
+    }
+    fn rdb_save(&self, out: &mut impl RdbSink) {
+        crate::rdb::save_countmin(self, out)
+    }
+    fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
+        crate::rdb::load_countmin(input, encver)
+    }
+}
+
+/// A Top-K's dump stream (ours): a header holding the heap and the decay generator's state,
+/// then the buckets in chunks.
+impl DialectType for TopK {
+    const TYPE_NAME: &'static str = "TopK-TYPE";
+    const ENCODING_VERSION: i32 = 0;
+    const HEADER_PREFIX: usize = crate::topk::HEADER_FIXED;
+    const KIND: Kind = Kind::TopK;
+
+    boxed_dialect_type!(TopK, TopK);
+
+    fn memory(&self) -> u64 {
+        self.size_bytes()
+    }
+    fn header_len(prefix: &[u8]) -> Option<usize> {
+        TopK::header_len(prefix)
+    }
+    fn chunk_bytes(&self, iter: i64, len: u64) -> Vec<u8> {
+        self.bucket_bytes(iter as u64 - 1 - len, len)
+    }
+    fn rdb_save(&self, out: &mut impl RdbSink) {
+        crate::rdb::save_topk(self, out)
+    }
+    fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
+        crate::rdb::load_topk(input, encver)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// Every key holds a value inline, so its size is memory per key: a Bloom chain keeps the

@@ -25,7 +25,7 @@ pub fn register_commands(ctx: &Context) -> Result<(), String> {
     // NUL-terminated strings that live across each call.
     unsafe {
         let custom_categories = raw::RedisModule_AddACLCategory.is_some_and(|add| {
-            ["bloom", "cuckoo", "windowed"].iter().all(|c| {
+            commands::categories().iter().all(|c| {
                 let c = CString::new(*c).expect("no NUL");
                 add(ctx.ctx, c.as_ptr()) == raw::REDISMODULE_OK as c_int
             })
@@ -128,18 +128,32 @@ unsafe fn set_command_info(
     };
     let mut arg_arrays = Vec::new();
     let args = command_args(docs.args, &mut strings, &mut arg_arrays);
+    let mut history: Vec<raw::RedisModuleCommandHistoryEntry> = docs
+        .history
+        .iter()
+        .map(|(since, changes)| raw::RedisModuleCommandHistoryEntry {
+            since: strings.c(since),
+            changes: strings.c(changes),
+        })
+        .collect();
+    // SAFETY: an all-zero entry (null `since`) is the terminator Redis looks for.
+    history.push(unsafe { std::mem::zeroed() });
     let command_info = raw::RedisModuleCommandInfo {
         version: &COMMAND_INFO_VERSION,
         summary: strings.c(docs.summary),
         complexity: strings.c(docs.complexity),
         since: strings.c(docs.since),
-        history: std::ptr::null_mut(),
+        history: if docs.history.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            history.as_mut_ptr()
+        },
         tips: std::ptr::null(),
         arity: info.arity,
         key_specs: key_specs.as_mut_ptr(),
         args,
     };
-    // SAFETY: every pointer in `command_info` points into `strings`, `key_specs` or
+    // SAFETY: every pointer in `command_info` points into `strings`, `key_specs`, `history` or
     // `arg_arrays` (each array ends with a zeroed terminator), all alive across the call.
     unsafe { set(command, &command_info) == raw::REDISMODULE_OK as c_int }
 }
@@ -212,22 +226,15 @@ fn command_args(
 }
 
 /// A command's ACL categories (Redis ≥ 7.2 lets modules set them; 7.0 gives module commands
-/// none): `read`/`write`/`fast` from its flags, and `bloom`/`cuckoo`/`windowed` where the server let the
+/// none): `read`/`write`/`fast` as the table says (Redis adds no `slow` to module commands),
+/// and the family's own (`bloom`, `cuckoo`, `cms`, `topk`, `windowed`) where the server let the
 /// module add them (Redis ≥ 7.4).
 fn acl_categories(info: &commands::CommandInfo, custom: bool) -> String {
-    let mut categories: Vec<&str> = info
-        .flag_names()
+    let categories: Vec<&str> = info
+        .acl_categories()
         .into_iter()
-        .filter_map(|f| match f {
-            "write" => Some("write"),
-            "readonly" => Some("read"),
-            "fast" => Some("fast"),
-            _ => None,
-        })
+        .filter(|&c| c != "slow" && (custom || commands::ACL_CATEGORIES.contains(&c)))
         .collect();
-    if custom {
-        categories.push(info.category);
-    }
     categories.join(" ")
 }
 
@@ -357,6 +364,9 @@ fn reply(ctx: *mut raw::RedisModuleCtx, reply: &Reply) {
         }
         Reply::Bool(b) => {
             raw::reply_with_bool(ctx, c_int::from(*b));
+        }
+        Reply::Double(d) => {
+            raw::reply_with_double(ctx, *d);
         }
     }
 }

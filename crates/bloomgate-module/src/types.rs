@@ -1,41 +1,54 @@
-//! The `MBbloom--` and `MBbloomCF` module data types, registered under RedisBloom's names and
-//! encoding version so Redis loads RedisBloom's RDB files, `DUMP` payloads and full syncs into
-//! this module (and back); and `BGwindowF`, our time-windowed filters (`WF.*`).
+//! The `MBbloom--`, `MBbloomCF`, `CMSk-TYPE` and `TopK-TYPE` module data types, registered
+//! under RedisBloom's names and encoding versions so Redis loads RedisBloom's RDB files, `DUMP`
+//! payloads and full syncs into this module (and back); and `BGwindowF`, our time-windowed
+//! filters (`WF.*`).
 //!
 //! Each key holds a boxed dialect [`Value`]. RDB save/load go through the dialect's field order
 //! ([`RdbSink`] / [`RdbSource`] over `RedisModuleIO`); loading validates everything before
 //! allocating and, on a corrupt value, logs through `RedisModule_LogIOError` and returns NULL,
 //! which fails the RDB load or the `RESTORE` instead of crashing. AOF rewrite emits the
-//! LOADCHUNK sequence; `DEBUG DIGEST-VALUE` digests the same bytes.
+//! LOADCHUNK sequence of filters, and `RESTORE key 0 <DUMP payload>` for sketches (which have no
+//! LOADCHUNK, as RedisBloom does); `DEBUG DIGEST-VALUE` digests the dump stream's bytes.
 
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::ptr;
 
+use bloomgate_dialect::countmin::CountMin;
 use bloomgate_dialect::cuckoo::CuckooChain;
 use bloomgate_dialect::rdb::{RdbError, RdbSink, RdbSource};
 use bloomgate_dialect::sbchain::BloomChain;
+use bloomgate_dialect::topk::TopK;
 use bloomgate_dialect::value::Kind;
 use bloomgate_dialect::windowed::WindowedFilter;
 use bloomgate_dialect::{DialectType, Value};
 use redis_module::native_types::RedisType;
 use redis_module::{raw, Context};
 
-/// The module-side facts of a dialect type: its registration and its LOADCHUNK command.
+/// The module-side facts of a dialect type: its registration and how an AOF rewrite replays it.
 trait ModuleType: DialectType {
-    /// The command an AOF rewrite replays this type's dump with.
-    const LOADCHUNK: &'static str;
+    /// The command an AOF rewrite replays this type's dump stream with; `None`: a `RESTORE` of
+    /// the key's `DUMP` payload.
+    const LOADCHUNK: Option<&'static str>;
 }
 
 impl ModuleType for BloomChain {
-    const LOADCHUNK: &'static str = "BF.LOADCHUNK";
+    const LOADCHUNK: Option<&'static str> = Some("BF.LOADCHUNK");
 }
 
 impl ModuleType for CuckooChain {
-    const LOADCHUNK: &'static str = "CF.LOADCHUNK";
+    const LOADCHUNK: Option<&'static str> = Some("CF.LOADCHUNK");
 }
 
 impl ModuleType for WindowedFilter {
-    const LOADCHUNK: &'static str = "WF.LOADCHUNK";
+    const LOADCHUNK: Option<&'static str> = Some("WF.LOADCHUNK");
+}
+
+impl ModuleType for CountMin {
+    const LOADCHUNK: Option<&'static str> = None;
+}
+
+impl ModuleType for TopK {
+    const LOADCHUNK: Option<&'static str> = None;
 }
 
 const fn methods<T: ModuleType>() -> raw::RedisModuleTypeMethods {
@@ -75,19 +88,32 @@ pub static WINDOWED_TYPE: RedisType = RedisType::new(
     methods::<WindowedFilter>(),
 );
 
+/// `CMSk-TYPE`: Count-Min Sketches.
+pub static COUNTMIN_TYPE: RedisType = RedisType::new(
+    CountMin::TYPE_NAME,
+    CountMin::ENCODING_VERSION,
+    methods::<CountMin>(),
+);
+
+/// `TopK-TYPE`: Top-K sketches.
+pub static TOPK_TYPE: RedisType =
+    RedisType::new(TopK::TYPE_NAME, TopK::ENCODING_VERSION, methods::<TopK>());
+
 /// The registered Redis type of a dialect kind.
 pub fn redis_type(kind: Kind) -> *mut raw::RedisModuleType {
     match kind {
         Kind::Bloom => *BLOOM_TYPE.raw_type.borrow(),
         Kind::Cuckoo => *CUCKOO_TYPE.raw_type.borrow(),
         Kind::Windowed => *WINDOWED_TYPE.raw_type.borrow(),
+        Kind::CountMin => *COUNTMIN_TYPE.raw_type.borrow(),
+        Kind::TopK => *TOPK_TYPE.raw_type.borrow(),
     }
 }
 
 /// Whether `t` is one of this module's types (compared with the registered types, read once
 /// after registration).
 pub fn is_ours(t: *mut raw::RedisModuleType) -> bool {
-    static OURS: std::sync::OnceLock<[usize; 3]> = std::sync::OnceLock::new();
+    static OURS: std::sync::OnceLock<[usize; Kind::ALL.len()]> = std::sync::OnceLock::new();
     if t.is_null() {
         return false;
     }
@@ -192,7 +218,10 @@ extern "C" fn aof_rewrite<T: ModuleType>(
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    let command = CString::new(T::LOADCHUNK).expect("no NUL in a command name");
+    let Some(loadchunk) = T::LOADCHUNK else {
+        return aof_restore(aof, key);
+    };
+    let command = CString::new(loadchunk).expect("no NUL in a command name");
     // SAFETY: Redis passes the value it stores for this type.
     let value = unsafe { value_ref(value) };
     for (iter, chunk) in value.dump_stream() {
@@ -209,6 +238,47 @@ extern "C" fn aof_rewrite<T: ModuleType>(
                 chunk.len(),
             );
         }
+    }
+}
+
+/// Emits `RESTORE key 0 <payload>` with the key's `DUMP` payload, taken through a thread-safe
+/// context (as RedisBloom rewrites its sketches): the payload is in the running server's own
+/// RDB version, so the AOF replays into it.
+fn aof_restore(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString) {
+    // SAFETY: `aof` and `key` are live for the callback; the thread-safe context and the call
+    // reply are freed before returning; "s" consumes one RedisModuleString, "slb" a string, a
+    // long long and a (pointer, length) buffer that outlives the EmitAOF call.
+    unsafe {
+        let ctx = raw::RedisModule_GetThreadSafeContext.expect("Redis 6+")(ptr::null_mut());
+        let reply =
+            raw::RedisModule_Call.expect("core API")(ctx, c"DUMP".as_ptr(), c"s".as_ptr(), key);
+        let is_string = !reply.is_null()
+            && raw::RedisModule_CallReplyType.expect("core API")(reply)
+                == raw::REDISMODULE_REPLY_STRING as c_int;
+        if is_string {
+            let mut len = 0usize;
+            let payload = raw::RedisModule_CallReplyStringPtr.expect("core API")(reply, &mut len);
+            raw::RedisModule_EmitAOF.expect("EmitAOF exists since Redis 4")(
+                aof,
+                c"RESTORE".as_ptr(),
+                c"slb".as_ptr(),
+                key,
+                0 as std::ffi::c_longlong,
+                payload,
+                len,
+            );
+        } else if let Some(log) = raw::RedisModule_LogIOError {
+            log(
+                aof,
+                c"warning".as_ptr(),
+                c"%s".as_ptr(),
+                c"bloomgate: DUMP failed during the AOF rewrite".as_ptr(),
+            );
+        }
+        if !reply.is_null() {
+            raw::RedisModule_FreeCallReply.expect("core API")(reply);
+        }
+        raw::RedisModule_FreeThreadSafeContext.expect("Redis 6+")(ctx);
     }
 }
 

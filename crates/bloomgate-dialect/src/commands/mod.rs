@@ -10,9 +10,11 @@
 //! its rewrite.
 
 pub mod bloom;
+pub mod countmin;
 pub mod cuckoo;
 #[cfg(test)]
 mod redisbloom_replies;
+pub mod topk;
 pub mod windowed;
 
 use crate::config::Config;
@@ -196,6 +198,11 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
         missing: &'static str,
     ) -> Result<&T, Reply> {
         self.typed(key)?.ok_or_else(|| Reply::error(missing))
+    }
+
+    /// Whether `key` holds any value (a dialect one or not).
+    pub fn key_exists(&mut self, key: &[u8]) -> bool {
+        !matches!(self.host.value(key), Ok(None))
     }
 
     /// Mutable [`Ctx::typed`].
@@ -395,6 +402,19 @@ pub enum Command {
     WfInfo,
     WfScandump,
     WfLoadchunk,
+    CmsInitbydim,
+    CmsInitbyprob,
+    CmsIncrby,
+    CmsQuery,
+    CmsMerge,
+    CmsInfo,
+    TopkReserve,
+    TopkAdd,
+    TopkIncrby,
+    TopkQuery,
+    TopkCount,
+    TopkList,
+    TopkInfo,
 }
 
 /// A command's metadata and handler: the one command table entry type of every host. The
@@ -446,6 +466,8 @@ pub struct Docs {
     pub key_rw: bool,
     /// The arguments, in order.
     pub args: &'static [Arg],
+    /// `COMMAND DOCS`' history: `(version, change)` pairs.
+    pub history: &'static [(&'static str, &'static str)],
 }
 
 impl Docs {
@@ -465,6 +487,20 @@ impl Docs {
             key_notes,
             key_rw,
             args,
+            history: &[],
+        }
+    }
+
+    /// The documentation of a sketch command (CMS.*, TOPK.*: since 2.0.0, no key notes).
+    pub const fn sketch(
+        summary: &'static str,
+        complexity: &'static str,
+        key_rw: bool,
+        args: &'static [Arg],
+    ) -> Docs {
+        Docs {
+            since: "2.0.0",
+            ..Docs::redisbloom(summary, complexity, "", key_rw, args)
         }
     }
 }
@@ -667,11 +703,11 @@ impl<C> CommandInfo<C> {
         if self.flags.contains(flags::ADMIN) {
             cats.extend(["admin", "dangerous"]);
         }
-        cats.push(if self.flags.contains(flags::FAST) {
-            "fast"
-        } else {
-            "slow"
-        });
+        // RedisBloom sets a module command's categories apart from its flags: CMS.INITBYDIM
+        // is `write deny-oom`, yet `@write @fast @cms` (its category says `fast cms`).
+        let fast = self.flags.contains(flags::FAST)
+            || self.category.split_ascii_whitespace().any(|c| c == "fast");
+        cats.push(if fast { "fast" } else { "slow" });
         for c in self.category.split_ascii_whitespace() {
             if !cats.contains(&c) {
                 cats.push(c);
@@ -706,8 +742,25 @@ pub fn table() -> &'static [CommandInfo] {
         let mut all = bloom::commands();
         all.extend(cuckoo::commands());
         all.extend(windowed::commands());
+        all.extend(countmin::commands());
+        all.extend(topk::commands());
         all
     })
+}
+
+/// The dialect's own ACL categories (those not Redis' own), in the order the table first
+/// names them: what a module registers with `RedisModule_AddACLCategory`.
+pub fn categories() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for c in table()
+        .iter()
+        .flat_map(|info| info.category.split_ascii_whitespace())
+    {
+        if !ACL_CATEGORIES.contains(&c) && !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The dialect command called `name` (any case).
@@ -826,6 +879,19 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             Command::WfInfo => windowed::info(ctx, args),
             Command::WfScandump => windowed::scandump(ctx, args),
             Command::WfLoadchunk => windowed::loadchunk(ctx, args),
+            Command::CmsInitbydim => countmin::init_by_dim(ctx, args),
+            Command::CmsInitbyprob => countmin::init_by_prob(ctx, args),
+            Command::CmsIncrby => countmin::incrby(ctx, args),
+            Command::CmsQuery => countmin::query(ctx, args),
+            Command::CmsMerge => countmin::merge(ctx, args),
+            Command::CmsInfo => countmin::info(ctx, args),
+            Command::TopkReserve => topk::reserve(ctx, args),
+            Command::TopkAdd => topk::add(ctx, args),
+            Command::TopkIncrby => topk::incrby(ctx, args),
+            Command::TopkQuery => topk::query(ctx, args),
+            Command::TopkCount => topk::count(ctx, args),
+            Command::TopkList => topk::list(ctx, args),
+            Command::TopkInfo => topk::info(ctx, args),
         }
     }
 }

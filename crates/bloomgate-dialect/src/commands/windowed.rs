@@ -82,6 +82,7 @@ pub fn commands() -> Vec<CommandInfo> {
             key_notes: "is key name for a time-windowed filter.",
             key_rw,
             args,
+            history: &[],
         };
         spec(name, command, flags, "windowed", arity, Some(docs))
     };

@@ -11,13 +11,13 @@
 use std::cell::{Cell, OnceCell};
 use std::ffi::{c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Mutex, OnceLock, PoisonError, RwLockReadGuard};
+use std::sync::RwLockReadGuard;
 
-use bloomgate_dialect::commands::{self, Budget, Propagate, WrongType};
+use bloomgate_dialect::commands::{self, Propagate, WrongType};
 use bloomgate_dialect::{Config, Host, Reply, Value};
 use redis_module::{raw, Context};
 
-use crate::{settings, types};
+use crate::{budget, settings, types};
 
 /// Registers every dialect command, and its ACL categories where the server supports them.
 pub fn register_commands(ctx: &Context) -> Result<(), String> {
@@ -304,12 +304,11 @@ fn dispatch(
         heap = strings.iter().map(|&s| bytes_of(s)).collect();
         &heap
     };
-    let budget = || budget_now(ctx);
     let mut replied = false;
     let run = catch_unwind(AssertUnwindSafe(|| {
         let outcome = {
             let writes = info.flags.contains(commands::flags::WRITE);
-            let mut host = ModuleHost::new(ctx, strings, args, writes, &budget);
+            let mut host = ModuleHost::new(ctx, strings, args, writes);
             commands::execute(&mut host, info, args)
         };
         replied = true;
@@ -477,8 +476,6 @@ struct ModuleHost<'a> {
     flags: Cell<c_int>,
     /// The settings, read once if asked.
     config: OnceCell<RwLockReadGuard<'static, Config>>,
-    /// The memory budget, asked only by a change that allocates.
-    budget: &'a dyn Fn() -> u64,
     /// The first key opened (the only one every dialect command has), then any others.
     key: OpenKey,
     more: Vec<OpenKey>,
@@ -491,7 +488,6 @@ impl<'a> ModuleHost<'a> {
         argv: &'a [*mut raw::RedisModuleString],
         args: &'a [&'a [u8]],
         writes: bool,
-        budget: &'a dyn Fn() -> u64,
     ) -> Self {
         Self {
             ctx,
@@ -500,7 +496,6 @@ impl<'a> ModuleHost<'a> {
             writes,
             flags: Cell::new(-1),
             config: OnceCell::new(),
-            budget,
             key: OpenKey::NONE,
             more: Vec::new(),
         }
@@ -629,7 +624,15 @@ impl Host for ModuleHost<'_> {
     }
 
     fn memory_budget(&self) -> u64 {
-        (self.budget)()
+        // The master (or the AOF) already accepted a replicated or loading write: it is
+        // applied whatever maxmemory says, bounded only by what the machine can hold.
+        let from_master =
+            raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING;
+        budget::budget(self.ctx, self.context_flags() & from_master as c_int != 0)
+    }
+
+    fn charge(&mut self, bytes: u64) {
+        budget::charge(bytes);
     }
 
     fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType> {
@@ -641,17 +644,6 @@ impl Host for ModuleHost<'_> {
     fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
         // SAFETY: as in `value`, through a writable handle.
         Ok(self.stored(key, true)?.map(|v| unsafe { &mut *v }))
-    }
-
-    fn value_mut_budgeted(
-        &mut self,
-        key: &[u8],
-    ) -> Result<Option<(&mut Value, Budget<'_>)>, WrongType> {
-        let budget = self.budget;
-        // SAFETY: as in `value_mut`.
-        Ok(self
-            .stored(key, true)?
-            .map(|v| (unsafe { &mut *v }, Budget::Deferred(budget))))
     }
 
     fn create(&mut self, key: &[u8], value: Value) {
@@ -668,63 +660,5 @@ impl Host for ModuleHost<'_> {
             );
         }
         k.stored = Stored::Ours(value.cast());
-    }
-}
-
-/// The memory budget of a change this command is about to allocate for.
-fn budget_now(ctx: *mut raw::RedisModuleCtx) -> u64 {
-    let from_master = raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING;
-    // SAFETY: a live command context.
-    let flags = unsafe { raw::RedisModule_GetContextFlags.expect("core API")(ctx) };
-    if flags & from_master as c_int != 0 {
-        // The master (or the AOF) already accepted this write: a replica must apply it,
-        // bounded only by the machine.
-        return machine_memory();
-    }
-    memory_budget(ctx)
-}
-
-/// Physical memory of the machine (the budget's ceiling when `maxmemory` is 0).
-fn machine_memory() -> u64 {
-    static TOTAL: OnceLock<u64> = OnceLock::new();
-    *TOTAL.get_or_init(|| {
-        std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|info| {
-                let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-                let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-                Some(kib * 1024)
-            })
-            .unwrap_or(16 << 30)
-    })
-}
-
-/// `maxmemory` (or the machine's memory) minus used memory: the most a new filter, link or
-/// LOADCHUNK header may allocate. Read from INFO memory at most every 100 ms (a command may
-/// ask once per item), so it can lag by that much — its job is to refuse gigabytes.
-fn memory_budget(ctx: *mut raw::RedisModuleCtx) -> u64 {
-    /// (when read, ms; maxmemory; used_memory)
-    static CACHE: Mutex<(i64, u64, u64)> = Mutex::new((i64::MIN, 0, 0));
-    // SAFETY: core API calls on a live command context; the info data is freed after use.
-    unsafe {
-        let now = raw::RedisModule_Milliseconds.expect("core API")();
-        let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
-        if now.saturating_sub(cache.0) >= 100 {
-            let info = raw::RedisModule_GetServerInfo.expect("Redis 6+")(ctx, c"memory".as_ptr());
-            if !info.is_null() {
-                let field = raw::RedisModule_ServerInfoGetFieldUnsigned.expect("Redis 6+");
-                let mut err = 0;
-                let max = field(info, c"maxmemory".as_ptr(), &mut err);
-                let used = field(info, c"used_memory".as_ptr(), &mut err);
-                raw::RedisModule_FreeServerInfo.expect("Redis 6+")(ctx, info);
-                *cache = (now, max, used);
-            }
-        }
-        let (_, max, used) = *cache;
-        match max {
-            0 => machine_memory(),
-            max => max,
-        }
-        .saturating_sub(used)
     }
 }

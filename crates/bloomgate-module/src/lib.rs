@@ -13,6 +13,7 @@
 //! module configs with the module name).
 
 mod alloc;
+mod budget;
 mod host;
 mod settings;
 mod types;

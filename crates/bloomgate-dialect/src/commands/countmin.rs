@@ -154,8 +154,10 @@ fn create<H: Host + ?Sized>(
         return Reply::error("CMS: invalid init arguments");
     }
     let (width, depth) = (width as u64, depth as u64);
-    let fits = CountMin::planned_bytes(width, depth).is_some_and(|b| b <= ctx.budget());
-    match CountMin::new(width, depth).filter(|_| fits) {
+    // Admitted against the memory budget before anything is allocated.
+    let fits = CountMin::planned_bytes(width, depth)
+        .is_some_and(|b| ctx.admit(crate::budget::Buffer(b)).is_ok());
+    match fits.then(|| CountMin::new(width, depth)).flatten() {
         Some(cms) => {
             ctx.create(key, cms.into_value());
             Reply::ok()

@@ -263,10 +263,8 @@ fn create<H: Host + ?Sized>(
     p: CuckooParams,
     then_log: Option<&Args>,
 ) -> Result<(), Reply> {
-    if p.planned_bytes() > ctx.budget() {
-        return Err(Reply::error(ERR_OOM));
-    }
-    let filter = CuckooChain::new(p).ok_or_else(|| Reply::error("Couldn't create filter!"))?;
+    let p = ctx.admit(p)?;
+    let filter = CuckooChain::create(p).ok_or_else(|| Reply::error("Couldn't create filter!"))?;
     let mut log = vec![vec![
         b"CF.LOADCHUNK".to_vec(),
         key.to_vec(),
@@ -298,7 +296,8 @@ enum Missing {
 }
 
 /// Adds `items` (unique-only with `nx`), creating the filter as `missing` says if there is
-/// none, and hands each item's outcome to `each`. Stops at an out-of-memory error.
+/// none, and hands each item's outcome to `each`. Stops at an out-of-memory error. The memory
+/// budget is read only if an item needs a new sub-filter.
 fn add_items<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     args: &Args,
@@ -327,31 +326,39 @@ fn add_items<H: Host + ?Sized>(
         }
     }
     let mut added = 0;
-    // One lookup for all the items; the budget is asked only when a sub-filter is added.
-    let out_of_memory = ctx.update_budgeted(key, |filter: &mut CuckooChain, budget| {
-        for item in items {
-            let result = if nx {
-                filter.insert_unique_with(item, || budget.get())
-            } else {
-                filter.insert_with(item, || budget.get()).map(|()| true)
-            };
-            each(match result {
-                Ok(true) => {
-                    added += 1;
-                    Added::Yes
+    let mut allowance = None;
+    let mut result = Ok(());
+    for item in items {
+        let inserted = ctx.update_lazily(
+            key,
+            &mut allowance,
+            |filter: &mut CuckooChain, allowance| {
+                if nx {
+                    filter.insert_unique(item, allowance)
+                } else {
+                    filter.insert(item, allowance).map(|()| true)
                 }
-                Ok(false) => Added::AlreadyPresent,
-                Err(InsertError::OutOfMemory) => return true,
-                Err(e) => Added::NoRoom(e),
-            });
-        }
-        false
-    });
-    ctx.changed(added);
-    if out_of_memory {
-        return Err(Reply::error(ERR_OOM));
+            },
+            |e| *e == InsertError::OutOfMemory,
+        );
+        each(match inserted {
+            Ok(true) => {
+                added += 1;
+                Added::Yes
+            }
+            Ok(false) => Added::AlreadyPresent,
+            Err(InsertError::OutOfMemory) => {
+                result = Err(Reply::error(ERR_OOM));
+                break;
+            }
+            Err(e) => Added::NoRoom(e),
+        });
     }
-    Ok(())
+    if let Some(allowance) = allowance {
+        ctx.set_allowance(allowance);
+    }
+    ctx.changed(added);
+    result
 }
 
 /// CF.RESERVE `key capacity [BUCKETSIZE b] [MAXITERATIONS m] [EXPANSION e]`: an odd argument
@@ -888,6 +895,12 @@ mod tests {
         let mut huge = chunks[0].1.clone();
         huge[8..16].copy_from_slice(&(1u64 << 30).to_le_bytes());
         huge[0..8].copy_from_slice(&0u64.to_le_bytes());
+        // More buckets than CF.RESERVE can create at this bucket size: refused as forged.
+        assert_eq!(
+            load(&mut h, "x", "1", huge.clone()),
+            err("Couldn't create filter!")
+        );
+        huge[8..16].copy_from_slice(&(1u64 << 20).to_le_bytes());
         h.memory_limit = 1 << 20;
         assert_eq!(load(&mut h, "x", "1", huge), err(crate::ERR_OOM));
         h.memory_limit = 0;

@@ -1,15 +1,12 @@
 //! The module inside Debian's redis-server, driven by the `redis` crate: the same BF.*/CF.*
-//! reply checks `bloomgate serve` passes (shared file), then what only a module has —
+//! reply checks `bloomgate serve` passes (`bloomgate_testkit::replies`), then what only a module has —
 //! registration (COMMAND INFO), module configs and load arguments, the data types (DUMP /
 //! RESTORE, corrupt payloads refused, COPY, DEBUG DIGEST-VALUE, MEMORY USAGE, AOF rewrite),
 //! the memory budget, and replication to a replica with different settings.
 
 mod support;
 
-#[path = "../../bloomgate-cli/tests/common/dialect_replies.rs"]
-mod dialect_replies;
-
-use dialect_replies::{cmd, error_of, int};
+use bloomgate_testkit::replies::{self as dialect_replies, cmd, error_of, int};
 use redis::Value;
 use support::{have_redis, temp_dir, Redis};
 

@@ -6,6 +6,7 @@
 use crate::cuckoo::{self, CuckooChain};
 use crate::rdb::{RdbError, RdbSink, RdbSource};
 use crate::sbchain::BloomChain;
+use crate::tdigest::TDigest;
 use crate::windowed::WindowedFilter;
 
 /// A value of the dialect: one of RedisBloom's module types. The rarer, larger kinds are boxed
@@ -18,6 +19,8 @@ pub enum Value {
     Cuckoo(Box<CuckooChain>),
     /// `BGwindowF`: a time-windowed filter (our extension).
     Windowed(Box<WindowedFilter>),
+    /// `TDIS-TYPE`: a t-digest.
+    TDigest(Box<TDigest>),
 }
 
 /// Runs `$body` with `$t` naming the concrete type of a [`Kind`].
@@ -36,6 +39,10 @@ macro_rules! each_kind {
                 type $t = WindowedFilter;
                 $body
             }
+            Kind::TDigest => {
+                type $t = TDigest;
+                $body
+            }
         }
     };
 }
@@ -49,11 +56,13 @@ pub enum Kind {
     Cuckoo,
     /// [`Value::Windowed`].
     Windowed,
+    /// [`Value::TDigest`].
+    TDigest,
 }
 
 impl Kind {
     /// Every kind, in registration order.
-    pub const ALL: [Kind; 3] = [Kind::Bloom, Kind::Cuckoo, Kind::Windowed];
+    pub const ALL: [Kind; 4] = [Kind::Bloom, Kind::Cuckoo, Kind::Windowed, Kind::TDigest];
 
     /// The module type name (`TYPE` reply, RDB module id).
     pub fn type_name(self) -> &'static str {
@@ -160,6 +169,7 @@ macro_rules! each {
             Value::Bloom($v) => $body,
             Value::Cuckoo($v) => $body,
             Value::Windowed($v) => $body,
+            Value::TDigest($v) => $body,
         }
     };
 }
@@ -171,6 +181,7 @@ impl Value {
             Value::Bloom(_) => Kind::Bloom,
             Value::Cuckoo(_) => Kind::Cuckoo,
             Value::Windowed(_) => Kind::Windowed,
+            Value::TDigest(_) => Kind::TDigest,
         }
     }
 
@@ -197,6 +208,17 @@ impl Value {
             Value::Windowed(filter) => {
                 allocation_size(size_of::<WindowedFilter>() as u64) + filter.memory()
             }
+            Value::TDigest(digest) => digest.heap_bytes(),
+        }
+    }
+
+    /// What RedisBloom does to a value when it is saved (`DUMP`, `SAVE`, a full sync from the
+    /// main thread): a t-digest merges its buffer in place. Hosts call it before
+    /// [`Value::rdb_save`] where RedisBloom's save would run on the live value (not in a
+    /// forked child, whose change the live value never sees).
+    pub fn prepare_save(&mut self) {
+        if let Value::TDigest(digest) = self {
+            let _ = digest.compress();
         }
     }
 
@@ -399,6 +421,59 @@ impl DialectType for WindowedFilter {
         crate::rdb::load_windowed(input, encver)
     }
 }
+impl DialectType for TDigest {
+    const TYPE_NAME: &'static str = "TDIS-TYPE";
+    const ENCODING_VERSION: i32 = crate::tdigest::ENCODING_VERSION;
+    const HEADER_PREFIX: usize = crate::tdigest::HEADER_LEN;
+    const KIND: Kind = Kind::TDigest;
+
+    fn of(value: &Value) -> Option<&Self> {
+        match value {
+            Value::TDigest(digest) => Some(&**digest),
+            _ => None,
+        }
+    }
+    fn of_mut(value: &mut Value) -> Option<&mut Self> {
+        match value {
+            Value::TDigest(digest) => Some(&mut **digest),
+            _ => None,
+        }
+    }
+    fn into_value(self) -> Value {
+        Value::TDigest(Box::new(self))
+    }
+    fn memory(&self) -> u64 {
+        TDigest::memory(self)
+    }
+    fn header_len(prefix: &[u8]) -> Option<usize> {
+        (prefix.len() >= crate::tdigest::HEADER_LEN).then_some(crate::tdigest::HEADER_LEN)
+    }
+    fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
+        TDigest::header_bytes(header)
+    }
+    fn from_header(header: &[u8]) -> Result<Self, &'static str> {
+        TDigest::from_header(header)
+    }
+    fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
+        TDigest::load_chunk(self, iter, data)
+    }
+    fn dump_header(&self) -> Vec<u8> {
+        TDigest::dump_header(self)
+    }
+    fn chunk_plan(&self) -> Vec<(i64, u64)> {
+        TDigest::chunk_plan(self)
+    }
+    fn chunk_bytes(&self, _iter: i64, _len: u64) -> Vec<u8> {
+        TDigest::chunk_bytes(self)
+    }
+    fn rdb_save(&self, out: &mut impl RdbSink) {
+        crate::tdigest::save(self, out)
+    }
+    fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
+        crate::tdigest::load(input, encver)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// Every key holds a value inline, so its size is memory per key: a Bloom chain keeps the

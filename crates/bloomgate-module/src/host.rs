@@ -24,7 +24,7 @@ pub fn register_commands(ctx: &Context) -> Result<(), String> {
     // NUL-terminated strings that live across each call.
     unsafe {
         let custom_categories = raw::RedisModule_AddACLCategory.is_some_and(|add| {
-            ["bloom", "cuckoo", "windowed"].iter().all(|c| {
+            ["bloom", "cuckoo", "windowed", "tdigest"].iter().all(|c| {
                 let c = CString::new(*c).expect("no NUL");
                 add(ctx.ctx, c.as_ptr()) == raw::REDISMODULE_OK as c_int
             })
@@ -108,7 +108,9 @@ unsafe fn set_command_info(
     // SAFETY: a zeroed key spec is the array terminator Redis looks for, and a valid start.
     let mut key_specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
     let spec = &mut key_specs[0];
-    spec.notes = strings.c(docs.key_notes);
+    if !docs.key_notes.is_empty() {
+        spec.notes = strings.c(docs.key_notes);
+    }
     spec.flags = u64::from(if docs.key_rw {
         raw::REDISMODULE_CMD_KEY_RW
     } else {
@@ -221,6 +223,9 @@ fn acl_categories(info: &commands::CommandInfo, custom: bool) -> String {
             _ => None,
         })
         .collect();
+    if info.flags & commands::flags::ACL_FAST != 0 {
+        categories.push("fast");
+    }
     if custom {
         categories.push(info.category);
     }
@@ -303,6 +308,10 @@ fn reply(ctx: *mut raw::RedisModuleCtx, reply: &Reply) {
         }
         Reply::Bool(b) => {
             raw::reply_with_bool(ctx, c_int::from(*b));
+        }
+        Reply::Double(v) => {
+            // Redis writes it for the client's protocol and its own version's format.
+            raw::reply_with_double(ctx, *v);
         }
     }
 }
@@ -475,6 +484,14 @@ impl Host for ModuleHost<'_> {
         Ok(self.stored(handle)?.map(|v| unsafe { &mut *v }))
     }
 
+    fn value_quiet(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
+        // Opened for reading (no keyspace signal), changed in place as RedisBloom's reads do.
+        let handle = self.open(key, false);
+        // SAFETY: as in `value`; the change (a t-digest merging its buffer) neither resizes
+        // nor replaces the value Redis holds.
+        Ok(self.stored(handle)?.map(|v| unsafe { &mut *v }))
+    }
+
     fn create(&mut self, key: &[u8], value: Value) {
         let handle = self.open(key, true);
         let kind = value.kind();
@@ -508,7 +525,7 @@ fn machine_memory() -> u64 {
 /// `maxmemory` (or the machine's memory) minus used memory: the most a new filter, link or
 /// LOADCHUNK header may allocate. Read from INFO memory at most every 100 ms (a command may
 /// ask once per item), so it can lag by that much — its job is to refuse gigabytes.
-fn memory_budget(ctx: *mut raw::RedisModuleCtx) -> u64 {
+pub(crate) fn memory_budget(ctx: *mut raw::RedisModuleCtx) -> u64 {
     /// (when read, ms; maxmemory; used_memory)
     static CACHE: Mutex<(i64, u64, u64)> = Mutex::new((i64::MIN, 0, 0));
     // SAFETY: core API calls on a live command context; the info data is freed after use.

@@ -14,6 +14,7 @@ use std::ptr;
 use bloomgate_dialect::cuckoo::CuckooChain;
 use bloomgate_dialect::rdb::{RdbError, RdbSink, RdbSource};
 use bloomgate_dialect::sbchain::BloomChain;
+use bloomgate_dialect::tdigest::TDigest;
 use bloomgate_dialect::value::Kind;
 use bloomgate_dialect::windowed::WindowedFilter;
 use bloomgate_dialect::{DialectType, Value};
@@ -22,20 +23,26 @@ use redis_module::{raw, Context};
 
 /// The module-side facts of a dialect type: its registration and its LOADCHUNK command.
 trait ModuleType: DialectType {
-    /// The command an AOF rewrite replays this type's dump with.
-    const LOADCHUNK: &'static str;
+    /// The command an AOF rewrite replays this type's dump with; `None` for types without
+    /// one (t-digest), which are rewritten as `RESTORE key 0 <DUMP payload>`, as RedisBloom
+    /// rewrites them.
+    const LOADCHUNK: Option<&'static str>;
 }
 
 impl ModuleType for BloomChain {
-    const LOADCHUNK: &'static str = "BF.LOADCHUNK";
+    const LOADCHUNK: Option<&'static str> = Some("BF.LOADCHUNK");
 }
 
 impl ModuleType for CuckooChain {
-    const LOADCHUNK: &'static str = "CF.LOADCHUNK";
+    const LOADCHUNK: Option<&'static str> = Some("CF.LOADCHUNK");
 }
 
 impl ModuleType for WindowedFilter {
-    const LOADCHUNK: &'static str = "WF.LOADCHUNK";
+    const LOADCHUNK: Option<&'static str> = Some("WF.LOADCHUNK");
+}
+
+impl ModuleType for TDigest {
+    const LOADCHUNK: Option<&'static str> = None;
 }
 
 const fn methods<T: ModuleType>() -> raw::RedisModuleTypeMethods {
@@ -75,12 +82,20 @@ pub static WINDOWED_TYPE: RedisType = RedisType::new(
     methods::<WindowedFilter>(),
 );
 
+/// `TDIS-TYPE`: t-digests.
+pub static TDIGEST_TYPE: RedisType = RedisType::new(
+    TDigest::TYPE_NAME,
+    TDigest::ENCODING_VERSION,
+    methods::<TDigest>(),
+);
+
 /// The registered Redis type of a dialect kind.
 pub fn redis_type(kind: Kind) -> *mut raw::RedisModuleType {
     match kind {
         Kind::Bloom => *BLOOM_TYPE.raw_type.borrow(),
         Kind::Cuckoo => *CUCKOO_TYPE.raw_type.borrow(),
         Kind::Windowed => *WINDOWED_TYPE.raw_type.borrow(),
+        Kind::TDigest => *TDIGEST_TYPE.raw_type.borrow(),
     }
 }
 
@@ -142,6 +157,20 @@ impl RdbSource for Source {
         }
         Ok(bytes.to_vec())
     }
+    fn reserve(&mut self, bytes: u64) -> Result<(), RdbError> {
+        // SAFETY: `self.0` is the live IO handle of this load; its context can be asked for
+        // server info (used memory and maxmemory).
+        let budget = unsafe {
+            let ctx = raw::RedisModule_GetContextFromIO.expect("core API")(self.0);
+            crate::host::memory_budget(ctx)
+        };
+        if bytes > budget {
+            return Err(RdbError::Invalid(format!(
+                "value needs {bytes} bytes, more than the {budget} bytes of memory left"
+            )));
+        }
+        Ok(())
+    }
 }
 
 extern "C" fn rdb_load<T: ModuleType>(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
@@ -170,8 +199,12 @@ unsafe fn value_ref<'a>(value: *const c_void) -> &'a Value {
 }
 
 extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    // SAFETY: Redis passes the value it stores for this type.
-    unsafe { value_ref(value) }.rdb_save(&mut Sink(rdb));
+    // SAFETY: Redis passes the value it stores for this type, and saves either on the main
+    // thread (DUMP, SAVE) or in a forked child, never while a command runs on it: changing it
+    // in place here is what RedisBloom's save does (a t-digest merges its buffer).
+    let value = unsafe { &mut *value.cast::<Value>() };
+    value.prepare_save();
+    value.rdb_save(&mut Sink(rdb));
 }
 
 extern "C" fn aof_rewrite<T: ModuleType>(
@@ -179,9 +212,26 @@ extern "C" fn aof_rewrite<T: ModuleType>(
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    let command = CString::new(T::LOADCHUNK).expect("no NUL in a command name");
     // SAFETY: Redis passes the value it stores for this type.
     let value = unsafe { value_ref(value) };
+    let Some(loadchunk) = T::LOADCHUNK else {
+        let payload = bloomgate_dialect::rdb_format::dump_payload(value);
+        // SAFETY: "slb" = a RedisModuleString, a long long and a (pointer, length) buffer,
+        // matching the three arguments; `payload` outlives the call.
+        unsafe {
+            raw::RedisModule_EmitAOF.expect("EmitAOF exists since Redis 4")(
+                aof,
+                c"RESTORE".as_ptr(),
+                c"slb".as_ptr(),
+                key,
+                0 as std::ffi::c_longlong,
+                payload.as_ptr().cast::<c_char>(),
+                payload.len(),
+            );
+        }
+        return;
+    };
+    let command = CString::new(loadchunk).expect("no NUL in a command name");
     for (iter, chunk) in value.dump_stream() {
         // SAFETY: "slb" = a RedisModuleString, a long long and a (pointer, length) buffer,
         // matching the three arguments; `chunk` outlives the call.

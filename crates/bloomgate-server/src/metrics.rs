@@ -89,7 +89,7 @@ pub fn render(shared: &Shared) -> String {
                     health.cuckoo_filters += 1;
                     health.cuckoo_items += filter.items();
                 }
-                Value::Windowed(_) => {}
+                _ => {}
             }
         }
         (

@@ -13,6 +13,7 @@ pub mod bloom;
 pub mod cuckoo;
 #[cfg(test)]
 mod redisbloom_replies;
+pub mod tdigest;
 pub mod windowed;
 
 use crate::config::Config;
@@ -45,6 +46,13 @@ pub trait Host {
     fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType>;
     /// Stores `value` at `key`, which the command has just found missing.
     fn create(&mut self, key: &[u8], value: Value);
+    /// The value at `key` for a read that changes it in place without that being a write (a
+    /// t-digest merges its buffer before answering, as RedisBloom's does on reads): nothing is
+    /// replicated, logged or signalled to WATCH, and its memory does not change. Hosts that
+    /// can reach the value without opening the key for writing override this.
+    fn value_quiet(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
+        self.value_mut(key)
+    }
     /// The time commands see, in Unix milliseconds (time-windowed filters). Hosts with a
     /// simulated clock override it.
     fn now_ms(&self) -> u64 {
@@ -132,6 +140,23 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
         self.typed(key)?.ok_or_else(|| Reply::error(missing))
     }
 
+    /// [`Ctx::typed`] for a read that changes the value in place (see [`Host::value_quiet`]).
+    pub fn typed_quiet<T: DialectType>(&mut self, key: &[u8]) -> Result<Option<&mut T>, Reply> {
+        match self.host.value_quiet(key) {
+            Ok(Some(value)) => T::of_mut(value).map(Some).ok_or_else(wrongtype),
+            Ok(None) => Ok(None),
+            Err(WrongType) => Err(wrongtype()),
+        }
+    }
+
+    /// Replaces the value at an existing `key` (same type) and counts the change.
+    pub fn replace(&mut self, key: &[u8], value: Value) {
+        if let Ok(Some(slot)) = self.host.value_mut(key) {
+            *slot = value;
+        }
+        self.changed(1);
+    }
+
     /// Mutable [`Ctx::typed`].
     pub fn typed_mut<T: DialectType>(&mut self, key: &[u8]) -> Result<Option<&mut T>, Reply> {
         match self.host.value_mut(key) {
@@ -178,6 +203,9 @@ pub mod flags {
     pub const DENYOOM: u32 = 4;
     /// O(1) or O(log N).
     pub const FAST: u32 = 64;
+    /// In the `@fast` ACL category without the `fast` command flag (how RedisBloom registers
+    /// most TDIGEST commands).
+    pub const ACL_FAST: u32 = 512;
 }
 
 /// Which handler a command runs.
@@ -220,6 +248,20 @@ pub enum Command {
     WfInfo,
     WfScandump,
     WfLoadchunk,
+    TdCreate,
+    TdReset,
+    TdAdd,
+    TdMerge,
+    TdMin,
+    TdMax,
+    TdQuantile,
+    TdCdf,
+    TdRank,
+    TdRevrank,
+    TdByrank,
+    TdByrevrank,
+    TdTrimmedMean,
+    TdInfo,
 }
 
 /// A command's metadata, the same for both hosts (registration, COMMAND INFO / DOCS, ACL,
@@ -465,7 +507,7 @@ impl CommandInfo {
         if self.flags & flags::WRITE != 0 {
             cats.push("write");
         }
-        cats.push(if self.flags & flags::FAST != 0 {
+        cats.push(if self.flags & (flags::FAST | flags::ACL_FAST) != 0 {
             "fast"
         } else {
             "slow"
@@ -493,6 +535,7 @@ pub fn table() -> &'static [CommandInfo] {
         let mut all = bloom::commands();
         all.extend(cuckoo::commands());
         all.extend(windowed::commands());
+        all.extend(tdigest::commands());
         all
     })
 }
@@ -587,6 +630,20 @@ pub fn execute<H: Host + ?Sized>(host: &mut H, info: &CommandInfo, args: &Args) 
         Command::WfInfo => windowed::info(&mut ctx, args),
         Command::WfScandump => windowed::scandump(&mut ctx, args),
         Command::WfLoadchunk => windowed::loadchunk(&mut ctx, args),
+        Command::TdCreate => tdigest::create(&mut ctx, args),
+        Command::TdReset => tdigest::reset(&mut ctx, args),
+        Command::TdAdd => tdigest::add(&mut ctx, args),
+        Command::TdMerge => tdigest::merge(&mut ctx, args),
+        Command::TdMin => tdigest::min_max(&mut ctx, args, false),
+        Command::TdMax => tdigest::min_max(&mut ctx, args, true),
+        Command::TdQuantile => tdigest::quantile(&mut ctx, args),
+        Command::TdCdf => tdigest::cdf(&mut ctx, args),
+        Command::TdRank => tdigest::rank(&mut ctx, args, false),
+        Command::TdRevrank => tdigest::rank(&mut ctx, args, true),
+        Command::TdByrank => tdigest::by_rank(&mut ctx, args, false),
+        Command::TdByrevrank => tdigest::by_rank(&mut ctx, args, true),
+        Command::TdTrimmedMean => tdigest::trimmed_mean(&mut ctx, args),
+        Command::TdInfo => tdigest::info(&mut ctx, args),
     };
     let Ctx { dirty, rewrite, .. } = ctx;
     let propagate = if info.flags & flags::WRITE == 0 || dirty == 0 {

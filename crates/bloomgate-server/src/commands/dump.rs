@@ -20,8 +20,12 @@ pub fn commands() -> Vec<CommandSpec> {
 }
 
 fn dump(ctx: &mut Ctx, args: &Args) -> Reply {
-    match ctx.store.db.value(&args[1], ctx.now_ms) {
-        Some(value) => Reply::bulk(dump_payload(value)),
+    // Saving changes some values in place in RedisBloom (a t-digest merges its buffer).
+    match ctx.store.db.value_quiet(&args[1], ctx.now_ms) {
+        Some(value) => {
+            value.prepare_save();
+            Reply::bulk(dump_payload(value))
+        }
         None => Reply::Nil,
     }
 }

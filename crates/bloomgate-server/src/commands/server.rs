@@ -12,7 +12,7 @@ use crate::resp::{parse_i64, Reply};
 /// The Redis version reported to clients (feature gates in client libraries key off it).
 pub const REDIS_VERSION: &str = "7.2.4";
 /// RedisBloom version whose dialect is served, in its module-version encoding.
-pub const BF_MODULE_VERSION: i64 = 20_807;
+pub const BF_MODULE_VERSION: i64 = bloomgate_dialect::REDISBLOOM_VERSION;
 
 pub fn commands() -> Vec<CommandSpec> {
     let spec = |name, arity, flags, handler| command_spec(name, arity, flags, 0, 0, handler);
@@ -226,14 +226,18 @@ fn human(bytes: u64) -> String {
     }
 }
 
-const INFO_SECTIONS: [&str; 7] = [
+/// INFO's sections, in Redis' order; `replication` and `cluster` are what clients read at
+/// connect (a standalone master, cluster disabled).
+const INFO_SECTIONS: [&str; 9] = [
     "server",
     "clients",
     "memory",
     "persistence",
     "stats",
-    "keyspace",
+    "replication",
     "modules",
+    "cluster",
+    "keyspace",
 ];
 
 fn info(ctx: &mut Ctx, args: &Args) -> Reply {
@@ -307,6 +311,8 @@ fn info(ctx: &mut Ctx, args: &Args) -> Reply {
                 store.db.keys_with_expiry()
             )],
             "keyspace" => vec![],
+            "replication" => vec!["role:master".into(), "connected_slaves:0".into()],
+            "cluster" => vec!["cluster_enabled:0".into()],
             _ => vec![format!("module:name=bf,ver={BF_MODULE_VERSION},api=1,filters=0,usedby=[],using=[],options=[]")],
         };
         let title = section[..1].to_uppercase() + &section[1..];

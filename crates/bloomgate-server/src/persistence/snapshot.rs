@@ -1,5 +1,5 @@
 //! The snapshot format (`dump.bgs`): magic, the log generation it covers up to, then each key
-//! with its expiry, a type byte (1 = Bloom chain, 2 = cuckoo filter, 3 = windowed filter), the payload length and the
+//! with its expiry, a type byte (1 = Bloom chain, 2 = cuckoo filter, 3 = windowed filter, 4 = t-digest), the payload length and the
 //! value as RedisBloom's SCANDUMP stream (header, then link or sub-filter bytes), then a CRC32 of
 //! everything before. Written to a temp file (mode 0600), fsynced, renamed, directory fsynced;
 //! a failed write removes its temp file. Any damage on reading is an error naming file and offset.
@@ -22,6 +22,7 @@ fn type_byte(kind: Kind) -> u8 {
         Kind::Bloom => 1,
         Kind::Cuckoo => 2,
         Kind::Windowed => 3,
+        Kind::TDigest => 4,
     }
 }
 /// Keys longer than Redis' bulk limit cannot exist; a larger length is corruption.

@@ -653,12 +653,7 @@ pub const ENCODING_VERSION: i32 = 0;
 /// [`TDigest::compress`] first so the live digest changes as it does there. Otherwise a
 /// compressed copy is written, so buffered observations are never lost.
 pub fn save(digest: &TDigest, out: &mut impl RdbSink) {
-    if digest.unmerged > 0 && digest.size() > 1 {
-        let mut copy = digest.clone();
-        if copy.compress().is_ok() {
-            return save(&copy, out);
-        }
-    }
+    let digest = digest.as_saved();
     let f = digest.saved_fields();
     out.save_double(f.compression);
     out.save_double(f.min);
@@ -767,11 +762,26 @@ pub fn load(input: &mut impl RdbSource, encver: i32) -> Result<TDigest, RdbError
 pub const HEADER_LEN: usize = 9 * 8;
 
 impl TDigest {
+    /// The digest as RedisBloom saves it: with its buffer merged (a copy, when there is a
+    /// buffer to merge), so whatever is saved from it — an RDB value, a `DUMP`, a snapshot of
+    /// `bloomgate serve` — reloads into the state RedisBloom reloads.
+    pub fn as_saved(&self) -> std::borrow::Cow<'_, TDigest> {
+        if self.unmerged > 0 && self.size() > 1 {
+            let mut copy = self.clone();
+            if copy.compress().is_ok() {
+                return std::borrow::Cow::Owned(copy);
+            }
+        }
+        std::borrow::Cow::Borrowed(self)
+    }
+
     /// The snapshot header: the scalar fields in RDB order (8 bytes each, little-endian; the
-    /// weights as integers). Unlike an RDB value it keeps the buffer: the one chunk after it
-    /// holds every slot in use (means, then weights).
+    /// weights as integers), of [`TDigest::as_saved`]. The one chunk after it holds every slot
+    /// in use (means, then weights): the saved form can still hold a one-observation buffer,
+    /// which, unlike in an RDB value, is kept.
     pub fn dump_header(&self) -> Vec<u8> {
-        let f = self.saved_fields();
+        let saved = self.as_saved();
+        let f = saved.saved_fields();
         let mut out = Vec::with_capacity(HEADER_LEN);
         out.extend_from_slice(&f.compression.to_le_bytes());
         out.extend_from_slice(&f.min.to_le_bytes());
@@ -780,8 +790,8 @@ impl TDigest {
         out.extend_from_slice(&f.merged.to_le_bytes());
         out.extend_from_slice(&f.unmerged.to_le_bytes());
         out.extend_from_slice(&f.compressions.to_le_bytes());
-        out.extend_from_slice(&self.merged_weight.to_le_bytes());
-        out.extend_from_slice(&self.unmerged_weight.to_le_bytes());
+        out.extend_from_slice(&saved.merged_weight.to_le_bytes());
+        out.extend_from_slice(&saved.unmerged_weight.to_le_bytes());
         out
     }
 
@@ -827,7 +837,8 @@ impl TDigest {
 
     /// The one chunk: `(1, bytes of the slots in use)`, or none for an empty digest.
     pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        let used = (self.merged + self.unmerged) as u64;
+        let saved = self.as_saved();
+        let used = (saved.merged + saved.unmerged) as u64;
         if used == 0 {
             Vec::new()
         } else {
@@ -837,8 +848,9 @@ impl TDigest {
 
     /// The slots in use: their means, then their weights.
     pub fn chunk_bytes(&self) -> Vec<u8> {
-        let used = self.merged + self.unmerged;
-        let (means, weights) = self.slots();
+        let saved = self.as_saved();
+        let used = saved.merged + saved.unmerged;
+        let (means, weights) = saved.slots();
         let mut out = Vec::with_capacity(used * 16);
         means[..used]
             .iter()

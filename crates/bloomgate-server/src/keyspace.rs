@@ -157,6 +157,14 @@ impl Db {
         self.entries.get_mut(key).map(|entry| &mut entry.value)
     }
 
+    /// What a foreground save does to the live values in RedisBloom (`SAVE`, `DEBUG RELOAD`):
+    /// t-digests merge their buffers in place. Memory does not change; WATCH does not see it.
+    pub fn prepare_save_all(&mut self) {
+        self.entries
+            .values_mut()
+            .for_each(|entry| entry.value.prepare_save());
+    }
+
     /// Accounts for the memory of values changed through [`Db::value_mut`].
     pub fn settle(&mut self) {
         for (key, before) in std::mem::take(&mut self.unsettled) {

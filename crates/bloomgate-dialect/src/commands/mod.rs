@@ -14,6 +14,8 @@ pub mod cuckoo;
 #[cfg(test)]
 mod redisbloom_replies;
 pub mod tdigest;
+#[cfg(test)]
+mod tdigest_fixture;
 pub mod windowed;
 
 use crate::config::Config;

@@ -411,8 +411,9 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
             .map(|(i, c)| (c.name.as_bytes().to_vec(), i))
             .collect()
     });
-    // Upper-case into a stack buffer: no allocation on the per-command path.
-    let mut upper = [0u8; 16];
+    // Upper-case into a stack buffer: no allocation on the per-command path. The longest name
+    // is TDIGEST.TRIMMED_MEAN (20 bytes).
+    let mut upper = [0u8; 24];
     let upper = upper.get_mut(..name.len())?;
     for (u, b) in upper.iter_mut().zip(name) {
         *u = b.to_ascii_uppercase();
@@ -735,6 +736,15 @@ pub(crate) mod testing {
 mod tests {
     use super::testing::*;
     use super::*;
+
+    /// `lookup` upper-cases into a fixed buffer: every name must fit it, in any case.
+    #[test]
+    fn every_command_is_found_by_lookup() {
+        for spec in table() {
+            let lower = spec.name.to_lowercase();
+            assert!(lookup(lower.as_bytes()).is_some(), "{}", spec.name);
+        }
+    }
 
     #[test]
     fn unknown_command_wording() {

@@ -34,7 +34,36 @@ pub fn commands() -> Vec<CommandSpec> {
         spec("LASTSAVE", 1, FAST | LOADING, lastsave),
         spec("SHUTDOWN", -1, ADMIN | LOADING, shutdown),
         spec("DEBUG", -2, ADMIN, debug),
+        spec("MODULE", -2, ADMIN | LOADING, module),
     ]
+}
+
+/// `bf` as `MODULE LIST` shows a module, with the RedisBloom version the dialect speaks.
+fn module_entry() -> Reply {
+    let s = |v: &str| Reply::bulk(v.as_bytes().to_vec());
+    Reply::Map(vec![
+        (s("name"), s("bf")),
+        (s("ver"), Reply::Int(BF_MODULE_VERSION)),
+        (s("path"), s("builtin")),
+        (s("args"), Reply::Array(vec![])),
+    ])
+}
+
+/// `MODULE LIST`: the dialect, as the one (built-in) module, so clients that check
+/// RedisBloom's version find it. Loading and unloading are refused.
+fn module(_ctx: &mut Ctx, args: &Args) -> Reply {
+    let sub = text(&args[1]).to_lowercase();
+    match sub.as_str() {
+        "list" if args.len() == 2 => Reply::Array(vec![module_entry()]),
+        "list" => Reply::error("ERR wrong number of arguments for 'module|list' command"),
+        "load" | "loadex" | "unload" => Reply::error(
+            "ERR bloomgate serve has its module built in; MODULE LOAD/UNLOAD are not supported",
+        ),
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try MODULE HELP.",
+            text(&args[1])
+        )),
+    }
 }
 
 fn ping(ctx: &mut Ctx, args: &Args) -> Reply {
@@ -137,12 +166,7 @@ fn hello(ctx: &mut Ctx, args: &Args) -> Reply {
     }
     ctx.session.proto = proto;
     let s = |v: &str| Reply::bulk(v.as_bytes().to_vec());
-    let module = Reply::Map(vec![
-        (s("name"), s("bf")),
-        (s("ver"), Reply::Int(BF_MODULE_VERSION)),
-        (s("path"), s("builtin")),
-        (s("args"), Reply::Array(vec![])),
-    ]);
+    let module = module_entry();
     Reply::Map(vec![
         (s("server"), s("redis")),
         (s("version"), s(REDIS_VERSION)),
@@ -520,6 +544,8 @@ fn time(ctx: &mut Ctx, _args: &Args) -> Reply {
 }
 
 fn save(ctx: &mut Ctx, _args: &Args) -> Reply {
+    // A foreground save runs on the live values, as Redis' SAVE does (BGSAVE's does not).
+    ctx.store.db.prepare_save_all();
     ctx.action = Some(Action::Save);
     Reply::ok()
 }
@@ -569,6 +595,7 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Reply {
         );
     }
     if is(&args[1], "RELOAD") {
+        ctx.store.db.prepare_save_all();
         ctx.action = Some(Action::DebugReload);
         return Reply::ok();
     }

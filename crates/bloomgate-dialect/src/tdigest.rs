@@ -883,6 +883,7 @@ impl TDigest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::value::DialectType;
 
     fn digest(values: &[f64]) -> TDigest {
         let mut d = TDigest::with_compression(DEFAULT_COMPRESSION, u64::MAX).unwrap();
@@ -919,6 +920,53 @@ mod tests {
         sort_slots(&mut means, &mut weights);
         assert!(means.windows(2).all(|w| w[0] <= w[1]));
         assert!(means.iter().zip(&weights).all(|(&m, &w)| m as i64 == w));
+    }
+
+    /// A digest with merged centroids and a buffer.
+    fn busy() -> TDigest {
+        let mut d = TDigest::with_compression(5, u64::MAX).unwrap();
+        for i in 0..157 {
+            d.add(f64::from((i * 37) % 101), 1).unwrap();
+        }
+        assert!(d.unmerged_nodes() > 0 && d.merged_nodes() > 0);
+        d
+    }
+
+    #[test]
+    fn snapshot_stream_reloads_the_saved_form() {
+        let d = busy();
+        let header = d.dump_header();
+        assert_eq!(TDigest::header_bytes(&header), Ok(d.memory()));
+        let mut back = TDigest::from_header(&header).unwrap();
+        for (iter, len) in d.chunk_plan() {
+            let chunk = d.chunk_bytes();
+            assert_eq!(chunk.len() as u64, len);
+            back.load_chunk(iter, &chunk).unwrap();
+        }
+        assert_eq!(&back, d.as_saved().as_ref());
+        let mut forged = header.clone();
+        forged[24..32].copy_from_slice(&41u64.to_le_bytes()); // capacity
+        assert!(TDigest::header_bytes(&forged).is_err());
+        let mut forged = header;
+        forged[32..40].copy_from_slice(&41u64.to_le_bytes()); // merged > capacity
+        assert!(TDigest::from_header(&forged).is_err());
+    }
+
+    #[test]
+    fn rdb_fields_round_trip_and_forgeries_are_refused() {
+        use crate::rdb_format::{dump_payload, restore_payload, PayloadError};
+        let d = busy();
+        let value = d.clone().into_value();
+        let payload = dump_payload(&value);
+        let crate::value::Value::TDigest(back) = restore_payload(&payload, 1 << 20).unwrap() else {
+            panic!("not a t-digest")
+        };
+        assert_eq!(*back, d.as_saved().into_owned());
+        // Over the budget: refused before the arrays are allocated.
+        assert_eq!(
+            restore_payload(&payload, 100).unwrap_err(),
+            PayloadError::OverBudget
+        );
     }
 
     #[test]

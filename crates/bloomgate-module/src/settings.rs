@@ -66,24 +66,32 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
             );
             return Ok(());
         };
-        let flags = if unprefixed_configs() {
-            CONFIG_UNPREFIXED
-        } else {
-            raw::REDISMODULE_CONFIG_DEFAULT
-        };
+        let mut unprefixed = unprefixed_configs();
         for (i, name) in Config::NAMES.iter().enumerate() {
             let c_name = CString::new(*name).expect("no NUL");
             let default = CString::new(config.get(name).expect("a known name")).expect("no NUL");
-            let status = register(
-                ctx.ctx,
-                c_name.as_ptr(),
-                default.as_ptr(),
-                flags,
-                Some(get_config),
-                Some(set_config),
-                None,
-                i as *mut c_void,
-            );
+            let attempt = |flags| {
+                register(
+                    ctx.ctx,
+                    c_name.as_ptr(),
+                    default.as_ptr(),
+                    flags,
+                    Some(get_config),
+                    Some(set_config),
+                    None,
+                    i as *mut c_void,
+                )
+            };
+            let mut status = raw::REDISMODULE_ERR as c_int;
+            if unprefixed {
+                status = attempt(CONFIG_UNPREFIXED);
+                // A server that reports version 8 without unprefixed configs (a fork): fall
+                // back to prefixed names for every setting.
+                unprefixed = i > 0 || status == raw::REDISMODULE_OK as c_int;
+            }
+            if !unprefixed {
+                status = attempt(raw::REDISMODULE_CONFIG_DEFAULT);
+            }
             if status != raw::REDISMODULE_OK as c_int {
                 return Err(format!("could not register config {name}"));
             }

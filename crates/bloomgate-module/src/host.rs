@@ -210,7 +210,8 @@ fn command_args(
 }
 
 /// A command's ACL categories (Redis ≥ 7.2 lets modules set them; 7.0 gives module commands
-/// none): `read`/`write`/`fast` from its flags, and `bloom`/`cuckoo`/`windowed` where the server let the
+/// none): `read`/`write`/`fast` from its flags (`fast` also for `ACL_FAST`), and the family's own
+/// (`bloom`/`cuckoo`/`windowed`/`tdigest`) where the server let the
 /// module add them (Redis ≥ 7.4).
 fn acl_categories(info: &commands::CommandInfo, custom: bool) -> String {
     let mut categories: Vec<&str> = info
@@ -223,7 +224,7 @@ fn acl_categories(info: &commands::CommandInfo, custom: bool) -> String {
             _ => None,
         })
         .collect();
-    if info.flags & commands::flags::ACL_FAST != 0 {
+    if info.flags.contains(commands::flags::ACL_FAST) {
         categories.push("fast");
     }
     if custom {

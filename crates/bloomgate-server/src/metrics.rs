@@ -4,19 +4,20 @@
 //!
 //! Everything is read under the store lock, in place: no value is shared out of the keyspace
 //! (an `Arc` clone held across writes would make the next write to that filter copy it). Only
-//! `GET /metrics` is answered (by the shared `bloomgate-metrics` listener, on its own thread);
-//! the listener binds loopback unless the operator opts out of protected mode (see `server`).
+//! `GET /metrics` is answered (by the shared `bloomgate-metrics` listener, on its own thread,
+//! which the server starts with [`render`]); the listener binds loopback unless the operator
+//! opts out of protected mode (see `server`).
 
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bloomgate_metrics::{Exposition, Kind};
 
-use crate::keyspace::Value;
+use crate::commands::Store;
+use crate::keyspace::{now_ms, Value};
+use crate::persistence::AofWriter;
 use crate::relock;
-use crate::server::Shared;
 
 /// Latency bucket upper bounds in microseconds (10 µs … 1 s).
 const BUCKETS_MICROS: [u64; 11] = [
@@ -32,6 +33,7 @@ pub struct Latency {
 }
 
 impl Latency {
+    /// Counts one command that took `elapsed`.
     pub fn observe(&self, elapsed: Duration) {
         let micros = elapsed.as_micros() as u64;
         if let Some(i) = BUCKETS_MICROS.iter().position(|&b| micros <= b) {
@@ -70,12 +72,13 @@ struct Health {
     cuckoo_items: u64,
 }
 
-/// Renders the exposition text.
-pub fn render(shared: &Shared) -> String {
+/// Renders the exposition text: the store's counters and filters (read under its lock), the
+/// command latency histogram and the log's statistics.
+pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) -> String {
     let mut health = Health::default();
     let (per_command, clients, used, maxmemory, keys, last_save, changes) = {
-        let store = relock(&shared.store);
-        for (_, entry) in store.db.iter_live(crate::commands::now_ms()) {
+        let store = relock(store);
+        for (_, entry) in store.db.iter_live(now_ms()) {
             match &entry.value {
                 Value::Bloom(chain) => {
                     let (fill, fpr) = chain_health(chain);
@@ -120,7 +123,7 @@ pub fn render(shared: &Shared) -> String {
     for (name, (_, errors)) in &per_command {
         out.sample("bloomgate_command_errors_total", &[("cmd", name)], errors);
     }
-    let lat = &shared.latency;
+    let lat = latency;
     let bounds = BUCKETS_MICROS.map(|micros| micros as f64 / 1e6);
     let counts = lat.buckets.each_ref().map(|b| b.load(Ordering::Relaxed));
     out.histogram(
@@ -145,7 +148,7 @@ pub fn render(shared: &Shared) -> String {
     for (name, value) in gauges {
         out.gauge(name, "", value);
     }
-    if let Some(aof) = shared.aof.get() {
+    if let Some(aof) = aof {
         let (fsyncs, micros) = aof.fsync_stats();
         out.gauge("bloomgate_aof_size_bytes", "", aof.size());
         out.counter("bloomgate_aof_fsyncs_total", "", fsyncs);
@@ -180,10 +183,4 @@ pub fn render(shared: &Shared) -> String {
         out.gauge(name, "", value);
     }
     out.finish()
-}
-
-/// Serves `GET /metrics` on `listener` from a background thread until the process exits
-/// (other requests get 404).
-pub fn serve(listener: TcpListener, shared: Arc<Shared>) -> std::io::Result<()> {
-    bloomgate_metrics::spawn(listener, move || Some(render(&shared))).map(drop)
 }

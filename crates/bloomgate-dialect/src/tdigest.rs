@@ -33,6 +33,9 @@ pub const DEFAULT_COMPRESSION: i64 = 100;
 /// two arrays.
 pub const STRUCT_BYTES: u64 = 80;
 
+/// 2^63: the first double beyond `i64` (`i64::MAX` rounds up to it).
+pub const I64_LIMIT: f64 = i64::MAX as f64;
+
 /// A weight addition would overflow, or a double the scale needs is infinite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Overflow;
@@ -674,7 +677,7 @@ pub fn save(digest: &TDigest, out: &mut impl RdbSink) {
 
 /// A weight field: a whole, non-negative double within `i64`.
 fn weight_field(v: f64) -> Result<i64, RdbError> {
-    if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v < 9.223372036854775807e18 {
+    if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v < I64_LIMIT {
         Ok(v as i64)
     } else {
         Err(invalid("weight is not a whole non-negative number"))
@@ -706,7 +709,7 @@ fn check_fields(f: &SavedFields) -> Result<u64, &'static str> {
         return Err("negative compression count");
     }
     for w in [f.merged_weight, f.unmerged_weight] {
-        if !(w.is_finite() && w >= 0.0 && w.fract() == 0.0 && w < 9.223372036854775807e18) {
+        if !(w.is_finite() && w >= 0.0 && w.fract() == 0.0 && w < I64_LIMIT) {
             return Err("weight is not a whole non-negative number");
         }
     }

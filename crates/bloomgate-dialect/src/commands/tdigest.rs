@@ -12,7 +12,7 @@ use super::{flags::*, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInf
 use super::{Host, KEY_ONLY};
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
-use crate::tdigest::{TDigest, DEFAULT_COMPRESSION};
+use crate::tdigest::{TDigest, DEFAULT_COMPRESSION, I64_LIMIT};
 use crate::value::DialectType;
 
 const ERR_MISSING: &str = "ERR T-Digest: key does not exist";
@@ -271,7 +271,7 @@ fn digest<'a, H: Host + ?Sized>(ctx: &'a mut Ctx<H>, key: &[u8]) -> Result<&'a m
 
 /// C's `(long long)` of a double on x86-64: NaN and out-of-range values become `i64::MIN`.
 fn c_long_long(v: f64) -> i64 {
-    if v.is_nan() || v >= 9.223372036854775808e18 || v < -9.223372036854775808e18 {
+    if v.is_nan() || !(-I64_LIMIT..I64_LIMIT).contains(&v) {
         i64::MIN
     } else {
         v as i64

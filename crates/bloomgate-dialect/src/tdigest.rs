@@ -23,6 +23,7 @@
 //! The digest is written from these facts; arrays are allocated only after their size has been
 //! checked against the memory budget (see [`TDigest::with_compression`]).
 
+use crate::budget::{Admitted, Allowance, Buffer, Shape};
 use crate::cow::allocation_size;
 use crate::rdb::{RdbError, RdbSink, RdbSource};
 
@@ -71,17 +72,41 @@ pub fn memory_for(cap: u64) -> u64 {
     STRUCT_BYTES.saturating_add(cap.saturating_mul(16))
 }
 
+/// What a new digest allocates: its compression's centroid slots.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TDigestShape {
+    compression: f64,
+    cap: u64,
+}
+
+impl Shape for TDigestShape {
+    fn bytes(&self) -> u64 {
+        memory_for(self.cap)
+    }
+}
+
 impl TDigest {
+    /// The shape of a digest of `compression` (≥ 1), or `None` when its capacity cannot exist
+    /// (RedisBloom keeps it in a C int).
+    pub fn shape(compression: i64) -> Option<TDigestShape> {
+        let compression = compression as f64;
+        let cap = capacity(compression)?;
+        (cap <= i32::MAX as u64).then_some(TDigestShape { compression, cap })
+    }
+
+    /// An empty digest of an admitted shape.
+    pub fn new(shape: Admitted<TDigestShape>) -> Self {
+        let shape = shape.into_shape();
+        Self::empty(shape.compression, shape.cap as usize)
+    }
+
     /// An empty digest of `compression` (≥ 1), if its arrays fit in `budget` bytes; `None`
     /// otherwise (RedisBloom's allocation failure).
     pub fn with_compression(compression: i64, budget: u64) -> Option<Self> {
-        let compression = compression as f64;
-        let cap = capacity(compression)?;
-        // RedisBloom keeps the capacity in a C int.
-        if cap > i32::MAX as u64 || memory_for(cap) > budget {
-            return None;
-        }
-        Some(Self::empty(compression, cap as usize))
+        let admitted = Allowance::new(budget)
+            .admit(Self::shape(compression)?)
+            .ok()?;
+        Some(Self::new(admitted))
     }
 
     fn empty(compression: f64, cap: usize) -> Self {
@@ -744,7 +769,7 @@ pub fn load(input: &mut impl RdbSource, encver: i32) -> Result<TDigest, RdbError
         merged_weight,
         unmerged_weight,
     };
-    input.reserve(check_fields(&fields).map_err(invalid)?)?;
+    let bytes = check_fields(&fields).map_err(invalid)?;
     // Grows with what the payload really holds, never with the claimed count.
     let mut means = Vec::new();
     for _ in 0..merged {
@@ -758,6 +783,11 @@ pub fn load(input: &mut impl RdbSource, encver: i32) -> Result<TDigest, RdbError
     for _ in 0..merged {
         weights.push(weight_field(input.load_double()?)?);
     }
+    // The arrays are allocated only once their size is admitted against the budget.
+    input
+        .allowance()
+        .admit(Buffer(bytes))
+        .map_err(RdbError::OverBudget)?;
     Ok(TDigest::from_saved(&fields, &means, &weights))
 }
 

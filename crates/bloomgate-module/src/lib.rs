@@ -1,4 +1,4 @@
-//! bloomgate as a Redis / Valkey module: RedisBloom's BF.* and CF.* inside the server people
+//! bloomgate as a Redis / Valkey module: RedisBloom's BF.*, CF.*, CMS.* and TOPK.* inside the server people
 //! already run, so they get its replicas, failover, persistence and Cluster sharding.
 //!
 //! Everything RedisBloom-compatible comes from `bloomgate-dialect`; this crate only hosts it:
@@ -13,6 +13,7 @@
 //! Its configs are RedisBloom 8's `bf-error-rate` etc. on Redis 8, and `bf.bf-error-rate` etc.
 //! on Redis 7 (which prefixes module configs with the module name).
 
+mod budget;
 mod host;
 mod settings;
 mod types;
@@ -41,8 +42,15 @@ redis_module! {
     name: "bf",
     version: bloomgate_dialect::REDISBLOOM_VERSION,
     allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
-    data_types: [BLOOM_TYPE, CUCKOO_TYPE, WINDOWED_TYPE, TDIGEST_TYPE],
+    data_types: [
+        BLOOM_TYPE,
+        CUCKOO_TYPE,
+        WINDOWED_TYPE,
+        COUNTMIN_TYPE,
+        TOPK_TYPE,
+        TDIGEST_TYPE
+    ],
     init: init,
 }
 
-use types::{BLOOM_TYPE, CUCKOO_TYPE, TDIGEST_TYPE, WINDOWED_TYPE};
+use types::{BLOOM_TYPE, COUNTMIN_TYPE, CUCKOO_TYPE, TDIGEST_TYPE, TOPK_TYPE, WINDOWED_TYPE};

@@ -4,7 +4,6 @@
 use std::fmt::Write as _;
 
 pub use bloomgate_dialect::num::parse_i64;
-use bloomgate_dialect::reply::format_double;
 pub use bloomgate_dialect::Reply;
 
 /// RESP encoding of a [`Reply`].
@@ -45,8 +44,10 @@ impl Encode for Reply {
                 out.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" })
             }
             Reply::Bool(b) => line(out, b':', if *b { "1" } else { "0" }),
-            Reply::Double(v) if proto >= 3 => line(out, b',', &format_double(*v)),
-            Reply::Double(v) => bulk(out, format_double(*v).as_bytes()),
+            Reply::Double(d) if proto >= 3 => {
+                line(out, b',', &bloomgate_dialect::reply::format_double(*d))
+            }
+            Reply::Double(d) => bulk(out, bloomgate_dialect::reply::format_double(*d).as_bytes()),
         }
     }
 }
@@ -344,8 +345,12 @@ pub fn describe(reply: &Reply) -> String {
         Reply::Bulk(b) => s.push_str(&String::from_utf8_lossy(b)),
         Reply::Nil | Reply::NilArray => s.push_str("(nil)"),
         Reply::Bool(b) => s.push_str(if *b { "(true)" } else { "(false)" }),
-        Reply::Double(v) => {
-            let _ = write!(s, "(double) {}", format_double(*v));
+        Reply::Double(d) => {
+            let _ = write!(
+                s,
+                "(double) {}",
+                bloomgate_dialect::reply::format_double(*d)
+            );
         }
         Reply::Array(items) => {
             let parts: Vec<String> = items.iter().map(describe).collect();

@@ -72,28 +72,32 @@ const fn docs(
         key_notes: "",
         key_rw: rw,
         args,
+        history: &[],
     }
 }
 
 /// The TDIGEST.* command table: RedisBloom 8's arities, flags, ACL categories and docs.
 pub fn commands() -> Vec<CommandInfo> {
-    let td = |name, command, flags, arity, docs| {
-        spec(name, command, flags, "tdigest", arity, Some(docs))
+    // RedisBloom registers them without the `fast` flag, most in the `@fast` category.
+    let td = |name, command, flags, category, arity, docs| {
+        spec(name, command, flags, category, arity, Some(docs))
     };
-    let write = WRITE | DENYOOM;
-    let read = READONLY | ACL_FAST;
+    let (write, read) = (WRITE | DENYOOM, READONLY);
+    let (fast, slow) = ("fast tdigest", "tdigest");
     vec![
         td(
             "TDIGEST.CREATE",
             Command::TdCreate,
-            write | ACL_FAST,
+            write,
+            fast,
             -2,
             docs("Allocates memory and initializes a new t-digest sketch", "O(1)", true, CREATE_ARGS),
         ),
         td(
             "TDIGEST.RESET",
             Command::TdReset,
-            write | ACL_FAST,
+            write,
+            fast,
             2,
             docs(
                 "Resets a t-digest sketch: empty the sketch and re-initializes it.",
@@ -106,6 +110,7 @@ pub fn commands() -> Vec<CommandInfo> {
             "TDIGEST.ADD",
             Command::TdAdd,
             write,
+            slow,
             -3,
             docs(
                 "Adds one or more observations to a t-digest sketch",
@@ -118,6 +123,7 @@ pub fn commands() -> Vec<CommandInfo> {
             "TDIGEST.MERGE",
             Command::TdMerge,
             write,
+            slow,
             -4,
             docs(
                 "Merges multiple t-digest sketches into a single sketch",
@@ -130,6 +136,7 @@ pub fn commands() -> Vec<CommandInfo> {
             "TDIGEST.MIN",
             Command::TdMin,
             read,
+            fast,
             2,
             docs(
                 "Returns the minimum observation value from a t-digest sketch",
@@ -142,6 +149,7 @@ pub fn commands() -> Vec<CommandInfo> {
             "TDIGEST.MAX",
             Command::TdMax,
             read,
+            fast,
             2,
             docs(
                 "Returns the maximum observation value from a t-digest sketch",
@@ -154,6 +162,7 @@ pub fn commands() -> Vec<CommandInfo> {
             "TDIGEST.QUANTILE",
             Command::TdQuantile,
             read,
+            fast,
             -3,
             docs(
                 "Returns, for each input fraction, an estimation of the value (floating point) that is smaller than the given fraction of observations",
@@ -166,6 +175,7 @@ pub fn commands() -> Vec<CommandInfo> {
             "TDIGEST.CDF",
             Command::TdCdf,
             read,
+            fast,
             -3,
             docs(
                 "Returns, for each input value, an estimation of the floating-point fraction of (observations smaller than the given value + half the observations equal to the given value). Multiple fractions can be retrieved in a single call.",
@@ -178,6 +188,7 @@ pub fn commands() -> Vec<CommandInfo> {
             "TDIGEST.RANK",
             Command::TdRank,
             read,
+            fast,
             -3,
             docs(
                 "Returns, for each input value (floating-point), the estimated rank of the value (the number of observations in the sketch that are smaller than the value + half the number of observations that are equal to the value)",
@@ -190,6 +201,7 @@ pub fn commands() -> Vec<CommandInfo> {
             "TDIGEST.REVRANK",
             Command::TdRevrank,
             read,
+            fast,
             -3,
             docs(
                 "Returns, for each input value (floating-point), the estimated reverse rank of the value (the number of observations in the sketch that are larger than the value + half the number of observations that are equal to the value)",
@@ -202,6 +214,7 @@ pub fn commands() -> Vec<CommandInfo> {
             "TDIGEST.BYRANK",
             Command::TdByrank,
             read,
+            fast,
             -3,
             docs(
                 "Returns, for each input rank, an estimation of the value (floating-point) with that rank",
@@ -214,6 +227,7 @@ pub fn commands() -> Vec<CommandInfo> {
             "TDIGEST.BYREVRANK",
             Command::TdByrevrank,
             read,
+            fast,
             -3,
             docs(
                 "Returns, for each input reverse rank, an estimation of the value (floating-point) with that reverse rank",
@@ -225,7 +239,8 @@ pub fn commands() -> Vec<CommandInfo> {
         td(
             "TDIGEST.TRIMMED_MEAN",
             Command::TdTrimmedMean,
-            READONLY,
+            read,
+            slow,
             4,
             docs(
                 "Returns an estimation of the mean value from the sketch, excluding observation values outside the low and high cutoff quantiles",
@@ -238,6 +253,7 @@ pub fn commands() -> Vec<CommandInfo> {
             "TDIGEST.INFO",
             Command::TdInfo,
             read,
+            fast,
             2,
             docs(
                 "Returns information and statistics about a t-digest sketch",
@@ -311,9 +327,10 @@ pub(crate) fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
             Err(reply) => return reply,
         };
     }
-    let Some(digest) = TDigest::with_compression(c, ctx.budget()) else {
+    let Some(shape) = TDigest::shape(c).and_then(|shape| ctx.admit(shape).ok()) else {
         return Reply::error("ERR T-Digest: allocation failed");
     };
+    let digest = TDigest::new(shape);
     ctx.create(args[1], digest.into_value());
     Reply::ok()
 }
@@ -427,9 +444,10 @@ pub(crate) fn merge<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
             c = c.max(source_compression);
         }
     }
-    let Some(mut merged) = TDigest::with_compression(c, ctx.budget()) else {
+    let Some(shape) = TDigest::shape(c).and_then(|shape| ctx.admit(shape).ok()) else {
         return Reply::error("ERR T-Digest: allocation of destination digest failed");
     };
+    let mut merged = TDigest::new(shape);
     if dest_compression.is_some() && !override_dest {
         // RedisBloom ignores an overflow here.
         let _ = merge_key(ctx, &mut merged, dest);

@@ -409,7 +409,11 @@ fn item_16_command_metadata() {
     assert_eq!(card.docs.as_ref().unwrap().since, "2.4.4");
     let arities: Vec<(&str, i32)> = super::table()
         .iter()
-        .filter(|c| c.name.starts_with("BF.") || c.name.starts_with("CF."))
+        .filter(|c| {
+            ["BF.", "CF.", "TDIGEST."]
+                .iter()
+                .any(|p| c.name.starts_with(p))
+        })
         .map(|c| (c.name, c.arity))
         .collect();
     assert_eq!(

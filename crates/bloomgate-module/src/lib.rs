@@ -13,6 +13,7 @@
 //! Its configs are RedisBloom 8's `bf-error-rate` etc. on Redis 8, and `bf.bf-error-rate` etc.
 //! on Redis 7 (which prefixes module configs with the module name).
 
+mod alloc;
 mod budget;
 mod host;
 mod settings;
@@ -27,6 +28,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         settings::register(ctx, args)?;
         host::register_commands(ctx)?;
         types::handle_io_errors(ctx);
+        alloc::register_info(ctx);
         Ok(())
     };
     match setup() {
@@ -41,7 +43,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 redis_module! {
     name: "bf",
     version: bloomgate_dialect::REDISBLOOM_VERSION,
-    allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
+    allocator: (alloc::ModuleAlloc, alloc::ModuleAlloc),
     data_types: [
         BLOOM_TYPE,
         CUCKOO_TYPE,

@@ -650,10 +650,9 @@ impl Host for ModuleHost<'_> {
 
     fn value_quiet(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
         // Opened for reading (no keyspace signal), changed in place as RedisBloom's reads do.
-        let handle = self.open(key, false);
         // SAFETY: as in `value`; the change (a t-digest merging its buffer) neither resizes
         // nor replaces the value Redis holds.
-        Ok(self.stored(handle)?.map(|v| unsafe { &mut *v }))
+        Ok(self.stored(key, false)?.map(|v| unsafe { &mut *v }))
     }
 
     fn create(&mut self, key: &[u8], value: Value) {

@@ -435,7 +435,7 @@ mod point_in_time {
     /// and a write during the save copies only the generation it writes to.
     #[test]
     fn windowed_values_snapshot_without_a_whole_copy() {
-        let mut store = Store::new(Config::default());
+        let mut store = Keys::default();
         let now = crate::keyspace::now_ms() as u64;
         let hour = 3_600_000u64;
         for (age, n) in [(2 * hour, 0), (hour, 1), (0, 2)] {

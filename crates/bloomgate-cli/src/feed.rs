@@ -226,9 +226,9 @@ pub struct ModeResult {
     /// Filter builds run by the request that needed them, and requests that waited for one.
     pub builds_inline: u64,
     pub build_waits: u64,
-    /// The cold-path rule's fitted costs at the end of the run, in ns: [exact-path store batch:
-    /// fixed, per item; build: fixed, per history row].
-    pub costs_ns: [f64; 4],
+    /// The cold-path rule's measured costs at the end of the run, in ns: [exact-path store time
+    /// per lookup, build time per history row].
+    pub costs_ns: [f64; 2],
     /// Exact lookups per request over the second quarter of the run (`--restart`: the steady
     /// state before the restart).
     pub steady: Option<PhaseResult>,
@@ -298,10 +298,8 @@ impl ModeResult {
             "history_loads": self.history_loads,
             "builds_inline": self.builds_inline,
             "build_waits": self.build_waits,
-            "exact_batch_fixed_ns": self.costs_ns[0],
-            "exact_lookup_ns": self.costs_ns[1],
-            "build_fixed_ns": self.costs_ns[2],
-            "build_row_ns": self.costs_ns[3],
+            "exact_lookup_ns": self.costs_ns[0],
+            "build_row_ns": self.costs_ns[1],
             "rotations": self.rotations,
             "rebuilds": self.rebuilds,
             "evictions": self.evictions,

@@ -719,7 +719,11 @@ impl FilterBackend for LocalFilters {
         } else {
             entry.rows
         };
-        if !self.metrics.costs.build_pays(rows, items.len()) {
+        if !self
+            .metrics
+            .costs
+            .build_pays(rows, items.len(), entry.demand - 1)
+        {
             entry.demand += 1;
             let demand = entry.demand;
             drop(shard);

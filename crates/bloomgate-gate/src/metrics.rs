@@ -181,9 +181,9 @@ impl Metrics {
         self.store_latency.observe(elapsed);
     }
 
-    /// The cold-path rule's fitted costs in nanoseconds: [exact-path store batch: fixed, per
-    /// item; filter build: fixed, per history row]; zeros before the first sample.
-    pub fn cost_estimates(&self) -> [f64; 4] {
+    /// The cold-path rule's measured costs in nanoseconds: [exact-path store time per item
+    /// looked up, filter build time per history row]; zeros before the first sample.
+    pub fn cost_estimates(&self) -> [f64; 2] {
         self.costs.snapshot()
     }
 
@@ -340,26 +340,16 @@ impl Metrics {
                 gauges.memory_bytes as f64,
             ),
         ];
-        let [batch_ns, lookup_ns, build_ns, row_ns] = self.costs.snapshot();
+        let [lookup_ns, row_ns] = self.costs.snapshot();
         let gauges_f64 = gauges_f64.into_iter().chain([
             (
-                "bloomgate_exact_batch_cost_seconds",
-                "Fitted fixed time of an exact-path store batch (cold-path rule).",
-                batch_ns * 1e-9,
-            ),
-            (
                 "bloomgate_exact_lookup_cost_seconds",
-                "Fitted exact-path store time per candidate looked up (cold-path rule).",
+                "Measured exact-path store time per candidate looked up (cold-path rule).",
                 lookup_ns * 1e-9,
             ),
             (
-                "bloomgate_build_cost_seconds",
-                "Fitted fixed time of a filter build (cold-path rule).",
-                build_ns * 1e-9,
-            ),
-            (
                 "bloomgate_build_row_cost_seconds",
-                "Fitted filter build time per history row (cold-path rule).",
+                "Measured filter build time per history row (cold-path rule).",
                 row_ns * 1e-9,
             ),
         ]);

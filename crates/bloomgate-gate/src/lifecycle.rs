@@ -166,7 +166,9 @@ impl ScopeFilter {
         }
         let spare = (lifecycle.generations as u64 - 1) * lifecycle.generation_window_ms()
             - lifecycle.retention_ms;
-        if now_ms < self.built_ms || now_ms + spare < filter.newest_started_ms() {
+        // The clock's slot start plays the newest generation's start (aligned slots).
+        let newest_start = filter.slot_start_ms(filter.clock_slot());
+        if now_ms < self.built_ms || now_ms + spare < newest_start {
             return false;
         }
         let filter = &*filter;

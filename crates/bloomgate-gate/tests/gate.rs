@@ -409,7 +409,7 @@ fn served_items_stay_hidden_before_their_commit() {
 /// than every in-flight request's, which the demo ensures and this test would not.)
 #[test]
 fn concurrent_requests_never_show_an_item_recorded_before_them() {
-    use rand::{rngs::SmallRng, Rng, SeedableRng};
+    use rand::{rngs::SmallRng, RngExt, SeedableRng};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Mutex;
 

@@ -279,12 +279,12 @@ fn metrics_render_as_prometheus_text() {
             "bad sample line {line:?}"
         );
     }
-    assert!(text.contains("bloomgate_requests_total 2"));
-    assert!(text.contains("bloomgate_exact_lookups_total 5"));
-    assert!(text.contains("bloomgate_recorded_rows_total 2"));
-    assert!(text.contains("bloomgate_history_loads_total 1"));
-    assert!(text.contains("bloomgate_request_seconds_bucket{le=\"+Inf\"} 2"));
-    assert!(text.contains("bloomgate_filters_resident 1"));
+    assert!(text.contains("bloomgate_gate_requests_total 2"));
+    assert!(text.contains("bloomgate_gate_exact_lookups_total 5"));
+    assert!(text.contains("bloomgate_gate_recorded_rows_total 2"));
+    assert!(text.contains("bloomgate_gate_history_loads_total 1"));
+    assert!(text.contains("bloomgate_gate_request_duration_seconds_bucket{le=\"+Inf\"} 2"));
+    assert!(text.contains("bloomgate_gate_filters_resident 1"));
 }
 
 /// A SQLite store whose commits of served items wait until released: models a store that

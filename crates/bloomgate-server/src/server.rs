@@ -439,6 +439,28 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
+/// The start banner, one line: the version, where the server listens, and the settings an
+/// operator checks first (data directory, fsync policy, memory limit, metrics endpoint).
+pub fn banner(settings: &Settings, listening: std::net::SocketAddr) -> String {
+    let maxmemory = match settings.config.maxmemory {
+        0 => "0 (unlimited)".to_string(),
+        bytes => format!("{bytes} bytes"),
+    };
+    format!(
+        "bloomgate: bloomgate {} serving on {listening} (bind {}, port {}), data dir {}, \
+         appendfsync {}, maxmemory {maxmemory}, metrics {}",
+        env!("CARGO_PKG_VERSION"),
+        settings.config.bind,
+        listening.port(),
+        settings.dir.display(),
+        settings.config.appendfsync.name(),
+        settings
+            .metrics_addr
+            .as_deref()
+            .map_or_else(|| "off".to_string(), |a| format!("http://{a}/metrics")),
+    )
+}
+
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     check_protected_mode(&settings)?;
     let dir = settings.dir.clone();
@@ -479,11 +501,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         shutdown_save: true.into(),
         latency: Latency::default(),
     });
-    eprintln!(
-        "bloomgate: listening on {}, data in {}",
-        listener.local_addr()?,
-        dir.display()
-    );
+    eprintln!("{}", banner(&settings, listener.local_addr()?));
     let accept = tokio::spawn(accept_loop(shared.clone(), listener));
     if let Some(metrics_addr) = &settings.metrics_addr {
         let listener = std::net::TcpListener::bind(metrics_addr)

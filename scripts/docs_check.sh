@@ -17,8 +17,9 @@
 #     loopback port (the same one throughout the file; port+10000 is free too, for Cluster buses).
 #     Pass ports explicitly (`redis-cli -p 6379`, `redis.Redis(port=6379)`): defaults are not
 #     substituted.
-#  4. A command started in the background (a line ending in `&`) is waited for: the ports on that
-#     line (or, if none, those written earlier in the block) must accept connections within 30 s.
+#  4. A command started in the background (a line ending in `&`, or with `--daemonize yes`) is
+#     waited for: the ports on that line (or, if none, those written earlier in the block) must
+#     accept connections (and a Redis-protocol server be done loading) within 30 s.
 #     Everything a file started is stopped when its blocks are done (its process group is killed
 #     and every substituted port gets `redis-cli SHUTDOWN NOSAVE`), so blocks need no clean-up.
 #  5. Blocks run in a fresh scratch directory per file, as if in the root of a clone: `target/`
@@ -62,7 +63,10 @@ for file in "${files[@]}"; do
   if [ ! -s "$scratch/run.sh" ]; then rm -rf "$scratch"; continue; fi
   mkdir -p "$scratch/bin" "$scratch/target/release"
   ln -s "$bin" "$scratch/bin/bloomgate"
-  ln -s "$py" "$scratch/bin/python3"; ln -s "$py" "$scratch/bin/python"
+  # A wrapper, not a symlink: a virtualenv's python only finds its packages when run by its path.
+  for name in python3 python; do
+    printf '#!/bin/sh\nexec %q "$@"\n' "$py" > "$scratch/bin/$name"; chmod +x "$scratch/bin/$name"
+  done
   ln -s "$bin" "$scratch/target/release/bloomgate"
   [ -n "$module" ] && ln -s "$module" "$scratch/target/release/libbloomgate_module.so"
   for d in tests crates scripts; do ln -s "$repo/$d" "$scratch/$d"; done

@@ -77,7 +77,9 @@ __docs_wait() {  # ports...: wait until each accepts connections
   local p i
   for p in "$@"; do
     for i in $(seq 1 300); do
-      if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then break; fi
+      # Accepting, and (for a Redis-protocol port) done loading its data.
+      if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null \
+         && ! timeout 2 redis-cli -p "$p" PING 2>/dev/null | grep -q '^LOADING'; then break; fi
       if [ "$i" = 300 ]; then echo "docs_check: nothing listens on port $p after 30 s" >&2; return 1; fi
       sleep 0.1
     done
@@ -118,15 +120,21 @@ def main():
             script += [f"python3 - <<'{tag}'", sub(body), tag]
             continue
         lines, logical = logical_lines(body)
-        seen_ports = []
+        seen_ports, pending, depth = [], [], 0
         for first, last, joined in logical:
             script += [sub(line) for line in lines[first : last + 1]]
             ports = [mapping[m.group(1)] for m in PORT.finditer(joined)]
-            code = joined.split(" #")[0].rstrip()
-            if code.endswith("&") and not code.endswith("&&"):
-                wait = ports or seen_ports
-                if wait:
-                    script.append("__docs_wait " + " ".join(dict.fromkeys(wait)))
+            code = joined.split(" #")[0].strip()
+            if re.match(r"(for|while|until)\b", code):
+                depth += 1
+            if (code.endswith("&") and not code.endswith("&&")) or "--daemonize yes" in code:
+                pending += ports or seen_ports
+            if re.search(r"(^|;\s*)done\b", code):
+                depth = max(0, depth - 1)
+            # Inside a loop, wait once the loop is over (it starts the servers one by one).
+            if pending and depth == 0:
+                script.append("__docs_wait " + " ".join(dict.fromkeys(pending)))
+                pending = []
             seen_ports += ports
     with open(out_path, "w", encoding="utf-8") as f:
         if runnable:

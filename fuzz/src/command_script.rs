@@ -9,7 +9,8 @@
 //! SCANDUMP iterator that does not advance are not. Only command names are used, so this file
 //! compiles whether or not the CF.* family exists yet.
 
-use bloomgate_server::commands::{execute, Config, Session, Store};
+use bloomgate_server::commands::{execute, Session, Store};
+use bloomgate_server::config::Config;
 use bloomgate_server::resp::Reply;
 
 /// maxmemory for the fuzzed store: a forged header must not allocate beyond it.

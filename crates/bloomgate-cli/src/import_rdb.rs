@@ -534,7 +534,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, None) => unreachable!("clap requires --to or --dir"),
     };
     let bar = progress_bar(len);
-    let now = bloomgate_server::commands::now_ms();
+    let now = bloomgate_server::keyspace::now_ms();
     let (mut imported, mut expired, mut other_db) = (BTreeMap::<&str, u64>::new(), 0u64, 0u64);
     let summary = walk(
         bar.wrap_read(BufReader::with_capacity(1 << 20, file)),

@@ -112,7 +112,10 @@ const EXIT_USAGE: i32 = 2;
 /// line in the CLI's error style, naming the command whose `--help` explains it, exit status 2.
 fn usage_error(err: clap::Error) -> ! {
     use clap::error::ErrorKind;
-    if matches!(err.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
         err.exit();
     }
     let text = err.render().to_string();

@@ -25,14 +25,25 @@ fn one_error_line(output: &Output, code: i32) -> String {
 #[test]
 fn version_is_printed_by_the_binary_and_every_subcommand() {
     let want = format!("bloomgate {}", env!("CARGO_PKG_VERSION"));
-    for args in [&["--version"][..], &["-V"], &["serve", "--version"], &["calc", "--version"]] {
+    for args in [
+        &["--version"][..],
+        &["-V"],
+        &["serve", "--version"],
+        &["calc", "--version"],
+    ] {
         let out = run(args);
         assert!(out.status.success(), "{args:?}");
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.trim_end().ends_with(env!("CARGO_PKG_VERSION")), "{args:?}: {text}");
+        assert!(
+            text.trim_end().ends_with(env!("CARGO_PKG_VERSION")),
+            "{args:?}: {text}"
+        );
         assert!(text.starts_with("bloomgate"), "{args:?}: {text}");
     }
-    assert_eq!(String::from_utf8_lossy(&run(&["--version"]).stdout).trim(), want);
+    assert_eq!(
+        String::from_utf8_lossy(&run(&["--version"]).stdout).trim(),
+        want
+    );
 }
 
 #[test]
@@ -53,7 +64,10 @@ fn usage_errors_are_one_line_with_exit_status_2() {
 fn failures_are_one_line_with_exit_status_1_naming_the_file() {
     let err = one_error_line(&run(&["info", "/nonexistent/users.bgf"]), 1);
     assert!(err.contains("/nonexistent/users.bgf"), "{err}");
-    let err = one_error_line(&run(&["serve", "--config", "/nonexistent/bloomgate.conf"]), 1);
+    let err = one_error_line(
+        &run(&["serve", "--config", "/nonexistent/bloomgate.conf"]),
+        1,
+    );
     assert!(err.contains("/nonexistent/bloomgate.conf"), "{err}");
 }
 
@@ -63,8 +77,19 @@ fn serve_prints_its_banner_at_start() {
     let port = bloomgate_testkit::free_port();
     let metrics = bloomgate_testkit::free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
-        .args(["serve", "--port", &port.to_string(), "--appendfsync", "always"])
-        .args(["--maxmemory", "64mb", "--metrics-addr", &metrics.to_string()])
+        .args([
+            "serve",
+            "--port",
+            &port.to_string(),
+            "--appendfsync",
+            "always",
+        ])
+        .args([
+            "--maxmemory",
+            "64mb",
+            "--metrics-addr",
+            &metrics.to_string(),
+        ])
         .arg("--dir")
         .arg(&dir)
         .stderr(Stdio::piped())

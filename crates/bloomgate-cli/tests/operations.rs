@@ -41,7 +41,9 @@ fn resp(port: u16, commands: &[&[&str]]) {
     }
     stream.write_all(&out).unwrap();
     // One reply line per command is enough to know they ran (none of these answers an array).
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     let mut seen = 0;
     let mut buf = [0u8; 4096];
     let mut text = String::new();
@@ -139,7 +141,10 @@ fn families(text: &str) -> BTreeSet<String> {
         .map(|l| l.split_whitespace().next().unwrap().to_string())
         .collect();
     assert_eq!(typed, helped, "every family needs # HELP and # TYPE");
-    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
         let name = line.split(['{', ' ']).next().unwrap();
         let family = ["_bucket", "_sum", "_count"]
             .iter()
@@ -166,9 +171,15 @@ fn promtool(args: &[&str], input: &str) -> Option<(bool, String)> {
         }
         Err(e) => panic!("promtool required (BLOOMGATE_REQUIRE_PROMTOOL) but not runnable: {e}"),
     };
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     Some((out.status.success(), text))
 }
 
@@ -184,7 +195,8 @@ fn queried_names(text: &str, exposed: &BTreeSet<String>) -> BTreeSet<String> {
         while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
             end += 1;
         }
-        let preceded = start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
+        let preceded =
+            start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
         if !preceded {
             let name = &text[start..end];
             let family = ["_bucket", "_sum", "_count"]
@@ -212,7 +224,10 @@ fn metrics_dashboard_and_alerts_agree_with_real_output() {
     exposed.extend(gate_families);
     for (what, text) in [("serve", &serve), ("gate", &gate)] {
         if let Some((ok, out)) = promtool(&["check", "metrics"], text) {
-            assert!(ok, "promtool check metrics on {what}'s output:\n{out}\n{text}");
+            assert!(
+                ok,
+                "promtool check metrics on {what}'s output:\n{out}\n{text}"
+            );
         }
     }
 
@@ -225,7 +240,9 @@ fn metrics_dashboard_and_alerts_agree_with_real_output() {
             serde_json::Value::Object(map) => {
                 for (k, v) in map {
                     match (k.as_str(), v) {
-                        ("expr" | "definition", serde_json::Value::String(s)) => out.push(s.clone()),
+                        ("expr" | "definition", serde_json::Value::String(s)) => {
+                            out.push(s.clone())
+                        }
                         _ => collect(v, out),
                     }
                 }
@@ -238,7 +255,10 @@ fn metrics_dashboard_and_alerts_agree_with_real_output() {
     assert!(exprs.len() > 20, "dashboard queries: {exprs:?}");
     let dashboard_names = queried_names(&exprs.join("\n"), &exposed);
     let missing: Vec<_> = dashboard_names.difference(&exposed).collect();
-    assert!(missing.is_empty(), "the dashboard queries metrics nobody exposes: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries metrics nobody exposes: {missing:?}"
+    );
     // Each area the issue lists has a panel.
     for needed in [
         "bloomgate_commands_total",
@@ -253,14 +273,20 @@ fn metrics_dashboard_and_alerts_agree_with_real_output() {
         "bloomgate_gate_store_reads_total",
         "bloomgate_gate_history_loads_total",
     ] {
-        assert!(dashboard_names.contains(needed), "no panel queries {needed}");
+        assert!(
+            dashboard_names.contains(needed),
+            "no panel queries {needed}"
+        );
     }
 
     let alerts_path = repo().join("docs/operations/alerts.yml");
     let alerts = std::fs::read_to_string(&alerts_path).expect("alert rules");
     let alert_names = queried_names(&alerts, &exposed);
     let missing: Vec<_> = alert_names.difference(&exposed).collect();
-    assert!(missing.is_empty(), "the alert rules query metrics nobody exposes: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "the alert rules query metrics nobody exposes: {missing:?}"
+    );
     let path = alerts_path.to_str().unwrap();
     if let Some((ok, out)) = promtool(&["check", "rules", path], "") {
         assert!(ok, "promtool check rules:\n{out}");

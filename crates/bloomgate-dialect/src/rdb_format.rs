@@ -78,7 +78,8 @@ pub fn module_type_name(id: u64) -> (String, u32) {
 /// polynomial 0xad93d23594c935a9, init 0, no final xor), continuing from `crc` (0 to start).
 pub fn crc64(crc: u64, data: &[u8]) -> u64 {
     // Slice-by-16 tables: 16 bytes per step instead of one.
-    const REDIS: crc::Crc<u64, crc::Table<16>> = crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_REDIS);
+    const REDIS: crc::Crc<u64, crc::Table<16>> =
+        crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_REDIS);
     // The crate reflects the initial value of a reflected algorithm; a finished CRC is already
     // reflected, so it goes in reversed to continue from it.
     let mut digest = REDIS.digest_with_initial(crc.reverse_bits());
@@ -512,7 +513,11 @@ mod tests {
         for &b in data {
             crc ^= u64::from(b);
             for _ in 0..8 {
-                crc = if crc & 1 == 1 { (crc >> 1) ^ 0x95ac_9329_ac4b_c9b5 } else { crc >> 1 };
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0x95ac_9329_ac4b_c9b5
+                } else {
+                    crc >> 1
+                };
             }
         }
         crc
@@ -520,7 +525,9 @@ mod tests {
 
     #[test]
     fn crc64_continues_across_any_split_and_matches_the_bitwise_reference() {
-        let data: Vec<u8> = (0..1000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let data: Vec<u8> = (0..1000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
         let whole = crc64(0, &data);
         assert_eq!(whole, crc64_bitwise(0, &data));
         for split in [0, 1, 7, 15, 16, 17, 333, 999, 1000] {

@@ -14,14 +14,18 @@ use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::commands::{execute, flags, lookup, Action, Outcome, Session, Store};
+use bloomgate_dialect::commands::{flags, Outcome, Propagate};
+
+use crate::commands::{execute, lookup, Action, Session, Store};
 use crate::relock;
 use crate::resp::{Encode, Reply, RequestParser};
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// Reply bytes buffered before they are written out mid-pipeline.
 const FLUSH_AT: usize = 1 << 20;
 
+/// Serves one client until it disconnects (or is disconnected); `local`: it connected from a
+/// loopback address.
 pub async fn handle(shared: Arc<Shared>, stream: TcpStream, local: bool) {
     let _ = stream.set_nodelay(true);
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
@@ -38,15 +42,12 @@ pub async fn handle(shared: Arc<Shared>, stream: TcpStream, local: bool) {
     store.stats.connected_clients -= 1;
 }
 
-/// Runs one command, turning a panic into an error reply that closes the connection (see the
-/// lock-poisoning policy at [`crate::relock`]): the store lock is released normally, so later
-/// clients are unaffected.
-pub fn guarded(run: impl FnOnce() -> Outcome) -> Outcome {
-    catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|_| Outcome {
-        reply: Reply::error("ERR internal error while running the command (see the server log)"),
-        log: Vec::new(),
-        action: None,
-        close: true,
+/// Runs one command, turning a panic into an error reply (`None` for the outcome's second
+/// half: the connection must close; see the lock-poisoning policy at [`crate::relock`]): the
+/// store lock is released normally, so later clients are unaffected.
+pub fn guarded(run: impl FnOnce() -> Outcome) -> Result<Outcome, Reply> {
+    catch_unwind(AssertUnwindSafe(run)).map_err(|_| {
+        Reply::error("ERR internal error while running the command (see the server log)")
     })
 }
 
@@ -58,14 +59,14 @@ fn refuse_write(
     args: &[Vec<u8>],
 ) -> Option<Reply> {
     let spec = lookup(args.first()?)?;
-    let writes = |name: &[u8]| lookup(name).is_some_and(|s| s.flags & flags::WRITE != 0);
-    let exec = spec.name == "EXEC";
+    let writes = |name: &[u8]| lookup(name).is_some_and(|s| s.flags.contains(flags::WRITE));
+    let exec = spec.flags.contains(flags::RUNS_QUEUED);
     let queued_writes = exec
         && session
             .multi
             .as_ref()
             .is_some_and(|q| q.iter().any(|c| writes(&c[0])));
-    if spec.flags & flags::WRITE == 0 && !queued_writes {
+    if !spec.flags.contains(flags::WRITE) && !queued_writes {
         return None;
     }
     let error = shared.misconf()?;
@@ -127,18 +128,29 @@ async fn serve_client(
                     let started = Instant::now();
                     let outcome = guarded(|| execute(&mut store, session, &args, false));
                     shared.latency.observe(started.elapsed());
-                    parser.recycle(args);
-                    if !outcome.log.is_empty() {
-                        if let Some(aof) = shared.aof.get() {
-                            wait_for = aof.append(&outcome.log);
+                    let reply = match outcome {
+                        Ok(Outcome {
+                            reply, propagate, ..
+                        }) => {
+                            if propagate != Propagate::Nothing {
+                                if let Some(aof) = shared.aof.get() {
+                                    wait_for = aof.append(&propagate.into_commands(&args));
+                                }
+                            }
+                            reply
                         }
-                    }
-                    close |= outcome.close;
-                    if let Some(action) = outcome.action {
-                        pending_action = Some((action, outcome.reply));
+                        Err(reply) => {
+                            session.close = true;
+                            reply
+                        }
+                    };
+                    parser.recycle(args);
+                    close |= std::mem::take(&mut session.close);
+                    if let Some(action) = session.action.take() {
+                        pending_action = Some((action, reply));
                         break;
                     }
-                    outcome.reply.encode(session.proto, &mut out);
+                    reply.encode(session.proto, &mut out);
                     if close {
                         break;
                     }
@@ -244,7 +256,7 @@ mod tests {
             panic!("deliberate panic in a command");
         });
         drop(guard);
-        assert!(outcome.reply.is_error() && outcome.close);
+        assert!(outcome.is_err_and(|reply| reply.is_error()));
         assert!(!store.is_poisoned());
         assert_eq!(*relock(&store), 1);
     }

@@ -5,14 +5,14 @@
 //!
 //! Memory: an entry is 56 bytes in the table (boxed key, inline value, expiry), and accounting
 //! counts what the allocator really hands out (size classes, the table's buckets), so
-//! `MEMORY USAGE` and `used_memory` follow resident memory. Where the binary registers an
-//! allocator probe ([`set_heap_probe`], `bloomgate serve` on jemalloc), `used_memory` is the
-//! allocator's own count, kept current between readings by the accounted changes.
+//! `MEMORY USAGE` and `used_memory` follow resident memory. Where the server is given an
+//! allocator probe ([`Db::set_heap_probe`]; `bloomgate serve` on jemalloc passes one in its
+//! settings), `used_memory` is the allocator's own count, kept current between readings by the
+//! accounted changes.
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bloomgate_dialect::cow::allocation_size;
 pub use bloomgate_dialect::Value;
@@ -60,13 +60,12 @@ impl Entry {
     }
 }
 
-/// Reads the allocator's count of allocated bytes, if the binary registered one.
-static HEAP_PROBE: OnceLock<fn() -> u64> = OnceLock::new();
-
-/// Registers the allocator's count of allocated bytes as the source of `used_memory` (once; the
-/// binary that picks the global allocator calls it).
-pub fn set_heap_probe(probe: fn() -> u64) {
-    let _ = HEAP_PROBE.set(probe);
+/// The wall clock in Unix milliseconds: what expiry times are compared with.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// How long an allocator reading stays current (accounted changes are added on top of it).
@@ -88,9 +87,13 @@ struct WatchState {
     last_change: u64,
 }
 
+/// The keys and their values, with memory accounting and WATCH bookkeeping.
 #[derive(Default)]
 pub struct Db {
     entries: HashMap<Box<[u8]>, Entry>,
+    /// The allocator's count of allocated bytes, where the binary that picked the allocator
+    /// provides one.
+    heap_probe: Option<fn() -> u64>,
     /// Heap bytes of keys and values (the table is added from its capacity).
     used_memory: u64,
     heap_reading: Cell<Option<HeapReading>>,
@@ -101,6 +104,12 @@ pub struct Db {
 }
 
 impl Db {
+    /// Makes the allocator's count of allocated bytes the source of `used_memory`.
+    pub fn set_heap_probe(&mut self, probe: Option<fn() -> u64>) {
+        self.heap_probe = probe;
+        self.heap_reading.set(None);
+    }
+
     fn is_live(entry: &Entry, now_ms: i64) -> bool {
         entry.expires == NO_EXPIRY || entry.expires > now_ms
     }
@@ -294,7 +303,7 @@ impl Db {
     /// [`HEAP_READING_TTL`], with the accounted changes since added), else the dataset's bytes.
     pub fn used_memory(&self) -> u64 {
         let accounted = self.dataset_memory();
-        let Some(probe) = HEAP_PROBE.get() else {
+        let Some(probe) = self.heap_probe else {
             return accounted;
         };
         let reading = match self.heap_reading.get() {

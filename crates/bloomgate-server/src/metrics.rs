@@ -4,19 +4,20 @@
 //!
 //! Everything is read under the store lock, in place: no value is shared out of the keyspace
 //! (an `Arc` clone held across writes would make the next write to that filter copy it). Only
-//! `GET /metrics` is answered (by the shared `bloomgate-metrics` listener, on its own thread);
-//! the listener binds loopback unless the operator opts out of protected mode (see `server`).
+//! `GET /metrics` is answered (by the shared `bloomgate-metrics` listener, on its own thread,
+//! which the server starts with [`render`]); the listener binds loopback unless the operator
+//! opts out of protected mode (see `server`).
 
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bloomgate_metrics::{Exposition, Kind};
 
-use crate::keyspace::Value;
+use crate::commands::Store;
+use crate::keyspace::{now_ms, Value};
+use crate::persistence::AofWriter;
 use crate::relock;
-use crate::server::Shared;
 
 /// Latency bucket upper bounds in microseconds (10 µs … 1 s).
 const BUCKETS_MICROS: [u64; 11] = [
@@ -32,6 +33,7 @@ pub struct Latency {
 }
 
 impl Latency {
+    /// Counts one command that took `elapsed`.
     pub fn observe(&self, elapsed: Duration) {
         let micros = elapsed.as_micros() as u64;
         if let Some(i) = BUCKETS_MICROS.iter().position(|&b| micros <= b) {
@@ -70,12 +72,13 @@ struct Health {
     cuckoo_items: u64,
 }
 
-/// Renders the exposition text.
-pub fn render(shared: &Shared) -> String {
+/// Renders the exposition text: the store's counters and filters (read under its lock), the
+/// command latency histogram and the log's statistics.
+pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) -> String {
     let mut health = Health::default();
-    let (per_command, clients, used, maxmemory, keys, last_save, changes) = {
-        let store = relock(&shared.store);
-        for (_, entry) in store.db.iter_live(crate::commands::now_ms()) {
+    let (per_command, clients, used, maxmemory, keys, last_save, changes, snapshot_ok) = {
+        let store = relock(store);
+        for (_, entry) in store.db.iter_live(now_ms()) {
             match &entry.value {
                 Value::Bloom(chain) => {
                     let (fill, fpr) = chain_health(chain);
@@ -109,10 +112,15 @@ pub fn render(shared: &Shared) -> String {
             store.db.len(),
             store.persistence.last_save_unix,
             store.persistence.changes_since_save,
+            store.persistence.last_bgsave_ok,
         )
     };
     let mut out = Exposition::new();
-    out.family("bloomgate_commands_total", Kind::Counter, help("bloomgate_commands_total"));
+    out.family(
+        "bloomgate_commands_total",
+        Kind::Counter,
+        help("bloomgate_commands_total"),
+    );
     for (name, (calls, _)) in &per_command {
         out.sample("bloomgate_commands_total", &[("cmd", name)], calls);
     }
@@ -124,7 +132,7 @@ pub fn render(shared: &Shared) -> String {
     for (name, (_, errors)) in &per_command {
         out.sample("bloomgate_command_errors_total", &[("cmd", name)], errors);
     }
-    let lat = &shared.latency;
+    let lat = latency;
     let bounds = BUCKETS_MICROS.map(|micros| micros as f64 / 1e6);
     let counts = lat.buckets.each_ref().map(|b| b.load(Ordering::Relaxed));
     out.histogram(
@@ -149,10 +157,18 @@ pub fn render(shared: &Shared) -> String {
     for (name, value) in gauges {
         out.gauge(name, help(name), value);
     }
-    if let Some(aof) = shared.aof.get() {
+    if let Some(aof) = aof {
         let (fsyncs, micros) = aof.fsync_stats();
-        out.gauge("bloomgate_aof_size_bytes", help("bloomgate_aof_size_bytes"), aof.size());
-        out.counter("bloomgate_aof_fsyncs_total", help("bloomgate_aof_fsyncs_total"), fsyncs);
+        out.gauge(
+            "bloomgate_aof_size_bytes",
+            help("bloomgate_aof_size_bytes"),
+            aof.size(),
+        );
+        out.counter(
+            "bloomgate_aof_fsyncs_total",
+            help("bloomgate_aof_fsyncs_total"),
+            fsyncs,
+        );
         out.counter(
             "bloomgate_aof_fsync_seconds_total",
             help("bloomgate_aof_fsync_seconds_total"),
@@ -161,7 +177,7 @@ pub fn render(shared: &Shared) -> String {
         let ok = u8::from(aof.error().is_none());
         out.gauge("bloomgate_aof_write_ok", help("bloomgate_aof_write_ok"), ok);
     }
-    let ok = u8::from(relock(&shared.snapshot_error).is_none());
+    let ok = u8::from(snapshot_ok);
     out.gauge("bloomgate_snapshot_ok", help("bloomgate_snapshot_ok"), ok);
     let Health {
         filters,
@@ -214,12 +230,14 @@ fn help(name: &str) -> &'static str {
         "bloomgate_changes_since_snapshot" => "Writes since the last successful snapshot.",
         "bloomgate_aof_size_bytes" => "Size of the current append-only log generation in bytes.",
         "bloomgate_aof_fsyncs_total" => "fsync calls on the append-only log.",
-        "bloomgate_aof_fsync_seconds_total" => "Time spent in fsync of the append-only log, in seconds.",
+        "bloomgate_aof_fsync_seconds_total" => {
+            "Time spent in fsync of the append-only log, in seconds."
+        }
         "bloomgate_aof_write_ok" => {
             "1 while the append-only log is written; 0 while a write fails (writes get MISCONF)."
         }
         "bloomgate_snapshot_ok" => {
-            "1 unless the last snapshot failed and none succeeded since (writes get MISCONF)."
+            "1 if the last snapshot succeeded; 0 after a failed one (writes get MISCONF)."
         }
         "bloomgate_bloom_filters" => "Bloom filter (BF) keys.",
         "bloomgate_bloom_items" => "Items added to Bloom filter keys (as BF.CARD counts them).",
@@ -234,10 +252,4 @@ fn help(name: &str) -> &'static str {
         "bloomgate_cuckoo_items" => "Items in cuckoo filter keys.",
         _ => "",
     }
-}
-
-/// Serves `GET /metrics` on `listener` from a background thread until the process exits
-/// (other requests get 404).
-pub fn serve(listener: TcpListener, shared: Arc<Shared>) -> std::io::Result<()> {
-    bloomgate_metrics::spawn(listener, move || Some(render(&shared))).map(drop)
 }

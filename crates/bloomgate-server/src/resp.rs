@@ -231,7 +231,9 @@ impl RequestParser {
         let Some(line) = self.read_line("too big inline request")? else {
             return Ok(None);
         };
-        split_inline(line).map(Some)
+        crate::inline::split_args(line)
+            .map(Some)
+            .ok_or_else(|| ProtocolError("unbalanced quotes in request".into()))
     }
 
     fn start_multibulk(&mut self) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
@@ -322,96 +324,6 @@ impl RequestParser {
                 }
             }
         }
-    }
-}
-
-/// Redis' `sdssplitargs` for inline commands: whitespace-separated words, "double quotes" with
-/// `\n \r \t \b \a \\ \" \xHH` escapes, 'single quotes' with `\'`; a closing quote must be
-/// followed by whitespace or the end.
-fn split_inline(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
-    let unbalanced = || ProtocolError("unbalanced quotes in request".into());
-    let mut args = Vec::new();
-    let mut i = 0;
-    loop {
-        while i < line.len() && line[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if i == line.len() {
-            return Ok(args);
-        }
-        let mut word = Vec::new();
-        match line[i] {
-            b'"' => {
-                i += 1;
-                loop {
-                    match line.get(i) {
-                        None => return Err(unbalanced()),
-                        Some(b'\\')
-                            if i + 3 < line.len()
-                                && line[i + 1] == b'x'
-                                && line[i + 2].is_ascii_hexdigit()
-                                && line[i + 3].is_ascii_hexdigit() =>
-                        {
-                            let hex = std::str::from_utf8(&line[i + 2..i + 4]).expect("hex");
-                            word.push(u8::from_str_radix(hex, 16).expect("hex"));
-                            i += 4;
-                        }
-                        Some(b'\\') if i + 1 < line.len() => {
-                            word.push(match line[i + 1] {
-                                b'n' => b'\n',
-                                b'r' => b'\r',
-                                b't' => b'\t',
-                                b'b' => 8,
-                                b'a' => 7,
-                                other => other,
-                            });
-                            i += 2;
-                        }
-                        Some(b'"') => {
-                            i += 1;
-                            if line.get(i).is_some_and(|b| !b.is_ascii_whitespace()) {
-                                return Err(unbalanced());
-                            }
-                            break;
-                        }
-                        Some(&b) => {
-                            word.push(b);
-                            i += 1;
-                        }
-                    }
-                }
-            }
-            b'\'' => {
-                i += 1;
-                loop {
-                    match line.get(i) {
-                        None => return Err(unbalanced()),
-                        Some(b'\\') if line.get(i + 1) == Some(&b'\'') => {
-                            word.push(b'\'');
-                            i += 2;
-                        }
-                        Some(b'\'') => {
-                            i += 1;
-                            if line.get(i).is_some_and(|b| !b.is_ascii_whitespace()) {
-                                return Err(unbalanced());
-                            }
-                            break;
-                        }
-                        Some(&b) => {
-                            word.push(b);
-                            i += 1;
-                        }
-                    }
-                }
-            }
-            _ => {
-                while i < line.len() && !line[i].is_ascii_whitespace() {
-                    word.push(line[i]);
-                    i += 1;
-                }
-            }
-        }
-        args.push(word);
     }
 }
 

@@ -65,6 +65,17 @@ pub enum Propagate {
     Commands(Vec<Vec<Vec<u8>>>),
 }
 
+impl Propagate {
+    /// The commands to replicate or log for a command that was sent as `args`.
+    pub fn into_commands<A: AsRef<[u8]>>(self, args: &[A]) -> Vec<Vec<Vec<u8>>> {
+        match self {
+            Propagate::Nothing => Vec::new(),
+            Propagate::Verbatim => vec![args.iter().map(|a| a.as_ref().to_vec()).collect()],
+            Propagate::Commands(commands) => commands,
+        }
+    }
+}
+
 /// The result of one command.
 #[derive(Debug)]
 pub struct Outcome {
@@ -81,6 +92,20 @@ pub struct Ctx<'a, H: Host + ?Sized> {
     host: &'a mut H,
     dirty: u64,
     rewrite: Option<Vec<Vec<Vec<u8>>>>,
+}
+
+impl<H: Host + ?Sized> std::ops::Deref for Ctx<'_, H> {
+    type Target = H;
+    /// The host itself, for a host's own commands (the server's natives reach its state here).
+    fn deref(&self) -> &H {
+        self.host
+    }
+}
+
+impl<H: Host + ?Sized> std::ops::DerefMut for Ctx<'_, H> {
+    fn deref_mut(&mut self) -> &mut H {
+        self.host
+    }
 }
 
 impl<H: Host + ?Sized> Ctx<'_, H> {
@@ -168,17 +193,109 @@ pub fn wrong_arity(name: &str) -> Reply {
     ))
 }
 
-/// Command flags, as Redis names them.
+/// Command flags, as Redis names them: the one flags type of every command table (the
+/// dialect's and the server's own commands).
 pub mod flags {
+    /// A set of command flags.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct Flags(u32);
+
+    impl Flags {
+        /// No flag.
+        pub const NONE: Flags = Flags(0);
+
+        /// Whether every flag of `other` is set.
+        pub const fn contains(self, other: Flags) -> bool {
+            self.0 & other.0 == other.0
+        }
+
+        /// Whether any flag of `other` is set.
+        pub const fn intersects(self, other: Flags) -> bool {
+            self.0 & other.0 != 0
+        }
+
+        /// Both sets (`|` in const context).
+        pub const fn union(self, other: Flags) -> Flags {
+            Flags(self.0 | other.0)
+        }
+    }
+
+    impl std::ops::BitOr for Flags {
+        type Output = Flags;
+        fn bitor(self, other: Flags) -> Flags {
+            self.union(other)
+        }
+    }
+
+    impl std::ops::BitOrAssign for Flags {
+        fn bitor_assign(&mut self, other: Flags) {
+            *self = self.union(other);
+        }
+    }
+
     /// Changes the keyspace.
-    pub const WRITE: u32 = 1;
+    pub const WRITE: Flags = Flags(1);
     /// Only reads.
-    pub const READONLY: u32 = 2;
+    pub const READONLY: Flags = Flags(1 << 1);
     /// Refused when used memory exceeds maxmemory.
-    pub const DENYOOM: u32 = 4;
+    pub const DENYOOM: Flags = Flags(1 << 2);
+    /// An administrative command (`@admin`, `@dangerous`).
+    pub const ADMIN: Flags = Flags(1 << 3);
+    /// Allowed before AUTH (`no_auth`).
+    pub const NOAUTH: Flags = Flags(1 << 4);
+    /// Allowed while the dataset is loading.
+    pub const LOADING: Flags = Flags(1 << 5);
     /// O(1) or O(log N).
-    pub const FAST: u32 = 64;
+    pub const FAST: Flags = Flags(1 << 6);
+    /// A module's command (every dialect command: RedisBloom is a module).
+    pub const MODULE: Flags = Flags(1 << 7);
+    /// Runs at once even inside MULTI (MULTI, EXEC, DISCARD, WATCH, QUIT). Not shown by
+    /// `COMMAND INFO` (Redis keys this off the command itself).
+    pub const TRANSACTION: Flags = Flags(1 << 8);
+    /// Runs queued commands (EXEC): what they changed propagates, as one unit, although the
+    /// command itself is not a write. Not shown by `COMMAND INFO`.
+    pub const RUNS_QUEUED: Flags = Flags(1 << 9);
+
+    /// The names `COMMAND INFO` shows, in Redis' order for a server command.
+    pub(super) const NAMES: [(Flags, &str); 8] = [
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (NOAUTH, "no_auth"),
+        (LOADING, "loading"),
+        (FAST, "fast"),
+        (MODULE, "module"),
+    ];
 }
+
+pub use flags::Flags;
+
+/// Redis' ACL categories in its `ACL CAT` order. A module's own categories (`bloom`, …) follow
+/// them, in the order of the command table.
+pub const ACL_CATEGORIES: [&str; 21] = [
+    "keyspace",
+    "read",
+    "write",
+    "set",
+    "sortedset",
+    "list",
+    "hash",
+    "string",
+    "bitmap",
+    "hyperloglog",
+    "geo",
+    "stream",
+    "pubsub",
+    "admin",
+    "fast",
+    "slow",
+    "blocking",
+    "dangerous",
+    "connection",
+    "transaction",
+    "scripting",
+];
 
 /// Which handler a command runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -222,17 +339,20 @@ pub enum Command {
     WfLoadchunk,
 }
 
-/// A command's metadata, the same for both hosts (registration, COMMAND INFO / DOCS, ACL,
-/// routing) and RedisBloom 8.2's: arity, flags, key spec and documentation as `COMMAND INFO`
-/// and `COMMAND DOCS` report them there.
-#[derive(Debug)]
-pub struct CommandInfo {
+/// A command's metadata and handler: the one command table entry type of every host. The
+/// dialect's entries (`CommandInfo<Command>`) are the same for both hosts (registration,
+/// COMMAND INFO / DOCS, ACL, routing) and RedisBloom 8.2's: arity, flags, key spec and
+/// documentation as `COMMAND INFO` and `COMMAND DOCS` report them there. A host with commands of
+/// its own (the server) uses the same type with its own handler type `C`, and runs every entry
+/// through [`execute`] (see [`Handler`]).
+#[derive(Clone, Debug)]
+pub struct CommandInfo<C = Command> {
     /// Upper-case name.
     pub name: &'static str,
     /// The handler.
-    pub command: Command,
-    /// [`flags`] bits.
-    pub flags: u32,
+    pub command: C,
+    /// What Redis knows the command by ([`flags`]).
+    pub flags: Flags,
     /// Redis arity: N = exactly N arguments (with the name), -N = at least N. Checked by
     /// [`execute`] before the handler runs (as Redis checks a registered arity first); handlers
     /// add their own stricter checks.
@@ -243,7 +363,10 @@ pub struct CommandInfo {
     pub last_key: i32,
     /// Step between keys.
     pub step: i32,
-    /// ACL category beyond the flags' (`bloom`, `cuckoo` or `windowed`).
+    /// ACL categories beyond those the flags imply (`@read`/`@write`, `@admin`/`@dangerous`,
+    /// `@fast`/`@slow`), space-separated as `RedisModule_SetCommandACLCategories` takes them: a
+    /// dialect family's own (`bloom`, `cuckoo`, `windowed`), or Redis' for a server command
+    /// (`keyspace dangerous`, `connection`, …); may be empty.
     pub category: &'static str,
     /// Documentation; `None` for the commands RedisBloom registers without any (BF.DEBUG,
     /// CF.DEBUG, CF.COMPACT), which also keep Redis' default arity -1.
@@ -251,7 +374,7 @@ pub struct CommandInfo {
 }
 
 /// What `COMMAND DOCS` shows and the key spec `COMMAND INFO` shows.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Docs {
     /// One-line summary.
     pub summary: &'static str,
@@ -431,46 +554,78 @@ impl Arg {
 /// The name the module registers under (`COMMAND DOCS`' `module` field).
 pub const MODULE_NAME: &str = "bf";
 
-impl CommandInfo {
+impl<C> CommandInfo<C> {
     /// Lower-case name, as Redis lists module commands.
     pub fn lower_name(&self) -> String {
         self.name.to_ascii_lowercase()
     }
 
-    /// The flag names as `COMMAND INFO` lists them for a module command, in Redis' order.
+    /// The same metadata with the handler `f` makes of this one's (a host listing the
+    /// dialect's commands in its own table).
+    pub fn map<D>(&self, f: impl FnOnce(&C) -> D) -> CommandInfo<D> {
+        CommandInfo {
+            name: self.name,
+            command: f(&self.command),
+            flags: self.flags,
+            arity: self.arity,
+            first_key: self.first_key,
+            last_key: self.last_key,
+            step: self.step,
+            category: self.category,
+            docs: self.docs.clone(),
+        }
+    }
+
+    /// The flag names as `COMMAND INFO` lists them: a module command's as Redis lists them
+    /// (`write`, `readonly`, `denyoom`, `module`, then `fast`), a server command's in Redis'
+    /// order of its own flags.
     pub fn flag_names(&self) -> Vec<&'static str> {
-        let mut names: Vec<&'static str> = [
-            (flags::WRITE, "write"),
-            (flags::READONLY, "readonly"),
-            (flags::DENYOOM, "denyoom"),
-        ]
-        .iter()
-        .filter(|(f, _)| self.flags & f != 0)
-        .map(|(_, n)| *n)
-        .collect();
-        names.push("module");
-        if self.flags & flags::FAST != 0 {
-            names.push("fast");
+        let mut names: Vec<&'static str> = flags::NAMES
+            .iter()
+            .filter(|(f, _)| self.flags.contains(*f))
+            .map(|(_, n)| *n)
+            .collect();
+        if self.flags.contains(flags::MODULE) {
+            // Redis puts `module` before `fast` for a module command.
+            if let Some(fast) = names.iter().position(|&n| n == "fast") {
+                names.remove(fast);
+                names.push("fast");
+            }
         }
         names
     }
 
-    /// ACL categories without the `@`, in Redis' order: those implied by the flags (`write` /
-    /// `read`, `fast` / `slow`), then the module's own.
+    /// ACL categories without the `@`, in Redis' order ([`ACL_CATEGORIES`]): those implied by
+    /// the flags (`read` / `write`, `admin` and `dangerous`, `fast` / `slow`) and the declared
+    /// [`CommandInfo::category`] ones, then a module's own categories.
     pub fn acl_categories(&self) -> Vec<&'static str> {
         let mut cats = Vec::new();
-        if self.flags & flags::READONLY != 0 {
+        if self.flags.contains(flags::READONLY) {
             cats.push("read");
         }
-        if self.flags & flags::WRITE != 0 {
+        if self.flags.contains(flags::WRITE) {
             cats.push("write");
         }
-        cats.push(if self.flags & flags::FAST != 0 {
+        if self.flags.contains(flags::ADMIN) {
+            cats.extend(["admin", "dangerous"]);
+        }
+        cats.push(if self.flags.contains(flags::FAST) {
             "fast"
         } else {
             "slow"
         });
-        cats.push(self.category);
+        for c in self.category.split_ascii_whitespace() {
+            if !cats.contains(&c) {
+                cats.push(c);
+            }
+        }
+        let rank = |c: &str| {
+            ACL_CATEGORIES
+                .iter()
+                .position(|&r| r == c)
+                .unwrap_or(ACL_CATEGORIES.len())
+        };
+        cats.sort_by_key(|c| rank(c));
         cats
     }
 
@@ -504,11 +659,11 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandInfo> {
         .find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
-/// A one-key module-style command (keys at argument 1).
+/// A one-key module command (keys at argument 1).
 pub(crate) fn spec(
     name: &'static str,
     command: Command,
-    flags: u32,
+    flags: Flags,
     category: &'static str,
     arity: i32,
     docs: Option<Docs>,
@@ -516,7 +671,7 @@ pub(crate) fn spec(
     CommandInfo {
         name,
         command,
-        flags,
+        flags: flags | flags::MODULE,
         arity,
         first_key: 1,
         last_key: 1,
@@ -526,8 +681,22 @@ pub(crate) fn spec(
     }
 }
 
-/// Runs `info`'s command with `args` (its name first) against `host`.
-pub fn execute<H: Host + ?Sized>(host: &mut H, info: &CommandInfo, args: &Args) -> Outcome {
+/// How a table entry's command runs against a host `H`: the dialect's [`Command`]s run against
+/// any host; a host's own handler type (the server's) implements it for that host.
+pub trait Handler<H: Host + ?Sized> {
+    /// Runs the command; reports changes and rewrites through `ctx`.
+    fn call(&self, ctx: &mut Ctx<H>, args: &Args) -> Reply;
+}
+
+/// Runs `info`'s command with `args` (its name first) against `host`: the arity check, the
+/// handler, and what the outcome propagates — decided here, once, for every command of every
+/// host: nothing unless the command is a write (or runs queued commands, EXEC) that reported a
+/// change; then its rewrite if it made one, else the command as sent.
+pub fn execute<H: Host + ?Sized, C: Handler<H>>(
+    host: &mut H,
+    info: &CommandInfo<C>,
+    args: &Args,
+) -> Outcome {
     if !info.arity_ok(args.len()) {
         return Outcome {
             reply: wrong_arity(info.name),
@@ -540,56 +709,9 @@ pub fn execute<H: Host + ?Sized>(host: &mut H, info: &CommandInfo, args: &Args) 
         dirty: 0,
         rewrite: None,
     };
-    let reply = match info.command {
-        Command::BfReserve => bloom::reserve(&mut ctx, args),
-        Command::BfAdd => bloom::add(&mut ctx, args),
-        Command::BfMadd => bloom::madd(&mut ctx, args),
-        Command::BfInsert => bloom::insert(&mut ctx, args),
-        Command::BfExists => exists(&mut ctx, args, BloomChain::contains),
-        Command::BfMexists => mexists(&mut ctx, args, BloomChain::contains),
-        Command::BfCard => bloom::card(&mut ctx, args),
-        Command::BfInfo => bloom::info(&mut ctx, args),
-        Command::BfScandump => bloom::scandump(&mut ctx, args),
-        Command::BfLoadchunk => bloom::loadchunk(&mut ctx, args),
-        Command::BfDebug => bloom::debug(&mut ctx, args),
-        Command::CfReserve => cuckoo::reserve(&mut ctx, args),
-        Command::CfAdd => cuckoo::add(&mut ctx, args),
-        Command::CfAddnx => cuckoo::addnx(&mut ctx, args),
-        Command::CfInsert => cuckoo::insert(&mut ctx, args),
-        Command::CfInsertnx => cuckoo::insertnx(&mut ctx, args),
-        Command::CfExists => exists(&mut ctx, args, CuckooChain::contains),
-        Command::CfMexists => mexists(&mut ctx, args, CuckooChain::contains),
-        Command::CfCount => cuckoo::count(&mut ctx, args),
-        Command::CfDel => cuckoo::del(&mut ctx, args),
-        Command::CfCompact => cuckoo::compact(&mut ctx, args),
-        Command::CfInfo => cuckoo::info(&mut ctx, args),
-        Command::CfDebug => cuckoo::debug(&mut ctx, args),
-        Command::CfScandump => cuckoo::scandump(&mut ctx, args),
-        Command::CfLoadchunk => cuckoo::loadchunk(&mut ctx, args),
-        Command::WfReserve => windowed::reserve(&mut ctx, args),
-        Command::WfAdd => windowed::add(&mut ctx, args),
-        Command::WfMadd => windowed::madd(&mut ctx, args),
-        Command::WfInsert => windowed::insert(&mut ctx, args),
-        Command::WfExists => {
-            let at = ctx.now_ms();
-            exists(&mut ctx, args, |f: &WindowedFilter, item| {
-                f.contains(item, at)
-            })
-        }
-        Command::WfMexists => {
-            let at = ctx.now_ms();
-            mexists(&mut ctx, args, |f: &WindowedFilter, item| {
-                f.contains(item, at)
-            })
-        }
-        Command::WfMexistsat => windowed::mexistsat(&mut ctx, args),
-        Command::WfCard => windowed::card(&mut ctx, args),
-        Command::WfInfo => windowed::info(&mut ctx, args),
-        Command::WfScandump => windowed::scandump(&mut ctx, args),
-        Command::WfLoadchunk => windowed::loadchunk(&mut ctx, args),
-    };
+    let reply = info.command.call(&mut ctx, args);
     let Ctx { dirty, rewrite, .. } = ctx;
-    let propagate = if info.flags & flags::WRITE == 0 || dirty == 0 {
+    let propagate = if !info.flags.intersects(flags::WRITE | flags::RUNS_QUEUED) || dirty == 0 {
         Propagate::Nothing
     } else {
         rewrite.map_or(Propagate::Verbatim, Propagate::Commands)
@@ -598,6 +720,55 @@ pub fn execute<H: Host + ?Sized>(host: &mut H, info: &CommandInfo, args: &Args) 
         reply,
         dirty,
         propagate,
+    }
+}
+
+impl<H: Host + ?Sized> Handler<H> for Command {
+    fn call(&self, ctx: &mut Ctx<H>, args: &Args) -> Reply {
+        match self {
+            Command::BfReserve => bloom::reserve(ctx, args),
+            Command::BfAdd => bloom::add(ctx, args),
+            Command::BfMadd => bloom::madd(ctx, args),
+            Command::BfInsert => bloom::insert(ctx, args),
+            Command::BfExists => exists(ctx, args, BloomChain::contains),
+            Command::BfMexists => mexists(ctx, args, BloomChain::contains),
+            Command::BfCard => bloom::card(ctx, args),
+            Command::BfInfo => bloom::info(ctx, args),
+            Command::BfScandump => bloom::scandump(ctx, args),
+            Command::BfLoadchunk => bloom::loadchunk(ctx, args),
+            Command::BfDebug => bloom::debug(ctx, args),
+            Command::CfReserve => cuckoo::reserve(ctx, args),
+            Command::CfAdd => cuckoo::add(ctx, args),
+            Command::CfAddnx => cuckoo::addnx(ctx, args),
+            Command::CfInsert => cuckoo::insert(ctx, args),
+            Command::CfInsertnx => cuckoo::insertnx(ctx, args),
+            Command::CfExists => exists(ctx, args, CuckooChain::contains),
+            Command::CfMexists => mexists(ctx, args, CuckooChain::contains),
+            Command::CfCount => cuckoo::count(ctx, args),
+            Command::CfDel => cuckoo::del(ctx, args),
+            Command::CfCompact => cuckoo::compact(ctx, args),
+            Command::CfInfo => cuckoo::info(ctx, args),
+            Command::CfDebug => cuckoo::debug(ctx, args),
+            Command::CfScandump => cuckoo::scandump(ctx, args),
+            Command::CfLoadchunk => cuckoo::loadchunk(ctx, args),
+            Command::WfReserve => windowed::reserve(ctx, args),
+            Command::WfAdd => windowed::add(ctx, args),
+            Command::WfMadd => windowed::madd(ctx, args),
+            Command::WfInsert => windowed::insert(ctx, args),
+            Command::WfExists => {
+                let at = ctx.now_ms();
+                exists(ctx, args, |f: &WindowedFilter, item| f.contains(item, at))
+            }
+            Command::WfMexists => {
+                let at = ctx.now_ms();
+                mexists(ctx, args, |f: &WindowedFilter, item| f.contains(item, at))
+            }
+            Command::WfMexistsat => windowed::mexistsat(ctx, args),
+            Command::WfCard => windowed::card(ctx, args),
+            Command::WfInfo => windowed::info(ctx, args),
+            Command::WfScandump => windowed::scandump(ctx, args),
+            Command::WfLoadchunk => windowed::loadchunk(ctx, args),
+        }
     }
 }
 

@@ -5,22 +5,39 @@
 //! Redis' command semantics: option parsing, the order of checks, the errors word for word, and
 //! an AOF record that replays to the same key (the payload with an absolute expiry).
 
-use super::{
-    command_spec, flags::*, is, Args, CommandSpec, Ctx, ERR_NOT_INTEGER, ERR_OOM, ERR_SYNTAX,
-};
-use crate::resp::{parse_i64, Reply};
+use bloomgate_dialect::commands::flags::*;
 use bloomgate_dialect::rdb_format::{dump_payload, restore_payload, PayloadError};
 
-pub fn commands() -> Vec<CommandSpec> {
+use super::host::{
+    command, is, parse_i64, Args, Ctx, ServerCommand, ERR_NOT_INTEGER, ERR_OOM, ERR_SYNTAX,
+};
+use crate::resp::Reply;
+
+/// DUMP, RESTORE, RESTORE-ASKING, with Redis' flags and ACL categories.
+pub fn commands() -> Vec<ServerCommand> {
     vec![
-        command_spec("DUMP", 2, READONLY, 1, 1, dump),
-        command_spec("RESTORE", -4, WRITE | DENYOOM, 1, 1, restore),
-        command_spec("RESTORE-ASKING", -4, WRITE | DENYOOM, 1, 1, restore),
+        command("DUMP", 2, READONLY, (1, 1), "keyspace", dump),
+        command(
+            "RESTORE",
+            -4,
+            WRITE | DENYOOM,
+            (1, 1),
+            "keyspace dangerous",
+            restore,
+        ),
+        command(
+            "RESTORE-ASKING",
+            -4,
+            WRITE | DENYOOM,
+            (1, 1),
+            "keyspace dangerous",
+            restore,
+        ),
     ]
 }
 
 fn dump(ctx: &mut Ctx, args: &Args) -> Reply {
-    match ctx.store.db.value(&args[1], ctx.now_ms) {
+    match ctx.store.db.value(args[1], ctx.now_ms) {
         Some(value) => Reply::bulk(dump_payload(value)),
         None => Reply::Nil,
     }
@@ -35,12 +52,12 @@ fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
     let mut j = 4;
     while j < args.len() {
         let more = j + 1 < args.len();
-        if is(&args[j], "REPLACE") {
+        if is(args[j], "REPLACE") {
             replace = true;
-        } else if is(&args[j], "ABSTTL") {
+        } else if is(args[j], "ABSTTL") {
             absttl = true;
-        } else if is(&args[j], "IDLETIME") && more && !freq {
-            match parse_i64(&args[j + 1]) {
+        } else if is(args[j], "IDLETIME") && more && !freq {
+            match parse_i64(args[j + 1]) {
                 None => return Reply::error(ERR_NOT_INTEGER),
                 Some(n) if n < 0 => {
                     return Reply::error("ERR Invalid IDLETIME value, must be >= 0");
@@ -48,8 +65,8 @@ fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
                 Some(_) => idle = true,
             }
             j += 1;
-        } else if is(&args[j], "FREQ") && more && !idle {
-            match parse_i64(&args[j + 1]) {
+        } else if is(args[j], "FREQ") && more && !idle {
+            match parse_i64(args[j + 1]) {
                 None => return Reply::error(ERR_NOT_INTEGER),
                 Some(n) if !(0..=255).contains(&n) => {
                     return Reply::error("ERR Invalid FREQ value, must be >= 0 and <= 255");
@@ -66,12 +83,12 @@ fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
     if !replace && ctx.store.db.get(key, now).is_some() {
         return Reply::error("BUSYKEY Target key name already exists.");
     }
-    let ttl = match parse_i64(&args[2]) {
+    let ttl = match parse_i64(args[2]) {
         None => return Reply::error(ERR_NOT_INTEGER),
         Some(ttl) if ttl < 0 => return Reply::error("ERR Invalid TTL value, must be >= 0"),
         Some(ttl) => ttl,
     };
-    let value = match restore_payload(&args[3], ctx.store.memory_budget()) {
+    let value = match restore_payload(args[3], ctx.store.memory_budget()) {
         Ok(value) => value,
         Err(PayloadError::VersionOrChecksum) => {
             return Reply::error("ERR DUMP payload version or checksum are wrong");
@@ -92,32 +109,32 @@ fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
         // Already expired: nothing is created; a replaced key is gone.
         if deleted {
             ctx.changed(1);
-            ctx.log_as = Some(vec![vec![b"DEL".to_vec(), key.clone()]]);
+            ctx.propagate_as(vec![vec![b"DEL".to_vec(), key.to_vec()]]);
         }
         return Reply::ok();
     }
-    ctx.db().insert(key.clone(), value, expires_at);
+    ctx.db().insert(key.to_vec(), value, expires_at);
     ctx.changed(1);
     // Logged with the payload as received (already verified) and an absolute expiry, so replay
     // at any later time rebuilds the same key or, once expired, nothing.
     let mut logged = vec![
         b"RESTORE".to_vec(),
-        key.clone(),
+        key.to_vec(),
         expires_at.unwrap_or(0).to_string().into_bytes(),
-        args[3].clone(),
+        args[3].to_vec(),
         b"REPLACE".to_vec(),
     ];
     if expires_at.is_some() {
         logged.push(b"ABSTTL".to_vec());
     }
-    ctx.log_as = Some(vec![logged]);
+    ctx.propagate_as(vec![logged]);
     Reply::ok()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::*;
     use super::*;
+    use crate::commands::dispatch::testing::*;
     use crate::commands::execute;
 
     fn args(parts: &[&[u8]]) -> Vec<Vec<u8>> {
@@ -247,12 +264,15 @@ mod tests {
             &args(&[b"RESTORE", b"k", b"5000", &p]),
             false,
         );
-        let logged = &out.log[0];
+        let log = out
+            .propagate
+            .into_commands(&args(&[b"RESTORE", b"k", b"5000", &p]));
+        let logged = &log[0];
         assert_eq!(logged[0], b"RESTORE");
         assert_eq!(logged[3], p);
         assert_eq!(&logged[4..], &args(&[b"REPLACE", b"ABSTTL"])[..]);
         let at: i64 = String::from_utf8_lossy(&logged[2]).parse().unwrap();
-        assert!(at > super::super::now_ms());
+        assert!(at > crate::keyspace::now_ms());
         // Replaying the record rebuilds the key.
         let mut fresh = Harness::new();
         execute(&mut fresh.store, &mut fresh.session, logged, true);

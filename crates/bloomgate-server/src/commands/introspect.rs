@@ -1,10 +1,10 @@
-//! COMMAND INFO / COMMAND DOCS replies. BF.* and CF.* answer from the dialect's metadata
-//! (RedisBloom 8.2's arity, flags, ACL categories, key specs and documentation), shaped as
-//! Redis shapes a module command's; the server's own commands from their [`CommandSpec`].
+//! COMMAND INFO / COMMAND DOCS replies from the table's metadata: BF.*, CF.* and WF.* with
+//! RedisBloom 8.2's arity, flags, ACL categories, key specs and documentation, shaped as Redis
+//! shapes a module command's; the server's own commands likewise from their entries.
 
-use bloomgate_dialect::commands::{Arg, CommandInfo, Docs, MODULE_NAME};
+use bloomgate_dialect::commands::{flags, Arg, Docs, MODULE_NAME};
 
-use super::{acl, CommandSpec, Exec};
+use super::host::ServerCommand;
 use crate::resp::Reply;
 
 fn s(text: &str) -> Reply {
@@ -15,24 +15,24 @@ fn statuses<'a>(names: impl IntoIterator<Item = &'a str>) -> Reply {
     Reply::Array(names.into_iter().map(|n| Reply::Simple(n.into())).collect())
 }
 
-/// The dialect metadata of `spec`, if it is a BF/CF command.
-fn dialect(spec: &CommandSpec) -> Option<&'static CommandInfo> {
-    match spec.exec {
-        Exec::Dialect(info) => Some(info),
-        Exec::Native(_) => None,
-    }
+/// Whether `info` is a module command (the dialect's).
+fn is_module(info: &ServerCommand) -> bool {
+    info.flags.contains(flags::MODULE)
 }
 
 /// One `COMMAND INFO` entry: name, arity, flags, first/last/step, ACL categories, tips, key
 /// specs, subcommands.
-pub fn command_info(spec: &CommandSpec) -> Reply {
-    let categories = acl::categories(spec)
+pub fn command_info(spec: &ServerCommand) -> Reply {
+    let categories = spec
+        .acl_categories()
         .into_iter()
         .map(|c| format!("@{c}"))
         .collect::<Vec<_>>();
-    let (flags, key_specs) = match dialect(spec) {
-        Some(info) => (info.flag_names(), key_specs(info)),
-        None => (spec.flag_names(), Reply::Array(vec![])),
+    let flags = spec.flag_names();
+    let key_specs = if is_module(spec) {
+        key_specs(spec)
+    } else {
+        Reply::Array(vec![])
     };
     Reply::Array(vec![
         s(&spec.name.to_lowercase()),
@@ -50,7 +50,7 @@ pub fn command_info(spec: &CommandSpec) -> Reply {
 
 /// The one key spec of a dialect command: its key at argument 1. Commands RedisBloom registers
 /// without documentation keep the spec Redis derives from first/last/step.
-fn key_specs(info: &CommandInfo) -> Reply {
+fn key_specs(info: &ServerCommand) -> Reply {
     let (notes, flags): (Option<&str>, &[&str]) = match &info.docs {
         Some(d) => (Some(d.key_notes), if d.key_rw { &["RW"] } else { &["RO"] }),
         None => (None, &["RW", "access", "update"]),
@@ -88,14 +88,14 @@ fn key_specs(info: &CommandInfo) -> Reply {
 }
 
 /// One `COMMAND DOCS` entry (the value under the command's name).
-pub fn command_docs(spec: &CommandSpec) -> Reply {
-    let Some(info) = dialect(spec) else {
+pub fn command_docs(info: &ServerCommand) -> Reply {
+    if !is_module(info) {
         return Reply::Map(vec![
-            (s("summary"), s(&spec.name.to_lowercase())),
+            (s("summary"), s(&info.name.to_lowercase())),
             (s("since"), s("1.0.0")),
             (s("group"), s("generic")),
         ]);
-    };
+    }
     let mut doc = Vec::new();
     let Some(Docs {
         summary,
@@ -151,7 +151,7 @@ fn arguments(args: &[Arg]) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::s;
-    use crate::commands::testing::Harness;
+    use crate::commands::dispatch::testing::Harness;
     use crate::resp::Reply;
 
     fn statuses(names: &[&str]) -> Reply {

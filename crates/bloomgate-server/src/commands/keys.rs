@@ -1,33 +1,41 @@
 //! Generic keyspace commands (DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, the expiry family,
 //! FLUSHDB/FLUSHALL, DBSIZE, MEMORY USAGE) with Redis' replies and errors.
 
-use super::{
-    command_spec as spec, flags::*, glob_match, is, text, Args, CommandSpec, Ctx, ERR_NOT_INTEGER,
-    ERR_SYNTAX,
-};
-use crate::resp::{parse_i64, Reply};
+use bloomgate_dialect::commands::flags::*;
 use bloomgate_dialect::murmur::murmur64a;
 
-pub fn commands() -> Vec<CommandSpec> {
+use super::host::{
+    command, is, parse_i64, text, Args, Ctx, ServerCommand, ERR_NOT_INTEGER, ERR_SYNTAX,
+};
+use crate::glob::{glob_match, matches_all};
+use crate::resp::Reply;
+
+/// The keyspace family, with Redis' flags, key positions and ACL categories.
+pub fn commands() -> Vec<ServerCommand> {
+    const NONE: (i32, i32) = (0, 0);
+    const ONE: (i32, i32) = (1, 1);
+    const ALL: (i32, i32) = (1, -1);
+    let keyspace =
+        |name, arity, flags, keys, handler| command(name, arity, flags, keys, "keyspace", handler);
     vec![
-        spec("DEL", -2, WRITE, 1, -1, del),
-        spec("UNLINK", -2, WRITE | FAST, 1, -1, del),
-        spec("EXISTS", -2, READONLY | FAST, 1, -1, exists),
-        spec("TYPE", 2, READONLY | FAST, 1, 1, type_),
-        spec("KEYS", 2, READONLY, 0, 0, keys),
-        spec("SCAN", -2, READONLY, 0, 0, scan),
-        spec("RENAME", 3, WRITE, 1, 2, rename),
-        spec("EXPIRE", -3, WRITE | FAST, 1, 1, expire),
-        spec("PEXPIRE", -3, WRITE | FAST, 1, 1, expire),
-        spec("EXPIREAT", -3, WRITE | FAST, 1, 1, expire),
-        spec("PEXPIREAT", -3, WRITE | FAST, 1, 1, expire),
-        spec("TTL", 2, READONLY | FAST, 1, 1, ttl),
-        spec("PTTL", 2, READONLY | FAST, 1, 1, ttl),
-        spec("PERSIST", 2, WRITE | FAST, 1, 1, persist),
-        spec("FLUSHDB", -1, WRITE, 0, 0, flush),
-        spec("FLUSHALL", -1, WRITE, 0, 0, flush),
-        spec("DBSIZE", 1, READONLY | FAST, 0, 0, dbsize),
-        spec("MEMORY", -2, READONLY, 0, 0, memory),
+        keyspace("DEL", -2, WRITE, ALL, del),
+        keyspace("UNLINK", -2, WRITE | FAST, ALL, del),
+        keyspace("EXISTS", -2, READONLY | FAST, ALL, exists),
+        keyspace("TYPE", 2, READONLY | FAST, ONE, type_),
+        command("KEYS", 2, READONLY, NONE, "keyspace dangerous", keys),
+        keyspace("SCAN", -2, READONLY, NONE, scan),
+        keyspace("RENAME", 3, WRITE, (1, 2), rename),
+        keyspace("EXPIRE", -3, WRITE | FAST, ONE, expire),
+        keyspace("PEXPIRE", -3, WRITE | FAST, ONE, expire),
+        keyspace("EXPIREAT", -3, WRITE | FAST, ONE, expire),
+        keyspace("PEXPIREAT", -3, WRITE | FAST, ONE, expire),
+        keyspace("TTL", 2, READONLY | FAST, ONE, ttl),
+        keyspace("PTTL", 2, READONLY | FAST, ONE, ttl),
+        keyspace("PERSIST", 2, WRITE | FAST, ONE, persist),
+        command("FLUSHDB", -1, WRITE, NONE, "keyspace dangerous", flush),
+        command("FLUSHALL", -1, WRITE, NONE, "keyspace dangerous", flush),
+        keyspace("DBSIZE", 1, READONLY | FAST, NONE, dbsize),
+        keyspace("MEMORY", -2, READONLY, NONE, memory),
     ]
 }
 
@@ -53,7 +61,7 @@ fn type_(ctx: &mut Ctx, args: &Args) -> Reply {
     let name = ctx
         .store
         .db
-        .value(&args[1], ctx.now_ms)
+        .value(args[1], ctx.now_ms)
         .map_or("none", |v| v.type_name());
     Reply::Simple(name.into())
 }
@@ -64,7 +72,7 @@ fn keys(ctx: &mut Ctx, args: &Args) -> Reply {
         ctx.store
             .db
             .iter_live(ctx.now_ms)
-            .filter(|(k, _)| glob_match(pattern, k, false))
+            .filter(|(k, _)| matches_all(pattern) || glob_match(pattern, k, false))
             .map(|(k, _)| Reply::bulk(k.to_vec()))
             .collect(),
     )
@@ -77,7 +85,7 @@ fn scan_order(key: &[u8]) -> u64 {
 }
 
 fn scan(ctx: &mut Ctx, args: &Args) -> Reply {
-    let Some(cursor) = text(&args[1]).parse::<u64>().ok() else {
+    let Some(cursor) = text(args[1]).parse::<u64>().ok() else {
         return Reply::error("ERR invalid cursor");
     };
     let (mut pattern, mut count, mut type_filter) = (None, 10usize, None);
@@ -86,15 +94,15 @@ fn scan(ctx: &mut Ctx, args: &Args) -> Reply {
         let Some(value) = args.get(i + 1) else {
             return Reply::error(ERR_SYNTAX);
         };
-        if is(&args[i], "MATCH") {
-            pattern = Some(value.clone());
-        } else if is(&args[i], "COUNT") {
+        if is(args[i], "MATCH") {
+            pattern = Some(*value);
+        } else if is(args[i], "COUNT") {
             match parse_i64(value) {
                 Some(n) if n >= 1 => count = n as usize,
                 Some(_) => return Reply::error(ERR_SYNTAX),
                 None => return Reply::error(ERR_NOT_INTEGER),
             }
-        } else if is(&args[i], "TYPE") {
+        } else if is(args[i], "TYPE") {
             type_filter = Some(text(value));
         } else {
             return Reply::error(ERR_SYNTAX);
@@ -113,7 +121,11 @@ fn scan(ctx: &mut Ctx, args: &Args) -> Reply {
     let keys = candidates
         .iter()
         .take(count)
-        .filter(|(_, k, _)| pattern.as_ref().is_none_or(|p| glob_match(p, k, false)))
+        .filter(|(_, k, _)| {
+            pattern
+                .as_ref()
+                .is_none_or(|p| matches_all(p) || glob_match(p, k, false))
+        })
         .filter(|(_, _, t)| {
             type_filter
                 .as_ref()
@@ -126,11 +138,11 @@ fn scan(ctx: &mut Ctx, args: &Args) -> Reply {
 
 fn rename(ctx: &mut Ctx, args: &Args) -> Reply {
     let now = ctx.now_ms;
-    if ctx.store.db.get(&args[1], now).is_none() {
+    if ctx.store.db.get(args[1], now).is_none() {
         return Reply::error("ERR no such key");
     }
     if args[1] != args[2] {
-        ctx.db().rename(&args[1], &args[2], now);
+        ctx.db().rename(args[1], args[2], now);
         ctx.changed(1);
     }
     Reply::ok()
@@ -139,14 +151,14 @@ fn rename(ctx: &mut Ctx, args: &Args) -> Reply {
 /// EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT with NX/XX/GT/LT. Logged as an absolute PEXPIREAT (or DEL
 /// when the time is already past) so replay is independent of when it happens.
 fn expire(ctx: &mut Ctx, args: &Args) -> Reply {
-    let name = text(&args[0]).to_lowercase();
+    let name = text(args[0]).to_lowercase();
     let (unit, absolute) = match name.as_str() {
         "expire" => (1000, false),
         "pexpire" => (1, false),
         "expireat" => (1000, true),
         _ => (1, true),
     };
-    let Some(when) = parse_i64(&args[2]) else {
+    let Some(when) = parse_i64(args[2]) else {
         return Reply::error(ERR_NOT_INTEGER);
     };
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
@@ -176,7 +188,7 @@ fn expire(ctx: &mut Ctx, args: &Args) -> Reply {
     let Some(at) = at else {
         return Reply::error(format!("ERR invalid expire time in '{name}' command"));
     };
-    let Some(entry) = ctx.store.db.get(&args[1], now) else {
+    let Some(entry) = ctx.store.db.get(args[1], now) else {
         return Reply::Int(0);
     };
     let current = entry.expires_at();
@@ -191,13 +203,13 @@ fn expire(ctx: &mut Ctx, args: &Args) -> Reply {
         return Reply::Int(0);
     }
     if at <= now {
-        ctx.db().remove(&args[1], now);
-        ctx.log_as = Some(vec![vec![b"DEL".to_vec(), args[1].clone()]]);
+        ctx.db().remove(args[1], now);
+        ctx.propagate_as(vec![vec![b"DEL".to_vec(), args[1].to_vec()]]);
     } else {
-        ctx.db().set_expiry(&args[1], Some(at), now);
-        ctx.log_as = Some(vec![vec![
+        ctx.db().set_expiry(args[1], Some(at), now);
+        ctx.propagate_as(vec![vec![
             b"PEXPIREAT".to_vec(),
-            args[1].clone(),
+            args[1].to_vec(),
             at.to_string().into_bytes(),
         ]]);
     }
@@ -206,14 +218,14 @@ fn expire(ctx: &mut Ctx, args: &Args) -> Reply {
 }
 
 fn ttl(ctx: &mut Ctx, args: &Args) -> Reply {
-    let Some(entry) = ctx.store.db.get(&args[1], ctx.now_ms) else {
+    let Some(entry) = ctx.store.db.get(args[1], ctx.now_ms) else {
         return Reply::Int(-2);
     };
     let Some(at) = entry.expires_at() else {
         return Reply::Int(-1);
     };
     let ms = (at - ctx.now_ms).max(0);
-    if is(&args[0], "TTL") {
+    if is(args[0], "TTL") {
         Reply::Int((ms + 500) / 1000)
     } else {
         Reply::Int(ms)
@@ -222,9 +234,9 @@ fn ttl(ctx: &mut Ctx, args: &Args) -> Reply {
 
 fn persist(ctx: &mut Ctx, args: &Args) -> Reply {
     let now = ctx.now_ms;
-    match ctx.store.db.get(&args[1], now) {
+    match ctx.store.db.get(args[1], now) {
         Some(entry) if entry.expires_at().is_some() => {
-            ctx.db().set_expiry(&args[1], None, now);
+            ctx.db().set_expiry(args[1], None, now);
             ctx.changed(1);
             Reply::Int(1)
         }
@@ -249,21 +261,21 @@ fn dbsize(ctx: &mut Ctx, _args: &Args) -> Reply {
 }
 
 fn memory(ctx: &mut Ctx, args: &Args) -> Reply {
-    if !is(&args[1], "USAGE") {
+    if !is(args[1], "USAGE") {
         return Reply::error(format!(
             "ERR unknown subcommand '{}'. Try MEMORY HELP.",
-            text(&args[1])
+            text(args[1])
         ));
     }
-    if args.len() != 3 && !(args.len() == 5 && is(&args[3], "SAMPLES")) {
+    if args.len() != 3 && !(args.len() == 5 && is(args[3], "SAMPLES")) {
         return Reply::error(if args.len() < 3 {
             "ERR wrong number of arguments for 'memory|usage' command"
         } else {
             ERR_SYNTAX
         });
     }
-    match ctx.store.db.get(&args[2], ctx.now_ms) {
-        Some(entry) => Reply::Int(entry.memory(&args[2]) as i64),
+    match ctx.store.db.get(args[2], ctx.now_ms) {
+        Some(entry) => Reply::Int(entry.memory(args[2]) as i64),
         None => Reply::Nil,
     }
 }

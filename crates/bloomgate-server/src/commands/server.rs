@@ -2,45 +2,60 @@
 //! COMMAND, TIME, and the persistence triggers (SAVE, BGSAVE, LASTSAVE, SHUTDOWN, DEBUG RELOAD),
 //! which only request an [`Action`] from the network layer.
 
-use super::introspect::{command_docs, command_info};
-use super::{
-    command_spec, flags::*, glob_match, is, lookup, table, text, wrong_arity, Action, Args,
-    CommandSpec, Config, Ctx, FsyncPolicy, ERR_NOT_INTEGER, ERR_SYNTAX,
+use bloomgate_dialect::commands::flags::*;
+
+use super::host::{
+    command, is, parse_i64, text, wrong_arity, Args, Ctx, ServerCommand, ERR_NOT_INTEGER,
+    ERR_SYNTAX,
 };
-use crate::resp::{parse_i64, Reply};
+use super::introspect::{command_docs, command_info};
+use super::state::Action;
+use crate::config::{apply_config, config_value, CONFIG_NAMES};
+use crate::glob::glob_match;
+use crate::keyspace::now_ms;
+use crate::resp::Reply;
 
 /// The Redis version reported to clients (feature gates in client libraries key off it).
 pub const REDIS_VERSION: &str = "7.2.4";
 /// RedisBloom version whose dialect is served, in its module-version encoding.
 pub const BF_MODULE_VERSION: i64 = 20_807;
 
-pub fn commands() -> Vec<CommandSpec> {
-    let spec = |name, arity, flags, handler| command_spec(name, arity, flags, 0, 0, handler);
+/// The connection and server commands, with Redis' flags and ACL categories (no keys).
+pub fn commands() -> Vec<ServerCommand> {
+    let spec = |name, arity, flags, category, handler| {
+        command(name, arity, flags, (0, 0), category, handler)
+    };
     vec![
-        spec("PING", -1, FAST, ping),
-        spec("ECHO", 2, FAST, echo),
-        spec("HELLO", -1, NOAUTH | FAST | LOADING, hello),
-        spec("AUTH", -2, NOAUTH | FAST | LOADING, auth),
-        spec("QUIT", -1, NOAUTH | FAST | LOADING | TRANSACTION, quit),
-        spec("SELECT", 2, FAST | LOADING, select),
-        spec("CLIENT", -2, LOADING, client),
-        spec("INFO", -1, LOADING, info),
-        spec("CONFIG", -2, ADMIN | LOADING, config),
-        spec("COMMAND", -1, LOADING, command),
-        spec("ACL", -2, ADMIN | LOADING, super::acl::acl),
-        spec("TIME", 1, FAST | LOADING, time),
-        spec("SAVE", 1, ADMIN, save),
-        spec("BGSAVE", -1, ADMIN, bgsave),
-        spec("LASTSAVE", 1, FAST | LOADING, lastsave),
-        spec("SHUTDOWN", -1, ADMIN | LOADING, shutdown),
-        spec("DEBUG", -2, ADMIN, debug),
+        spec("PING", -1, FAST, "connection", ping),
+        spec("ECHO", 2, FAST, "connection", echo),
+        spec("HELLO", -1, NOAUTH | FAST | LOADING, "connection", hello),
+        spec("AUTH", -2, NOAUTH | FAST | LOADING, "connection", auth),
+        spec(
+            "QUIT",
+            -1,
+            NOAUTH | FAST | LOADING | TRANSACTION,
+            "connection",
+            quit,
+        ),
+        spec("SELECT", 2, FAST | LOADING, "connection", select),
+        spec("CLIENT", -2, LOADING, "connection", client),
+        spec("INFO", -1, LOADING, "dangerous", info),
+        spec("CONFIG", -2, ADMIN | LOADING, "", config),
+        spec("COMMAND", -1, LOADING, "connection", command_),
+        spec("ACL", -2, ADMIN | LOADING, "", super::acl::acl),
+        spec("TIME", 1, FAST | LOADING, "", time),
+        spec("SAVE", 1, ADMIN, "", save),
+        spec("BGSAVE", -1, ADMIN, "", bgsave),
+        spec("LASTSAVE", 1, FAST | LOADING, "dangerous", lastsave),
+        spec("SHUTDOWN", -1, ADMIN | LOADING, "", shutdown),
+        spec("DEBUG", -2, ADMIN, "", debug),
     ]
 }
 
 fn ping(ctx: &mut Ctx, args: &Args) -> Reply {
     match args.len() {
         1 => Reply::Simple("PONG".into()),
-        2 => Reply::bulk(args[1].clone()),
+        2 => Reply::bulk(args[1]),
         _ => {
             let _ = ctx;
             wrong_arity("ping")
@@ -49,20 +64,7 @@ fn ping(ctx: &mut Ctx, args: &Args) -> Reply {
 }
 
 fn echo(_ctx: &mut Ctx, args: &Args) -> Reply {
-    Reply::bulk(args[1].clone())
-}
-
-/// Password check in constant time (no early exit on the first differing byte).
-pub(super) fn password_matches(expected: &str, given: &[u8]) -> bool {
-    let expected = expected.as_bytes();
-    let mut diff = (expected.len() ^ given.len()) as u8 | u8::from(expected.len() != given.len());
-    for (i, &b) in given.iter().enumerate() {
-        diff |= b ^ expected
-            .get(i % expected.len().max(1))
-            .copied()
-            .unwrap_or(0);
-    }
-    diff == 0
+    Reply::bulk(args[1])
 }
 
 /// AUTH [user] pass: the user's password (the default user's is `requirepass`), through the
@@ -88,8 +90,8 @@ fn authenticate(ctx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), R
 
 fn auth(ctx: &mut Ctx, args: &Args) -> Reply {
     let result = match args.len() {
-        2 => authenticate(ctx, None, &args[1]),
-        3 => authenticate(ctx, Some(&args[1]), &args[2]),
+        2 => authenticate(ctx, None, args[1]),
+        3 => authenticate(ctx, Some(args[1]), args[2]),
         _ => return Reply::error(ERR_SYNTAX),
     };
     result.map_or_else(|e| e, |()| Reply::ok())
@@ -108,18 +110,18 @@ fn hello(ctx: &mut Ctx, args: &Args) -> Reply {
     }
     let mut setname = None;
     while i < args.len() {
-        if is(&args[i], "AUTH") && i + 2 < args.len() {
-            if let Err(reply) = authenticate(ctx, Some(&args[i + 1]), &args[i + 2]) {
+        if is(args[i], "AUTH") && i + 2 < args.len() {
+            if let Err(reply) = authenticate(ctx, Some(args[i + 1]), args[i + 2]) {
                 return reply;
             }
             i += 3;
-        } else if is(&args[i], "SETNAME") && i + 1 < args.len() {
-            setname = Some(args[i + 1].clone());
+        } else if is(args[i], "SETNAME") && i + 1 < args.len() {
+            setname = Some(args[i + 1].to_vec());
             i += 2;
         } else {
             return Reply::error(format!(
                 "ERR Syntax error in HELLO option '{}'",
-                text(&args[i])
+                text(args[i])
             ));
         }
     }
@@ -155,12 +157,12 @@ fn hello(ctx: &mut Ctx, args: &Args) -> Reply {
 }
 
 fn quit(ctx: &mut Ctx, _args: &Args) -> Reply {
-    ctx.close = true;
+    ctx.session.close = true;
     Reply::ok()
 }
 
 fn select(_ctx: &mut Ctx, args: &Args) -> Reply {
-    match parse_i64(&args[1]) {
+    match parse_i64(args[1]) {
         Some(0) => Reply::ok(),
         Some(_) => Reply::error("ERR DB index is out of range"),
         None => Reply::error(ERR_NOT_INTEGER),
@@ -178,10 +180,10 @@ fn set_client_name(ctx: &mut Ctx, name: Vec<u8>) -> Result<(), Reply> {
 }
 
 fn client(ctx: &mut Ctx, args: &Args) -> Reply {
-    let sub = text(&args[1]).to_uppercase();
+    let sub = text(args[1]).to_uppercase();
     let arity = |n: usize| args.len() == n;
     match sub.as_str() {
-        "SETNAME" if arity(3) => match set_client_name(ctx, args[2].clone()) {
+        "SETNAME" if arity(3) => match set_client_name(ctx, args[2].to_vec()) {
             Ok(()) => Reply::ok(),
             Err(reply) => reply,
         },
@@ -195,7 +197,7 @@ fn client(ctx: &mut Ctx, args: &Args) -> Reply {
         }
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try CLIENT HELP.",
-            text(&args[1])
+            text(args[1])
         )),
     }
 }
@@ -243,7 +245,7 @@ fn info(ctx: &mut Ctx, args: &Args) -> Reply {
             .iter()
             .any(|w| w == "all" || w == "everything" || w == "default");
     let store = &ctx.store;
-    let uptime = (super::now_ms() / 1000 - store.started_unix).max(0);
+    let uptime = (now_ms() / 1000 - store.started_unix).max(0);
     let p = &store.persistence;
     let mut out = String::new();
     for section in INFO_SECTIONS {
@@ -320,98 +322,8 @@ fn info(ctx: &mut Ctx, args: &Args) -> Reply {
     Reply::bulk(out.trim_end_matches("\r\n").to_string() + "\r\n")
 }
 
-/// Parses Redis memory sizes: plain bytes or with b/k/kb/m/mb/g/gb (k = 1000, kb = 1024).
-pub fn parse_memory(s: &str) -> Option<u64> {
-    let lower = s.to_ascii_lowercase();
-    let split = lower
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(lower.len());
-    let (digits, unit) = lower.split_at(split);
-    let n: u64 = digits.parse().ok()?;
-    let mul: u64 = match unit {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1_000_000,
-        "mb" => 1024 * 1024,
-        "g" => 1_000_000_000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    n.checked_mul(mul)
-}
-
-/// CONFIG parameter names, in CONFIG GET order.
-const CONFIG_NAMES: [&str; 18] = [
-    "bf-error-rate",
-    "bf-initial-size",
-    "bf-expansion-factor",
-    "cf-bucket-size",
-    "cf-initial-size",
-    "cf-max-iterations",
-    "cf-expansion-factor",
-    "cf-max-expansions",
-    "maxmemory",
-    "maxmemory-policy",
-    "appendonly",
-    "appendfsync",
-    "requirepass",
-    "dir",
-    "bind",
-    "port",
-    "save",
-    "databases",
-];
-
-fn config_value(ctx: &Ctx, name: &str) -> String {
-    let c = &ctx.store.config;
-    match name {
-        _ if c.dialect.get(name).is_some() => c.dialect.get(name).unwrap_or_default(),
-        "maxmemory" => c.maxmemory.to_string(),
-        "maxmemory-policy" => "noeviction".into(),
-        "appendonly" => "yes".into(),
-        "appendfsync" => c.appendfsync.name().into(),
-        "requirepass" => c.requirepass.clone().unwrap_or_default(),
-        "dir" => c.dir.clone(),
-        "bind" => c.bind.clone(),
-        "port" => c.port.to_string(),
-        "save" => "3600 1 300 100 60 10000".into(),
-        _ => "1".into(),
-    }
-}
-
-/// Validates and applies one configuration pair (CONFIG SET and the config file); `name` is
-/// lower-case. Immutable names are refused here (the server applies them at start).
-pub fn apply_config(c: &mut Config, name: &str, value: &str) -> Result<(), String> {
-    if c.dialect.set(name, value)? {
-        return Ok(());
-    }
-    match name {
-        "maxmemory" => {
-            c.maxmemory = parse_memory(value).ok_or("argument must be a memory value")?
-        }
-        "maxmemory-policy" if value.eq_ignore_ascii_case("noeviction") => {}
-        "appendfsync" => {
-            c.appendfsync = FsyncPolicy::parse(value)
-                .ok_or("argument(s) must be one of the following: always, everysec, no")?
-        }
-        "requirepass" if value.is_empty() && c.needs_password() => {
-            return Err(format!(
-                "refusing to remove the password of a server listening on {} (protected mode)",
-                c.bind
-            ))
-        }
-        "requirepass" => c.requirepass = (!value.is_empty()).then(|| value.to_string()),
-        "appendonly" | "dir" | "bind" | "port" | "databases" | "maxmemory-policy" | "save" => {
-            return Err("can't set immutable config".into())
-        }
-        _ => return Err(format!("unknown option '{name}'")),
-    }
-    Ok(())
-}
-
 fn config(ctx: &mut Ctx, args: &Args) -> Reply {
-    let sub = text(&args[1]).to_uppercase();
+    let sub = text(args[1]).to_uppercase();
     match sub.as_str() {
         "GET" if args.len() >= 3 => {
             let mut pairs = Vec::new();
@@ -420,7 +332,8 @@ fn config(ctx: &mut Ctx, args: &Args) -> Reply {
                     .iter()
                     .any(|p| glob_match(p, name.as_bytes(), true))
                 {
-                    pairs.push((Reply::bulk(name), Reply::bulk(config_value(ctx, name))));
+                    let value = config_value(&ctx.store.config, name);
+                    pairs.push((Reply::bulk(name), Reply::bulk(value)));
                 }
             }
             Reply::Map(pairs)
@@ -428,7 +341,7 @@ fn config(ctx: &mut Ctx, args: &Args) -> Reply {
         "SET" if args.len() >= 4 && args.len().is_multiple_of(2) => {
             let pairs: Vec<(String, String)> = args[2..]
                 .chunks(2)
-                .map(|p| (text(&p[0]).to_lowercase(), text(&p[1])))
+                .map(|p| (text(p[0]).to_lowercase(), text(p[1])))
                 .collect();
             if let Some((bad, _)) = pairs
                 .iter()
@@ -457,24 +370,25 @@ fn config(ctx: &mut Ctx, args: &Args) -> Reply {
         "GET" | "SET" | "RESETSTAT" => wrong_arity(&format!("config|{}", sub.to_lowercase())),
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try CONFIG HELP.",
-            text(&args[1])
+            text(args[1])
         )),
     }
 }
 
-fn command(_ctx: &mut Ctx, args: &Args) -> Reply {
+fn command_(ctx: &mut Ctx, args: &Args) -> Reply {
+    let (table, lookup) = (ctx.table, ctx.lookup);
     let Some(sub) = args.get(1) else {
-        return Reply::Array(table().iter().map(command_info).collect());
+        return Reply::Array(table.iter().map(command_info).collect());
     };
     match text(sub).to_uppercase().as_str() {
-        "COUNT" => Reply::Int(table().len() as i64),
+        "COUNT" => Reply::Int(table.len() as i64),
         "LIST" => Reply::Array(
-            table()
+            table
                 .iter()
                 .map(|c| Reply::bulk(c.name.to_lowercase()))
                 .collect(),
         ),
-        "INFO" if args.len() == 2 => Reply::Array(table().iter().map(command_info).collect()),
+        "INFO" if args.len() == 2 => Reply::Array(table.iter().map(command_info).collect()),
         "INFO" => Reply::Array(
             args[2..]
                 .iter()
@@ -482,8 +396,8 @@ fn command(_ctx: &mut Ctx, args: &Args) -> Reply {
                 .collect(),
         ),
         "DOCS" => {
-            let specs: Vec<&CommandSpec> = if args.len() == 2 {
-                table().iter().collect()
+            let specs: Vec<&ServerCommand> = if args.len() == 2 {
+                table.iter().collect()
             } else {
                 args[2..].iter().filter_map(|n| lookup(n)).collect()
             };
@@ -514,12 +428,12 @@ fn time(ctx: &mut Ctx, _args: &Args) -> Reply {
 }
 
 fn save(ctx: &mut Ctx, _args: &Args) -> Reply {
-    ctx.action = Some(Action::Save);
+    ctx.session.action = Some(Action::Save);
     Reply::ok()
 }
 
 fn bgsave(ctx: &mut Ctx, args: &Args) -> Reply {
-    if args.len() > 2 || (args.len() == 2 && !is(&args[1], "SCHEDULE")) {
+    if args.len() > 2 || (args.len() == 2 && !is(args[1], "SCHEDULE")) {
         return Reply::error(ERR_SYNTAX);
     }
     if ctx.store.persistence.bgsave_in_progress {
@@ -527,7 +441,7 @@ fn bgsave(ctx: &mut Ctx, args: &Args) -> Reply {
     }
     // Visible at once (INFO), before the network layer starts the snapshot task.
     ctx.store.persistence.bgsave_in_progress = true;
-    ctx.action = Some(Action::Bgsave);
+    ctx.session.action = Some(Action::Bgsave);
     Reply::Simple("Background saving started".into())
 }
 
@@ -544,8 +458,8 @@ fn shutdown(ctx: &mut Ctx, args: &Args) -> Reply {
             return Reply::error(ERR_SYNTAX);
         }
     }
-    ctx.action = Some(Action::Shutdown { save });
-    ctx.close = true;
+    ctx.session.action = Some(Action::Shutdown { save });
+    ctx.session.close = true;
     Reply::ok()
 }
 
@@ -562,13 +476,13 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Reply {
              configuration file, and then restart the server.",
         );
     }
-    if is(&args[1], "RELOAD") {
-        ctx.action = Some(Action::DebugReload);
+    if is(args[1], "RELOAD") {
+        ctx.session.action = Some(Action::DebugReload);
         return Reply::ok();
     }
     Reply::error(format!(
         "ERR unknown subcommand '{}'. Try DEBUG HELP.",
-        text(&args[1])
+        text(args[1])
     ))
 }
 
@@ -583,16 +497,7 @@ fn resident_bytes() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::testing::*;
-
-    #[test]
-    fn password_compare() {
-        assert!(password_matches("secret", b"secret"));
-        assert!(!password_matches("secret", b"secreT"));
-        assert!(!password_matches("secret", b"secret1"));
-        assert!(!password_matches("secret", b""));
-        assert!(!password_matches("", b"x"));
-    }
+    use crate::commands::dispatch::testing::*;
 
     /// Issue 12 item 15: RedisBloom's module-config wording inside Redis' CONFIG SET error.
     #[test]

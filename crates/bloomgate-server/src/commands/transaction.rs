@@ -1,17 +1,33 @@
 //! MULTI/EXEC/DISCARD/WATCH/UNWATCH. Commands run one at a time against the store, so a queued
 //! transaction executes atomically; its writes are logged as one record so a crash never
-//! replays half of it.
+//! replays half of it. Queueing is the dispatcher's (Redis' checks come first), and so is
+//! running the queue (EXEC, [`Handler::Exec`]).
 
-use super::{command_spec as spec, flags::*, lookup, run, Args, CommandSpec, Ctx};
+use bloomgate_dialect::commands::{flags::*, CommandInfo};
+
+use super::host::{command, Args, Ctx, Handler, ServerCommand};
 use crate::resp::Reply;
 
-pub fn commands() -> Vec<CommandSpec> {
+/// The transaction family, with Redis' flags and ACL categories.
+pub fn commands() -> Vec<ServerCommand> {
+    let spec = |name, arity, flags, keys, handler| {
+        command(name, arity, flags, keys, "transaction", handler)
+    };
     vec![
-        spec("MULTI", 1, TRANSACTION | FAST | LOADING, 0, 0, multi),
-        spec("EXEC", 1, TRANSACTION | LOADING, 0, 0, exec),
-        spec("DISCARD", 1, TRANSACTION | FAST | LOADING, 0, 0, discard),
-        spec("WATCH", -2, TRANSACTION | FAST | LOADING, 1, -1, watch),
-        spec("UNWATCH", 1, FAST | LOADING, 0, 0, unwatch),
+        spec("MULTI", 1, TRANSACTION | FAST | LOADING, (0, 0), multi),
+        CommandInfo {
+            command: Handler::Exec,
+            ..spec(
+                "EXEC",
+                1,
+                TRANSACTION | RUNS_QUEUED | LOADING,
+                (0, 0),
+                discard,
+            )
+        },
+        spec("DISCARD", 1, TRANSACTION | FAST | LOADING, (0, 0), discard),
+        spec("WATCH", -2, TRANSACTION | FAST | LOADING, (1, -1), watch),
+        spec("UNWATCH", 1, FAST | LOADING, (0, 0), unwatch),
     ]
 }
 
@@ -24,47 +40,12 @@ fn multi(ctx: &mut Ctx, _args: &Args) -> Reply {
     Reply::ok()
 }
 
-fn exec(ctx: &mut Ctx, _args: &Args) -> Reply {
-    let Some(queued) = ctx.session.multi.take() else {
-        return Reply::error("ERR EXEC without MULTI");
-    };
-    let failed = std::mem::take(&mut ctx.session.multi_failed);
-    let aborted = ctx
-        .session
-        .watched
-        .iter()
-        .any(|(key, seq)| ctx.store.db.changed_since(key, *seq));
-    ctx.session.unwatch_all(&mut ctx.store.db);
-    if failed {
-        return Reply::error("EXECABORT Transaction discarded because of previous errors.");
-    }
-    if aborted {
-        return Reply::NilArray;
-    }
-    let mut replies = Vec::with_capacity(queued.len());
-    let mut log = Vec::new();
-    for args in &queued {
-        let spec = lookup(&args[0]).expect("queued commands were resolved");
-        let outcome = run(ctx.store, ctx.session, spec, args, false);
-        replies.push(outcome.reply);
-        log.extend(outcome.log);
-        ctx.action = outcome.action.or(ctx.action);
-        ctx.close |= outcome.close;
-    }
-    if !log.is_empty() {
-        // Counted once more so the whole transaction is logged as one record.
-        ctx.changed(1);
-        ctx.log_as = Some(log);
-    }
-    Reply::Array(replies)
-}
-
 fn discard(ctx: &mut Ctx, _args: &Args) -> Reply {
     if ctx.session.multi.take().is_none() {
         return Reply::error("ERR DISCARD without MULTI");
     }
     ctx.session.multi_failed = false;
-    ctx.session.unwatch_all(&mut ctx.store.db);
+    ctx.unwatch_all();
     Reply::ok()
 }
 
@@ -73,20 +54,20 @@ fn watch(ctx: &mut Ctx, args: &Args) -> Reply {
         return Reply::error("ERR WATCH inside MULTI is not allowed");
     }
     for key in &args[1..] {
-        let seq = ctx.store.db.watch(key);
-        ctx.session.watched.push((key.clone(), seq));
+        let seq = ctx.db().watch(key);
+        ctx.session.watched.push((key.to_vec(), seq));
     }
     Reply::ok()
 }
 
 fn unwatch(ctx: &mut Ctx, _args: &Args) -> Reply {
-    ctx.session.unwatch_all(&mut ctx.store.db);
+    ctx.unwatch_all();
     Reply::ok()
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::commands::testing::*;
+    use crate::commands::dispatch::testing::*;
     use crate::commands::{execute, Session};
     use crate::resp::Reply;
 

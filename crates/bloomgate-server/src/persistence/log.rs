@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
 
-use super::{create_private, sync_dir};
-use crate::commands::{execute, Session, Store};
+use super::{create_private, sync_dir, Replay};
+use crate::keyspace::now_ms;
 use crate::resp::{encode_command, RequestParser};
 
 pub const AOF_MAGIC: &[u8; 16] = b"BLOOMGATE-AOF-02";
@@ -149,20 +149,19 @@ fn commands(payload: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, String> {
     }
 }
 
-/// Replays one log file into `store`. A torn tail is truncated (with a warning); corruption
+/// Replays one log file into `target`. A torn tail is truncated (with a warning); corruption
 /// refuses, or with `repair` keeps a copy (`<file>.corrupt-<unix seconds>`) and truncates at the
 /// damage. Returns the file's (possibly truncated) size.
 pub fn replay_log(
     path: &Path,
-    store: &mut Store,
+    target: &mut dyn Replay,
     repair: bool,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<u64> {
     let data = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut session = Session::new(0, false);
     let damage = scan(&data, |payload| {
         for args in commands(payload)? {
-            execute(store, &mut session, &args, true);
+            target.apply(&args);
         }
         Ok(())
     });
@@ -178,11 +177,7 @@ pub fn replay_log(
             offset
         }
         Some(Damage::Corrupt { offset, what }) if repair => {
-            let copy = PathBuf::from(format!(
-                "{}.corrupt-{}",
-                path.display(),
-                crate::commands::now_ms() / 1000
-            ));
+            let copy = PathBuf::from(format!("{}.corrupt-{}", path.display(), now_ms() / 1000));
             let mut out = create_private(&copy)?;
             out.write_all(&data)?;
             out.sync_all()?;

@@ -21,7 +21,6 @@ use std::io;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
-use crate::commands::{Config, Store};
 use crate::keyspace::Db;
 
 pub use crate::relock;
@@ -30,6 +29,39 @@ pub use manifest::Manifest;
 pub use snapshot::{read_snapshot, write_snapshot};
 pub use writer::AofWriter;
 
+/// How the append-only log is flushed to disk (`appendfsync`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// fsync before acknowledging each write (group commit).
+    Always,
+    /// fsync once a second.
+    Everysec,
+    /// leave flushing to the OS.
+    No,
+}
+
+impl FsyncPolicy {
+    /// The name `CONFIG GET appendfsync` and INFO show.
+    pub fn name(self) -> &'static str {
+        match self {
+            FsyncPolicy::Always => "always",
+            FsyncPolicy::Everysec => "everysec",
+            FsyncPolicy::No => "no",
+        }
+    }
+
+    /// The policy called `s` (any case).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Some(FsyncPolicy::Always),
+            "everysec" => Some(FsyncPolicy::Everysec),
+            "no" => Some(FsyncPolicy::No),
+            _ => None,
+        }
+    }
+}
+
+/// The snapshot's file name in the data directory.
 pub const SNAPSHOT_FILE: &str = "dump.bgs";
 const SNAPSHOT_TMP: &str = "dump.bgs.tmp";
 /// Temp files a crash (or a failed write) can leave behind.
@@ -83,14 +115,20 @@ pub fn remove_stale_temp_files(dir: &Path) -> io::Result<Vec<String>> {
     Ok(removed)
 }
 
-/// Loads the snapshot and replays the logs after it into a fresh keyspace. `repair` truncates a
-/// corrupt log at the damage (keeping a copy) instead of refusing.
-pub fn load(dir: &Path, config: &Config, repair: bool) -> anyhow::Result<Loaded> {
+/// What loading builds the dataset in: persistence knows files and records, not commands, so
+/// the command layer replays the logged commands (`commands::Replayer`).
+pub trait Replay {
+    /// The keyspace being built (the snapshot's entries go straight into it).
+    fn db(&mut self) -> &mut Db;
+    /// Runs one logged command against [`Replay::db`].
+    fn apply(&mut self, args: &[Vec<u8>]);
+}
+
+/// Loads the snapshot and replays the logs after it into `target`'s keyspace (taken out of it
+/// into [`Loaded::db`] at the end). `repair` truncates a corrupt log at the damage (keeping a
+/// copy) instead of refusing.
+pub fn load(dir: &Path, repair: bool, target: &mut dyn Replay) -> anyhow::Result<Loaded> {
     let mut warnings = Vec::new();
-    let mut replay_config = config.clone();
-    // Replay must rebuild what was acknowledged even if maxmemory has been lowered since.
-    replay_config.maxmemory = 0;
-    let mut store = Store::new(replay_config);
     let listed = Manifest::read(dir)?;
     let snapshot_path = dir.join(SNAPSHOT_FILE);
     let snapshot = if snapshot_path.exists() {
@@ -104,7 +142,7 @@ pub fn load(dir: &Path, config: &Config, repair: bool) -> anyhow::Result<Loaded>
     if let Some((_, entries)) = snapshot {
         for (key, entry) in entries {
             let expires_at = entry.expires_at();
-            store.db.insert(key, entry.value, expires_at);
+            target.db().insert(key, entry.value, expires_at);
         }
     }
     let first = snapshot_gen.unwrap_or(1);
@@ -113,11 +151,11 @@ pub fn load(dir: &Path, config: &Config, repair: bool) -> anyhow::Result<Loaded>
     let mut generation = first;
     let mut aof_size = 0;
     for gen in replay {
-        aof_size = log::replay_log(&aof_path(dir, gen), &mut store, repair, &mut warnings)?;
+        aof_size = log::replay_log(&aof_path(dir, gen), target, repair, &mut warnings)?;
         generation = gen;
     }
     Ok(Loaded {
-        db: store.db,
+        db: std::mem::take(target.db()),
         generation,
         aof_size,
         manifest: Manifest {
@@ -132,8 +170,14 @@ pub fn load(dir: &Path, config: &Config, repair: bool) -> anyhow::Result<Loaded>
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::commands::{execute, Session};
+    use crate::commands::{execute, Replayer, Session, Store};
+    use crate::config::Config;
     use crate::keyspace::Value;
+
+    /// Loads `dir` with the default settings.
+    pub fn load_default(dir: &Path, repair: bool) -> anyhow::Result<Loaded> {
+        load(dir, repair, &mut Replayer::new(Config::default()))
+    }
 
     pub fn temp_dir(name: &str) -> std::path::PathBuf {
         let dir =
@@ -169,7 +213,7 @@ pub(crate) mod tests {
         let full = data.len();
         data.extend(&add(10)[..9]);
         fs::write(&path, &data).unwrap();
-        let loaded = load(&dir, &Config::default(), false).unwrap();
+        let loaded = load_default(&dir, false).unwrap();
         assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
         assert_eq!(fs::metadata(&path).unwrap().len(), full as u64);
         assert_eq!(items(&loaded), 10);
@@ -178,10 +222,7 @@ pub(crate) mod tests {
         let mut bad = fs::read(&path).unwrap();
         bad[log::AOF_MAGIC.len() + 20] ^= 1;
         fs::write(&path, &bad).unwrap();
-        let err = load(&dir, &Config::default(), false)
-            .err()
-            .unwrap()
-            .to_string();
+        let err = load_default(&dir, false).err().unwrap().to_string();
         assert!(
             err.contains("appendonly.1.aof") && err.contains("offset 16"),
             "{err}"
@@ -192,7 +233,7 @@ pub(crate) mod tests {
             "a refused log is left as it is"
         );
         // --repair-log: a copy is kept, the log is cut at the damage.
-        let loaded = load(&dir, &Config::default(), true).unwrap();
+        let loaded = load_default(&dir, true).unwrap();
         assert!(loaded.db.value(b"k", 0).is_none());
         assert_eq!(fs::metadata(&path).unwrap().len(), 16);
         let copies: Vec<_> = fs::read_dir(&dir)
@@ -222,10 +263,18 @@ pub(crate) mod tests {
                 b"c".to_vec(),
                 format!("i{i}").into_bytes(),
             ];
-            log.extend(execute(&mut store, &mut session, &args, false).log);
+            log.extend(
+                execute(&mut store, &mut session, &args, false)
+                    .propagate
+                    .into_commands(&args),
+            );
         }
         let args = vec![b"CF.DEL".to_vec(), b"c".to_vec(), b"i7".to_vec()];
-        log.extend(execute(&mut store, &mut session, &args, false).log);
+        log.extend(
+            execute(&mut store, &mut session, &args, false)
+                .propagate
+                .into_commands(&args),
+        );
         let mut replayed = Store::new(Config::default());
         for args in &log {
             execute(&mut replayed, &mut session, args, true);

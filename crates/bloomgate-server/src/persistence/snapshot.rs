@@ -228,7 +228,8 @@ fn read_value(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::{execute, Config, Session, Store};
+    use crate::commands::{execute, Session, Store};
+    use crate::config::Config;
     use crate::resp::Reply;
 
     fn temp_dir(name: &str) -> PathBuf {
@@ -304,7 +305,8 @@ mod point_in_time {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::commands::{execute, Config, Session, Store};
+    use crate::commands::{execute, Session, Store};
+    use crate::config::Config;
     use crate::resp::Reply;
 
     fn run(store: &mut Store, line: &str) -> Reply {

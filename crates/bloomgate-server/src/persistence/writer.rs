@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use super::log::{aof_path, encode_record, open_log};
 use super::manifest::Manifest;
 use super::relock;
-use crate::commands::FsyncPolicy;
+use super::FsyncPolicy;
 
 /// Segment tag for "whatever generation the writer has open".
 const CURRENT_GENERATION: u64 = u64::MAX;
@@ -439,9 +439,8 @@ fn advance(position: &tokio::sync::watch::Sender<u64>, to: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::Config;
     use crate::keyspace::Value;
-    use crate::persistence::{load, tests::temp_dir};
+    use crate::persistence::tests::{load_default, temp_dir};
 
     fn add(item: &str) -> Vec<Vec<Vec<u8>>> {
         vec![vec![
@@ -469,7 +468,7 @@ mod tests {
     #[test]
     fn callers_write_their_records_and_the_thread_switches_files() {
         let dir = temp_dir("writer");
-        let loaded = load(&dir, &Config::default(), false).unwrap();
+        let loaded = load_default(&dir, false).unwrap();
         let generation = loaded.generation;
         let writer =
             AofWriter::start(&dir, generation, FsyncPolicy::Everysec, loaded.manifest).unwrap();
@@ -493,7 +492,7 @@ mod tests {
         assert!(*writer.synced.borrow() >= seq);
         writer.shutdown();
 
-        let reloaded = load(&dir, &Config::default(), false).unwrap();
+        let reloaded = load_default(&dir, false).unwrap();
         assert_eq!(reloaded.generation, generation + 1);
         let Some(Value::Bloom(chain)) = reloaded.db.value(b"k", 0) else {
             panic!("the filter was not replayed")

@@ -1,0 +1,338 @@
+//! The server's settings: the options `bloomgate serve` takes (flags, environment or a config
+//! file, resolved into [`Settings`] here, with no command-line parser in this crate), and the
+//! runtime configuration `CONFIG GET`/`CONFIG SET` read and change ([`Config`]).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context as _};
+
+use crate::persistence::FsyncPolicy;
+
+/// `bloomgate serve` options as given (the CLI fills them from its flags and the environment;
+/// `None` = not given). [`Options::resolve`] merges them over the config file over defaults.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Address to listen on (default 127.0.0.1).
+    pub bind: Option<String>,
+    /// TCP port (default 6379).
+    pub port: Option<u16>,
+    /// Data directory (default `./bloomgate-data`).
+    pub dir: Option<PathBuf>,
+    /// When the append-only log is fsynced (default everysec).
+    pub appendfsync: Option<FsyncPolicy>,
+    /// The default user's password.
+    pub requirepass: Option<String>,
+    /// A file whose first line is the password.
+    pub requirepass_file: Option<PathBuf>,
+    /// Most clients connected at once (default 10000, lowered to fit the open-file limit).
+    pub maxclients: Option<u64>,
+    /// `enable-debug-command`: no, yes or local (default no).
+    pub enable_debug_command: Option<String>,
+    /// Truncate a corrupt log at the damage (keeping a copy) instead of refusing to start.
+    pub repair_log: bool,
+    /// Memory limit for the dataset (bytes, or with k/kb/m/mb/g/gb); 0 = unlimited.
+    pub maxmemory: Option<String>,
+    /// Serve Prometheus metrics on this address (a bare port means loopback).
+    pub metrics_addr: Option<String>,
+    /// Config file: one `name value` per line (`#` comments).
+    pub config: Option<PathBuf>,
+    /// Allow a non-loopback bind without a password (protected mode off).
+    pub unprotected: bool,
+}
+
+/// Fully resolved settings: what [`crate::run`] runs with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The runtime configuration.
+    pub config: Config,
+    /// The data directory.
+    pub dir: PathBuf,
+    /// Where to serve `GET /metrics`, if anywhere.
+    pub metrics_addr: Option<String>,
+    /// `--repair-log`.
+    pub repair_log: bool,
+    /// The allocator's count of allocated bytes, the source of `used_memory` (the binary that
+    /// picks the global allocator provides it; without it, `used_memory` is the accounted
+    /// dataset).
+    pub heap_probe: Option<fn() -> u64>,
+}
+
+impl Settings {
+    /// `ADDRESS:PORT` of the configured bind address and port.
+    pub fn address(&self) -> String {
+        format!("{}:{}", self.config.bind, self.config.port)
+    }
+}
+
+impl Options {
+    /// Merges these options over the config file over defaults.
+    pub fn resolve(&self) -> anyhow::Result<Settings> {
+        let mut config = Config::default();
+        let mut dir = PathBuf::from("bloomgate-data");
+        let mut metrics_addr = None;
+        let mut unprotected = self.unprotected;
+        let mut requirepass_file = self.requirepass_file.clone();
+        if let Some(path) = &self.config {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading config file {}", path.display()))?;
+            for (n, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                let (name, value) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+                let (name, value) = (name.to_ascii_lowercase(), value.trim().trim_matches('"'));
+                let at = || format!("{}:{}", path.display(), n + 1);
+                match name.as_str() {
+                    "bind" => config.bind = value.to_string(),
+                    "port" => {
+                        config.port = value
+                            .parse()
+                            .with_context(|| format!("{}: bad port", at()))?
+                    }
+                    "dir" => dir = PathBuf::from(value),
+                    "metrics-addr" => metrics_addr = Some(value.to_string()),
+                    "unprotected" => unprotected |= value == "yes",
+                    "requirepass-file" => {
+                        requirepass_file = requirepass_file.or(Some(PathBuf::from(value)))
+                    }
+                    "maxclients" => {
+                        config.maxclients = value
+                            .parse()
+                            .with_context(|| format!("{}: bad maxclients", at()))?
+                    }
+                    "enable-debug-command" => {
+                        config.enable_debug_command = debug_access(value)
+                            .with_context(|| format!("{}: enable-debug-command", at()))?
+                    }
+                    _ => apply_config(&mut config, &name, value)
+                        .map_err(|e| anyhow::anyhow!("{}: {name}: {e}", at()))?,
+                }
+            }
+        }
+        if let Some(bind) = &self.bind {
+            config.bind = bind.clone();
+        }
+        if let Some(port) = self.port {
+            config.port = port;
+        }
+        if let Some(d) = &self.dir {
+            dir = d.clone();
+        }
+        if let Some(policy) = self.appendfsync {
+            config.appendfsync = policy;
+        }
+        if let Some(path) = &requirepass_file {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading password file {}", path.display()))?;
+            let pass = text.lines().next().unwrap_or("").to_string();
+            config.requirepass = (!pass.is_empty()).then_some(pass);
+        }
+        if let Some(pass) = &self.requirepass {
+            config.requirepass = (!pass.is_empty()).then(|| pass.clone());
+        }
+        if let Some(n) = self.maxclients {
+            config.maxclients = n;
+        }
+        if let Some(access) = &self.enable_debug_command {
+            config.enable_debug_command = debug_access(access)?;
+        }
+        config.protected_mode = !unprotected;
+        if let Some(max) = &self.maxmemory {
+            config.maxmemory =
+                parse_memory(max).with_context(|| format!("bad --maxmemory value {max:?}"))?;
+        }
+        if self.metrics_addr.is_some() {
+            metrics_addr = self.metrics_addr.clone();
+        }
+        config.dir = dir.display().to_string();
+        config.memory_ceiling = physical_memory().unwrap_or(u64::MAX);
+        Ok(Settings {
+            config,
+            dir,
+            metrics_addr: metrics_addr.map(|a| loopback_by_default(&a)),
+            repair_log: self.repair_log,
+            heap_probe: None,
+        })
+    }
+}
+
+/// `enable-debug-command`: no, yes or local.
+fn debug_access(value: &str) -> anyhow::Result<String> {
+    let value = value.to_ascii_lowercase();
+    match value.as_str() {
+        "no" | "yes" | "local" => Ok(value),
+        _ => bail!("must be one of no, yes, local (got {value:?})"),
+    }
+}
+
+/// A metrics address given as a bare port (`9121` or `:9121`) means loopback.
+fn loopback_by_default(addr: &str) -> String {
+    let port = addr.strip_prefix(':').unwrap_or(addr);
+    if port.parse::<u16>().is_ok() {
+        format!("127.0.0.1:{port}")
+    } else {
+        addr.to_string()
+    }
+}
+
+/// Whether a host (an IP address or `localhost`) is a loopback address.
+pub fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => host == "localhost",
+    }
+}
+
+/// `MemTotal` from /proc/meminfo, in bytes (`None` where that file does not exist).
+fn physical_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Runtime configuration visible through CONFIG GET/SET.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The `bf-*` / `cf-*` settings.
+    pub dialect: bloomgate_dialect::Config,
+    /// Bytes; 0 = no limit.
+    pub maxmemory: u64,
+    /// What one allocation may take when `maxmemory` is 0: the machine's physical memory (set
+    /// by the server at start), so a forged size fails cleanly instead of exhausting the host.
+    pub memory_ceiling: u64,
+    /// When the log is fsynced.
+    pub appendfsync: FsyncPolicy,
+    /// The default user's password.
+    pub requirepass: Option<String>,
+    /// The data directory (`CONFIG GET dir`).
+    pub dir: String,
+    /// The address listened on.
+    pub bind: String,
+    /// The port listened on.
+    pub port: u16,
+    /// Most clients connected at once.
+    pub maxclients: u64,
+    /// `enable-debug-command`: "no", "yes" or "local" (loopback clients only).
+    pub enable_debug_command: String,
+    /// Redis' protected mode (off with `--unprotected`): a non-loopback bind needs a password.
+    pub protected_mode: bool,
+}
+
+impl Config {
+    /// Whether protected mode requires a password: on, and bound to a non-loopback address.
+    pub fn needs_password(&self) -> bool {
+        self.protected_mode && !is_loopback(&self.bind)
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            dialect: bloomgate_dialect::Config::default(),
+            maxmemory: 0,
+            memory_ceiling: u64::MAX,
+            appendfsync: FsyncPolicy::Everysec,
+            requirepass: None,
+            dir: String::new(),
+            bind: "127.0.0.1".into(),
+            port: 6379,
+            maxclients: 10_000,
+            enable_debug_command: "no".into(),
+            protected_mode: true,
+        }
+    }
+}
+
+/// Parses Redis memory sizes: plain bytes or with b/k/kb/m/mb/g/gb (k = 1000, kb = 1024).
+pub fn parse_memory(s: &str) -> Option<u64> {
+    let lower = s.to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1_000_000,
+        "mb" => 1024 * 1024,
+        "g" => 1_000_000_000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    n.checked_mul(mul)
+}
+
+/// CONFIG parameter names, in CONFIG GET order.
+pub const CONFIG_NAMES: [&str; 18] = [
+    "bf-error-rate",
+    "bf-initial-size",
+    "bf-expansion-factor",
+    "cf-bucket-size",
+    "cf-initial-size",
+    "cf-max-iterations",
+    "cf-expansion-factor",
+    "cf-max-expansions",
+    "maxmemory",
+    "maxmemory-policy",
+    "appendonly",
+    "appendfsync",
+    "requirepass",
+    "dir",
+    "bind",
+    "port",
+    "save",
+    "databases",
+];
+
+/// The value `CONFIG GET` shows for `name` (one of [`CONFIG_NAMES`]).
+pub fn config_value(c: &Config, name: &str) -> String {
+    match name {
+        _ if c.dialect.get(name).is_some() => c.dialect.get(name).unwrap_or_default(),
+        "maxmemory" => c.maxmemory.to_string(),
+        "maxmemory-policy" => "noeviction".into(),
+        "appendonly" => "yes".into(),
+        "appendfsync" => c.appendfsync.name().into(),
+        "requirepass" => c.requirepass.clone().unwrap_or_default(),
+        "dir" => c.dir.clone(),
+        "bind" => c.bind.clone(),
+        "port" => c.port.to_string(),
+        "save" => "3600 1 300 100 60 10000".into(),
+        _ => "1".into(),
+    }
+}
+
+/// Validates and applies one configuration pair (CONFIG SET and the config file); `name` is
+/// lower-case. Immutable names are refused here (the server applies them at start).
+pub fn apply_config(c: &mut Config, name: &str, value: &str) -> Result<(), String> {
+    if c.dialect.set(name, value)? {
+        return Ok(());
+    }
+    match name {
+        "maxmemory" => {
+            c.maxmemory = parse_memory(value).ok_or("argument must be a memory value")?
+        }
+        "maxmemory-policy" if value.eq_ignore_ascii_case("noeviction") => {}
+        "appendfsync" => {
+            c.appendfsync = FsyncPolicy::parse(value)
+                .ok_or("argument(s) must be one of the following: always, everysec, no")?
+        }
+        "requirepass" if value.is_empty() && c.needs_password() => {
+            return Err(format!(
+                "refusing to remove the password of a server listening on {} (protected mode)",
+                c.bind
+            ))
+        }
+        "requirepass" => c.requirepass = (!value.is_empty()).then(|| value.to_string()),
+        "appendonly" | "dir" | "bind" | "port" | "databases" | "maxmemory-policy" | "save" => {
+            return Err("can't set immutable config".into())
+        }
+        _ => return Err(format!("unknown option '{name}'")),
+    }
+    Ok(())
+}

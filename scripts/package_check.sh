@@ -30,9 +30,10 @@ fi
 ok "cargo deny"
 
 echo "== cargo package --workspace --locked (with verification)"
-# Verification builds every publishable crate from its .crate in target/package; debug profile,
-# sharing the registry dependencies already built by the test suite where their flags match.
-cargo package --workspace --locked --quiet \
+# Verification builds every publishable crate from its .crate in target/package (the dev
+# profile). A packaged manifest has no workspace profiles: restating the workspace's
+# `profile.dev.package."*"` lets it reuse the registry dependencies `cargo build` already built.
+cargo package --workspace --locked --quiet --config 'profile.dev.package."*".opt-level=3' \
   --exclude bloomgate-bench --exclude bloomgate-py --exclude bloomgate-testkit
 ok "cargo package"
 

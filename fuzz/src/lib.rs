@@ -4,4 +4,5 @@
 
 pub mod command_script;
 pub mod core_check;
+pub mod payload_check;
 pub mod resp_check;

@@ -55,6 +55,14 @@ struct FeedArgs {
     /// running (default: the cold start is timed too; report both when comparing)
     #[arg(long)]
     warm: bool,
+    /// Stop and reopen the gate halfway through each mode on the same store and filter
+    /// directory (a deploy); reports the first 1,000 requests after reopening
+    #[arg(long)]
+    restart: bool,
+    /// Memory budget of all scope filters together, in KiB (the least recently used are evicted
+    /// beyond it).
+    #[arg(long, default_value_t = 256 << 10)]
+    filter_memory_kib: u64,
     /// Smaller run: finishes in under two minutes on two cores.
     #[arg(long)]
     quick: bool,
@@ -82,6 +90,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         metrics_addr: args.metrics_addr,
         rate: args.rate,
         warm: args.warm,
+        restart: args.restart,
+        filter_memory_bytes: args.filter_memory_kib.saturating_mul(1024),
         ..defaults
     };
     let report = run_feed(&config)?;

@@ -4,28 +4,44 @@
 
 mod common;
 
-use bloomgate_gate::{FilterMode, Gate, GateConfig, LifecycleConfig, Policy, SqliteStore};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use bloomgate_gate::{
+    FilterMode, Gate, GateConfig, LifecycleConfig, Policy, SqliteStore, Timeouts,
+};
 use common::{temp_dir, Server};
 
 fn gate(port: u16, dir: &std::path::Path, memory_budget_bytes: u64, policy: Policy) -> Gate {
+    gate_with(port, dir, memory_budget_bytes, policy, Timeouts::default())
+}
+
+fn gate_with(
+    port: u16,
+    dir: &std::path::Path,
+    memory_budget_bytes: u64,
+    policy: Policy,
+    timeouts: Timeouts,
+) -> Gate {
     let store = SqliteStore::open(dir.join("seen.db")).unwrap();
+    let filters = FilterMode::Remote {
+        url: format!("resp://127.0.0.1:{port}"),
+        key_prefix: "seen:".into(),
+    };
+    let lifecycle = LifecycleConfig {
+        retention_ms: 10_000,
+        generations: 3,
+        fpr: 0.01,
+        fpr_budget: 0.05,
+        headroom: 1.5,
+        min_items_per_generation: 64,
+        memory_budget_bytes,
+    };
     let config = GateConfig {
-        policy,
-        filters: FilterMode::Remote {
-            url: format!("resp://127.0.0.1:{port}"),
-            key_prefix: "seen:".into(),
-        },
-        lifecycle: LifecycleConfig {
-            retention_ms: 10_000,
-            generations: 3,
-            fpr: 0.01,
-            fpr_budget: 0.05,
-            headroom: 1.5,
-            min_items_per_generation: 64,
-            memory_budget_bytes,
-        },
         cache_capacity: 0,
         trust_sample_every: 0,
+        timeouts,
+        ..GateConfig::new(policy, filters, lifecycle)
     };
     Gate::new(Box::new(store), config).unwrap()
 }
@@ -41,6 +57,7 @@ fn shown_items_stay_seen_through_eviction_and_expire_after_retention() {
     for round in 0..80u64 {
         for scope in 0..scopes {
             let items = [round * 1000 + scope, round * 1000 + scope + 500];
+            g.unseen(scope, &items, now).unwrap(); // a request: loads the scope's filter
             g.record(scope, &items, now).unwrap();
         }
         now += 50;
@@ -71,6 +88,125 @@ fn shown_items_stay_seen_through_eviction_and_expire_after_retention() {
     let unseen = g.unseen(29, &[29, 529], later).unwrap();
     assert_eq!(unseen, [true, true]);
     drop(g);
+    server.kill9();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The filter server stops answering (open connections, no replies): every request falls back
+/// to the exact path after the read timeout — exact answers under verify and trust, counted as
+/// filter errors — and writes that timed out make their scopes reload from the store once the
+/// server answers again, so nothing recorded meanwhile is ever answered "unseen".
+#[test]
+fn a_hung_filter_server_sends_requests_to_the_store() {
+    let dir = temp_dir("gate-remote-hung");
+    let server = Server::start(&dir, &[]);
+    let proxy = bloomgate_testkit::FreezableProxy::start(([127, 0, 0, 1], server.port).into());
+    let timeouts = Timeouts {
+        connect: Duration::from_millis(500),
+        io: Duration::from_millis(200),
+    };
+    for (i, policy) in [Policy::Verify, Policy::Trust].into_iter().enumerate() {
+        let scope = i as u64 + 1; // a key of its own: the server keeps the other's
+        let dir = dir.join(format!("{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let g = gate_with(proxy.port, &dir, 1 << 30, policy, timeouts);
+        g.record(scope, &[10, 11], 1_000).unwrap();
+        g.flush().unwrap();
+        assert_eq!(
+            g.unseen(scope, &[10, 11, 12], 1_000).unwrap(),
+            [false, false, true]
+        );
+        proxy.freeze(true);
+        // Answered by the store; the items recorded now reach the store, not the filter.
+        assert_eq!(
+            g.unseen(scope, &[10, 11, 12], 1_100).unwrap(),
+            [false, false, true]
+        );
+        g.record(scope, &[12], 1_100).unwrap();
+        g.flush().unwrap();
+        assert_eq!(
+            g.unseen(scope, &[10, 12, 13], 1_200).unwrap(),
+            [false, false, true]
+        );
+        assert!(g.metrics().filter_errors.load(Relaxed) >= 2, "{policy:?}");
+        proxy.freeze(false);
+        // The scope whose write timed out is reloaded from the store: 12 reads seen.
+        assert_eq!(
+            g.unseen(scope, &[10, 12, 13], 1_300).unwrap(),
+            [false, false, true]
+        );
+        let errors = g.metrics().filter_errors.load(Relaxed);
+        assert_eq!(g.unseen(scope, &[11, 14], 1_300).unwrap(), [false, true]);
+        assert_eq!(
+            g.metrics().filter_errors.load(Relaxed),
+            errors,
+            "{policy:?}: server back"
+        );
+    }
+    drop(proxy);
+    server.kill9();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Several request threads on a few scopes with remote filters: writes trail the requests
+/// (batched by the recorder), a tiny memory budget evicts filters under probes in flight, and
+/// yet an item whose `record` returned before a request started is never shown by it.
+#[test]
+fn concurrent_requests_on_remote_filters_never_show_an_item_recorded_before_them() {
+    use rand::{rngs::SmallRng, RngExt, SeedableRng};
+    use std::collections::HashMap;
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Mutex;
+
+    let dir = temp_dir("gate-remote-concurrent");
+    let server = Server::start(&dir, &[]);
+    for (i, policy) in [Policy::Verify, Policy::Trust].into_iter().enumerate() {
+        let dir = dir.join(format!("{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Keys of their own per policy: the server keeps the other run's.
+        let g = gate_with(server.port, &dir, 600, policy, Timeouts::default());
+        let base = 100 * i as u64;
+        let clock = AtomicU64::new(1_000_000);
+        let truth: Mutex<HashMap<(u64, u64), u64>> = Mutex::new(HashMap::new());
+        std::thread::scope(|threads| {
+            for thread in 0..4u64 {
+                let (g, clock, truth) = (&g, &clock, &truth);
+                threads.spawn(move || {
+                    let mut rng = SmallRng::seed_from_u64(thread);
+                    for request in 0..300 {
+                        let now = clock.fetch_add(rng.random_range(0..3), Relaxed);
+                        let scope = base + rng.random_range(0..6u64);
+                        let mut candidates: Vec<u64> =
+                            (0..12).map(|_| rng.random_range(0..40u64)).collect();
+                        candidates.sort_unstable();
+                        candidates.dedup();
+                        let known = truth.lock().unwrap().clone();
+                        let verdict = g.unseen(scope, &candidates, now).unwrap();
+                        let mut shown = Vec::new();
+                        for (&item, &may_show) in candidates.iter().zip(&verdict) {
+                            let seen = known.contains_key(&(scope, item));
+                            assert!(
+                                !(seen && may_show),
+                                "{policy:?}: thread {thread} request {request}: item {item} of scope {scope} shown again"
+                            );
+                            if may_show && shown.len() < 3 {
+                                shown.push(item);
+                            }
+                        }
+                        g.record(scope, &shown, now).unwrap();
+                        let mut truth = truth.lock().unwrap();
+                        for item in shown {
+                            truth.insert((scope, item), now);
+                        }
+                    }
+                });
+            }
+        });
+        assert!(
+            g.metrics().evictions.load(Relaxed) > 0,
+            "{policy:?}: no eviction"
+        );
+    }
     server.kill9();
     let _ = std::fs::remove_dir_all(&dir);
 }

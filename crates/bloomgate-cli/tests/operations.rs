@@ -101,10 +101,10 @@ fn gate_metrics() -> String {
     let store = SqliteStore::open(dir.join("seen.db")).expect("open SQLite store");
     let gate = Gate::new(
         Box::new(store),
-        GateConfig {
-            policy: Policy::Verify,
-            filters: FilterMode::Local,
-            lifecycle: LifecycleConfig {
+        GateConfig::new(
+            Policy::Verify,
+            FilterMode::Local,
+            LifecycleConfig {
                 retention_ms: 1_000,
                 generations: 3,
                 fpr: 0.01,
@@ -113,9 +113,7 @@ fn gate_metrics() -> String {
                 min_items_per_generation: 8,
                 memory_budget_bytes: 1 << 20,
             },
-            cache_capacity: 1_000,
-            trust_sample_every: 0,
-        },
+        ),
     )
     .expect("gate");
     gate.record(1, &[1, 2], 10).unwrap();

@@ -14,8 +14,10 @@
 //! here lands in both.
 #![deny(missing_docs)]
 
+pub mod budget;
 pub mod commands;
 pub mod config;
+pub mod countmin;
 pub mod cow;
 pub mod cuckoo;
 pub mod lzf;
@@ -25,6 +27,7 @@ pub mod rdb;
 pub mod rdb_format;
 pub mod reply;
 pub mod sbchain;
+pub mod topk;
 pub mod value;
 pub mod windowed;
 

@@ -7,12 +7,17 @@
 //! the field I/O ([`RdbSink`], [`RdbSource`]): the module through Redis' `RedisModule_Save*` /
 //! `RedisModule_Load*`, the server through its own encoder of Redis' module-value format.
 //!
-//! Loading never trusts a size: the fields are turned into a SCANDUMP header and validated by
-//! the same code as `LOADCHUNK` before any bit array is allocated, and every string buffer must
-//! have exactly the length the header implies.
+//! Loading never trusts a size (the rule of [`crate::budget`]): the fields are turned into a
+//! SCANDUMP header and validated by the same code as `LOADCHUNK`; every string buffer is read
+//! and must have exactly the length the header implies (so the claimed sizes are backed by the
+//! payload); the shape is admitted against the source's [`Allowance`]; only then is the value
+//! allocated.
 
+use crate::budget::{Admitted, Allowance, OverBudget, Shape};
+use crate::countmin::CountMin;
 use crate::cuckoo::{self, CuckooChain};
 use crate::sbchain::BloomChain;
+use crate::topk::TopK;
 use crate::value::DialectType;
 use crate::windowed::WindowedFilter;
 
@@ -35,13 +40,15 @@ pub trait RdbSource {
     /// The next string buffer; a source that can check a length before allocating refuses one
     /// longer than `max_len`.
     fn load_string(&mut self, max_len: u64) -> Result<Vec<u8>, RdbError>;
-    /// Called with the bytes of bit/slot arrays a value's fields describe, before they are
-    /// allocated: a source that knows a budget (its remaining input, a memory limit) refuses a
-    /// larger value here. The default accepts.
-    fn reserve(&mut self, bytes: u64) -> Result<(), RdbError> {
-        let _ = bytes;
-        Ok(())
-    }
+    /// What values read from this source may allocate: every shape is admitted against it
+    /// before allocation. No default: each source states its budget (a host's memory budget,
+    /// or [`Allowance::unlimited`] where a caller has sized the input itself).
+    fn allowance(&mut self) -> &mut Allowance;
+}
+
+/// Admits `shape` against `input`'s allowance.
+fn admit<S: Shape>(input: &mut impl RdbSource, shape: S) -> Result<Admitted<S>, RdbError> {
+    input.allowance().admit(shape).map_err(RdbError::OverBudget)
 }
 
 /// Why a value could not be loaded.
@@ -53,6 +60,8 @@ pub enum RdbError {
     Invalid(String),
     /// This encoding version is newer than the reader knows.
     UnknownEncoding(i32),
+    /// A valid value larger than the memory budget allows.
+    OverBudget(OverBudget),
 }
 
 impl std::fmt::Display for RdbError {
@@ -61,6 +70,7 @@ impl std::fmt::Display for RdbError {
             RdbError::Truncated => f.write_str("truncated or mistyped module value"),
             RdbError::Invalid(why) => write!(f, "invalid module value: {why}"),
             RdbError::UnknownEncoding(v) => write!(f, "unknown encoding version {v}"),
+            RdbError::OverBudget(o) => write!(f, "refused: {o}"),
         }
     }
 }
@@ -151,8 +161,8 @@ pub fn load_bloom(input: &mut impl RdbSource, encver: i32) -> Result<BloomChain,
         header.push(n2);
         bodies.push(data);
     }
-    input.reserve(BloomChain::header_bytes(&header).map_err(invalid)?)?;
-    let mut chain = BloomChain::from_header(&header).map_err(invalid)?;
+    let shape = admit(input, BloomChain::shape(&header).map_err(invalid)?)?;
+    let mut chain = BloomChain::from_shape(shape).map_err(invalid)?;
     fill(&mut chain, &bodies)?;
     Ok(chain)
 }
@@ -231,9 +241,9 @@ pub fn load_cuckoo(input: &mut impl RdbSource, encver: i32) -> Result<CuckooChai
     header.extend_from_slice(&bucket_size.to_le_bytes());
     header.extend_from_slice(&max_iterations.to_le_bytes());
     header.extend_from_slice(&expansion.to_le_bytes());
-    input.reserve(CuckooChain::header_bytes(&header).map_err(|e| invalid(e.message()))?)?;
-    let mut filter = CuckooChain::from_header(&header).map_err(|e| invalid(e.message()))?;
-    let expected: Vec<u64> = filter.sub_filters().map(|(b, _)| b).collect();
+    let shape = CuckooChain::shape(&header).map_err(|e| invalid(e.message()))?;
+    let bucket_size = u64::from(shape.bucket_size());
+    let expected: Vec<u64> = shape.sub_filter_buckets().collect();
     let mut bodies = Vec::with_capacity(expected.len());
     for want in expected {
         let got = if encver >= 4 {
@@ -246,13 +256,15 @@ pub fn load_cuckoo(input: &mut impl RdbSource, encver: i32) -> Result<CuckooChai
                 "sub-filter bucket count does not match the expansion",
             ));
         }
-        let len = want * u64::from(bucket_size);
+        let len = want * bucket_size;
         let data = input.load_string(len)?;
         if data.len() as u64 != len {
             return Err(invalid("sub-filter length does not match its bucket count"));
         }
         bodies.push(data);
     }
+    let shape = admit(input, shape)?;
+    let mut filter = CuckooChain::from_shape(shape).map_err(|e| invalid(e.message()))?;
     fill(&mut filter, &bodies)?;
     Ok(filter)
 }
@@ -274,17 +286,143 @@ pub fn load_windowed(input: &mut impl RdbSource, encver: i32) -> Result<Windowed
     }
     const MAX_HEADER: u64 = 64 * 1024;
     let header = input.load_string(MAX_HEADER)?;
-    let mut filter = WindowedFilter::from_header(&header).map_err(invalid)?;
+    let shape = WindowedFilter::shape(&header).map_err(invalid)?;
     let mut parts = Vec::new();
-    for (_, len) in filter.chunk_plan() {
+    for (_, len) in shape.chunk_plan() {
         let data = input.load_string(len)?;
         if data.len() as u64 != len {
             return Err(invalid("generation length does not match its header"));
         }
         parts.push(data);
     }
+    let shape = admit(input, shape)?;
+    let mut filter = WindowedFilter::from_shape(shape).map_err(invalid)?;
     fill(&mut filter, &parts)?;
     Ok(filter)
+}
+
+/// `CMSk-TYPE` (encver 0): width, depth, total; the counters as one string buffer
+/// (`4 × width × depth` bytes, little endian).
+pub fn save_countmin(cms: &CountMin, out: &mut impl RdbSink) {
+    out.save_unsigned(cms.width());
+    out.save_unsigned(cms.depth());
+    out.save_unsigned(cms.total());
+    out.save_string(&cms.cell_bytes(0, 4 * cms.width() * cms.depth()));
+}
+
+/// Reads a `CMSk-TYPE` value: the dimensions are checked (non-zero, their byte size
+/// representable) and charged to the budget before the counters are allocated, and the
+/// counter buffer must have exactly that size.
+pub fn load_countmin(input: &mut impl RdbSource, encver: i32) -> Result<CountMin, RdbError> {
+    if encver != CountMin::ENCODING_VERSION {
+        return Err(RdbError::UnknownEncoding(encver));
+    }
+    let mut header = Vec::with_capacity(crate::countmin::HEADER_LEN);
+    for _ in 0..3 {
+        header.extend_from_slice(&input.load_unsigned()?.to_le_bytes());
+    }
+    let shape = <CountMin as DialectType>::shape(&header).map_err(invalid)?;
+    let bytes = shape.bytes();
+    let data = input.load_string(bytes)?;
+    if data.len() as u64 != bytes {
+        return Err(invalid(
+            "counter buffer length does not match width x depth",
+        ));
+    }
+    let shape = admit(input, shape)?;
+    let mut cms = <CountMin as DialectType>::from_shape(shape).map_err(invalid)?;
+    fill(&mut cms, &[data])?;
+    Ok(cms)
+}
+
+/// `TopK-TYPE` (encver 0): k, width, depth, decay; the buckets as one buffer (`[fingerprint,
+/// count]` u32 pairs); the heap as RedisBloom's 24-byte entries (fingerprint, item length, a
+/// pointer RedisBloom ignores on load — written as zero — count, padding); then each heap
+/// entry's item as a C string (an empty string for a slot never filled).
+pub fn save_topk(topk: &TopK, out: &mut impl RdbSink) {
+    out.save_unsigned(u64::from(topk.k()));
+    out.save_unsigned(u64::from(topk.width()));
+    out.save_unsigned(u64::from(topk.depth()));
+    out.save_double(topk.decay());
+    let buckets = crate::topk::BUCKET_BYTES * u64::from(topk.width()) * u64::from(topk.depth());
+    out.save_string(&topk.bucket_bytes(0, buckets));
+    // An item is a C string there: what follows a NUL byte is not saved.
+    let saved = |item: &[u8]| -> Vec<u8> {
+        let end = item.iter().position(|&b| b == 0).unwrap_or(item.len());
+        item[..end].to_vec()
+    };
+    let mut heap = Vec::with_capacity(topk.heap().len() * crate::topk::HEAP_ENTRY_BYTES as usize);
+    let mut items = Vec::with_capacity(topk.heap().len());
+    for entry in topk.heap() {
+        let mut item = entry.item.as_deref().map(saved).unwrap_or_default();
+        heap.extend_from_slice(&entry.fingerprint.to_le_bytes());
+        heap.extend_from_slice(&(item.len() as u32).to_le_bytes());
+        heap.extend_from_slice(&0u64.to_le_bytes());
+        heap.extend_from_slice(&entry.count.to_le_bytes());
+        heap.extend_from_slice(&0u32.to_le_bytes());
+        item.push(0);
+        items.push(item);
+    }
+    out.save_string(&heap);
+    for item in items {
+        out.save_string(&item);
+    }
+}
+
+/// Reads a `TopK-TYPE` value: k, width and depth must be non-zero 32-bit values, their
+/// buffers are charged to the budget before anything is allocated, and each buffer must have
+/// exactly the size they imply. Items are the heap strings without their last (NUL) byte; a
+/// one-byte string is a slot never filled. The decay generator starts from its seed.
+pub fn load_topk(input: &mut impl RdbSource, encver: i32) -> Result<TopK, RdbError> {
+    use crate::topk::{HeapEntry, BUCKET_BYTES, HEAP_ENTRY_BYTES};
+    if encver != TopK::ENCODING_VERSION {
+        return Err(RdbError::UnknownEncoding(encver));
+    }
+    let dim = |v: u64| match u32::try_from(v) {
+        Ok(v) if v > 0 => Ok(v),
+        _ => Err(invalid("Top-K k, width or depth out of range")),
+    };
+    let k = dim(input.load_unsigned()?)?;
+    let width = dim(input.load_unsigned()?)?;
+    let depth = dim(input.load_unsigned()?)?;
+    let decay = input.load_double()?;
+    let bucket_len = BUCKET_BYTES * u64::from(width) * u64::from(depth);
+    let heap_len = HEAP_ENTRY_BYTES * u64::from(k);
+    let buckets = input.load_string(bucket_len)?;
+    if buckets.len() as u64 != bucket_len {
+        return Err(invalid("bucket buffer length does not match width x depth"));
+    }
+    let blob = input.load_string(heap_len)?;
+    if blob.len() as u64 != heap_len {
+        return Err(invalid("heap buffer length does not match k"));
+    }
+    // The buffers are backed by the payload: now the sketch's size is admitted, then allocated.
+    admit(input, crate::budget::Buffer(bucket_len + heap_len))?;
+    let mut heap = Vec::new();
+    heap.try_reserve_exact(k as usize)
+        .map_err(|_| invalid("Top-K heap does not fit in memory"))?;
+    for entry in blob.chunks_exact(HEAP_ENTRY_BYTES as usize) {
+        let word = |i: usize| u32::from_le_bytes(entry[i..i + 4].try_into().expect("4 bytes"));
+        let mut item = input.load_string(u64::from(u32::MAX))?;
+        let item = match item.len() {
+            0 => return Err(invalid("Top-K heap item without its terminator")),
+            1 => None,
+            n => {
+                item.truncate(n - 1);
+                Some(item.into_boxed_slice())
+            }
+        };
+        heap.push(HeapEntry {
+            fingerprint: word(0),
+            count: word(16),
+            item,
+        });
+    }
+    let mut topk =
+        TopK::new(k, width, depth, decay).ok_or_else(|| invalid("Top-K does not fit in memory"))?;
+    fill(&mut topk, &[buckets])?;
+    topk.set_heap(heap).map_err(invalid)?;
+    Ok(topk)
 }
 
 #[cfg(test)]
@@ -293,9 +431,18 @@ mod tests {
     use crate::cuckoo::CuckooParams;
 
     /// Fields as a list, for round trips without a Redis.
-    #[derive(Default)]
     struct Fields {
         items: std::collections::VecDeque<Field>,
+        allowance: Allowance,
+    }
+
+    impl Default for Fields {
+        fn default() -> Self {
+            Self {
+                items: Default::default(),
+                allowance: Allowance::unlimited(),
+            }
+        }
     }
 
     #[derive(Debug, PartialEq)]
@@ -337,13 +484,18 @@ mod tests {
                 _ => Err(RdbError::Truncated),
             }
         }
+        fn allowance(&mut self) -> &mut Allowance {
+            &mut self.allowance
+        }
     }
 
     #[test]
     fn bloom_round_trip_keeps_dump_bytes() {
         let mut chain = BloomChain::new(10, 0.01, 2, false).unwrap();
         for i in 0..100 {
-            chain.add(format!("k{i}").as_bytes(), u64::MAX).unwrap();
+            chain
+                .add(format!("k{i}").as_bytes(), &mut Allowance::unlimited())
+                .unwrap();
         }
         let mut fields = Fields::default();
         save_bloom(&chain, &mut fields);
@@ -364,7 +516,9 @@ mod tests {
         };
         let mut filter = CuckooChain::new(p).unwrap();
         for i in 0..300 {
-            filter.insert(format!("k{i}").as_bytes(), u64::MAX).unwrap();
+            filter
+                .insert(format!("k{i}").as_bytes(), &mut Allowance::unlimited())
+                .unwrap();
         }
         assert!(filter.filters() > 1);
         let mut fields = Fields::default();
@@ -435,6 +589,48 @@ mod tests {
         assert!(matches!(
             load_cuckoo(&mut fields, 4),
             Err(RdbError::Invalid(_))
+        ));
+    }
+
+    /// The largest first sub-filter CF.RESERVE can make (2^30 one-slot buckets, 1 GiB) but
+    /// only 8 bytes of payload: refused for the missing bytes before anything is allocated.
+    #[test]
+    fn claimed_sizes_must_be_backed_by_the_payload() {
+        let mut fields = Fields::default();
+        for v in [1, 1 << 30, 0, 0, 1, 20, 1, 1 << 30] {
+            fields.save_unsigned(v);
+        }
+        fields.save_string(&[0; 8]);
+        assert!(matches!(
+            load_cuckoo(&mut fields, 4),
+            Err(RdbError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn values_over_the_allowance_are_refused() {
+        let mut chain = BloomChain::new(1000, 0.01, 2, false).unwrap();
+        chain.add(b"x", &mut Allowance::unlimited()).unwrap();
+        let mut fields = Fields::default();
+        save_bloom(&chain, &mut fields);
+        fields.allowance = Allowance::new(100);
+        assert!(matches!(
+            load_bloom(&mut fields, 4),
+            Err(RdbError::OverBudget(OverBudget { allowed: 100, .. }))
+        ));
+        let filter = CuckooChain::new(CuckooParams {
+            capacity: 1000,
+            bucket_size: 2,
+            max_iterations: 20,
+            expansion: 1,
+        })
+        .unwrap();
+        let mut fields = Fields::default();
+        save_cuckoo(&filter, &mut fields);
+        fields.allowance = Allowance::new(1023);
+        assert!(matches!(
+            load_cuckoo(&mut fields, 4),
+            Err(RdbError::OverBudget(OverBudget { needed: 1024, .. }))
         ));
     }
 }

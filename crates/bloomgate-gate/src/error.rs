@@ -3,18 +3,39 @@
 /// Everything that can go wrong in the gate.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The SQLite store failed.
     #[error("sqlite store: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// A Redis server (store or filters) answered an error or the connection failed.
     #[error("redis: {0}")]
-    Redis(#[from] redis::RedisError),
+    Redis(redis::RedisError),
+    /// A Redis server did not connect, answer or accept a write within the configured timeout.
+    #[error("redis: no answer within the timeout ({0})")]
+    Timeout(redis::RedisError),
+    /// A filter could not be created or decoded.
     #[error("filter: {0}")]
     Filter(#[from] bloomgate::Error),
+    /// The configuration cannot work.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
     /// The background recorder could not write served items; they stay visible to the gate
     /// (never shown again by this process) but are not durable, so every later record fails.
     #[error("recording served items failed: {0}")]
     Recording(String),
+    /// The local filters' snapshot could not be written.
+    #[error("filter snapshot: {0}")]
+    Snapshot(String),
 }
 
+impl From<redis::RedisError> for Error {
+    fn from(err: redis::RedisError) -> Self {
+        if err.is_timeout() {
+            Error::Timeout(err)
+        } else {
+            Error::Redis(err)
+        }
+    }
+}
+
+/// The gate's result type.
 pub type Result<T> = std::result::Result<T, Error>;

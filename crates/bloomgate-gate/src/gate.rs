@@ -1,19 +1,18 @@
 //! The gate: one call per request answers, for each candidate item, "may this scope be shown
-//! it?" (not seen within the retention window), using filters, the cache and the exact store
-//! according to the policy, and counting everything the metrics report.
+//! it?" (not seen within the retention window), using its filter back-end, the cache and the
+//! exact store according to the policy, and counting everything the metrics report.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
-use std::thread::JoinHandle;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use crate::cache::Ticket;
+use crate::backend::{FilterBackend, NoFilters, Probe};
+use crate::core::Core;
 use crate::lifecycle::{LifecycleConfig, LocalFilters};
-use crate::metrics::{FilterGauges, Metrics, SATURATION_BOUNDS};
-use crate::pending::Pending;
 use crate::recorder::Recorder;
 use crate::remote::RemoteFilters;
-use crate::{Error, ExactStore, Result, Seen, SeenCache};
+use crate::{ExactStore, Metrics, Result, Seen};
 
 /// What the gate does with a filter "maybe".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,165 +30,211 @@ pub enum Policy {
 pub enum FilterMode {
     /// In this process, within the lifecycle's memory budget.
     Local,
-    /// On a bloomgate/RedisBloom server: `resp://HOST:PORT`, keys under the given prefix.
-    Remote { url: String, key_prefix: String },
+    /// On a bloomgate server or Redis with the bloomgate module: `resp://HOST:PORT`, or a Redis
+    /// Cluster running the module: `redis+cluster://HOST:PORT[,HOST:PORT...]`.
+    Remote {
+        /// The server's (or the cluster's seed nodes') address.
+        url: String,
+        /// Every filter key starts with this (one key per scope: `{prefix}{scope}`).
+        key_prefix: String,
+    },
 }
 
+/// Connect and read/write timeouts of every Redis connection the gate opens (remote filters and
+/// the Redis store). A connection that times out is dropped, never reused mid-reply.
+///
+/// What a timeout does: on the remote filters, the request falls back to the exact path (its
+/// candidates all read "maybe" and go to the store, under verify *and* trust: the store is the
+/// truth, a slow accelerator must not turn into wrong answers) and
+/// `bloomgate_filter_errors_total` counts it; on the Redis store, the call fails with
+/// [`crate::Error::Timeout`] (there is nothing behind the store to fall back to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Longest wait for a TCP connection (and the server's first reply).
+    pub connect: Duration,
+    /// Longest wait for one read or one write on an open connection.
+    pub io: Duration,
+}
+
+impl Default for Timeouts {
+    /// 1 s to connect, 1 s per read or write: far above a healthy server's round trip, far
+    /// below what a request can afford to hang.
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(1),
+            io: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Persistence of local filters across restarts (see `snapshot`).
+#[derive(Clone, Debug)]
+pub struct Persistence {
+    /// Directory holding the filters' snapshot file (created if missing).
+    pub dir: PathBuf,
+    /// Writes a snapshot this often while the gate runs (and always at shutdown); `None`: only
+    /// at shutdown.
+    pub every: Option<Duration>,
+    /// On restart a scope's filter catches up with the store rows seen at or after its
+    /// high-water mark minus this much, to cover records whose request clock ran behind another
+    /// request's for the same scope (see docs/gate.md).
+    pub clock_slack_ms: u64,
+}
+
+impl Persistence {
+    /// Snapshots in `dir` every 60 s and at shutdown, with a 60 s clock slack.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Persistence {
+            dir: dir.into(),
+            every: Some(Duration::from_secs(60)),
+            clock_slack_ms: 60_000,
+        }
+    }
+}
+
+/// Everything a gate is configured with.
 #[derive(Clone, Debug)]
 pub struct GateConfig {
+    /// What a filter "maybe" leads to.
     pub policy: Policy,
+    /// Where the scope filters live (ignored under [`Policy::Exact`]).
     pub filters: FilterMode,
+    /// Retention, generations, sizing and the memory budget of the scope filters.
     pub lifecycle: LifecycleConfig,
     /// (scope, item) answers the LRU cache holds.
     pub cache_capacity: usize,
     /// Trust mode verifies every N-th request's "maybe" answers against the store to estimate
     /// over-filtering (0 = never).
     pub trust_sample_every: u64,
+    /// Background threads building local filters (0: one per available core).
+    pub build_threads: usize,
+    /// Local filters only: persist them here and load them on start.
+    pub persistence: Option<Persistence>,
+    /// Timeouts of the remote filters' connections.
+    pub timeouts: Timeouts,
 }
 
-enum Filters {
-    None,
-    Local(Arc<LocalFilters>),
-    Remote(Box<RemoteFilters>),
-}
-
-/// What the request path and the background threads (recorder, builder) share.
-pub(crate) struct Core {
-    config: GateConfig,
-    pub(crate) store: Box<dyn ExactStore>,
-    cache: SeenCache,
-    pub(crate) pending: Pending,
-    pub(crate) metrics: Metrics,
-    /// Set once if a group commit fails; every later record and flush returns it.
-    pub(crate) recording_failure: OnceLock<String>,
+impl GateConfig {
+    /// A configuration with the given policy, filters and lifecycle, a 100,000-entry cache,
+    /// trust sampling every 64th request, automatic build threads, no persistence and the
+    /// default timeouts.
+    pub fn new(policy: Policy, filters: FilterMode, lifecycle: LifecycleConfig) -> Self {
+        GateConfig {
+            policy,
+            filters,
+            lifecycle,
+            cache_capacity: 100_000,
+            trust_sample_every: 64,
+            build_threads: 0,
+            persistence: None,
+            timeouts: Timeouts::default(),
+        }
+    }
 }
 
 /// The membership gate over one exact store.
 ///
-/// Owns two background threads: the recorder (group commits of served items) and, with local
-/// filters, the builder (history loads and filter builds). Dropping the gate commits what is
-/// queued and stops both.
+/// Owns background threads: the recorder (group commits of served items) and, with local
+/// filters, the builders (history loads and filter builds) and the snapshot writer. Dropping the
+/// gate commits what is queued, persists local filters where configured and stops them all;
+/// [`Gate::close`] does the same and reports errors.
 pub struct Gate {
     core: Arc<Core>,
-    filters: Filters,
-    builder: Option<JoinHandle<()>>,
-    recorder: Recorder,
+    filters: Arc<dyn FilterBackend>,
+    recorder: Option<Recorder>,
+    policy: Policy,
+    trust_sample_every: u64,
     requests_seen: AtomicU64,
+    closed: bool,
 }
 
 impl Gate {
+    /// A gate over `store`. With persisted local filters, loads the snapshot (if it matches the
+    /// store and the lifecycle) and schedules each scope's catch-up with the store.
     pub fn new(store: Box<dyn ExactStore>, config: GateConfig) -> Result<Self> {
         config.lifecycle.validate()?;
-        let core = Arc::new(Core {
-            cache: SeenCache::new(config.cache_capacity),
-            config,
+        let metrics = Arc::new(Metrics::default());
+        let core = Arc::new(Core::new(
             store,
-            pending: Pending::new(),
-            metrics: Metrics::default(),
-            recording_failure: OnceLock::new(),
-        });
-        let config = &core.config;
-        let mut builder = None;
-        let filters = match (&config.policy, &config.filters) {
-            (Policy::Exact, _) => Filters::None,
-            (_, FilterMode::Local) => {
-                let (local, queue) = LocalFilters::new(config.lifecycle.clone())?;
-                let local = Arc::new(local);
-                let (filters, core) = (local.clone(), core.clone());
-                builder = Some(
-                    std::thread::Builder::new()
-                        .name("bloomgate-builder".into())
-                        .spawn(move || {
-                            let load = |scope, since| core.load_history(scope, since);
-                            filters.run_builds(&queue, &load, &core.metrics);
-                        })
-                        .map_err(|e| Error::InvalidConfig(format!("spawning the builder: {e}")))?,
-                );
-                Filters::Local(local)
-            }
-            (_, FilterMode::Remote { url, key_prefix }) => Filters::Remote(Box::new(
-                RemoteFilters::connect(url, key_prefix, config.lifecycle.clone())?,
-            )),
+            config.lifecycle.retention_ms,
+            config.cache_capacity,
+            metrics.clone(),
+        ));
+        let filters: Arc<dyn FilterBackend> = match (&config.policy, &config.filters) {
+            (Policy::Exact, _) => Arc::new(NoFilters),
+            (_, FilterMode::Local) => LocalFilters::start(&config, core.clone(), metrics)?,
+            (_, FilterMode::Remote { url, key_prefix }) => Arc::new(RemoteFilters::connect(
+                url,
+                key_prefix,
+                config.lifecycle.clone(),
+                config.timeouts,
+                core.clone(),
+                metrics,
+            )?),
         };
         Ok(Gate {
-            recorder: Recorder::start(core.clone()),
+            recorder: Some(Recorder::start(core.clone(), filters.clone())),
             core,
             filters,
-            builder,
+            policy: config.policy,
+            trust_sample_every: config.trust_sample_every,
             requests_seen: AtomicU64::new(0),
+            closed: false,
         })
     }
 
+    /// The gate's counters and histograms.
     pub fn metrics(&self) -> &Metrics {
-        &self.core.metrics
+        self.core.metrics()
     }
 
     /// Bytes held by scope filters: local ones, or remote ones as last read from the server.
     pub fn filter_memory_bytes(&self) -> u64 {
-        self.filter_gauges().memory_bytes
+        self.filters.gauges().memory_bytes
     }
 
     /// Estimated false-positive rate of a scope's local filter, from its fill (None if the
     /// scope has no built local filter).
     pub fn scope_filter_fpr(&self, scope: u64) -> Option<f64> {
-        match &self.filters {
-            Filters::Local(local) => local.estimated_fpr(scope),
-            Filters::None | Filters::Remote(_) => None,
-        }
-    }
-
-    fn filter_gauges(&self) -> FilterGauges {
-        match &self.filters {
-            Filters::Local(local) => local.gauges(),
-            Filters::Remote(remote) => FilterGauges {
-                resident_filters: 0,
-                memory_bytes: remote.memory_bytes(),
-                saturation: [0; SATURATION_BOUNDS.len() + 1],
-            },
-            Filters::None => FilterGauges {
-                resident_filters: 0,
-                memory_bytes: 0,
-                saturation: [0; SATURATION_BOUNDS.len() + 1],
-            },
-        }
+        self.filters.estimated_fpr(scope)
     }
 
     /// The metrics in Prometheus text exposition format.
     pub fn render_metrics(&self) -> String {
-        self.core.metrics.render(&self.filter_gauges())
+        self.core.metrics().render(&self.filters.gauges())
     }
 
     /// For each candidate, whether it may be shown: `true` = not seen by `scope` within the
     /// retention window (under `Trust`, a filter false positive also reads `false`).
-    /// Any store or server failure is returned as an error, never as "unseen".
+    /// Any store failure is returned as an error, never as "unseen"; a filter failure sends the
+    /// request to the exact path.
     ///
-    /// A scope whose local filter is still being built (first use) is answered by the exact
-    /// path, under every policy: nothing waits for a history load.
+    /// A scope without a filter yet gets one built before it is answered when that is cheaper
+    /// than the exact path (see `lifecycle`); otherwise it is answered by the exact path, under
+    /// every policy, while its filter is built in the background.
     pub fn unseen(&self, scope: u64, candidates: &[u64], now_ms: u64) -> Result<Vec<bool>> {
         let core = &*self.core;
-        let metrics = &core.metrics;
+        let metrics = core.metrics();
         let started = Instant::now();
         let mut verdict = vec![true; candidates.len()];
         let mut maybe = Vec::with_capacity(candidates.len());
-        let filtered = match &self.filters {
-            Filters::Local(local) => local.probe(scope, candidates, now_ms, &mut maybe, metrics),
-            Filters::Remote(remote) => {
-                let load = |scope, since| core.load_history(scope, since);
-                remote.probe(scope, candidates, now_ms, &mut maybe, &load)?;
-                true
-            }
-            Filters::None => {
+        let probe = match self.filters.probe(scope, candidates, now_ms, &mut maybe) {
+            Ok(probe) => probe,
+            Err(_) => {
+                metrics.filter_errors.fetch_add(1, Relaxed);
+                maybe.clear();
                 maybe.resize(candidates.len(), true);
-                false
+                Probe::Unfiltered
             }
         };
+        let filtered = probe == Probe::Filtered;
         let maybe_at: Vec<usize> = (0..candidates.len()).filter(|&i| maybe[i]).collect();
         let mut sample = false;
-        if core.config.policy != Policy::Trust || !filtered {
+        if self.policy != Policy::Trust || !filtered {
             let items: Vec<u64> = maybe_at.iter().map(|&i| candidates[i]).collect();
             let seen = core.exact_seen(scope, &items, now_ms)?;
             metrics.exact_lookups.fetch_add(items.len() as u64, Relaxed);
-            if filtered && core.config.policy == Policy::Verify {
+            if filtered && self.policy == Policy::Verify {
                 metrics.filter_maybe.fetch_add(items.len() as u64, Relaxed);
                 let misses = seen.iter().filter(|&&s| !s).count() as u64;
                 metrics.exact_misses_after_maybe.fetch_add(misses, Relaxed);
@@ -204,7 +249,7 @@ impl Gate {
             for &i in &maybe_at {
                 verdict[i] = false;
             }
-            let every = core.config.trust_sample_every;
+            let every = self.trust_sample_every;
             sample = every > 0
                 && self
                     .requests_seen
@@ -234,20 +279,18 @@ impl Gate {
     }
 
     /// Records that `scope` was shown `items` at `now_ms`. Before it returns, the items are in
-    /// the pending overlay, the cache and the scope's filter, so the scope's next request never
-    /// shows them; the store write is queued for the background recorder's next group commit
-    /// (this call waits only when that queue is full). Returns the recorder's error if an
-    /// earlier commit failed.
+    /// the pending overlay and the cache, and in the scope's filter (local filters) or queued for
+    /// it with the store write (remote filters; probes consult the overlay until it lands), so
+    /// the scope's next request never shows them. The store write is queued for the background
+    /// recorder's next group commit (this call waits only when that queue is full). Returns the
+    /// recorder's error if an earlier commit failed.
     pub fn record(&self, scope: u64, items: &[u64], now_ms: u64) -> Result<()> {
         let core = &*self.core;
         core.check_recording()?;
         if items.is_empty() {
             return Ok(());
         }
-        core.pending.add(scope, items, now_ms);
-        for &item in items {
-            core.cache.put_seen(scope, item, now_ms);
-        }
+        core.remember(scope, items, now_ms);
         let rows = items
             .iter()
             .map(|&item| Seen {
@@ -255,129 +298,58 @@ impl Gate {
                 at_ms: now_ms,
             })
             .collect();
-        self.recorder.queue(scope, rows)?;
-        match &self.filters {
-            Filters::Local(local) => local.record(scope, items, now_ms, &core.metrics),
-            Filters::Remote(remote) => {
-                let load = |scope, since| core.load_history(scope, since);
-                remote.record(scope, items, now_ms, &load, &core.metrics)?;
-            }
-            Filters::None => {}
-        }
-        Ok(())
+        self.filters.record(scope, items, now_ms)?;
+        self.recorder().queue(scope, rows)
+    }
+
+    fn recorder(&self) -> &Recorder {
+        self.recorder
+            .as_ref()
+            .expect("the recorder lives until close")
     }
 
     /// Waits until every filter build queued so far is installed and every recorded item is
     /// committed to the store; returns the recorder's error if a commit failed.
     pub fn flush(&self) -> Result<()> {
-        if let Filters::Local(local) = &self.filters {
-            local.flush_builds();
-        }
-        self.recorder.flush()?;
+        self.filters.flush();
+        self.recorder().flush()?;
         self.core.check_recording()
+    }
+
+    /// Writes the local filters' snapshot now (a no-op without persistence).
+    pub fn persist(&self) -> Result<()> {
+        self.filters.persist()
     }
 
     /// Applies the retention schedule to the store: drops rows last seen more than R before
     /// `now_ms`. Returns how many rows went.
     pub fn expire(&self, now_ms: u64) -> Result<u64> {
         let core = &*self.core;
-        core.timed(|| core.store.expire(core.since(now_ms)))
+        core.timed(|| core.store().expire(core.since(now_ms)))
+    }
+
+    /// Shuts the gate down: commits every recorded item, stops the builders and writes the
+    /// filters' snapshot (where configured). The first error is returned; everything is
+    /// attempted.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        let flushed = self.flush();
+        let stopped = self.filters.shutdown();
+        // The recorder commits what is still queued and stops.
+        drop(self.recorder.take());
+        flushed.and(stopped).and(self.core.check_recording())
     }
 }
 
 impl Drop for Gate {
     fn drop(&mut self) {
-        if let Filters::Local(local) = &self.filters {
-            local.stop_builds();
-        }
-        if let Some(builder) = self.builder.take() {
-            let _ = builder.join();
-        }
-        // The recorder (a field) then commits what is queued and stops.
-    }
-}
-
-impl Core {
-    fn check_recording(&self) -> Result<()> {
-        match self.recording_failure.get() {
-            Some(failure) => Err(Error::Recording(failure.clone())),
-            None => Ok(()),
-        }
-    }
-
-    fn since(&self, now_ms: u64) -> u64 {
-        now_ms.saturating_sub(self.config.lifecycle.retention_ms)
-    }
-
-    /// Store call with its latency recorded.
-    fn timed<T>(&self, call: impl FnOnce() -> Result<T>) -> Result<T> {
-        let started = Instant::now();
-        let result = call();
-        self.metrics.store_latency.observe(started.elapsed());
-        result
-    }
-
-    /// A scope's rows of the last R, oldest first, for a filter build: the pending overlay, then
-    /// the store (in that order: a row leaves the overlay only once committed). The store's rows
-    /// also warm the cache (as sightings that may be older than the latest: see `cache`).
-    fn load_history(&self, scope: u64, since_ms: u64) -> Result<Vec<Seen>> {
-        let mut history = Vec::new();
-        self.pending.snapshot(scope, since_ms, &mut history);
-        let uncommitted = history.len();
-        self.timed(|| self.store.load(scope, since_ms, &mut history))?;
-        self.metrics.history_loads.fetch_add(1, Relaxed);
-        self.metrics.store_reads.fetch_add(1, Relaxed);
-        for seen in &history[uncommitted..] {
-            self.cache.put_seen(scope, seen.item, seen.at_ms);
-        }
-        history.sort_by_key(|s| s.at_ms);
-        Ok(history)
-    }
-
-    /// The exact path for `items`: cache, then the pending overlay, then the misses in one store
-    /// batch. Returns, per item, whether the scope saw it within R.
-    fn exact_seen(&self, scope: u64, items: &[u64], now_ms: u64) -> Result<Vec<bool>> {
-        let since = self.since(now_ms);
-        let mut seen = vec![false; items.len()];
-        let mut ask = vec![false; items.len()];
-        // The items the cache could not answer, with the ticket of each lookup.
-        let mut asked: Vec<(usize, Ticket)> = Vec::new();
-        let mut hits = 0;
-        for (i, &item) in items.iter().enumerate() {
-            match self.cache.lookup(scope, item, since) {
-                Ok(answer) => {
-                    seen[i] = answer;
-                    hits += 1;
-                }
-                Err(ticket) => {
-                    ask[i] = true;
-                    asked.push((i, ticket));
-                }
-            }
-        }
-        self.metrics.cache_hits.fetch_add(hits, Relaxed);
-        if hits == items.len() as u64 {
-            return Ok(seen);
-        }
-        self.pending
-            .answer(scope, items, since, &mut ask, &mut seen);
-        let missed: Vec<(usize, Ticket)> = asked.into_iter().filter(|&(i, _)| ask[i]).collect();
-        if !missed.is_empty() {
-            let batch: Vec<u64> = missed.iter().map(|&(i, _)| items[i]).collect();
-            let mut answers = Vec::with_capacity(batch.len());
-            self.timed(|| self.store.contains(scope, &batch, since, &mut answers))?;
-            self.metrics
-                .store_reads
-                .fetch_add(batch.len() as u64, Relaxed);
-            for (&(i, ticket), answer) in missed.iter().zip(answers) {
-                seen[i] = answer;
-                if !answer {
-                    self.cache.put_unseen(scope, items[i], since, ticket);
-                }
-                // A "seen" answer is not cached here: the store did not say when, and the cache
-                // needs the time to expire it. Sightings enter the cache from record and load.
-            }
-        }
-        Ok(seen)
+        let _ = self.shutdown();
     }
 }

@@ -5,13 +5,23 @@
 //! verified against the exact store (policy [`Policy::Verify`], exact results) or trusted
 //! ([`Policy::Trust`], over-filtering at the filter's false-positive rate). Filters follow the
 //! product's retention window, are rebuilt from the store when they saturate, and share one memory
-//! budget. Served items are recorded in the background (group commit) and filters are built in
-//! the background, so a request costs its filter probes plus whatever the exact path asks.
-//! `bloomgate demo feed` (in the CLI crate) reproduces the feed-service case study on a real store.
+//! budget. Served items are recorded in the background (group commit); a scope's first request
+//! builds its filter when that is cheaper than the exact path, and local filters survive restarts
+//! through snapshots. `bloomgate demo feed` (in the CLI crate) reproduces the feed-service case
+//! study on a real store; docs/gate.md describes the design and its measurements.
+//!
+//! Layout: [`Gate`] (`gate.rs`) answers requests; `core.rs` owns the exact side (store, cache,
+//! pending overlay); the filters are a `FilterBackend` (`backend.rs`): none, local
+//! (`lifecycle.rs`, with `snapshot.rs` and the cold-path rule in `costs.rs`) or remote
+//! (`remote.rs`); the recorder (`recorder.rs`) commits served items.
 
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
+mod backend;
 mod cache;
+mod core;
+mod costs;
 mod error;
 mod gate;
 mod lifecycle;
@@ -21,14 +31,16 @@ mod recorder;
 mod redis_pool;
 mod redis_store;
 mod remote;
+mod snapshot;
 mod sqlite_store;
 mod store;
 
 pub use cache::{SeenCache, Ticket};
+pub use costs::INLINE_FACTOR;
 pub use error::{Error, Result};
-pub use gate::{FilterMode, Gate, GateConfig, Policy};
+pub use gate::{FilterMode, Gate, GateConfig, Persistence, Policy, Timeouts};
 pub use lifecycle::LifecycleConfig;
-pub use metrics::Metrics;
+pub use metrics::{Histogram, Metrics};
 pub use recorder::{BATCH_ROWS, QUEUE_REQUESTS};
 pub use redis_store::RedisStore;
 pub use sqlite_store::SqliteStore;

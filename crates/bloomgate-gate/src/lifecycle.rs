@@ -1,5 +1,6 @@
 //! Local per-scope filters and their lifecycle: retention-aligned rotation, sizing from the
-//! scope's history, rebuild on saturation, and one memory budget for all scopes.
+//! scope's history, rebuild on saturation, one memory budget for all scopes, builds on a pool of
+//! threads ordered by demand, and snapshots that survive a restart.
 //!
 //! Retention: "seen" means seen within R. Each scope's filter keeps G generations of W with
 //! (G−1)·W ≥ R, and the windowed filter guarantees a key stays present for ≥ (G−1)·W after its
@@ -7,21 +8,40 @@
 //! store's rows of the last R in time order through a fresh filter, which reproduces the
 //! generations a live filter would have had; items recorded after it exists are inserted live.
 //!
-//! Builds never run on the request path: a scope's first use (or a rebuild) is queued to one
-//! background builder thread, and meanwhile its requests take the exact path (first use) or keep
-//! the old filter (rebuild). A served item is in the gate's pending overlay before it reaches a
-//! filter, and a build's history is the overlay plus the store read *after* the build was queued;
-//! items recorded from the moment it is queued go to the scope's `recent` set, installed with the
-//! filter. So a concurrent `record` is always in the build's history or in `recent`.
+//! The cold path: a scope's first use creates its build job and queues it for the builder pool
+//! (busiest scopes first: each request that finds the job still queued raises its priority).
+//! The request itself then builds the filter (or waits for the build already running) when the
+//! build is cheaper than the exact-path lookups it saves (the rule and its measurements are in
+//! `costs`); otherwise it takes the exact path and the pool builds. A rebuild (saturation,
+//! growth) always runs in the pool, the old filter answering meanwhile.
+//!
+//! No item is lost to a build running beside requests: a served item is in the gate's pending
+//! overlay before it reaches a filter, and a build's history is the overlay plus the store read
+//! *after* the job was created; items recorded from the moment it is created go to the scope's
+//! `recent` set, installed with the filter. So a concurrent `record` is always in the build's
+//! history or in `recent`.
+//!
+//! Restarts (with [`Persistence`]): the filters are written to a snapshot (see `snapshot`)
+//! periodically and at shutdown; at start each saved filter is loaded and must catch up — add
+//! the store rows seen at or after its high-water mark minus the clock slack — before it
+//! answers. Catch-ups are build jobs like any other (one store query each), queued busiest
+//! scope first, and a request for a scope still waiting runs its catch-up itself.
 
-use std::collections::HashMap;
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{mpsc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Instant;
 
-use bloomgate::{WindowConfig, WindowedBloomFilter};
+use bloomgate::{FilterCodec, WindowConfig, WindowedBloomFilter};
 
+use crate::backend::{FilterBackend, HistorySource, Probe};
+use crate::core::Core;
+use crate::gate::{GateConfig, Persistence};
 use crate::metrics::{FilterGauges, Metrics, SATURATION_BOUNDS};
-use crate::{Error, Result, Seen};
+use crate::snapshot::{self, Fingerprint};
+use crate::{Error, Result};
 
 const SHARDS: usize = 64;
 
@@ -72,106 +92,61 @@ impl LifecycleConfig {
     }
 }
 
-/// One scope's filter state. `recent` is `Some` from the moment a (re)build is queued until
-/// its result is installed: it holds the items recorded meanwhile, which the build's history
-/// snapshot may lack; probes consult it beside the old filter.
+/// One scope's filter state.
 struct ScopeFilter {
-    /// `None` until the scope's first build is installed: its requests take the exact path.
+    /// The filter requests are answered from; `None` until the scope's first build (or its
+    /// catch-up after a restart) is installed: until then its requests build or take the exact
+    /// path.
     filter: Option<WindowedBloomFilter>,
+    /// `Some` from the moment a (re)build is queued until its result is installed: the items
+    /// recorded meanwhile, which the build's history snapshot may lack; probes consult it beside
+    /// the old filter.
     recent: Option<HashMap<u64, u64>>,
+    /// The queued or running (re)build, if any.
+    build: Option<Arc<BuildSlot>>,
+    /// A filter loaded from the snapshot and its high-water mark, waiting for its catch-up.
+    restored: Option<(WindowedBloomFilter, u64)>,
+    /// Bytes this entry counts in the memory total (its filter, or its restored one).
+    bytes: u64,
+    /// History rows the last build read (the cost estimate of the next one).
+    rows: Option<u64>,
+    /// The latest request time the filter is complete up to (the snapshot's high-water mark).
+    high_water_ms: u64,
+    /// Probes of this scope (snapshot order of catch-ups); requests that found its build queued.
+    uses: u64,
+    demand: u64,
     last_used_ms: u64,
 }
 
 impl ScopeFilter {
+    fn new(now_ms: u64, build: Arc<BuildSlot>) -> Self {
+        ScopeFilter {
+            filter: None,
+            recent: Some(HashMap::new()),
+            build: Some(build),
+            restored: None,
+            bytes: 0,
+            rows: None,
+            high_water_ms: now_ms,
+            uses: 0,
+            demand: 1,
+            last_used_ms: now_ms,
+        }
+    }
+
     /// Built and no (re)build in flight: the only state in which dropping it loses nothing.
     fn idle(&self) -> bool {
-        self.filter.is_some() && self.recent.is_none()
-    }
-}
-
-/// Reads a scope's rows seen at or after a time (the store, with the gate's accounting).
-pub(crate) type HistoryLoader<'a> = dyn Fn(u64, u64) -> Result<Vec<Seen>> + 'a;
-
-/// A (re)build for the background builder.
-pub(crate) struct BuildJob {
-    scope: u64,
-    now_ms: u64,
-    previous_capacity: Option<u64>,
-}
-
-pub(crate) enum BuildMessage {
-    Build(BuildJob),
-    Flush(mpsc::Sender<()>),
-    Stop,
-}
-
-/// Every resident scope filter, sharded by scope (a request locks only its scope's shard).
-pub(crate) struct LocalFilters {
-    config: LifecycleConfig,
-    shards: Vec<Mutex<HashMap<u64, ScopeFilter>>>,
-    memory_bytes: AtomicU64,
-    builds: mpsc::Sender<BuildMessage>,
-}
-
-impl LocalFilters {
-    /// The filters and the queue of builds that [`LocalFilters::run_builds`] must serve.
-    pub fn new(config: LifecycleConfig) -> Result<(Self, mpsc::Receiver<BuildMessage>)> {
-        config.validate()?;
-        let (builds, queue) = mpsc::channel();
-        let filters = LocalFilters {
-            config,
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            memory_bytes: AtomicU64::new(0),
-            builds,
-        };
-        Ok((filters, queue))
+        self.filter.is_some() && self.recent.is_none() && self.build.is_none()
     }
 
-    fn shard(&self, scope: u64) -> std::sync::MutexGuard<'_, HashMap<u64, ScopeFilter>> {
-        let index = (scope.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SHARDS;
-        self.shards[index].lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn queue_build(&self, scope: u64, now_ms: u64, previous_capacity: Option<u64>) {
-        // The receiver lives as long as the gate; after it stops, builds are moot.
-        let _ = self.builds.send(BuildMessage::Build(BuildJob {
-            scope,
-            now_ms,
-            previous_capacity,
-        }));
-    }
-
-    /// Appends to `out`, per item, whether the scope's filter says "maybe seen within R", and
-    /// returns true. A scope without a built filter (first use, or after eviction) gets its
-    /// build queued and returns false with every item "maybe": the caller must take the exact
-    /// path for all of them — a request never waits for a history load.
-    pub fn probe(
-        &self,
-        scope: u64,
-        items: &[u64],
-        now_ms: u64,
-        out: &mut Vec<bool>,
-        metrics: &Metrics,
-    ) -> bool {
-        let mut shard = self.shard(scope);
-        let entry = shard.entry(scope).or_insert_with(|| {
-            self.queue_build(scope, now_ms, None);
-            ScopeFilter {
-                filter: None,
-                recent: Some(HashMap::new()),
-                last_used_ms: now_ms,
-            }
-        });
-        entry.last_used_ms = now_ms;
-        let Some(filter) = entry.filter.as_mut() else {
-            out.resize(out.len() + items.len(), true);
-            return false;
-        };
+    /// Appends the filter's answers (with the items recorded since a rebuild was queued).
+    fn answer(&mut self, items: &[u64], now_ms: u64, out: &mut Vec<bool>, metrics: &Metrics) {
+        let filter = self.filter.as_mut().expect("answer needs a filter");
         if filter.rotate_if_due(now_ms) {
             metrics.rotations.fetch_add(1, Relaxed);
         }
         let filter = &*filter;
-        match &entry.recent {
+        match &self.recent {
             None => out.extend(items.iter().map(|item| filter.contains(item.to_le_bytes()))),
             Some(recent) => out.extend(
                 items
@@ -179,133 +154,427 @@ impl LocalFilters {
                     .map(|item| recent.contains_key(item) || filter.contains(item.to_le_bytes())),
             ),
         }
-        true
+    }
+}
+
+/// A (re)build or catch-up of one scope, claimed by exactly one thread (a builder or the
+/// request that needs it); others wait for it.
+struct BuildSlot {
+    scope: u64,
+    now_ms: u64,
+    previous_capacity: Option<u64>,
+    state: Mutex<SlotState>,
+    done: Condvar,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SlotState {
+    Queued,
+    Running,
+    Done,
+}
+
+impl BuildSlot {
+    fn new(scope: u64, now_ms: u64, previous_capacity: Option<u64>) -> Arc<Self> {
+        Arc::new(BuildSlot {
+            scope,
+            now_ms,
+            previous_capacity,
+            state: Mutex::new(SlotState::Queued),
+            done: Condvar::new(),
+        })
     }
 
-    /// Adds items the scope was just shown (already in the pending overlay) to its filter, if
-    /// resident, before the request replies. A scope about to outgrow its capacity, or whose
-    /// estimated FPR passed the budget, gets a larger rebuild queued; until it is installed the
-    /// old filter keeps answering, with the new items beside it.
-    pub fn record(&self, scope: u64, items: &[u64], now_ms: u64, metrics: &Metrics) {
-        let mut shard = self.shard(scope);
-        let Some(entry) = shard.get_mut(&scope) else {
-            return; // built from the overlay and the store, which have these rows, on next use
-        };
-        entry.last_used_ms = now_ms;
-        if let Some(recent) = &mut entry.recent {
-            for &item in items {
-                recent.insert(item, now_ms);
+    fn lock(&self) -> MutexGuard<'_, SlotState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes the job if nobody has: the caller must run it and then call `finish`.
+    fn claim(&self) -> bool {
+        let mut state = self.lock();
+        let free = *state == SlotState::Queued;
+        if free {
+            *state = SlotState::Running;
+        }
+        free
+    }
+
+    fn finish(&self) {
+        *self.lock() = SlotState::Done;
+        self.done.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut state = self.lock();
+        while *state != SlotState::Done {
+            state = self.done.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Queued jobs, highest demand first (then oldest). A job whose demand rises is pushed again;
+/// the stale entry is skipped when popped (its claim fails).
+struct Queued {
+    demand: u64,
+    seq: u64,
+    slot: Arc<BuildSlot>,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        (self.demand, self.seq) == (other.demand, other.seq)
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> CmpOrdering {
+        self.demand
+            .cmp(&other.demand)
+            .then(other.seq.cmp(&self.seq))
+    }
+}
+
+#[derive(Default)]
+struct QueueState {
+    heap: BinaryHeap<Queued>,
+    seq: u64,
+    /// Jobs created and not finished (queued or running, wherever).
+    outstanding: u64,
+    stopped: bool,
+}
+
+/// The builder pool's work queue.
+#[derive(Default)]
+struct BuildQueue {
+    state: Mutex<QueueState>,
+    ready: Condvar,
+    idle: Condvar,
+}
+
+impl BuildQueue {
+    fn lock(&self) -> MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues a new job (counted until `finished`), or re-queues one whose demand rose.
+    fn push(&self, slot: &Arc<BuildSlot>, demand: u64, new: bool) {
+        let mut state = self.lock();
+        if new {
+            state.outstanding += 1;
+        }
+        state.seq += 1;
+        let seq = state.seq;
+        state.heap.push(Queued {
+            demand,
+            seq,
+            slot: slot.clone(),
+        });
+        drop(state);
+        self.ready.notify_one();
+    }
+
+    /// The next job a builder should try to claim; None once stopped.
+    fn pop(&self) -> Option<Arc<BuildSlot>> {
+        let mut state = self.lock();
+        loop {
+            if state.stopped {
+                return None;
             }
+            if let Some(queued) = state.heap.pop() {
+                return Some(queued.slot);
+            }
+            state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn finished(&self) {
+        let mut state = self.lock();
+        state.outstanding -= 1;
+        if state.outstanding == 0 {
+            self.idle.notify_all();
+        }
+    }
+
+    /// Waits until every job created so far has finished.
+    fn flush(&self) {
+        let mut state = self.lock();
+        while state.outstanding > 0 && !state.stopped {
+            state = self.idle.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn stop(&self) {
+        self.lock().stopped = true;
+        self.ready.notify_all();
+        self.idle.notify_all();
+    }
+}
+
+/// Persistence settings with the fingerprint snapshots are written and read with.
+struct Persist {
+    config: Persistence,
+    fingerprint: Fingerprint,
+    /// Tells the periodic snapshot thread to stop.
+    stop: (Mutex<bool>, Condvar),
+}
+
+/// Every resident scope filter, sharded by scope (a request locks only its scope's shard).
+pub(crate) struct LocalFilters {
+    config: LifecycleConfig,
+    shards: Vec<Mutex<HashMap<u64, ScopeFilter>>>,
+    memory_bytes: AtomicU64,
+    history: Arc<dyn HistorySource>,
+    metrics: Arc<Metrics>,
+    queue: BuildQueue,
+    persist: Option<Persist>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl LocalFilters {
+    /// The local filters of a gate: restores the snapshot (with persistence), then starts the
+    /// builder pool and the periodic snapshot thread.
+    pub fn start(gate: &GateConfig, core: Arc<Core>, metrics: Arc<Metrics>) -> Result<Arc<Self>> {
+        let config = gate.lifecycle.clone();
+        config.validate()?;
+        let persist = match &gate.persistence {
+            None => None,
+            Some(persistence) => Some(Persist {
+                fingerprint: Fingerprint::new(&config, core.store().identity()?),
+                config: persistence.clone(),
+                stop: (Mutex::new(false), Condvar::new()),
+            }),
+        };
+        let filters = Arc::new(LocalFilters {
+            config,
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            memory_bytes: AtomicU64::new(0),
+            history: core,
+            metrics,
+            queue: BuildQueue::default(),
+            persist,
+            threads: Mutex::new(Vec::new()),
+        });
+        filters.restore();
+        let threads = match gate.build_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let spawn = |name: String, work: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(work)
+                .map_err(|e| Error::InvalidConfig(format!("spawning a gate thread: {e}")))
+        };
+        let mut handles = Vec::new();
+        for i in 0..threads {
+            let pool = filters.clone();
+            handles.push(spawn(
+                format!("bloomgate-build-{i}"),
+                Box::new(move || pool.run_builds()),
+            )?);
+        }
+        if let Some(every) = filters.persist.as_ref().and_then(|p| p.config.every) {
+            let writer = filters.clone();
+            handles.push(spawn(
+                "bloomgate-snapshot".into(),
+                Box::new(move || writer.run_snapshots(every)),
+            )?);
+        }
+        *filters.threads.lock().unwrap_or_else(|e| e.into_inner()) = handles;
+        Ok(filters)
+    }
+
+    fn shard(&self, scope: u64) -> MutexGuard<'_, HashMap<u64, ScopeFilter>> {
+        let index = (scope.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SHARDS;
+        self.shards[index].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Loads the snapshot, if any: each filter waits for its catch-up, queued busiest first.
+    fn restore(&self) {
+        let Some(persist) = &self.persist else {
             return;
-        }
-        let filter = entry
-            .filter
-            .as_mut()
-            .expect("a scope without a filter has a build queued");
-        if filter.rotate_if_due(now_ms) {
-            metrics.rotations.fetch_add(1, Relaxed);
-        }
-        // The windowed filter rotates early once its newest generation holds its capacity, which
-        // would cut retention below (G−1)·W. So a scope about to outgrow its capacity is rebuilt
-        // larger instead; capacity rotation never happens. Same for a filter whose estimated FPR
-        // has drifted past the budget.
-        let capacity = filter.config().items_per_generation;
-        let filled_before = filter.newest_len();
-        let outgrown = filled_before + items.len() as u64 > capacity;
-        if !outgrown {
-            for item in items {
-                filter.insert(item.to_le_bytes(), now_ms);
-            }
-        }
-        // The fill-based FPR estimate costs a Poisson mixture per generation (~13% of the demo's
-        // CPU when done on every record), so it is checked each time the newest generation
-        // passes another quarter of its capacity.
-        let quarter = (capacity / 4).max(1);
-        let check_fpr = filled_before / quarter != filter.newest_len() / quarter;
-        if outgrown || (check_fpr && filter.estimated_fpr() > self.config.fpr_budget) {
-            entry.recent = Some(items.iter().map(|&item| (item, now_ms)).collect());
-            self.queue_build(scope, now_ms, Some(capacity));
-        }
-    }
-
-    /// The builder thread's loop: serves queued builds until told to stop.
-    pub fn run_builds(
-        &self,
-        queue: &mpsc::Receiver<BuildMessage>,
-        load: &HistoryLoader<'_>,
-        metrics: &Metrics,
-    ) {
-        while let Ok(message) = queue.recv() {
-            match message {
-                BuildMessage::Build(job) => self.complete_build(job, load, metrics),
-                BuildMessage::Flush(done) => {
-                    let _ = done.send(());
-                }
-                BuildMessage::Stop => return,
-            }
-        }
-    }
-
-    /// Waits until every build queued before this call is installed (or failed).
-    pub fn flush_builds(&self) {
-        let (done, wait) = mpsc::channel();
-        if self.builds.send(BuildMessage::Flush(done)).is_ok() {
-            let _ = wait.recv();
-        }
-    }
-
-    pub fn stop_builds(&self) {
-        let _ = self.builds.send(BuildMessage::Stop);
-    }
-
-    /// Builds outside every lock, then installs the filter with the items recorded meanwhile.
-    fn complete_build(&self, job: BuildJob, load: &HistoryLoader<'_>, metrics: &Metrics) {
-        let built = self.build(job.scope, job.now_ms, job.previous_capacity, load);
-        let mut shard = self.shard(job.scope);
-        let Some(entry) = shard.get_mut(&job.scope) else {
-            return; // dropped meanwhile (a failed build): the next use queues a fresh one
         };
-        let old_bytes = entry.filter.as_ref().map_or(0, |f| f.memory_bytes() as u64);
-        let mut filter = match built {
-            Ok(filter) => filter,
-            Err(_) => {
-                // The store failed (requests see the same failure on the exact path). Drop
-                // the scope: its next use queues a fresh build.
-                shard.remove(&job.scope);
-                self.memory_bytes.fetch_sub(old_bytes, Relaxed);
+        // A snapshot can hold at most what the memory budget lets the filters hold, plus the
+        // framing; anything larger is not read.
+        let max_bytes = self
+            .config
+            .memory_budget_bytes
+            .saturating_mul(2)
+            .saturating_add(64 << 20);
+        let restored = match snapshot::read(&persist.config.dir, &persist.fingerprint, max_bytes) {
+            Ok(Some((restored, _clean))) => restored,
+            Ok(None) => return,
+            Err(_refused) => {
+                self.metrics.snapshots_refused.fetch_add(1, Relaxed);
                 return;
             }
         };
-        let mut recent: Vec<(u64, u64)> = entry
-            .recent
-            .take()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(item, at)| (at, item))
-            .collect();
+        self.metrics
+            .snapshots_refused
+            .fetch_add(restored.refused, Relaxed);
+        let mut saved = restored.filters;
+        saved.sort_unstable_by_key(|s| std::cmp::Reverse(s.uses));
+        let budget = self.config.memory_budget_bytes;
+        for s in saved {
+            let bytes = s.filter.memory_bytes() as u64;
+            if self.memory_bytes.load(Relaxed) + bytes > budget {
+                continue; // the busiest scopes fill the budget; the rest build on first use
+            }
+            self.memory_bytes.fetch_add(bytes, Relaxed);
+            let slot = BuildSlot::new(s.scope, s.high_water_ms, None);
+            let mut entry = ScopeFilter::new(s.high_water_ms, slot.clone());
+            entry.restored = Some((s.filter, s.high_water_ms));
+            entry.bytes = bytes;
+            entry.rows = Some(0);
+            entry.uses = s.uses;
+            entry.demand = s.uses.max(1);
+            self.shard(s.scope).insert(s.scope, entry);
+            self.queue.push(&slot, s.uses.max(1), true);
+            self.metrics.restored_filters.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// A builder thread: claims queued jobs, highest demand first, until stopped.
+    fn run_builds(&self) {
+        while let Some(slot) = self.queue.pop() {
+            if slot.claim() {
+                self.run_build(&slot);
+            }
+        }
+    }
+
+    /// Writes a snapshot every `every` until shutdown.
+    fn run_snapshots(&self, every: std::time::Duration) {
+        let Some(persist) = &self.persist else {
+            return;
+        };
+        let (stopped, wake) = &persist.stop;
+        let mut stop = stopped.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let (guard, _) = wake
+                .wait_timeout(stop, every)
+                .unwrap_or_else(|e| e.into_inner());
+            stop = guard;
+            if *stop {
+                return;
+            }
+            // Errors surface at the shutdown snapshot; a periodic one failing just waits for the
+            // next.
+            let _ = self.write_snapshot(false);
+        }
+    }
+
+    /// Runs a claimed job: builds (or catches up) outside every lock, installs the result with
+    /// the items recorded meanwhile, and wakes whoever waits for it.
+    fn run_build(&self, slot: &Arc<BuildSlot>) {
+        let scope = slot.scope;
+        let restored = self
+            .shard(scope)
+            .get_mut(&scope)
+            .and_then(|entry| entry.restored.take());
+        let started = Instant::now();
+        let built = match restored {
+            Some((filter, high_water_ms)) => self.catch_up(slot, filter, high_water_ms),
+            None => self
+                .build(scope, slot.now_ms, slot.previous_capacity)
+                .map(|(filter, rows)| (filter, rows, false)),
+        };
+        if let Ok((_, rows, _)) = &built {
+            self.metrics.costs.observe_build(*rows, started.elapsed());
+        }
+        self.install(slot, built);
+        slot.finish();
+        self.queue.finished();
+        self.enforce_memory_budget();
+    }
+
+    /// A restored filter plus the store rows seen since its high-water mark (minus the clock
+    /// slack). One that would outgrow its capacity is rebuilt whole instead.
+    fn catch_up(
+        &self,
+        slot: &BuildSlot,
+        mut filter: WindowedBloomFilter,
+        high_water_ms: u64,
+    ) -> Result<(WindowedBloomFilter, u64, bool)> {
+        let slack = self.persist.as_ref().map_or(0, |p| p.config.clock_slack_ms);
+        let history = self
+            .history
+            .load_history(slot.scope, high_water_ms.saturating_sub(slack))?;
+        let capacity = filter.config().items_per_generation;
+        if filter.newest_len() + history.len() as u64 > capacity {
+            let (filter, rows) = self.build(slot.scope, high_water_ms, None)?;
+            return Ok((filter, rows, false));
+        }
+        for seen in &history {
+            filter.insert(seen.item.to_le_bytes(), seen.at_ms);
+        }
+        Ok((filter, history.len() as u64, true))
+    }
+
+    /// Installs a finished job's filter (merging `recent`), or drops the scope if it failed.
+    fn install(&self, slot: &Arc<BuildSlot>, built: Result<(WindowedBloomFilter, u64, bool)>) {
+        let scope = slot.scope;
+        let mut shard = self.shard(scope);
+        let Some(entry) = shard.get_mut(&scope) else {
+            return;
+        };
+        if !entry.build.as_ref().is_some_and(|b| Arc::ptr_eq(b, slot)) {
+            return; // not this entry's job (cannot happen: entries with a job are never dropped)
+        }
+        let (mut filter, rows, caught_up) = match built {
+            Ok(built) => built,
+            Err(_) => {
+                // The store failed (requests see the same failure on the exact path). Drop the
+                // scope: its next use creates a fresh build.
+                let bytes = entry.bytes;
+                shard.remove(&scope);
+                self.memory_bytes.fetch_sub(bytes, Relaxed);
+                return;
+            }
+        };
+        let recent = entry.recent.take().unwrap_or_default();
         let capacity = filter.config().items_per_generation;
         if filter.newest_len() + recent.len() as u64 > capacity {
             // Recorded faster than the build kept up: build larger still.
-            entry.recent = Some(recent.into_iter().map(|(at, item)| (item, at)).collect());
-            self.queue_build(job.scope, job.now_ms, Some(capacity));
+            entry.recent = Some(recent);
+            let next = BuildSlot::new(scope, slot.now_ms, Some(capacity));
+            entry.build = Some(next.clone());
+            let demand = entry.demand;
+            drop(shard);
+            self.queue.push(&next, demand, true);
             return;
         }
+        let mut recent: Vec<(u64, u64)> = recent.into_iter().map(|(item, at)| (at, item)).collect();
         recent.sort_unstable();
-        for (at, item) in recent {
+        let mut high_water_ms = entry.high_water_ms.max(slot.now_ms);
+        for &(at, item) in &recent {
             filter.insert(item.to_le_bytes(), at);
+            high_water_ms = high_water_ms.max(at);
         }
-        self.memory_bytes
-            .fetch_add(filter.memory_bytes() as u64, Relaxed);
-        self.memory_bytes.fetch_sub(old_bytes, Relaxed);
+        let bytes = filter.memory_bytes() as u64;
+        self.memory_bytes.fetch_add(bytes, Relaxed);
+        self.memory_bytes.fetch_sub(entry.bytes, Relaxed);
+        entry.bytes = bytes;
         entry.filter = Some(filter);
-        if job.previous_capacity.is_some() {
-            metrics.rebuilds.fetch_add(1, Relaxed);
+        entry.build = None;
+        entry.rows = Some(rows);
+        entry.high_water_ms = high_water_ms;
+        entry.demand = 1;
+        if slot.previous_capacity.is_some() {
+            self.metrics.rebuilds.fetch_add(1, Relaxed);
         }
-        drop(shard);
-        self.enforce_memory_budget(metrics);
+        if caught_up {
+            self.metrics.catch_ups.fetch_add(1, Relaxed);
+        }
     }
 
-    /// A filter for `scope` holding its store rows of the last R, replayed in time order.
+    /// A filter for `scope` holding its store rows of the last R, replayed in time order, and
+    /// the rows read.
     ///
     /// Capacity per generation: the busier of the fullest past window and the average window
     /// ((rows in R)/(G−1)), times the headroom; a rebuild at least doubles the previous capacity
@@ -317,11 +586,10 @@ impl LocalFilters {
         scope: u64,
         now_ms: u64,
         previous_capacity: Option<u64>,
-        load: &HistoryLoader<'_>,
-    ) -> Result<WindowedBloomFilter> {
+    ) -> Result<(WindowedBloomFilter, u64)> {
         let window_ms = self.config.generation_window_ms();
         let since_ms = now_ms.saturating_sub(self.config.retention_ms);
-        let history = load(scope, since_ms)?;
+        let history = self.history.load_history(scope, since_ms)?;
         let start_ms = history.first().map_or(now_ms, |s| s.at_ms.min(now_ms));
 
         let mut fullest_window = 0u64;
@@ -352,7 +620,7 @@ impl LocalFilters {
             filter.insert(seen.item.to_le_bytes(), seen.at_ms.max(start_ms));
         }
         filter.rotate_if_due(now_ms);
-        Ok(filter)
+        Ok((filter, history.len() as u64))
     }
 
     /// Drops the least recently used scopes' filters until memory is ≤ 90% of the budget
@@ -360,7 +628,7 @@ impl LocalFilters {
     /// the store on next use. A scope with a build in flight is never evicted: its `recent`
     /// set holds items the build's history may lack, and a stale build completing onto the
     /// scope's next entry would install a filter without them (a seen item answered "unseen").
-    fn enforce_memory_budget(&self, metrics: &Metrics) {
+    fn enforce_memory_budget(&self) {
         let budget = self.config.memory_budget_bytes;
         if self.memory_bytes.load(Relaxed) <= budget {
             return;
@@ -386,22 +654,176 @@ impl LocalFilters {
             // Re-checked under the lock: a build may have been queued since the sweep.
             if shard.get(&scope).is_some_and(ScopeFilter::idle) {
                 let evicted = shard.remove(&scope).expect("checked above");
-                let bytes = evicted.filter.map_or(0, |f| f.memory_bytes() as u64);
-                resident = self.memory_bytes.fetch_sub(bytes, Relaxed) - bytes;
-                metrics.evictions.fetch_add(1, Relaxed);
+                resident = self.memory_bytes.fetch_sub(evicted.bytes, Relaxed) - evicted.bytes;
+                self.metrics.evictions.fetch_add(1, Relaxed);
             }
         }
     }
 
-    /// Estimated FPR of the scope's resident filter (None when not resident).
-    pub fn estimated_fpr(&self, scope: u64) -> Option<f64> {
-        self.shard(scope)
-            .get(&scope)
-            .and_then(|entry| entry.filter.as_ref())
-            .map(|filter| filter.estimated_fpr())
+    /// Writes every filter (built, or restored and still waiting) to the snapshot. A filter
+    /// with a rebuild in flight lacks the items in its `recent` set, so its high-water mark is
+    /// lowered to the oldest of them: the next start's catch-up reads them back from the store.
+    fn write_snapshot(&self, clean: bool) -> Result<()> {
+        let Some(persist) = &self.persist else {
+            return Ok(());
+        };
+        let mut entries = Vec::new();
+        for shard in &self.shards {
+            let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            for (&scope, entry) in shard.iter() {
+                let (filter, high_water_ms) = match (&entry.filter, &entry.restored) {
+                    (Some(filter), _) => {
+                        let oldest_recent = entry
+                            .recent
+                            .iter()
+                            .flat_map(|recent| recent.values().copied())
+                            .min()
+                            .unwrap_or(u64::MAX);
+                        (filter, entry.high_water_ms.min(oldest_recent))
+                    }
+                    (None, Some((filter, high_water_ms))) => (filter, *high_water_ms),
+                    (None, None) => continue,
+                };
+                entries.push((scope, high_water_ms, entry.uses, filter.to_bytes()));
+            }
+        }
+        snapshot::write(&persist.config.dir, &persist.fingerprint, clean, &entries)?;
+        self.metrics.snapshot_writes.fetch_add(1, Relaxed);
+        Ok(())
+    }
+}
+
+impl FilterBackend for LocalFilters {
+    /// A scope without a filter gets its build created (and queued) on first use; then this
+    /// request builds it, waits for it, or — when the exact path is cheaper — answers
+    /// [`Probe::Unfiltered`] and raises the queued build's priority.
+    fn probe(&self, scope: u64, items: &[u64], now_ms: u64, out: &mut Vec<bool>) -> Result<Probe> {
+        let mut shard = self.shard(scope);
+        let entry = shard.entry(scope).or_insert_with(|| {
+            let slot = BuildSlot::new(scope, now_ms, None);
+            self.queue.push(&slot, 1, true);
+            ScopeFilter::new(now_ms, slot)
+        });
+        entry.last_used_ms = now_ms;
+        entry.uses += 1;
+        if entry.filter.is_some() {
+            entry.answer(items, now_ms, out, &self.metrics);
+            return Ok(Probe::Filtered);
+        }
+        let slot = entry
+            .build
+            .clone()
+            .expect("a scope without a filter has a build queued");
+        let rows = if entry.restored.is_some() {
+            Some(0) // a catch-up reads only what came after the snapshot
+        } else {
+            entry.rows
+        };
+        if !self.metrics.costs.build_pays(rows, items.len()) {
+            entry.demand += 1;
+            let demand = entry.demand;
+            drop(shard);
+            self.queue.push(&slot, demand, false);
+            out.resize(out.len() + items.len(), true);
+            return Ok(Probe::Unfiltered);
+        }
+        drop(shard);
+        if slot.claim() {
+            self.metrics.builds_inline.fetch_add(1, Relaxed);
+            self.run_build(&slot);
+        } else {
+            self.metrics.build_waits.fetch_add(1, Relaxed);
+            slot.wait();
+        }
+        let mut shard = self.shard(scope);
+        match shard.get_mut(&scope) {
+            Some(entry) if entry.filter.is_some() => {
+                entry.answer(items, now_ms, out, &self.metrics);
+                Ok(Probe::Filtered)
+            }
+            _ => {
+                // The build failed (the exact path will meet the store's error) or was re-queued
+                // larger.
+                out.resize(out.len() + items.len(), true);
+                Ok(Probe::Unfiltered)
+            }
+        }
     }
 
-    pub fn gauges(&self) -> FilterGauges {
+    /// Adds items the scope was just shown (already in the pending overlay) to its filter, if
+    /// resident, before the request replies. A scope about to outgrow its capacity, or whose
+    /// estimated FPR passed the budget, gets a larger rebuild queued; until it is installed the
+    /// old filter keeps answering, with the new items beside it.
+    fn record(&self, scope: u64, items: &[u64], now_ms: u64) -> Result<()> {
+        let mut shard = self.shard(scope);
+        let Some(entry) = shard.get_mut(&scope) else {
+            return Ok(()); // built from the overlay and the store, which have these rows, on next use
+        };
+        entry.last_used_ms = now_ms;
+        if let Some(recent) = &mut entry.recent {
+            for &item in items {
+                recent.insert(item, now_ms);
+            }
+            return Ok(());
+        }
+        let filter = entry
+            .filter
+            .as_mut()
+            .expect("a scope without a filter has a build queued");
+        if filter.rotate_if_due(now_ms) {
+            self.metrics.rotations.fetch_add(1, Relaxed);
+        }
+        // The windowed filter rotates early once its newest generation holds its capacity, which
+        // would cut retention below (G−1)·W. So a scope about to outgrow its capacity is rebuilt
+        // larger instead; capacity rotation never happens. Same for a filter whose estimated FPR
+        // has drifted past the budget.
+        let capacity = filter.config().items_per_generation;
+        let filled_before = filter.newest_len();
+        let outgrown = filled_before + items.len() as u64 > capacity;
+        if !outgrown {
+            for item in items {
+                filter.insert(item.to_le_bytes(), now_ms);
+            }
+            entry.high_water_ms = entry.high_water_ms.max(now_ms);
+        }
+        // The fill-based FPR estimate costs a Poisson mixture per generation (~13% of the demo's
+        // CPU when done on every record), so it is checked each time the newest generation
+        // passes another quarter of its capacity.
+        let quarter = (capacity / 4).max(1);
+        let check_fpr = filled_before / quarter != filter.newest_len() / quarter;
+        if outgrown || (check_fpr && filter.estimated_fpr() > self.config.fpr_budget) {
+            entry.recent = Some(items.iter().map(|&item| (item, now_ms)).collect());
+            let slot = BuildSlot::new(scope, now_ms, Some(capacity));
+            entry.build = Some(slot.clone());
+            drop(shard);
+            self.queue.push(&slot, 1, true);
+        }
+        Ok(())
+    }
+
+    fn flush(&self) {
+        self.queue.flush();
+    }
+
+    fn persist(&self) -> Result<()> {
+        self.write_snapshot(false)
+    }
+
+    /// Stops the builders and the snapshot thread, then writes the last snapshot (marked clean).
+    fn shutdown(&self) -> Result<()> {
+        self.queue.stop();
+        if let Some(persist) = &self.persist {
+            *persist.stop.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            persist.stop.1.notify_all();
+        }
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for thread in threads {
+            let _ = thread.join();
+        }
+        self.write_snapshot(true)
+    }
+
+    fn gauges(&self) -> FilterGauges {
         let mut gauges = FilterGauges {
             resident_filters: 0,
             memory_bytes: self.memory_bytes.load(Relaxed),
@@ -420,5 +842,12 @@ impl LocalFilters {
             }
         }
         gauges
+    }
+
+    fn estimated_fpr(&self, scope: u64) -> Option<f64> {
+        self.shard(scope)
+            .get(&scope)
+            .and_then(|entry| entry.filter.as_ref())
+            .map(|filter| filter.estimated_fpr())
     }
 }

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use bloomgate_metrics::{Exposition, Kind};
 
+use crate::costs::Costs;
+
 /// Latency bucket bounds in seconds: 25 µs to 1 s, roughly ×2 apart.
 const LATENCY_BOUNDS: [f64; 16] = [
     25e-6, 50e-6, 100e-6, 200e-6, 400e-6, 800e-6, 1.6e-3, 3.2e-3, 6.4e-3, 12.8e-3, 25.6e-3,
@@ -34,6 +36,7 @@ impl Histogram {
         }
     }
 
+    /// Counts one observation of `elapsed`.
     pub fn observe(&self, elapsed: Duration) {
         let secs = elapsed.as_secs_f64();
         let slot = LATENCY_BOUNDS
@@ -55,31 +58,60 @@ impl Histogram {
 
 /// All counters of one gate.
 pub struct Metrics {
+    /// Requests answered (`Gate::unseen` calls).
     pub requests: AtomicU64,
+    /// Candidate items checked.
     pub candidates: AtomicU64,
     /// Candidates the filter answered "maybe" for.
     pub filter_maybe: AtomicU64,
     /// Candidates sent to the exact path (cache, then store).
     pub exact_lookups: AtomicU64,
+    /// Exact lookups the cache answered.
     pub cache_hits: AtomicU64,
     /// Membership checks answered by the store (cache misses) plus one per history load.
     pub store_reads: AtomicU64,
     /// Filter "maybe" that the exact path answered "unseen" (verify mode): false-positive proxy.
     pub exact_misses_after_maybe: AtomicU64,
-    /// Trust mode sample: filter "maybe" verified against the store, and how many were unseen.
+    /// Trust mode sample: filter "maybe" answers verified against the store.
     pub trust_sample_maybe: AtomicU64,
+    /// Trust mode sample: of those, how many the store says are unseen.
     pub trust_sample_false_positives: AtomicU64,
     /// Trust mode sample: candidates in sampled requests that the store says are unseen.
     pub trust_sample_unseen: AtomicU64,
+    /// Scope histories loaded from the store (builds, rebuilds, catch-ups, remote loads).
     pub history_loads: AtomicU64,
+    /// Filters rebuilt because they outgrew their capacity or FPR budget.
     pub rebuilds: AtomicU64,
+    /// Generation rotations applied to local filters.
     pub rotations: AtomicU64,
+    /// Filters dropped (local) or deleted (remote) to stay within the memory budget.
     pub evictions: AtomicU64,
-    /// Group commits of served items by the background recorder, and the rows they wrote.
+    /// Group commits of served items by the background recorder.
     pub record_batches: AtomicU64,
+    /// Rows those group commits wrote.
     pub recorded_rows: AtomicU64,
+    /// Filter builds a request ran itself (its scope had no filter and building was cheaper
+    /// than the exact path).
+    pub builds_inline: AtomicU64,
+    /// Requests that waited for their scope's build running on another thread.
+    pub build_waits: AtomicU64,
+    /// Requests sent to the exact path because the filter back-end failed (timeout, server
+    /// error): under every policy their answers come from the store.
+    pub filter_errors: AtomicU64,
+    /// Local filters loaded from the snapshot at start.
+    pub restored_filters: AtomicU64,
+    /// Restored filters brought up to date with the store rows recorded after their snapshot.
+    pub catch_ups: AtomicU64,
+    /// Snapshot files (or single filters in one) refused as damaged or stale, and rebuilt.
+    pub snapshots_refused: AtomicU64,
+    /// Snapshots of the local filters written.
+    pub snapshot_writes: AtomicU64,
+    /// Time per request inside the gate (`unseen`).
     pub request_latency: Histogram,
+    /// Time per exact-store call.
     pub store_latency: Histogram,
+    /// Measured costs for the cold-path rule.
+    pub(crate) costs: Costs,
 }
 
 /// Filter-side gauges, sampled at scrape time.
@@ -110,8 +142,16 @@ impl Default for Metrics {
             evictions: zero(),
             record_batches: zero(),
             recorded_rows: zero(),
+            builds_inline: zero(),
+            build_waits: zero(),
+            filter_errors: zero(),
+            restored_filters: zero(),
+            catch_ups: zero(),
+            snapshots_refused: zero(),
+            snapshot_writes: zero(),
             request_latency: Histogram::new(),
             store_latency: Histogram::new(),
+            costs: Costs::default(),
         }
     }
 }
@@ -141,9 +181,20 @@ impl Metrics {
         self.store_latency.observe(elapsed);
     }
 
+    /// The cold-path rule's measured costs in nanoseconds: (exact-path store time per candidate
+    /// looked up, filter build time per history row); 0 before the first sample.
+    pub fn cost_estimates(&self) -> (f64, f64) {
+        self.costs.snapshot()
+    }
+
+    /// One exact-path store batch of `items` that took `elapsed` (for the cold-path rule).
+    pub(crate) fn exact_batch(&self, items: usize, elapsed: Duration) {
+        self.costs.observe_lookups(items, elapsed);
+    }
+
     pub(crate) fn render(&self, gauges: &FilterGauges) -> String {
         let mut out = Exposition::new();
-        let counters: [(&str, &str, &AtomicU64); 15] = [
+        let counters: [(&str, &str, &AtomicU64); 22] = [
             (
                 "bloomgate_gate_requests_total",
                 "Requests answered by the gate.",
@@ -219,6 +270,41 @@ impl Metrics {
                 "Served items written to the store.",
                 &self.recorded_rows,
             ),
+            (
+                "bloomgate_gate_builds_inline_total",
+                "Filter builds run by the request that needed them (cheaper than the exact path).",
+                &self.builds_inline,
+            ),
+            (
+                "bloomgate_gate_build_waits_total",
+                "Requests that waited for their scope's filter build on another thread.",
+                &self.build_waits,
+            ),
+            (
+                "bloomgate_gate_filter_errors_total",
+                "Requests sent to the exact path because the filter back-end failed.",
+                &self.filter_errors,
+            ),
+            (
+                "bloomgate_gate_restored_filters_total",
+                "Local filters loaded from the snapshot at start.",
+                &self.restored_filters,
+            ),
+            (
+                "bloomgate_gate_catch_ups_total",
+                "Restored filters brought up to date with the store.",
+                &self.catch_ups,
+            ),
+            (
+                "bloomgate_gate_snapshots_refused_total",
+                "Snapshot files or filters refused as damaged or stale (rebuilt from the store).",
+                &self.snapshots_refused,
+            ),
+            (
+                "bloomgate_gate_snapshot_writes_total",
+                "Snapshots of the local filters written.",
+                &self.snapshot_writes,
+            ),
         ];
         for (name, help, value) in counters {
             out.counter(name, help, value.load(Relaxed));
@@ -254,6 +340,19 @@ impl Metrics {
                 gauges.memory_bytes as f64,
             ),
         ];
+        let (lookup_ns, row_ns) = self.costs.snapshot();
+        let gauges_f64 = gauges_f64.into_iter().chain([
+            (
+                "bloomgate_gate_exact_lookup_cost_seconds",
+                "Measured exact-path store time per candidate looked up (cold-path rule).",
+                lookup_ns * 1e-9,
+            ),
+            (
+                "bloomgate_gate_build_row_cost_seconds",
+                "Measured filter build time per history row (cold-path rule).",
+                row_ns * 1e-9,
+            ),
+        ]);
         for (name, help, value) in gauges_f64 {
             out.gauge(name, help, value);
         }

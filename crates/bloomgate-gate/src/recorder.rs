@@ -6,7 +6,8 @@
 //! Why: one SQLite transaction per request wrote ~7 KB of WAL per recorded row and held the
 //! writer lock on the request path. Nothing is lost for the no-duplicate promise: before a row
 //! is queued it is already in the [`Pending`](crate::pending::Pending) overlay, the cache and the
-//! scope's filter, and it leaves the overlay only after its batch commits. The queue is bounded
+//! scope's filter (or, for remote filters, written there by this thread right after the store
+//! commit), and it leaves the overlay only after both. The queue is bounded
 //! ([`QUEUE_REQUESTS`] requests): when the store falls behind, `record` blocks (backpressure that
 //! shows in the request latency) instead of growing memory. A failed commit is sticky: its rows
 //! stay in the overlay (still never shown), and every later `record` and `flush` returns the error.
@@ -14,9 +15,9 @@
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
 
-use crate::gate::Core;
+use crate::backend::FilterBackend;
+use crate::core::Core;
 use crate::{Error, Result, Seen};
 
 /// Requests' worth of rows the queue holds before `record` waits for the store.
@@ -35,11 +36,13 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    pub fn start(core: Arc<Core>) -> Self {
+    /// Starts the recorder thread: each group commit goes to `core`'s store, then to
+    /// `filters` (back-ends that batch their writes).
+    pub fn start(core: Arc<Core>, filters: Arc<dyn FilterBackend>) -> Self {
         let (queue, messages) = mpsc::sync_channel(QUEUE_REQUESTS);
         let thread = std::thread::Builder::new()
             .name("bloomgate-recorder".into())
-            .spawn(move || commit_loop(&core, &messages))
+            .spawn(move || commit_loop(&core, &*filters, &messages))
             .expect("spawning the recorder thread");
         Recorder {
             queue: Some(queue),
@@ -79,7 +82,7 @@ impl Drop for Recorder {
     }
 }
 
-fn commit_loop(core: &Core, messages: &Receiver<Message>) {
+fn commit_loop(core: &Core, filters: &dyn FilterBackend, messages: &Receiver<Message>) {
     let mut batch: Vec<(u64, Seen)> = Vec::with_capacity(BATCH_ROWS);
     let mut flushes = Vec::new();
     while let Ok(first) = messages.recv() {
@@ -93,17 +96,8 @@ fn commit_loop(core: &Core, messages: &Receiver<Message>) {
                 next = messages.try_recv().ok();
             }
         }
-        if !batch.is_empty() && core.recording_failure.get().is_none() {
-            batch.sort_unstable_by_key(|&(scope, s)| (scope, s.item, s.at_ms));
-            let started = Instant::now();
-            match core.store.record_batch(&batch) {
-                Ok(()) => core.pending.committed(&batch),
-                Err(err) => {
-                    let _ = core.recording_failure.set(err.to_string());
-                }
-            }
-            core.metrics.record_batch(batch.len(), started.elapsed());
-        }
+        batch.sort_unstable_by_key(|&(scope, s)| (scope, s.item, s.at_ms));
+        core.commit(&batch, |rows| filters.commit(rows));
         batch.clear();
         for done in flushes.drain(..) {
             let _ = done.send(());

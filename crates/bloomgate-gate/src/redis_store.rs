@@ -9,7 +9,7 @@
 use redis::{Commands, Connection};
 
 use crate::redis_pool::RedisPool;
-use crate::{ExactStore, Result, Seen};
+use crate::{ExactStore, Result, Seen, Timeouts};
 
 /// Redis-backed [`ExactStore`] (needs Redis ≥ 6.2 for `ZMSCORE` and `ZADD GT`).
 pub struct RedisStore {
@@ -18,13 +18,25 @@ pub struct RedisStore {
 }
 
 impl RedisStore {
-    /// Connects to `url` (`redis://HOST:PORT[/DB]`); every key this store touches starts with
-    /// `prefix`.
+    /// Connects to `url` (`redis://HOST:PORT[/DB]`) with the default timeouts; every key this
+    /// store touches starts with `prefix`.
     pub fn open(url: &str, prefix: &str) -> Result<Self> {
+        Self::open_with_timeouts(url, prefix, Timeouts::default())
+    }
+
+    /// As [`RedisStore::open`], with these connect and read/write timeouts on every connection
+    /// (a call that exceeds them fails with [`crate::Error::Timeout`]).
+    pub fn open_with_timeouts(url: &str, prefix: &str, timeouts: Timeouts) -> Result<Self> {
         Ok(RedisStore {
-            pool: RedisPool::connect(url)?,
+            pool: RedisPool::connect(url, timeouts)?,
             prefix: prefix.to_owned(),
         })
+    }
+
+    /// The key holding the store's identity (see [`ExactStore::identity`]); its suffix is not a
+    /// scope number, so expiry skips it.
+    fn identity_key(&self) -> String {
+        format!("{}identity", self.prefix)
     }
 
     fn key(&self, scope: u64) -> String {
@@ -34,22 +46,47 @@ impl RedisStore {
     fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>) -> Result<T> {
         self.pool.with_conn(f)
     }
-    /// Every key under this store's prefix, via SCAN (never KEYS).
+    /// Every scope key under this store's prefix, via SCAN (never KEYS).
     fn scope_keys(&self) -> Result<Vec<String>> {
         let pattern = format!("{}*", self.prefix);
-        self.with_conn(|conn| conn.scan_match::<_, String>(&pattern)?.collect())
+        let keys: Vec<String> =
+            self.with_conn(|conn| conn.scan_match::<_, String>(&pattern)?.collect())?;
+        Ok(keys
+            .into_iter()
+            .filter(|key| key[self.prefix.len()..].parse::<u64>().is_ok())
+            .collect())
     }
 
     /// Deletes every key under this store's prefix (a fresh dataset for the demo and tests).
+    /// A cleared store is a new store: it gets a new identity.
     pub fn clear(&self) -> Result<()> {
         for chunk in self.scope_keys()?.chunks(512) {
             self.with_conn(|conn| conn.del::<_, ()>(chunk))?;
         }
-        Ok(())
+        self.with_conn(|conn| conn.del::<_, ()>(self.identity_key()))
     }
 }
 
 impl ExactStore for RedisStore {
+    /// A random token in `{prefix}identity`, set once (`SET NX`) and read back.
+    fn identity(&self) -> Result<Option<String>> {
+        let token = crate::store::random_token();
+        let key = self.identity_key();
+        let identity: String = self.with_conn(|conn| {
+            redis::pipe()
+                .cmd("SET")
+                .arg(&key)
+                .arg(&token)
+                .arg("NX")
+                .ignore()
+                .cmd("GET")
+                .arg(&key)
+                .query::<(String,)>(conn)
+                .map(|(identity,)| identity)
+        })?;
+        Ok(Some(identity))
+    }
+
     fn contains(
         &self,
         scope: u64,

@@ -39,6 +39,10 @@ CREATE TABLE IF NOT EXISTS seen (
     PRIMARY KEY (scope, item)
 ) WITHOUT ROWID;
 DROP INDEX IF EXISTS seen_by_time;
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
 ";
 
 /// The key right after `(scope, item)` in the table's order (None after the last possible one).
@@ -137,6 +141,22 @@ fn connect(path: &Path, cache_kib: i64) -> Result<Connection> {
 }
 
 impl ExactStore for SqliteStore {
+    /// A random token in the `meta` table, created with the database: a new file (or one whose
+    /// tables were recreated) is a new store.
+    fn identity(&self) -> Result<Option<String>> {
+        self.with_writer(|conn| {
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('identity', ?1)",
+                params![crate::store::random_token()],
+            )?;
+            Ok(Some(conn.query_row(
+                "SELECT value FROM meta WHERE key = 'identity'",
+                [],
+                |row| row.get(0),
+            )?))
+        })
+    }
+
     fn contains(
         &self,
         scope: u64,

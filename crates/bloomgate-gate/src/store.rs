@@ -13,7 +13,9 @@ use crate::Result;
 /// One membership fact: the scope saw `item` at `at_ms` (milliseconds on the caller's clock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Seen {
+    /// The item's id.
     pub item: u64,
+    /// When it was (last) seen.
     pub at_ms: u64,
 }
 
@@ -40,6 +42,29 @@ pub trait ExactStore: Send + Sync {
     fn load(&self, scope: u64, since_ms: u64, out: &mut Vec<Seen>) -> Result<()>;
     /// Drops every row last seen before `before_ms` (the retention schedule); returns how many.
     fn expire(&self, before_ms: u64) -> Result<u64>;
+    /// A token that names this store's data: the same for as long as the data lives, different
+    /// for a store created (or cleared) anew. Persisted filters are only trusted by a store with
+    /// the identity they were written for; `None` (the default) means they never are.
+    fn identity(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
+}
+
+/// A token no other store will draw: 128 random bits from the standard library's per-process
+/// random hasher keys, the time and the process id.
+pub(crate) fn random_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let half = |salt: u64| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(now);
+        h.write_u32(std::process::id());
+        h.write_u64(salt);
+        h.finish()
+    };
+    format!("{:016x}{:016x}", half(1), half(2))
 }
 
 /// A store that waits a fixed time before each call, to model a networked store's round trip
@@ -50,6 +75,7 @@ pub struct LatencyStore {
 }
 
 impl LatencyStore {
+    /// `inner`, with every call delayed by `delay` first.
     pub fn new(inner: Box<dyn ExactStore>, delay: Duration) -> Self {
         LatencyStore { inner, delay }
     }
@@ -87,5 +113,8 @@ impl ExactStore for LatencyStore {
     fn expire(&self, before_ms: u64) -> Result<u64> {
         self.wait();
         self.inner.expire(before_ms)
+    }
+    fn identity(&self) -> Result<Option<String>> {
+        self.inner.identity()
     }
 }

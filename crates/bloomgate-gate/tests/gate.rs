@@ -6,7 +6,10 @@ mod common;
 
 use std::collections::HashMap;
 
-use bloomgate_gate::{ExactStore, FilterMode, Gate, GateConfig, LifecycleConfig, Policy, Seen};
+use bloomgate_gate::{
+    ExactStore, FilterMode, Gate, GateConfig, LifecycleConfig, Persistence, Policy, Seen,
+    SqliteStore,
+};
 use proptest::prelude::*;
 
 fn lifecycle(
@@ -28,11 +31,9 @@ fn lifecycle(
 
 fn gate(store: Box<dyn ExactStore>, policy: Policy, lifecycle: LifecycleConfig) -> Gate {
     let config = GateConfig {
-        policy,
-        filters: FilterMode::Local,
-        lifecycle,
         cache_capacity: 64,
         trust_sample_every: 3,
+        ..GateConfig::new(policy, FilterMode::Local, lifecycle)
     };
     Gate::new(store, config).expect("valid config")
 }
@@ -125,6 +126,237 @@ proptest! {
             }
         }
     }
+}
+
+/// How a step restarts the gate (on the same filter directory).
+#[derive(Clone, Copy, Debug)]
+enum Restart {
+    None,
+    /// Close (snapshot at shutdown) and reopen on the same store.
+    Clean,
+    /// A crash after a periodic snapshot: the snapshot on disk is the one taken at the last
+    /// `Snapshot` step, the store has everything recorded since.
+    Crash,
+    /// Take a periodic snapshot now (the state a later `Crash` comes back to).
+    Snapshot,
+    /// Close, flip one byte of the snapshot, reopen: the file is refused, filters rebuilt.
+    Damaged,
+    /// Close and reopen on a new store (another identity) holding the same rows plus sightings
+    /// the snapshot never saw: the snapshot is refused.
+    NewStore,
+}
+
+fn restart() -> impl Strategy<Value = Restart> {
+    prop_oneof![
+        12 => Just(Restart::None),
+        2 => Just(Restart::Clean),
+        2 => Just(Restart::Snapshot),
+        2 => Just(Restart::Crash),
+        1 => Just(Restart::Damaged),
+        1 => Just(Restart::NewStore),
+    ]
+}
+
+fn persistent_gate(
+    path: &std::path::Path,
+    dir: &std::path::Path,
+    policy: Policy,
+    lifecycle: LifecycleConfig,
+) -> Gate {
+    let store = SqliteStore::open(path).unwrap();
+    let config = GateConfig {
+        cache_capacity: 64,
+        trust_sample_every: 3,
+        build_threads: 2,
+        persistence: Some(Persistence {
+            every: None,
+            // The test's clock only moves forward: no slack, so the catch-up reads exactly what
+            // came after each filter's high-water mark.
+            clock_slack_ms: 0,
+            ..Persistence::new(dir)
+        }),
+        ..GateConfig::new(policy, FilterMode::Local, lifecycle)
+    };
+    Gate::new(Box::new(store), config).expect("valid config")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// As `gate_never_shows_a_seen_item`, with the gate restarted at random steps on the same
+    /// store and filter directory — cleanly, after a crash that loses everything since the last
+    /// periodic snapshot (the store keeps it), with the snapshot damaged, or on a different store
+    /// holding sightings the snapshot never saw: verify answers exactly, trust never lets a seen
+    /// item through, whatever the snapshot on disk.
+    #[test]
+    fn gate_never_shows_a_seen_item_across_restarts(
+        initial in prop::collection::vec((0u64..4, 0u64..60, 0u64..100), 0..60),
+        steps in prop::collection::vec((step(), restart()), 1..50),
+        generations in 2usize..5,
+        min_capacity in 1u64..6,
+        tiny_budget in any::<bool>(),
+        trust in any::<bool>(),
+    ) {
+        let retention_ms = 100;
+        let root = tempfile::tempdir().unwrap();
+        let filters = root.path().join("filters");
+        let mut stores = 0;
+        let mut path = root.path().join("seen-0.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let mut truth: HashMap<(u64, u64), u64> = HashMap::new();
+        for &(scope, item, at) in &initial {
+            store.record(scope, &[Seen { item, at_ms: at }]).unwrap();
+            let last = truth.entry((scope, item)).or_insert(at);
+            *last = (*last).max(at);
+        }
+        drop(store);
+        let budget = if tiny_budget { 1 } else { 1 << 30 };
+        let policy = if trust { Policy::Trust } else { Policy::Verify };
+        let life = lifecycle(retention_ms, generations, min_capacity, budget);
+        let mut gate = Some(persistent_gate(&path, &filters, policy, life.clone()));
+        let snapshot = filters.join("filters.snapshot");
+        let mut periodic: Option<Vec<u8>> = None;
+        let mut now = 100;
+        for (step, restart) in steps {
+            now += step.advance_ms;
+            match restart {
+                Restart::None => {}
+                Restart::Snapshot => {
+                    gate.as_ref().unwrap().persist().unwrap();
+                    periodic = std::fs::read(&snapshot).ok();
+                }
+                Restart::Clean | Restart::Crash | Restart::Damaged => {
+                    gate.take().unwrap().close().unwrap();
+                    match (restart, &periodic) {
+                        (Restart::Crash, Some(bytes)) => std::fs::write(&snapshot, bytes).unwrap(),
+                        (Restart::Damaged, _) => {
+                            if let Ok(mut bytes) = std::fs::read(&snapshot) {
+                                let at = (now as usize * 7919) % bytes.len();
+                                bytes[at] ^= 0x10;
+                                std::fs::write(&snapshot, bytes).unwrap();
+                            }
+                        }
+                        _ => {}
+                    }
+                    gate = Some(persistent_gate(&path, &filters, policy, life.clone()));
+                }
+                Restart::NewStore => {
+                    gate.take().unwrap().close().unwrap();
+                    stores += 1;
+                    path = root.path().join(format!("seen-{stores}.db"));
+                    let store = SqliteStore::open(&path).unwrap();
+                    // The same sightings, plus some the old store (and so the snapshot) never had.
+                    for item in 60..63 {
+                        let at = now.saturating_sub(item - 59);
+                        truth.insert((step.scope, item), at);
+                    }
+                    for (&(scope, item), &at) in &truth {
+                        store.record(scope, &[Seen { item, at_ms: at }]).unwrap();
+                    }
+                    gate = Some(persistent_gate(&path, &filters, policy, life.clone()));
+                }
+            }
+            let g = gate.as_ref().unwrap();
+            if step.flush {
+                g.flush().unwrap();
+            }
+            if step.expire {
+                g.expire(now).unwrap();
+            }
+            let since = now - retention_ms;
+            let mut candidates = step.candidates.clone();
+            candidates.extend(60..63);
+            let verdict = g.unseen(step.scope, &candidates, now).unwrap();
+            let mut shown = Vec::new();
+            for (&item, &may_show) in candidates.iter().zip(&verdict) {
+                let seen = truth.get(&(step.scope, item)).is_some_and(|&at| at >= since);
+                prop_assert!(!(seen && may_show), "seen item {} of scope {} shown at {} ({:?})", item, step.scope, now, restart);
+                if policy == Policy::Verify {
+                    prop_assert_eq!(may_show, !seen, "verify must be exact ({:?})", restart);
+                }
+                if may_show && shown.len() < step.show && item < 60 {
+                    shown.push(item);
+                }
+            }
+            g.record(step.scope, &shown, now).unwrap();
+            for item in shown {
+                truth.insert((step.scope, item), now);
+            }
+        }
+    }
+}
+
+/// A restarted gate answers from its snapshot at once: no history load beyond one catch-up
+/// per scope, every restored filter caught up, and the snapshot refused (rebuilt from the store)
+/// when the store is not the one it was written for.
+#[test]
+fn restart_restores_filters_and_refuses_another_stores_snapshot() {
+    let root = tempfile::tempdir().unwrap();
+    let (path, filters) = (root.path().join("seen.db"), root.path().join("filters"));
+    let life = lifecycle(10_000, 3, 16, 1 << 30);
+    let gate = persistent_gate(&path, &filters, Policy::Verify, life.clone());
+    for scope in 0..20u64 {
+        gate.record(scope, &[scope, scope + 100], 1_000).unwrap();
+        gate.unseen(scope, &[1, 2, 3], 1_000).unwrap();
+    }
+    gate.close().unwrap();
+    // Recorded by someone else after the snapshot (a crash window): the catch-up finds it.
+    SqliteStore::open(&path)
+        .unwrap()
+        .record(
+            5,
+            &[Seen {
+                item: 777,
+                at_ms: 1_500,
+            }],
+        )
+        .unwrap();
+    let gate = persistent_gate(&path, &filters, Policy::Verify, life.clone());
+    gate.flush().unwrap(); // the builders catch every restored filter up
+    let m = gate.metrics();
+    let count = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(count(&m.restored_filters), 20);
+    assert_eq!(count(&m.catch_ups), 20);
+    assert_eq!(count(&m.snapshots_refused), 0);
+    assert_eq!(
+        gate.unseen(5, &[5, 105, 777, 9], 2_000).unwrap(),
+        [false, false, false, true]
+    );
+    // Only the "maybe" answers went to the exact path: the filter answered at once.
+    assert_eq!(count(&m.exact_lookups), 3);
+    gate.close().unwrap();
+
+    // Another store (same rows and more) under the same directory: refused whole.
+    let other = root.path().join("other.db");
+    let store = SqliteStore::open(&other).unwrap();
+    store
+        .record(
+            5,
+            &[
+                Seen {
+                    item: 5,
+                    at_ms: 1_000,
+                },
+                Seen {
+                    item: 105,
+                    at_ms: 1_000,
+                },
+                Seen {
+                    item: 888,
+                    at_ms: 900,
+                },
+            ],
+        )
+        .unwrap();
+    drop(store);
+    let gate = persistent_gate(&other, &filters, Policy::Trust, life);
+    let m = gate.metrics();
+    assert_eq!(count(&m.snapshots_refused), 1);
+    assert_eq!(count(&m.restored_filters), 0);
+    assert_eq!(
+        gate.unseen(5, &[5, 105, 888, 9], 2_000).unwrap(),
+        [false, false, false, true]
+    );
 }
 
 /// Trust mode drops unseen items at the filter's false-positive rate, within sampling error,
@@ -266,10 +498,10 @@ fn metrics_render_as_prometheus_text() {
         lifecycle(100, 3, 8, 1 << 20),
     );
     gate.record(1, &[1, 2], 10).unwrap();
-    // First use: the filter build is queued and this request takes the exact path (3 lookups).
+    // First use on a cold gate (no costs measured yet): the request builds its scope's filter,
+    // and only the filter's two "maybe" answers go to the exact path.
     gate.unseen(1, &[1, 2, 3], 20).unwrap();
     gate.flush().unwrap();
-    // Built: only the filter's two "maybe" answers go to the exact path.
     gate.unseen(1, &[1, 2, 3], 20).unwrap();
     let text = gate.render_metrics();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
@@ -280,7 +512,8 @@ fn metrics_render_as_prometheus_text() {
         );
     }
     assert!(text.contains("bloomgate_gate_requests_total 2"));
-    assert!(text.contains("bloomgate_gate_exact_lookups_total 5"));
+    assert!(text.contains("bloomgate_gate_exact_lookups_total 4"));
+    assert!(text.contains("bloomgate_gate_builds_inline_total 1"));
     assert!(text.contains("bloomgate_gate_recorded_rows_total 2"));
     assert!(text.contains("bloomgate_gate_history_loads_total 1"));
     assert!(text.contains("bloomgate_gate_request_duration_seconds_bucket{le=\"+Inf\"} 2"));
@@ -351,11 +584,9 @@ fn served_items_stay_hidden_before_their_commit() {
             held: held.clone(),
         };
         let config = GateConfig {
-            policy,
-            filters: FilterMode::Local,
-            lifecycle: lifecycle(1_000, 3, 4, 1),
             cache_capacity: 1, // the cache forgets almost at once: the overlay must answer
             trust_sample_every: 2,
+            ..GateConfig::new(policy, FilterMode::Local, lifecycle(1_000, 3, 4, 1))
         };
         let gate = Gate::new(Box::new(store), config).unwrap();
         // Dropped before the gate, also when an assertion fails: the gate's drop waits for
@@ -416,11 +647,9 @@ fn concurrent_requests_never_show_an_item_recorded_before_them() {
     for policy in [Policy::Verify, Policy::Trust] {
         let (_dir, store) = common::sqlite_store();
         let config = GateConfig {
-            policy,
-            filters: FilterMode::Local,
-            lifecycle: lifecycle(100, 2, 2, 1),
             cache_capacity: 16,
             trust_sample_every: 0,
+            ..GateConfig::new(policy, FilterMode::Local, lifecycle(100, 2, 2, 1))
         };
         let gate = Gate::new(Box::new(store), config).expect("valid config");
         let clock = AtomicU64::new(100);

@@ -91,3 +91,41 @@ fn redis_store_errors_surface() {
     assert!(out.is_empty(), "no answers on failure");
     assert!(redis.record(1, &[Seen { item: 1, at_ms: 1 }]).is_err());
 }
+
+/// A Redis store whose server stops answering (open connections, no replies) fails with
+/// `Error::Timeout` after its read timeout instead of hanging the request thread, and works
+/// again once the server answers.
+#[test]
+fn a_hung_redis_store_times_out() {
+    let Some(redis_server) = common::start_redis("a_hung_redis_store_times_out") else {
+        return;
+    };
+    let port: u16 = redis_server
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let proxy = bloomgate_testkit::FreezableProxy::start(([127, 0, 0, 1], port).into());
+    let timeouts = bloomgate_gate::Timeouts {
+        connect: std::time::Duration::from_millis(500),
+        io: std::time::Duration::from_millis(200),
+    };
+    let url = format!("redis://127.0.0.1:{}", proxy.port);
+    let store = RedisStore::open_with_timeouts(&url, "test:hung:", timeouts).expect("connect");
+    store.record(1, &[Seen { item: 1, at_ms: 10 }]).unwrap();
+    proxy.freeze(true);
+    let mut out = Vec::new();
+    let err = store.contains(1, &[1, 2], 0, &mut out).unwrap_err();
+    assert!(
+        matches!(err, bloomgate_gate::Error::Timeout(_)),
+        "expected a timeout, got {err}"
+    );
+    assert!(err.to_string().contains("timeout"), "{err}");
+    assert!(out.is_empty(), "no answers on failure");
+    proxy.freeze(false);
+    // The timed-out connection was dropped (it may be mid-reply); a new one answers.
+    store.contains(1, &[1, 2], 0, &mut out).unwrap();
+    assert_eq!(out, [true, false]);
+}

@@ -10,13 +10,12 @@
 
 use std::ffi::{c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Mutex, OnceLock, PoisonError};
 
 use bloomgate_dialect::commands::{self, Propagate, WrongType};
 use bloomgate_dialect::{Config, Host, Reply, Value};
 use redis_module::{raw, Context};
 
-use crate::{settings, types};
+use crate::{budget, settings, types};
 
 /// Registers every dialect command, and its ACL categories where the server supports them.
 pub fn register_commands(ctx: &Context) -> Result<(), String> {
@@ -24,7 +23,7 @@ pub fn register_commands(ctx: &Context) -> Result<(), String> {
     // NUL-terminated strings that live across each call.
     unsafe {
         let custom_categories = raw::RedisModule_AddACLCategory.is_some_and(|add| {
-            ["bloom", "cuckoo", "windowed"].iter().all(|c| {
+            commands::categories().iter().all(|c| {
                 let c = CString::new(*c).expect("no NUL");
                 add(ctx.ctx, c.as_ptr()) == raw::REDISMODULE_OK as c_int
             })
@@ -124,18 +123,32 @@ unsafe fn set_command_info(
     };
     let mut arg_arrays = Vec::new();
     let args = command_args(docs.args, &mut strings, &mut arg_arrays);
+    let mut history: Vec<raw::RedisModuleCommandHistoryEntry> = docs
+        .history
+        .iter()
+        .map(|(since, changes)| raw::RedisModuleCommandHistoryEntry {
+            since: strings.c(since),
+            changes: strings.c(changes),
+        })
+        .collect();
+    // SAFETY: an all-zero entry (null `since`) is the terminator Redis looks for.
+    history.push(unsafe { std::mem::zeroed() });
     let command_info = raw::RedisModuleCommandInfo {
         version: &COMMAND_INFO_VERSION,
         summary: strings.c(docs.summary),
         complexity: strings.c(docs.complexity),
         since: strings.c(docs.since),
-        history: std::ptr::null_mut(),
+        history: if docs.history.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            history.as_mut_ptr()
+        },
         tips: std::ptr::null(),
         arity: info.arity,
         key_specs: key_specs.as_mut_ptr(),
         args,
     };
-    // SAFETY: every pointer in `command_info` points into `strings`, `key_specs` or
+    // SAFETY: every pointer in `command_info` points into `strings`, `key_specs`, `history` or
     // `arg_arrays` (each array ends with a zeroed terminator), all alive across the call.
     unsafe { set(command, &command_info) == raw::REDISMODULE_OK as c_int }
 }
@@ -208,22 +221,15 @@ fn command_args(
 }
 
 /// A command's ACL categories (Redis ≥ 7.2 lets modules set them; 7.0 gives module commands
-/// none): `read`/`write`/`fast` from its flags, and `bloom`/`cuckoo`/`windowed` where the server let the
+/// none): `read`/`write`/`fast` as the table says (Redis adds no `slow` to module commands),
+/// and the family's own (`bloom`, `cuckoo`, `cms`, `topk`, `windowed`) where the server let the
 /// module add them (Redis ≥ 7.4).
 fn acl_categories(info: &commands::CommandInfo, custom: bool) -> String {
-    let mut categories: Vec<&str> = info
-        .flag_names()
+    let categories: Vec<&str> = info
+        .acl_categories()
         .into_iter()
-        .filter_map(|f| match f {
-            "write" => Some("write"),
-            "readonly" => Some("read"),
-            "fast" => Some("fast"),
-            _ => None,
-        })
+        .filter(|&c| c != "slow" && (custom || commands::ACL_CATEGORIES.contains(&c)))
         .collect();
-    if custom {
-        categories.push(info.category);
-    }
     categories.join(" ")
 }
 
@@ -303,6 +309,9 @@ fn reply(ctx: *mut raw::RedisModuleCtx, reply: &Reply) {
         }
         Reply::Bool(b) => {
             raw::reply_with_bool(ctx, c_int::from(*b));
+        }
+        Reply::Double(d) => {
+            raw::reply_with_double(ctx, *d);
         }
     }
 }
@@ -452,14 +461,15 @@ impl Host for ModuleHost<'_> {
     }
 
     fn memory_budget(&self) -> u64 {
+        // The master (or the AOF) already accepted a replicated or loading write: it is
+        // applied whatever maxmemory says, bounded only by what the machine can hold.
         let from_master =
             raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING;
-        if self.flags & from_master as c_int != 0 {
-            // The master (or the AOF) already accepted this write: a replica must apply it,
-            // bounded only by the machine.
-            return machine_memory();
-        }
-        memory_budget(self.ctx)
+        budget::budget(self.ctx, self.flags & from_master as c_int != 0)
+    }
+
+    fn charge(&mut self, bytes: u64) {
+        budget::charge(bytes);
     }
 
     fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType> {
@@ -487,50 +497,5 @@ impl Host for ModuleHost<'_> {
                 types::into_raw(value),
             );
         }
-    }
-}
-
-/// Physical memory of the machine (the budget's ceiling when `maxmemory` is 0).
-fn machine_memory() -> u64 {
-    static TOTAL: OnceLock<u64> = OnceLock::new();
-    *TOTAL.get_or_init(|| {
-        std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|info| {
-                let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-                let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-                Some(kib * 1024)
-            })
-            .unwrap_or(16 << 30)
-    })
-}
-
-/// `maxmemory` (or the machine's memory) minus used memory: the most a new filter, link or
-/// LOADCHUNK header may allocate. Read from INFO memory at most every 100 ms (a command may
-/// ask once per item), so it can lag by that much — its job is to refuse gigabytes.
-fn memory_budget(ctx: *mut raw::RedisModuleCtx) -> u64 {
-    /// (when read, ms; maxmemory; used_memory)
-    static CACHE: Mutex<(i64, u64, u64)> = Mutex::new((i64::MIN, 0, 0));
-    // SAFETY: core API calls on a live command context; the info data is freed after use.
-    unsafe {
-        let now = raw::RedisModule_Milliseconds.expect("core API")();
-        let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
-        if now.saturating_sub(cache.0) >= 100 {
-            let info = raw::RedisModule_GetServerInfo.expect("Redis 6+")(ctx, c"memory".as_ptr());
-            if !info.is_null() {
-                let field = raw::RedisModule_ServerInfoGetFieldUnsigned.expect("Redis 6+");
-                let mut err = 0;
-                let max = field(info, c"maxmemory".as_ptr(), &mut err);
-                let used = field(info, c"used_memory".as_ptr(), &mut err);
-                raw::RedisModule_FreeServerInfo.expect("Redis 6+")(ctx, info);
-                *cache = (now, max, used);
-            }
-        }
-        let (_, max, used) = *cache;
-        match max {
-            0 => machine_memory(),
-            max => max,
-        }
-        .saturating_sub(used)
     }
 }

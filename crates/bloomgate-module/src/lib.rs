@@ -1,4 +1,4 @@
-//! bloomgate as a Redis / Valkey module: RedisBloom's BF.* and CF.* inside the server people
+//! bloomgate as a Redis / Valkey module: RedisBloom's BF.*, CF.*, CMS.* and TOPK.* inside the server people
 //! already run, so they get its replicas, failover, persistence and Cluster sharding.
 //!
 //! Everything RedisBloom-compatible comes from `bloomgate-dialect`; this crate only hosts it:
@@ -12,6 +12,7 @@
 //! that detect RedisBloom; its configs are therefore `bf.bf-error-rate` etc. (Redis 7 prefixes
 //! module configs with the module name).
 
+mod budget;
 mod host;
 mod settings;
 mod types;
@@ -46,8 +47,8 @@ redis_module! {
     name: "bf",
     version: 10000,
     allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
-    data_types: [BLOOM_TYPE, CUCKOO_TYPE, WINDOWED_TYPE],
+    data_types: [BLOOM_TYPE, CUCKOO_TYPE, WINDOWED_TYPE, COUNTMIN_TYPE, TOPK_TYPE],
     init: init,
 }
 
-use types::{BLOOM_TYPE, CUCKOO_TYPE, WINDOWED_TYPE};
+use types::{BLOOM_TYPE, COUNTMIN_TYPE, CUCKOO_TYPE, TOPK_TYPE, WINDOWED_TYPE};

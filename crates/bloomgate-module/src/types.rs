@@ -1,41 +1,59 @@
-//! The `MBbloom--` and `MBbloomCF` module data types, registered under RedisBloom's names and
-//! encoding version so Redis loads RedisBloom's RDB files, `DUMP` payloads and full syncs into
-//! this module (and back); and `BGwindowF`, our time-windowed filters (`WF.*`).
+//! The `MBbloom--`, `MBbloomCF`, `CMSk-TYPE` and `TopK-TYPE` module data types, registered
+//! under RedisBloom's names and encoding versions so Redis loads RedisBloom's RDB files, `DUMP`
+//! payloads and full syncs into this module (and back); and `BGwindowF`, our time-windowed
+//! filters (`WF.*`).
 //!
 //! Each key holds a boxed dialect [`Value`]. RDB save/load go through the dialect's field order
-//! ([`RdbSink`] / [`RdbSource`] over `RedisModuleIO`); loading validates everything before
-//! allocating and, on a corrupt value, logs through `RedisModule_LogIOError` and returns NULL,
-//! which fails the RDB load or the `RESTORE` instead of crashing. AOF rewrite emits the
-//! LOADCHUNK sequence; `DEBUG DIGEST-VALUE` digests the same bytes.
+//! ([`RdbSink`] / [`RdbSource`] over `RedisModuleIO`); loading follows the dialect's budget rule
+//! (every field validated, the string buffers read and matched against the claimed sizes, the
+//! value's size admitted against the module's memory budget — `maxmemory` for a `RESTORE`, what
+//! the machine can hold for an RDB file or a full sync — before anything is allocated) and, on a
+//! corrupt or oversized value, logs through `RedisModule_LogIOError` and returns NULL, which
+//! fails the RDB load or the `RESTORE` instead of crashing. AOF rewrite emits the LOADCHUNK
+//! sequence of filters, and `RESTORE key 0 <DUMP payload>` for sketches (which have no
+//! LOADCHUNK, as RedisBloom does); `DEBUG DIGEST-VALUE` digests the dump stream's bytes.
 
 use std::ffi::{c_char, c_int, c_void, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
+use bloomgate_dialect::budget::Allowance;
+use bloomgate_dialect::countmin::CountMin;
 use bloomgate_dialect::cuckoo::CuckooChain;
 use bloomgate_dialect::rdb::{RdbError, RdbSink, RdbSource};
 use bloomgate_dialect::sbchain::BloomChain;
+use bloomgate_dialect::topk::TopK;
 use bloomgate_dialect::value::Kind;
 use bloomgate_dialect::windowed::WindowedFilter;
 use bloomgate_dialect::{DialectType, Value};
 use redis_module::native_types::RedisType;
 use redis_module::{raw, Context};
 
-/// The module-side facts of a dialect type: its registration and its LOADCHUNK command.
+/// The module-side facts of a dialect type: its registration and how an AOF rewrite replays it.
 trait ModuleType: DialectType {
-    /// The command an AOF rewrite replays this type's dump with.
-    const LOADCHUNK: &'static str;
+    /// The command an AOF rewrite replays this type's dump stream with; `None`: a `RESTORE` of
+    /// the key's `DUMP` payload.
+    const LOADCHUNK: Option<&'static str>;
 }
 
 impl ModuleType for BloomChain {
-    const LOADCHUNK: &'static str = "BF.LOADCHUNK";
+    const LOADCHUNK: Option<&'static str> = Some("BF.LOADCHUNK");
 }
 
 impl ModuleType for CuckooChain {
-    const LOADCHUNK: &'static str = "CF.LOADCHUNK";
+    const LOADCHUNK: Option<&'static str> = Some("CF.LOADCHUNK");
 }
 
 impl ModuleType for WindowedFilter {
-    const LOADCHUNK: &'static str = "WF.LOADCHUNK";
+    const LOADCHUNK: Option<&'static str> = Some("WF.LOADCHUNK");
+}
+
+impl ModuleType for CountMin {
+    const LOADCHUNK: Option<&'static str> = None;
+}
+
+impl ModuleType for TopK {
+    const LOADCHUNK: Option<&'static str> = None;
 }
 
 const fn methods<T: ModuleType>() -> raw::RedisModuleTypeMethods {
@@ -75,12 +93,25 @@ pub static WINDOWED_TYPE: RedisType = RedisType::new(
     methods::<WindowedFilter>(),
 );
 
+/// `CMSk-TYPE`: Count-Min Sketches.
+pub static COUNTMIN_TYPE: RedisType = RedisType::new(
+    CountMin::TYPE_NAME,
+    CountMin::ENCODING_VERSION,
+    methods::<CountMin>(),
+);
+
+/// `TopK-TYPE`: Top-K sketches.
+pub static TOPK_TYPE: RedisType =
+    RedisType::new(TopK::TYPE_NAME, TopK::ENCODING_VERSION, methods::<TopK>());
+
 /// The registered Redis type of a dialect kind.
 pub fn redis_type(kind: Kind) -> *mut raw::RedisModuleType {
     match kind {
         Kind::Bloom => *BLOOM_TYPE.raw_type.borrow(),
         Kind::Cuckoo => *CUCKOO_TYPE.raw_type.borrow(),
         Kind::Windowed => *WINDOWED_TYPE.raw_type.borrow(),
+        Kind::CountMin => *COUNTMIN_TYPE.raw_type.borrow(),
+        Kind::TopK => *TOPK_TYPE.raw_type.borrow(),
     }
 }
 
@@ -98,6 +129,30 @@ pub fn handle_io_errors(ctx: &Context) {
             set(ctx.ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int);
         }
     }
+}
+
+/// Runs a type callback's body; a panic (a dialect bug) is logged and turned into `fallback`
+/// instead of unwinding into Redis, which would abort the server: a panicking load is a refused
+/// value, a panicking save or digest a damaged record, never a dead server.
+fn guard<R>(callback: &str, fallback: R, body: impl FnOnce() -> R) -> R {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {
+        let msg = CString::new(format!(
+            "bloomgate: internal error in the {callback} callback"
+        ))
+        .unwrap_or_default();
+        // SAFETY: a NULL context logs to the server log; "%s" consumes one C string.
+        unsafe {
+            if let Some(log) = raw::RedisModule_Log {
+                log(
+                    ptr::null_mut(),
+                    c"warning".as_ptr(),
+                    c"%s".as_ptr(),
+                    msg.as_ptr(),
+                );
+            }
+        }
+        fallback
+    })
 }
 
 /// Boxes a value as a key's module value pointer.
@@ -122,18 +177,46 @@ impl RdbSink for Sink {
 
 /// Field I/O over a `RedisModuleIO` being loaded (an RDB file, a `RESTORE` payload, a full
 /// sync); every read checks Redis' I/O error flag.
-struct Source(*mut raw::RedisModuleIO);
+struct Source {
+    io: *mut raw::RedisModuleIO,
+    allowance: Allowance,
+}
+
+impl Source {
+    /// A source whose values are admitted against the module's budget: `maxmemory` for a
+    /// `RESTORE`, what the machine can hold while Redis loads (an RDB file, a full sync).
+    fn new(io: *mut raw::RedisModuleIO) -> Self {
+        // SAFETY: `io` is the live handle Redis passed to `rdb_load`; the context it returns
+        // belongs to the IO and stays valid during the callback.
+        let (ctx, loading) = unsafe {
+            let ctx = raw::RedisModule_GetContextFromIO.map_or(ptr::null_mut(), |f| f(io));
+            let flags = match (ctx.is_null(), raw::RedisModule_GetContextFlags) {
+                (false, Some(f)) => f(ctx),
+                _ => raw::REDISMODULE_CTX_FLAGS_LOADING as c_int,
+            };
+            (
+                ctx,
+                flags & raw::REDISMODULE_CTX_FLAGS_LOADING as c_int != 0,
+            )
+        };
+        Self {
+            io,
+            allowance: Allowance::new(crate::budget::budget(ctx, loading)),
+        }
+    }
+}
 
 impl RdbSource for Source {
     fn load_unsigned(&mut self) -> Result<u64, RdbError> {
-        raw::load_unsigned(self.0).map_err(|_| RdbError::Truncated)
+        raw::load_unsigned(self.io).map_err(|_| RdbError::Truncated)
     }
     fn load_double(&mut self) -> Result<f64, RdbError> {
-        raw::load_double(self.0).map_err(|_| RdbError::Truncated)
+        raw::load_double(self.io).map_err(|_| RdbError::Truncated)
     }
     fn load_string(&mut self, max_len: u64) -> Result<Vec<u8>, RdbError> {
-        // Redis reads the whole string before handing it over; its length is checked here.
-        let buffer = raw::load_string_buffer(self.0).map_err(|_| RdbError::Truncated)?;
+        // Redis reads the whole string before handing it over (failing cleanly on a length past
+        // the payload); its length is checked here.
+        let buffer = raw::load_string_buffer(self.io).map_err(|_| RdbError::Truncated)?;
         let bytes = buffer.as_ref();
         if bytes.len() as u64 > max_len {
             return Err(RdbError::Invalid(
@@ -142,10 +225,20 @@ impl RdbSource for Source {
         }
         Ok(bytes.to_vec())
     }
+    fn allowance(&mut self) -> &mut Allowance {
+        &mut self.allowance
+    }
 }
 
 extern "C" fn rdb_load<T: ModuleType>(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    match T::rdb_load(&mut Source(rdb), encver) {
+    guard("rdb_load", ptr::null_mut(), || load::<T>(rdb, encver))
+}
+
+fn load<T: ModuleType>(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    let mut source = Source::new(rdb);
+    let loaded = T::rdb_load(&mut source, encver);
+    crate::budget::charge(source.allowance.spent());
+    match loaded {
         Ok(filter) => into_raw(filter.into_value()),
         Err(why) => {
             let msg = CString::new(format!("{}: {why}", T::TYPE_NAME)).unwrap_or_default();
@@ -170,8 +263,11 @@ unsafe fn value_ref<'a>(value: *const c_void) -> &'a Value {
 }
 
 extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    // SAFETY: Redis passes the value it stores for this type.
-    unsafe { value_ref(value) }.rdb_save(&mut Sink(rdb));
+    guard("rdb_save", (), || {
+        // SAFETY: Redis passes the value it stores for this type.
+        let value = unsafe { value_ref(value) };
+        value.rdb_save(&mut Sink(rdb));
+    });
 }
 
 extern "C" fn aof_rewrite<T: ModuleType>(
@@ -179,7 +275,18 @@ extern "C" fn aof_rewrite<T: ModuleType>(
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    let command = CString::new(T::LOADCHUNK).expect("no NUL in a command name");
+    guard("aof_rewrite", (), || emit_aof::<T>(aof, key, value));
+}
+
+fn emit_aof<T: ModuleType>(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    value: *mut c_void,
+) {
+    let Some(loadchunk) = T::LOADCHUNK else {
+        return aof_restore(aof, key);
+    };
+    let command = CString::new(loadchunk).expect("no NUL in a command name");
     // SAFETY: Redis passes the value it stores for this type.
     let value = unsafe { value_ref(value) };
     for (iter, chunk) in value.dump_stream() {
@@ -199,23 +306,67 @@ extern "C" fn aof_rewrite<T: ModuleType>(
     }
 }
 
+/// Emits `RESTORE key 0 <payload>` with the key's `DUMP` payload, taken through a thread-safe
+/// context (as RedisBloom rewrites its sketches): the payload is in the running server's own
+/// RDB version, so the AOF replays into it.
+fn aof_restore(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString) {
+    // SAFETY: `aof` and `key` are live for the callback; the thread-safe context and the call
+    // reply are freed before returning; "s" consumes one RedisModuleString, "slb" a string, a
+    // long long and a (pointer, length) buffer that outlives the EmitAOF call.
+    unsafe {
+        let ctx = raw::RedisModule_GetThreadSafeContext.expect("Redis 6+")(ptr::null_mut());
+        let reply =
+            raw::RedisModule_Call.expect("core API")(ctx, c"DUMP".as_ptr(), c"s".as_ptr(), key);
+        let is_string = !reply.is_null()
+            && raw::RedisModule_CallReplyType.expect("core API")(reply)
+                == raw::REDISMODULE_REPLY_STRING as c_int;
+        if is_string {
+            let mut len = 0usize;
+            let payload = raw::RedisModule_CallReplyStringPtr.expect("core API")(reply, &mut len);
+            raw::RedisModule_EmitAOF.expect("EmitAOF exists since Redis 4")(
+                aof,
+                c"RESTORE".as_ptr(),
+                c"slb".as_ptr(),
+                key,
+                0 as std::ffi::c_longlong,
+                payload,
+                len,
+            );
+        } else if let Some(log) = raw::RedisModule_LogIOError {
+            log(
+                aof,
+                c"warning".as_ptr(),
+                c"%s".as_ptr(),
+                c"bloomgate: DUMP failed during the AOF rewrite".as_ptr(),
+            );
+        }
+        if !reply.is_null() {
+            raw::RedisModule_FreeCallReply.expect("core API")(reply);
+        }
+        raw::RedisModule_FreeThreadSafeContext.expect("Redis 6+")(ctx);
+    }
+}
+
 /// `MEMORY USAGE`: the filter's reported size (struct, link/sub-filter array and bit/bucket
 /// bytes, as RedisBloom counts them), so the answer equals RedisBloom's for the same filter.
 extern "C" fn mem_usage(value: *const c_void) -> usize {
-    // SAFETY: Redis passes the value it stores for this type.
-    unsafe { value_ref(value) }.memory() as usize
+    guard("mem_usage", 0, || {
+        // SAFETY: Redis passes the value it stores for this type.
+        let value = unsafe { value_ref(value) };
+        value.memory() as usize
+    })
 }
 
 extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    // SAFETY: Redis passes the value it stores for this type and a live digest context.
-    unsafe {
+    guard("digest", (), || unsafe {
+        // SAFETY: Redis passes the value it stores for this type and a live digest context.
         let value = value_ref(value);
         let add = raw::RedisModule_DigestAddStringBuffer.expect("digest API exists");
         for (_, chunk) in value.dump_stream() {
             add(md, chunk.as_ptr().cast_mut().cast(), chunk.len());
         }
         raw::RedisModule_DigestEndSequence.expect("digest API exists")(md);
-    }
+    });
 }
 
 extern "C" fn free(value: *mut c_void) {
@@ -228,6 +379,10 @@ extern "C" fn copy(
     _to: *mut raw::RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
-    // SAFETY: Redis passes the value it stores for this type.
-    into_raw(unsafe { value_ref(value) }.clone())
+    // NULL makes COPY fail cleanly.
+    guard("copy", ptr::null_mut(), || {
+        // SAFETY: Redis passes the value it stores for this type.
+        let value = unsafe { value_ref(value) };
+        into_raw(value.clone())
+    })
 }

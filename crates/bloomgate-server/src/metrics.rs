@@ -45,7 +45,9 @@ impl Latency {
 }
 
 /// Fill ratio and estimated FPR of one chain: a probe misses link i with probability
-/// `1 - fill_i^k_i` (fill = set bits / bits), so FPR ≈ 1 - Π_i (1 - fill_i^k_i).
+/// `1 - fill_i^k_i` (fill = set bits / bits), so FPR ≈ 1 - Π_i (1 - fill_i^k_i). O(links): each
+/// link keeps its set-bit count as writes happen, so a scrape never walks filter bits under the
+/// store lock.
 fn chain_health(chain: &bloomgate_dialect::sbchain::BloomChain) -> (f64, f64) {
     let mut miss_all = 1.0;
     let (mut ones, mut bits) = (0u64, 0u64);
@@ -92,7 +94,7 @@ pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) 
                     health.cuckoo_filters += 1;
                     health.cuckoo_items += filter.items();
                 }
-                Value::Windowed(_) => {}
+                Value::Windowed(_) | Value::CountMin(_) | Value::TopK(_) => {}
             }
         }
         (

@@ -44,6 +44,10 @@ impl Encode for Reply {
                 out.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" })
             }
             Reply::Bool(b) => line(out, b':', if *b { "1" } else { "0" }),
+            Reply::Double(d) if proto >= 3 => {
+                line(out, b',', &bloomgate_dialect::reply::format_double(*d))
+            }
+            Reply::Double(d) => bulk(out, bloomgate_dialect::reply::format_double(*d).as_bytes()),
         }
     }
 }
@@ -341,6 +345,13 @@ pub fn describe(reply: &Reply) -> String {
         Reply::Bulk(b) => s.push_str(&String::from_utf8_lossy(b)),
         Reply::Nil | Reply::NilArray => s.push_str("(nil)"),
         Reply::Bool(b) => s.push_str(if *b { "(true)" } else { "(false)" }),
+        Reply::Double(d) => {
+            let _ = write!(
+                s,
+                "(double) {}",
+                bloomgate_dialect::reply::format_double(*d)
+            );
+        }
         Reply::Array(items) => {
             let parts: Vec<String> = items.iter().map(describe).collect();
             let _ = write!(s, "[{}]", parts.join(", "));

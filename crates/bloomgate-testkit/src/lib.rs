@@ -150,3 +150,90 @@ pub fn redis_server(dir: &Path, configure: impl Fn(&mut Command)) -> Result<Proc
     };
     Process::start(command, None, Duration::from_secs(60), retry).ok_or(last_log)
 }
+
+/// A TCP proxy on a free 127.0.0.1 port in front of `target` that can be frozen: while frozen
+/// it accepts connections and reads nothing, forwards nothing, so the client sees a server that
+/// hangs (open connections, no replies) — a stopped Redis without stopping one. Its threads stop
+/// when the proxy is dropped (an accept in progress is woken by a last connection).
+pub struct FreezableProxy {
+    /// The port clients connect to.
+    pub port: u16,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl FreezableProxy {
+    /// Starts forwarding to `target` (`127.0.0.1:PORT`).
+    pub fn start(target: std::net::SocketAddr) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let frozen = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (frozen_in, stop_in) = (frozen.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if stop_in.load(Ordering::Acquire) {
+                    return;
+                }
+                let (Ok(client), Ok(server)) = (client, TcpStream::connect(target)) else {
+                    continue;
+                };
+                for (from, to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let (frozen, stop) = (frozen_in.clone(), stop_in.clone());
+                    std::thread::spawn(move || pump(from, to, &frozen, &stop));
+                }
+            }
+        });
+        FreezableProxy { port, frozen, stop }
+    }
+
+    /// Stops (`true`) or resumes (`false`) all traffic, on open and new connections alike.
+    pub fn freeze(&self, frozen: bool) {
+        self.frozen
+            .store(frozen, std::sync::atomic::Ordering::Release);
+    }
+}
+
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    frozen: &std::sync::atomic::AtomicBool,
+    stop: &std::sync::atomic::AtomicBool,
+) {
+    use std::sync::atomic::Ordering;
+    let _ = from.set_read_timeout(Some(Duration::from_millis(20)));
+    let mut buf = [0u8; 16 << 10];
+    while !stop.load(Ordering::Acquire) {
+        if frozen.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        }
+        match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+}
+
+impl Drop for FreezableProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}

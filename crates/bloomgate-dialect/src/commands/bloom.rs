@@ -13,7 +13,7 @@ use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
 use crate::sbchain::{AddError, BloomChain};
 use crate::value::Value;
-use crate::{ERR_NOT_FOUND, ERR_OOM};
+use crate::ERR_NOT_FOUND;
 
 const MAX_CAPACITY: i64 = 1 << 30;
 const MAX_EXPANSION: i64 = 32768;
@@ -247,15 +247,13 @@ impl CreateParams {
     }
 }
 
-/// Creates a chain at `key` after the maxmemory check.
+/// Creates a chain at `key`, its first link admitted against the memory budget first.
 fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], p: CreateParams) -> Result<(), Reply> {
-    let planned = BloomChain::planned_bytes(p.capacity, p.error, p.nonscaling)
+    let plan = BloomChain::plan(p.capacity, p.error, p.expansion, p.nonscaling)
         .ok_or_else(|| Reply::error("ERR could not create filter"))?;
-    if planned > ctx.budget() {
-        return Err(Reply::error(ERR_OOM));
-    }
-    let chain = BloomChain::new(p.capacity, p.error, p.expansion, p.nonscaling)
-        .ok_or_else(|| Reply::error("ERR could not create filter"))?;
+    let plan = ctx.admit(plan)?;
+    let chain =
+        BloomChain::create(plan).ok_or_else(|| Reply::error("ERR could not create filter"))?;
     ctx.create(key, Value::Bloom(chain));
     Ok(())
 }
@@ -288,7 +286,7 @@ fn add_items<H: Host + ?Sized>(
         ctx,
         key,
         items,
-        |chain: &mut BloomChain, item, budget| chain.add(item, budget),
+        |chain: &mut BloomChain, item, allowance| chain.add(item, allowance),
         AddError::message,
     ))
 }
@@ -611,17 +609,31 @@ mod tests {
         let Reply::Bulk(mut header) = dump[1].clone() else {
             panic!()
         };
-        // Link 0: bytes at 20..28, bits at 28..36 — claim 8 GiB.
+        let load = |header: Vec<u8>| {
+            vec![
+                b"BF.LOADCHUNK".to_vec(),
+                b"forged".to_vec(),
+                b"1".to_vec(),
+                header,
+            ]
+        };
+        // Link 0: bytes at 20..28, bits at 28..36 — claim 8 GiB for 1000 items: the sizes
+        // disagree with each other (bad data).
+        let mut inconsistent = header.clone();
         let bytes: u64 = 8 << 30;
-        header[20..28].copy_from_slice(&bytes.to_le_bytes());
-        header[28..36].copy_from_slice(&(bytes * 8).to_le_bytes());
-        let load = vec![
-            b"BF.LOADCHUNK".to_vec(),
-            b"forged".to_vec(),
-            b"1".to_vec(),
-            header,
-        ];
-        assert_eq!(h.run_args(&load), oom);
+        inconsistent[20..28].copy_from_slice(&bytes.to_le_bytes());
+        inconsistent[28..36].copy_from_slice(&(bytes * 8).to_le_bytes());
+        assert_eq!(
+            h.run_args(&load(inconsistent)),
+            err(crate::sbchain::ERR_BAD_DATA)
+        );
+        // Capacity 2^30 at the link's error rate: a consistent 1.4 GB link, over the budget.
+        let capacity = 1u64 << 30;
+        let sizing = crate::sbchain::LinkSizing::new(capacity, 0.005).unwrap();
+        header[20..28].copy_from_slice(&sizing.bytes.to_le_bytes());
+        header[28..36].copy_from_slice(&sizing.bits.to_le_bytes());
+        header[64..72].copy_from_slice(&capacity.to_le_bytes());
+        assert_eq!(h.run_args(&load(header)), oom);
         assert!(!h.keys.contains_key(&b"forged"[..]));
     }
 }

@@ -263,10 +263,8 @@ fn create<H: Host + ?Sized>(
     p: CuckooParams,
     then_log: Option<&Args>,
 ) -> Result<(), Reply> {
-    if p.planned_bytes() > ctx.budget() {
-        return Err(Reply::error(ERR_OOM));
-    }
-    let filter = CuckooChain::new(p).ok_or_else(|| Reply::error("Couldn't create filter!"))?;
+    let p = ctx.admit(p)?;
+    let filter = CuckooChain::create(p).ok_or_else(|| Reply::error("Couldn't create filter!"))?;
     let mut log = vec![vec![
         b"CF.LOADCHUNK".to_vec(),
         key.to_vec(),
@@ -312,15 +310,16 @@ fn add_items<H: Host + ?Sized>(
     }
     let mut outcomes = Vec::with_capacity(items.len());
     let mut added = 0;
+    let mut allowance = ctx.allowance();
     for item in items {
-        let budget = ctx.budget();
         let result = ctx.update(key, |filter: &mut CuckooChain| {
             if nx {
-                filter.insert_unique(item, budget)
+                filter.insert_unique(item, &mut allowance)
             } else {
-                filter.insert(item, budget).map(|()| true)
+                filter.insert(item, &mut allowance).map(|()| true)
             }
         });
+        ctx.set_allowance(allowance);
         outcomes.push(match result {
             Ok(true) => {
                 added += 1;
@@ -867,6 +866,12 @@ mod tests {
         let mut huge = chunks[0].1.clone();
         huge[8..16].copy_from_slice(&(1u64 << 30).to_le_bytes());
         huge[0..8].copy_from_slice(&0u64.to_le_bytes());
+        // More buckets than CF.RESERVE can create at this bucket size: refused as forged.
+        assert_eq!(
+            load(&mut h, "x", "1", huge.clone()),
+            err("Couldn't create filter!")
+        );
+        huge[8..16].copy_from_slice(&(1u64 << 20).to_le_bytes());
         h.memory_limit = 1 << 20;
         assert_eq!(load(&mut h, "x", "1", huge), err(crate::ERR_OOM));
         h.memory_limit = 0;

@@ -10,11 +10,14 @@
 //! its rewrite.
 
 pub mod bloom;
+pub mod countmin;
 pub mod cuckoo;
 #[cfg(test)]
 mod redisbloom_replies;
+pub mod topk;
 pub mod windowed;
 
+use crate::budget::{Admitted, Allowance, Shape};
 use crate::config::Config;
 use crate::cuckoo::CuckooChain;
 use crate::num::parse_i64;
@@ -37,8 +40,14 @@ pub trait Host {
     fn proto(&self) -> u8;
     /// The `bf-*` / `cf-*` settings in force.
     fn config(&self) -> &Config;
-    /// Bytes a new allocation may take now (under `maxmemory`, or the machine's memory).
+    /// Bytes new allocations may take now (under `maxmemory`, or what the machine can hold).
+    /// Asked at most once per command: the command's [`Allowance`] is charged from there.
     fn memory_budget(&self) -> u64;
+    /// Called after a command with the bytes it admitted (and so allocated), for hosts that
+    /// cache their budget between commands.
+    fn charge(&mut self, bytes: u64) {
+        let _ = bytes;
+    }
     /// The value at `key`: `Ok(None)` if missing, `Err(WrongType)` for a non-dialect value.
     fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType>;
     /// Mutable [`Host::value`]; the host accounts for the change after the command.
@@ -92,6 +101,8 @@ pub struct Ctx<'a, H: Host + ?Sized> {
     host: &'a mut H,
     dirty: u64,
     rewrite: Option<Vec<Vec<Vec<u8>>>>,
+    /// The memory budget when first asked, charged with what the command admitted since.
+    allowance: Option<Allowance>,
 }
 
 impl<H: Host + ?Sized> std::ops::Deref for Ctx<'_, H> {
@@ -119,9 +130,32 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
         self.host.proto()
     }
 
-    /// Bytes a new allocation may take now.
+    /// Bytes new allocations may still take in this command.
     pub fn budget(&self) -> u64 {
-        self.host.memory_budget()
+        self.allowance
+            .map_or_else(|| self.host.memory_budget(), |a| a.left())
+    }
+
+    /// The command's allowance: the host's memory budget when first asked, less what the
+    /// command admitted since. A handler that hands it to a filter (growth on write) gives it
+    /// back with [`Ctx::set_allowance`].
+    pub fn allowance(&mut self) -> Allowance {
+        *self
+            .allowance
+            .get_or_insert_with(|| Allowance::new(self.host.memory_budget()))
+    }
+
+    /// Stores the allowance back after a filter charged it.
+    pub fn set_allowance(&mut self, allowance: Allowance) {
+        self.allowance = Some(allowance);
+    }
+
+    /// Admits `shape` against the command's allowance, or refuses with Redis' OOM error.
+    pub fn admit<S: Shape>(&mut self, shape: S) -> Result<Admitted<S>, Reply> {
+        let mut allowance = self.allowance();
+        let admitted = allowance.admit(shape).map_err(|_| Reply::error(ERR_OOM));
+        self.set_allowance(allowance);
+        admitted
     }
 
     /// The host's clock, in Unix milliseconds.
@@ -155,6 +189,11 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
         missing: &'static str,
     ) -> Result<&T, Reply> {
         self.typed(key)?.ok_or_else(|| Reply::error(missing))
+    }
+
+    /// Whether `key` holds any value (a dialect one or not).
+    pub fn key_exists(&mut self, key: &[u8]) -> bool {
+        !matches!(self.host.value(key), Ok(None))
     }
 
     /// Mutable [`Ctx::typed`].
@@ -337,6 +376,19 @@ pub enum Command {
     WfInfo,
     WfScandump,
     WfLoadchunk,
+    CmsInitbydim,
+    CmsInitbyprob,
+    CmsIncrby,
+    CmsQuery,
+    CmsMerge,
+    CmsInfo,
+    TopkReserve,
+    TopkAdd,
+    TopkIncrby,
+    TopkQuery,
+    TopkCount,
+    TopkList,
+    TopkInfo,
 }
 
 /// A command's metadata and handler: the one command table entry type of every host. The
@@ -388,6 +440,8 @@ pub struct Docs {
     pub key_rw: bool,
     /// The arguments, in order.
     pub args: &'static [Arg],
+    /// `COMMAND DOCS`' history: `(version, change)` pairs.
+    pub history: &'static [(&'static str, &'static str)],
 }
 
 impl Docs {
@@ -407,6 +461,20 @@ impl Docs {
             key_notes,
             key_rw,
             args,
+            history: &[],
+        }
+    }
+
+    /// The documentation of a sketch command (CMS.*, TOPK.*: since 2.0.0, no key notes).
+    pub const fn sketch(
+        summary: &'static str,
+        complexity: &'static str,
+        key_rw: bool,
+        args: &'static [Arg],
+    ) -> Docs {
+        Docs {
+            since: "2.0.0",
+            ..Docs::redisbloom(summary, complexity, "", key_rw, args)
         }
     }
 }
@@ -609,11 +677,11 @@ impl<C> CommandInfo<C> {
         if self.flags.contains(flags::ADMIN) {
             cats.extend(["admin", "dangerous"]);
         }
-        cats.push(if self.flags.contains(flags::FAST) {
-            "fast"
-        } else {
-            "slow"
-        });
+        // RedisBloom sets a module command's categories apart from its flags: CMS.INITBYDIM
+        // is `write deny-oom`, yet `@write @fast @cms` (its category says `fast cms`).
+        let fast = self.flags.contains(flags::FAST)
+            || self.category.split_ascii_whitespace().any(|c| c == "fast");
+        cats.push(if fast { "fast" } else { "slow" });
         for c in self.category.split_ascii_whitespace() {
             if !cats.contains(&c) {
                 cats.push(c);
@@ -648,8 +716,25 @@ pub fn table() -> &'static [CommandInfo] {
         let mut all = bloom::commands();
         all.extend(cuckoo::commands());
         all.extend(windowed::commands());
+        all.extend(countmin::commands());
+        all.extend(topk::commands());
         all
     })
+}
+
+/// The dialect's own ACL categories (those not Redis' own), in the order the table first
+/// names them: what a module registers with `RedisModule_AddACLCategory`.
+pub fn categories() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for c in table()
+        .iter()
+        .flat_map(|info| info.category.split_ascii_whitespace())
+    {
+        if !ACL_CATEGORIES.contains(&c) && !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The dialect command called `name` (any case).
@@ -708,9 +793,18 @@ pub fn execute<H: Host + ?Sized, C: Handler<H>>(
         host,
         dirty: 0,
         rewrite: None,
+        allowance: None,
     };
     let reply = info.command.call(&mut ctx, args);
-    let Ctx { dirty, rewrite, .. } = ctx;
+    let Ctx {
+        host,
+        dirty,
+        rewrite,
+        allowance,
+    } = ctx;
+    if let Some(spent) = allowance.map(|a| a.spent()).filter(|&s| s > 0) {
+        host.charge(spent);
+    }
     let propagate = if !info.flags.intersects(flags::WRITE | flags::RUNS_QUEUED) || dirty == 0 {
         Propagate::Nothing
     } else {
@@ -768,6 +862,19 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             Command::WfInfo => windowed::info(ctx, args),
             Command::WfScandump => windowed::scandump(ctx, args),
             Command::WfLoadchunk => windowed::loadchunk(ctx, args),
+            Command::CmsInitbydim => countmin::init_by_dim(ctx, args),
+            Command::CmsInitbyprob => countmin::init_by_prob(ctx, args),
+            Command::CmsIncrby => countmin::incrby(ctx, args),
+            Command::CmsQuery => countmin::query(ctx, args),
+            Command::CmsMerge => countmin::merge(ctx, args),
+            Command::CmsInfo => countmin::info(ctx, args),
+            Command::TopkReserve => topk::reserve(ctx, args),
+            Command::TopkAdd => topk::add(ctx, args),
+            Command::TopkIncrby => topk::incrby(ctx, args),
+            Command::TopkQuery => topk::query(ctx, args),
+            Command::TopkCount => topk::count(ctx, args),
+            Command::TopkList => topk::list(ctx, args),
+            Command::TopkInfo => topk::info(ctx, args),
         }
     }
 }
@@ -812,14 +919,14 @@ pub(crate) fn add_each<T: DialectType, H: Host + ?Sized, E>(
     ctx: &mut Ctx<H>,
     key: &[u8],
     items: &Args,
-    add: impl Fn(&mut T, &[u8], u64) -> Result<bool, E>,
+    add: impl Fn(&mut T, &[u8], &mut Allowance) -> Result<bool, E>,
     message: impl Fn(E) -> &'static str,
 ) -> Vec<Reply> {
     let mut replies = Vec::with_capacity(items.len());
     let mut added = 0;
+    let mut allowance = ctx.allowance();
     for item in items {
-        let budget = ctx.budget();
-        match ctx.update(key, |filter: &mut T| add(filter, item, budget)) {
+        match ctx.update(key, |filter: &mut T| add(filter, item, &mut allowance)) {
             Ok(new) => {
                 added += u64::from(new);
                 replies.push(Reply::Bool(new));
@@ -830,12 +937,13 @@ pub(crate) fn add_each<T: DialectType, H: Host + ?Sized, E>(
             }
         }
     }
+    ctx.set_allowance(allowance);
     ctx.changed(added);
     replies
 }
 
 /// BF.LOADCHUNK / CF.LOADCHUNK `key iter data`: iterator 1 on a missing key creates the filter
-/// from a dump header, its size checked against the memory budget before anything is
+/// from a dump header — validated into a shape, admitted against the memory budget, then
 /// allocated; later iterators write chunks into an existing filter. `bad_iter` is the family's
 /// wording for a non-numeric iterator.
 pub(crate) fn load_chunk<T: DialectType, H: Host + ?Sized>(
@@ -847,17 +955,17 @@ pub(crate) fn load_chunk<T: DialectType, H: Host + ?Sized>(
         return Reply::error(bad_iter);
     };
     let (key, data) = (args[1], args[3]);
-    let budget = ctx.budget();
     let result = match ctx.typed::<T>(key) {
         Err(reply) => return reply,
-        Ok(None) if iter == 1 => T::header_bytes(data).and_then(|bytes| {
-            if bytes > budget {
-                return Err(ERR_OOM);
-            }
-            let filter = T::from_header(data)?;
-            ctx.create(key, filter.into_value());
-            Ok(())
-        }),
+        Ok(None) if iter == 1 => match T::shape(data) {
+            Err(msg) => Err(msg),
+            Ok(shape) => match ctx.admit(shape) {
+                Err(reply) => return reply,
+                Ok(admitted) => T::from_shape(admitted).map(|filter| {
+                    ctx.create(key, filter.into_value());
+                }),
+            },
+        },
         Ok(None) => Err(ERR_NOT_FOUND),
         Ok(Some(_)) => ctx
             .update(key, |f: &mut T| f.load_chunk(iter, data))

@@ -82,6 +82,7 @@ pub fn commands() -> Vec<CommandInfo> {
             key_notes: "is key name for a time-windowed filter.",
             key_rw,
             args,
+            history: &[],
         };
         spec(name, command, flags, "windowed", arity, Some(docs))
     };
@@ -298,7 +299,7 @@ fn add_items<H: Host + ?Sized>(
         ctx,
         key,
         items,
-        |f: &mut WindowedFilter, item, budget| f.add(item, at_ms, budget),
+        |f: &mut WindowedFilter, item, allowance| f.add(item, at_ms, allowance.left()),
         AddError::message,
     );
     logged.extend([

@@ -817,6 +817,7 @@ mod tests {
             Reply::Bool(b) => format!("(integer) {}", u8::from(*b)),
             Reply::Nil | Reply::NilArray => "(nil)".into(),
             Reply::Bulk(b) => format!("\"{}\"", String::from_utf8_lossy(b)),
+            Reply::Double(d) => format!("\"{}\"", bloomgate_dialect::reply::format_double(*d)),
             Reply::Array(items) => {
                 let parts: Vec<String> = items.iter().map(render).collect();
                 format!("[{}]", parts.join(", "))

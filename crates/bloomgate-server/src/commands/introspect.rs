@@ -102,6 +102,7 @@ pub fn command_docs(info: &ServerCommand) -> Reply {
         complexity,
         since,
         args,
+        history,
         ..
     }) = &info.docs
     else {
@@ -115,6 +116,13 @@ pub fn command_docs(info: &ServerCommand) -> Reply {
     doc.push((s("group"), s("module")));
     doc.push((s("complexity"), s(complexity)));
     doc.push((s("module"), s(MODULE_NAME)));
+    if !history.is_empty() {
+        let entries = history
+            .iter()
+            .map(|(version, change)| Reply::Array(vec![s(version), s(change)]))
+            .collect();
+        doc.push((s("history"), Reply::Array(entries)));
+    }
     doc.push((s("arguments"), arguments(args)));
     Reply::Map(doc)
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test suite: every crate's unit, property, statistical and integration tests, then the
-# module's tests again inside Valkey, the real-client smoke tests (redis-cli, redis-py) against
+# module's tests again inside Valkey and Redis 8.2, the real-client smoke tests (redis-cli, redis-py) against
 # a real `bloomgate serve`, the Redis
 # Cluster test (six redis-server nodes with the module, scripts/cluster_test.py), the Python
 # package's pytest suite (scripts/python_tests.sh), what users install (scripts/package_check.sh:
@@ -16,6 +16,15 @@ if command -v valkey-server >/dev/null 2>&1; then
   BLOOMGATE_REDIS_SERVER=valkey-server cargo test --locked -p bloomgate-module
 else
   echo "SKIPPED the module inside Valkey: valkey-server is not installed (bash .ci/setup installs it)"
+fi
+# Redis 8.2 (fetched once by scripts/get_redis8.sh): RedisBloom 8's unprefixed configs, the
+# t-digest and every other module test but the RedisBloom 2.4 RDB fixture, whose MEMORY USAGE
+# and DUMP footer are Redis 7.0's.
+if R8=$(bash scripts/get_redis8.sh); then
+  echo "== the module inside Redis 8.2"
+  BLOOMGATE_REDIS_SERVER="$R8" cargo test --locked -p bloomgate-module --test module_redis
+else
+  echo "SKIPPED the module inside Redis 8.2: scripts/get_redis8.sh could not fetch it"
 fi
 echo "== redis-cli smoke test"
 bash scripts/redis_cli_smoke.sh target/debug/bloomgate

@@ -181,9 +181,9 @@ impl Metrics {
         self.store_latency.observe(elapsed);
     }
 
-    /// The cold-path rule's measured costs in nanoseconds: (exact-path store time per candidate
-    /// looked up, filter build time per history row); 0 before the first sample.
-    pub fn cost_estimates(&self) -> (f64, f64) {
+    /// The cold-path rule's measured costs in nanoseconds: [exact-path store time per item
+    /// looked up, filter build time per history row]; zeros before the first sample.
+    pub fn cost_estimates(&self) -> [f64; 2] {
         self.costs.snapshot()
     }
 
@@ -340,7 +340,7 @@ impl Metrics {
                 gauges.memory_bytes as f64,
             ),
         ];
-        let (lookup_ns, row_ns) = self.costs.snapshot();
+        let [lookup_ns, row_ns] = self.costs.snapshot();
         let gauges_f64 = gauges_f64.into_iter().chain([
             (
                 "bloomgate_gate_exact_lookup_cost_seconds",

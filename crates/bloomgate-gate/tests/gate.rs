@@ -38,6 +38,14 @@ fn gate(store: Box<dyn ExactStore>, policy: Policy, lifecycle: LifecycleConfig) 
     Gate::new(store, config).expect("valid config")
 }
 
+/// `PROPTEST_CASES` when set (to run the property tests longer), else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 #[derive(Clone, Debug)]
 struct Step {
     advance_ms: u64,
@@ -72,7 +80,7 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
 
     /// Random histories (initial rows, then requests whose shown items are recorded), with time
     /// jumps that rotate generations, tiny capacities that force rebuilds and a tiny memory
@@ -181,7 +189,7 @@ fn persistent_gate(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(32), ..ProptestConfig::default() })]
 
     /// As `gate_never_shows_a_seen_item`, with the gate restarted at random steps on the same
     /// store and filter directory — cleanly, after a crash that loses everything since the last

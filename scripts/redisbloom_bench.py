@@ -134,6 +134,12 @@ class Server:
                 raise RuntimeError("%s did not start: %s" % (name, self.tail()))
             time.sleep(0.1)
         self.client = Resp(self.port)
+        # PING answers while a dataset loads; wait until commands do.
+        while b"loading:1" in self.client.call("INFO", "persistence"):
+            if time.time() > deadline:
+                self.close()
+                raise RuntimeError("%s still loading" % name)
+            time.sleep(0.1)
 
     def tail(self):
         try:
@@ -363,7 +369,7 @@ def serve_comparison(redis8, rb8, bloomgate, args):
 
 def fill_random(client, key):
     """Fills `key`'s bit array with random bytes through SCANDUMP's chunk plan and LOADCHUNK."""
-    it = 0
+    it, _header = client.call("BF.SCANDUMP", key, 0)
     rng = random.Random(24)
     while True:
         it, data = client.call("BF.SCANDUMP", key, it)
@@ -418,6 +424,8 @@ def bgsave_comparison(redis8, rb8, bloomgate, args):
         rb = Server("Redis 8.2 + RedisBloom", redis_server(redis8, rb8))
         try:
             rows.append(bgsave_run(rb, 1000, 1.0))
+        except (RuntimeError, OSError) as e:
+            print("(Redis 8.2 + RedisBloom reference row failed: %s)" % e)
         finally:
             rb.close()
     table("BGSAVE of a ~240 MB filter with 1,000 random BF.ADDs at 1/ms from its start (latency "

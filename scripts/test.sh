@@ -2,8 +2,10 @@
 # The test suite: every crate's unit, property, statistical and integration tests, then the
 # module's tests again inside Valkey and Redis 8.2, the real-client smoke tests (redis-cli, redis-py) against
 # a real `bloomgate serve`, the Redis
-# Cluster test (six redis-server nodes with the module, scripts/cluster_test.py), then the Python
-# package's pytest suite (scripts/python_tests.sh).
+# Cluster test (six redis-server nodes with the module, scripts/cluster_test.py), the Python
+# package's pytest suite (scripts/python_tests.sh), what users install (scripts/package_check.sh:
+# cargo deny, cargo package, the .deb with dpkg, the wheel in a fresh virtualenv) and every
+# example in README.md and docs/ (scripts/docs_check.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --locked -p bloomgate-module   # the .so the module tests load into redis-server
@@ -33,3 +35,7 @@ echo "== Redis Cluster test (3 masters + 3 replicas of redis-server with the mod
 python3 scripts/cluster_test.py --module target/debug/libbloomgate_module.so --bloomgate target/debug/bloomgate
 echo "== Python package (maturin wheel + pytest)"
 bash scripts/python_tests.sh target/debug/bloomgate
+echo "== packaging (cargo deny, cargo package, the .deb installed with dpkg, the wheel without Rust)"
+bash scripts/package_check.sh
+echo "== every shell and Python example in README.md and docs/"
+bash scripts/docs_check.sh

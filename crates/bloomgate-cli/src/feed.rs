@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 use bloomgate_gate::{
     ExactStore, FilterMode, Gate, GateConfig, LatencyStore, LifecycleConfig, Metrics, Persistence,

@@ -519,13 +519,13 @@ fn metrics_render_as_prometheus_text() {
             "bad sample line {line:?}"
         );
     }
-    assert!(text.contains("bloomgate_requests_total 2"));
-    assert!(text.contains("bloomgate_exact_lookups_total 4"));
-    assert!(text.contains("bloomgate_builds_inline_total 1"));
-    assert!(text.contains("bloomgate_recorded_rows_total 2"));
-    assert!(text.contains("bloomgate_history_loads_total 1"));
-    assert!(text.contains("bloomgate_request_seconds_bucket{le=\"+Inf\"} 2"));
-    assert!(text.contains("bloomgate_filters_resident 1"));
+    assert!(text.contains("bloomgate_gate_requests_total 2"));
+    assert!(text.contains("bloomgate_gate_exact_lookups_total 4"));
+    assert!(text.contains("bloomgate_gate_builds_inline_total 1"));
+    assert!(text.contains("bloomgate_gate_recorded_rows_total 2"));
+    assert!(text.contains("bloomgate_gate_history_loads_total 1"));
+    assert!(text.contains("bloomgate_gate_request_duration_seconds_bucket{le=\"+Inf\"} 2"));
+    assert!(text.contains("bloomgate_gate_filters_resident 1"));
 }
 
 /// A SQLite store whose commits of served items wait until released: models a store that
@@ -648,7 +648,7 @@ fn served_items_stay_hidden_before_their_commit() {
 /// than every in-flight request's, which the demo ensures and this test would not.)
 #[test]
 fn concurrent_requests_never_show_an_item_recorded_before_them() {
-    use rand::{rngs::SmallRng, Rng, SeedableRng};
+    use rand::{rngs::SmallRng, RngExt, SeedableRng};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Mutex;
 

@@ -32,7 +32,13 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         Ok(())
     };
     match setup() {
-        Ok(()) => Status::Ok,
+        Ok(()) => {
+            ctx.log_notice(&format!(
+                "bloomgate module {} loaded: RedisBloom-compatible BF.*/CF.* and WF.*",
+                env!("CARGO_PKG_VERSION")
+            ));
+            Status::Ok
+        }
         Err(why) => {
             ctx.log_warning(&format!("bloomgate: {why}"));
             Status::Err

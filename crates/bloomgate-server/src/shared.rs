@@ -98,7 +98,7 @@ impl Shared {
         let dir = self.dir.clone();
         let writer = aof.clone();
         let result = tokio::task::spawn_blocking(move || {
-            persistence::write_snapshot(&dir, &entries, generation)?;
+            persistence::write_snapshot_owned(&dir, entries, generation)?;
             writer.snapshot_done(generation)?;
             persistence::remove_logs_before(&dir, generation)
         })

@@ -26,7 +26,7 @@ use crate::keyspace::Db;
 pub use crate::relock;
 pub use log::{aof_path, remove_logs_before};
 pub use manifest::Manifest;
-pub use snapshot::{read_snapshot, write_snapshot};
+pub use snapshot::{read_snapshot, write_snapshot, write_snapshot_owned};
 pub use writer::AofWriter;
 
 /// How the append-only log is flushed to disk (`appendfsync`).

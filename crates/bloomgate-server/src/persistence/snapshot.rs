@@ -56,8 +56,28 @@ pub fn write_snapshot(
     entries: &[(Vec<u8>, Entry)],
     generation: u64,
 ) -> io::Result<u64> {
+    write_snapshot_from(dir, entries.len(), entries.iter(), generation)
+}
+
+/// [`write_snapshot`] of a point-in-time copy it owns: each value is dropped as soon as its
+/// bytes are written, before the rest of the file and its fsync, so the live values stop
+/// sharing its pages (and copying them on write) as early as they can.
+pub fn write_snapshot_owned(
+    dir: &Path,
+    entries: Vec<(Vec<u8>, Entry)>,
+    generation: u64,
+) -> io::Result<u64> {
+    write_snapshot_from(dir, entries.len(), entries.into_iter(), generation)
+}
+
+fn write_snapshot_from<E: std::borrow::Borrow<(Vec<u8>, Entry)>>(
+    dir: &Path,
+    count: usize,
+    entries: impl Iterator<Item = E>,
+    generation: u64,
+) -> io::Result<u64> {
     let tmp = dir.join(SNAPSHOT_TMP);
-    let result = write_snapshot_to(dir, &tmp, entries, generation);
+    let result = write_snapshot_to(dir, &tmp, count, entries, generation);
     if result.is_err() {
         // A full disk must not keep the partial file around (it would hold the space).
         let _ = fs::remove_file(&tmp);
@@ -65,10 +85,11 @@ pub fn write_snapshot(
     result
 }
 
-fn write_snapshot_to(
+fn write_snapshot_to<E: std::borrow::Borrow<(Vec<u8>, Entry)>>(
     dir: &Path,
     tmp: &Path,
-    entries: &[(Vec<u8>, Entry)],
+    count: usize,
+    entries: impl Iterator<Item = E>,
     generation: u64,
 ) -> io::Result<u64> {
     let file = create_private(tmp)?;
@@ -78,8 +99,9 @@ fn write_snapshot_to(
     };
     w.write_all(SNAPSHOT_MAGIC)?;
     w.write_all(&generation.to_le_bytes())?;
-    w.write_all(&(entries.len() as u64).to_le_bytes())?;
-    for (key, entry) in entries {
+    w.write_all(&(count as u64).to_le_bytes())?;
+    for item in entries {
+        let (key, entry) = item.borrow();
         w.write_all(&(key.len() as u32).to_le_bytes())?;
         w.write_all(key)?;
         w.write_all(&entry.expires_at().unwrap_or(-1).to_le_bytes())?;
@@ -381,8 +403,8 @@ mod point_in_time {
             assert!(!writer.is_finished() && std::time::Instant::now() < deadline);
             std::thread::yield_now();
         }
-        write_snapshot(&dir, &entries, 3).unwrap();
-        drop(entries);
+        // The owned form, as BGSAVE writes: each value is released once written.
+        write_snapshot_owned(&dir, entries, 3).unwrap();
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         writer.join().unwrap();
         let (_, loaded) = read_snapshot(&dir.join(SNAPSHOT_FILE)).unwrap();

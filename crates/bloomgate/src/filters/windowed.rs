@@ -250,6 +250,11 @@ crate::codec::serde_as_file_image!(WindowedBloomFilter);
 /// window_ms u64, newest_started_ms u64, then G length-prefixed blocked-filter bodies, oldest
 /// first.
 impl FilterCodec for WindowedBloomFilter {
+    fn body_len_hint(&self) -> usize {
+        // Its parameters and arrays: at least the encoded body.
+        self.memory_bytes()
+    }
+
     const KIND: FilterKind = FilterKind::Windowed;
 
     fn hash_seed(&self) -> u64 {

@@ -513,7 +513,7 @@ impl CuckooChain {
     /// its chunks).
     pub fn visit_slots(&self, f: &mut dyn FnMut(&[u8])) {
         for sub in &self.filters {
-            for segment in sub.slots.segments() {
+            for segment in sub.slots.pieces() {
                 f(segment);
             }
         }

@@ -222,6 +222,13 @@ impl Link {
 
     fn contains(&self, h: HashPair) -> bool {
         let bits = self.bits();
+        if let Some(words) = self.bits.as_slice() {
+            // No page copied by a snapshot: index the one array directly.
+            return (0..u32::from(self.hashes)).all(|i| {
+                let at = h.position(i, bits);
+                words[(at >> 6) as usize] & (1u64 << (at & 63)) != 0
+            });
+        }
         (0..u32::from(self.hashes)).all(|i| {
             let at = h.position(i, bits);
             self.bits.row((at >> 6) as usize, 1)[0] & (1u64 << (at & 63)) != 0
@@ -231,8 +238,22 @@ impl Link {
     /// Sets every probe bit; true if at least one was clear.
     fn insert(&mut self, h: HashPair) -> bool {
         let bits = self.bits();
+        let hashes = u32::from(self.hashes);
+        if let Some(words) = self.bits.as_mut_slice() {
+            // No snapshot shares the array: set the bits in place.
+            let mut newly_set = 0;
+            for i in 0..hashes {
+                let at = h.position(i, bits);
+                let word = &mut words[(at >> 6) as usize];
+                let mask = 1u64 << (at & 63);
+                newly_set += u64::from(*word & mask == 0);
+                *word |= mask;
+            }
+            self.ones.adjust(newly_set, 0);
+            return newly_set > 0;
+        }
         let mut newly_set = 0;
-        for i in 0..u32::from(self.hashes) {
+        for i in 0..hashes {
             let at = h.position(i, bits);
             let mask = 1u64 << (at & 63);
             // Read first: a bit already set needs no write, so no shared segment is copied.
@@ -343,7 +364,7 @@ impl Link {
     /// Bits set, counted by walking the array (tests check the kept count against it).
     #[cfg(test)]
     fn count_ones_walking(&self) -> u64 {
-        self.bits.segments().iter().map(|s| popcount(s)).sum()
+        self.bits.pieces().map(popcount).sum()
     }
 
     /// `bytes:B bits:b hashes:h hashwidth:64 capacity:c size:s ratio:r` (ratio as C's `%g`).
@@ -595,7 +616,7 @@ impl BloomChain {
         const PIECE: usize = 64 << 10;
         let mut buf = Vec::with_capacity(PIECE);
         for link in self.links.iter() {
-            for segment in link.bits.segments() {
+            for segment in link.bits.pieces() {
                 for words in segment.chunks(PIECE / 8) {
                     buf.clear();
                     buf.extend(words.iter().flat_map(|w| w.to_le_bytes()));

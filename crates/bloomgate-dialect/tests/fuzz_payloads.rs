@@ -1,11 +1,9 @@
-//! The `rdb_payload` fuzz check (`fuzz/src/payload_check.rs`, included by path) on stable Rust:
+//! The `rdb_payload` fuzz check (`bloomgate_testkit::fuzz::payload_check`) on stable Rust:
 //! real DUMP payloads and SCANDUMP headers of every type, and every single-bit flip and every
 //! truncation of them, are refused or round-trip — never a panic, never an allocation past the
 //! budget. The fuzzer explores further (`scripts/fuzz.sh 600 rdb_payload`).
 
-#[allow(dead_code)]
-#[path = "../../../fuzz/src/payload_check.rs"]
-mod payload_check;
+use bloomgate_testkit::fuzz::payload_check;
 
 use bloomgate_dialect::budget::Allowance;
 use bloomgate_dialect::cuckoo::{CuckooChain, CuckooParams};

@@ -115,9 +115,22 @@ pub fn redis_type(kind: Kind) -> *mut raw::RedisModuleType {
     }
 }
 
-/// Whether `t` is one of this module's types.
+/// Whether `t` is one of this module's types (compared with the registered types, read once
+/// after registration).
 pub fn is_ours(t: *mut raw::RedisModuleType) -> bool {
-    !t.is_null() && Kind::ALL.iter().any(|&k| redis_type(k) == t)
+    static OURS: std::sync::OnceLock<[usize; Kind::ALL.len()]> = std::sync::OnceLock::new();
+    if t.is_null() {
+        return false;
+    }
+    if let Some(ours) = OURS.get() {
+        return ours.contains(&(t as usize));
+    }
+    let ours = Kind::ALL.map(|k| redis_type(k) as usize);
+    if !ours.contains(&0) {
+        // Every type is registered: remember them.
+        let _ = OURS.set(ours);
+    }
+    ours.contains(&(t as usize))
 }
 
 /// Asks Redis to report short or malformed reads to `rdb_load` (so it can fail cleanly)

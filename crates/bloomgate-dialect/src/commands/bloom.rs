@@ -258,29 +258,37 @@ fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], p: CreateParams) -> Re
     Ok(())
 }
 
+/// Makes sure a chain is at `key` before `items` go in: creates it with `create_with`'s
+/// parameters (asked only then) if missing, logging the creation with explicit parameters, or
+/// fails with `ERR not found` if `create_with` gives none.
+fn ensure_chain<H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    items: &Args,
+    create_with: impl FnOnce(&Ctx<H>) -> Option<CreateParams>,
+) -> Result<(), Reply> {
+    if ctx.typed::<BloomChain>(key)?.is_some() {
+        return Ok(());
+    }
+    let params = create_with(ctx).ok_or_else(|| Reply::error(ERR_NOT_FOUND))?;
+    create(ctx, key, params)?;
+    // Replay must rebuild the same chain whatever the config is then.
+    let mut logged = params.as_insert_options(key);
+    logged.extend(items.iter().map(|item| item.to_vec()));
+    ctx.propagate_as(vec![logged]);
+    Ok(())
+}
+
 /// Adds items in order, stopping at the first error (placed as the last element), as MADD and
 /// INSERT reply. Creates the filter with `create_with` if missing, or fails with `ERR not found`.
 fn add_items<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     key: &[u8],
     items: &Args,
-    create_with: Option<CreateParams>,
+    create_with: impl FnOnce(&Ctx<H>) -> Option<CreateParams>,
 ) -> Reply {
-    match ctx.typed::<BloomChain>(key) {
-        Err(reply) => return reply,
-        Ok(Some(_)) => {}
-        Ok(None) => {
-            let Some(params) = create_with else {
-                return Reply::error(ERR_NOT_FOUND);
-            };
-            if let Err(reply) = create(ctx, key, params) {
-                return reply;
-            }
-            // Replay must rebuild the same chain whatever the config is then.
-            let mut logged = params.as_insert_options(key);
-            logged.extend(items.iter().map(|item| item.to_vec()));
-            ctx.propagate_as(vec![logged]);
-        }
+    if let Err(reply) = ensure_chain(ctx, key, items, create_with) {
+        return reply;
     }
     Reply::Array(add_each(
         ctx,
@@ -349,17 +357,37 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
     }
 }
 
+/// BF.ADD `key item`: the settings read only to create, the memory budget only to grow, the
+/// reply built without the array MADD answers.
 pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    let params = CreateParams::from_config(ctx);
-    match add_items(ctx, args[1], &args[2..], Some(params)) {
-        Reply::Array(mut replies) => replies.pop().expect("one item"),
-        other => other,
+    let (key, item) = (args[1], args[2]);
+    let from_config = |ctx: &Ctx<H>| Some(CreateParams::from_config(ctx));
+    if let Err(reply) = ensure_chain(ctx, key, &args[2..], from_config) {
+        return reply;
+    }
+    let mut allowance = None;
+    let added = ctx.update_lazily(
+        key,
+        &mut allowance,
+        |chain: &mut BloomChain, allowance| chain.add(item, allowance),
+        |e| *e == AddError::OutOfMemory,
+    );
+    if let Some(allowance) = allowance {
+        ctx.set_allowance(allowance);
+    }
+    match added {
+        Ok(new) => {
+            ctx.changed(u64::from(new));
+            Reply::Bool(new)
+        }
+        Err(e) => Reply::error(e.message()),
     }
 }
 
 pub(crate) fn madd<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    let params = CreateParams::from_config(ctx);
-    add_items(ctx, args[1], &args[2..], Some(params))
+    add_items(ctx, args[1], &args[2..], |ctx| {
+        Some(CreateParams::from_config(ctx))
+    })
 }
 
 /// BF.INSERT options are recognised by their first letters (RedisBloom quirk): `i` ITEMS,
@@ -419,12 +447,9 @@ pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
         return wrong_arity("bf.insert");
     };
     params.nonscaling |= params.expansion == 0;
-    add_items(
-        ctx,
-        args[1],
-        &args[items_at..],
-        (!nocreate).then_some(params),
-    )
+    add_items(ctx, args[1], &args[items_at..], |_| {
+        (!nocreate).then_some(params)
+    })
 }
 
 pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {

@@ -145,6 +145,32 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
             .get_or_insert_with(|| Allowance::new(self.host.memory_budget()))
     }
 
+    /// Runs `change` on the filter at `key` (which the command has just found with type `T`)
+    /// with the command's allowance — but asks the host for it only if the change needs memory:
+    /// first with an allowance of nothing, and if that fails for want of memory (`out_of_memory`:
+    /// the change then allocated and altered nothing, as every growth admits before it
+    /// allocates), again with the real one. Most writes allocate nothing, so most commands never
+    /// read the memory budget. `allowance` holds the real one once asked, across calls.
+    pub fn update_lazily<T: DialectType, R, E>(
+        &mut self,
+        key: &[u8],
+        allowance: &mut Option<Allowance>,
+        change: impl Fn(&mut T, &mut Allowance) -> Result<R, E>,
+        out_of_memory: impl Fn(&E) -> bool,
+    ) -> Result<R, E> {
+        if let Some(real) = allowance {
+            return self.update(key, |filter: &mut T| change(filter, real));
+        }
+        let mut nothing = Allowance::new(0);
+        match self.update(key, |filter: &mut T| change(filter, &mut nothing)) {
+            Err(e) if out_of_memory(&e) => {
+                let real = allowance.insert(self.allowance());
+                self.update(key, |filter: &mut T| change(filter, real))
+            }
+            done => done,
+        }
+    }
+
     /// Stores the allowance back after a filter charged it.
     pub fn set_allowance(&mut self, allowance: Allowance) {
         self.allowance = Some(allowance);
@@ -879,13 +905,15 @@ impl<H: Host + ?Sized> Handler<H> for Command {
     }
 }
 
-/// EXISTS `key item` over filters of type `T`.
+/// EXISTS `key item` over filters of type `T` (0 for a missing key or another type, as
+/// [`probe`] answers), without the array MEXISTS builds.
 fn exists<T: DialectType, H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     args: &Args,
     contains: impl Fn(&T, &[u8]) -> bool,
 ) -> Reply {
-    probe(ctx, args[1], &args[2..3], contains).remove(0)
+    let filter = ctx.typed::<T>(args[1]).ok().flatten();
+    Reply::Bool(filter.is_some_and(|f| contains(f, args[2])))
 }
 
 /// MEXISTS `key item...` over filters of type `T`.
@@ -915,7 +943,7 @@ pub(crate) fn probe<T: DialectType, H: Host + ?Sized>(
 /// Adds `items` in order to the filter of type `T` at `key` (which must exist), one Bool reply
 /// per item, stopping at the first error (its message is the last reply), as MADD and INSERT
 /// reply. The items newly added count as changes.
-pub(crate) fn add_each<T: DialectType, H: Host + ?Sized, E>(
+pub(crate) fn add_each<T: DialectType, H: Host + ?Sized, E: Copy>(
     ctx: &mut Ctx<H>,
     key: &[u8],
     items: &Args,
@@ -924,9 +952,14 @@ pub(crate) fn add_each<T: DialectType, H: Host + ?Sized, E>(
 ) -> Vec<Reply> {
     let mut replies = Vec::with_capacity(items.len());
     let mut added = 0;
-    let mut allowance = ctx.allowance();
+    let mut allowance = None;
     for item in items {
-        match ctx.update(key, |filter: &mut T| add(filter, item, &mut allowance)) {
+        match ctx.update_lazily(
+            key,
+            &mut allowance,
+            |filter: &mut T, a| add(filter, item, a),
+            |e| message(*e) == ERR_OOM,
+        ) {
             Ok(new) => {
                 added += u64::from(new);
                 replies.push(Reply::Bool(new));
@@ -937,7 +970,9 @@ pub(crate) fn add_each<T: DialectType, H: Host + ?Sized, E>(
             }
         }
     }
-    ctx.set_allowance(allowance);
+    if let Some(allowance) = allowance {
+        ctx.set_allowance(allowance);
+    }
     ctx.changed(added);
     replies
 }

@@ -83,18 +83,22 @@ pub fn create_private(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// fsyncs the directory itself (a created, renamed or removed file is durable after it).
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
 /// What loading found.
 pub struct Loaded {
+    /// The keyspace.
     pub db: Db,
     /// The log generation to keep appending to.
     pub generation: u64,
+    /// Bytes in the log generation appended to next.
     pub aof_size: u64,
     /// The dataset's files as loaded (the writer records its generation in it).
     pub manifest: Manifest,
+    /// What loading repaired or removed, for the log.
     pub warnings: Vec<String>,
 }
 

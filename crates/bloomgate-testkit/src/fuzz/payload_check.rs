@@ -1,5 +1,5 @@
-//! The `rdb_payload` fuzz check, shared with `crates/bloomgate-dialect/tests/fuzz_payloads.rs`
-//! (which includes this file by path): the dialect's load paths for untrusted bytes.
+//! The `rdb_payload` fuzz check, shared with `crates/bloomgate-dialect/tests/fuzz_payloads.rs`:
+//! the dialect's load paths for untrusted bytes.
 //!
 //! 1. The input as a `DUMP` payload, its RDB version and CRC64 trailer re-sealed so the body
 //!    reaches the decoder (`restore_payload`, what RESTORE, MIGRATE and the server's RDB import

@@ -1,7 +1,7 @@
-//! The BF.* / CF.* reply checks shared by every host of the dialect: `bloomgate serve`
-//! (`crates/bloomgate-cli/tests/serve_redis.rs`) and redis-server with bloomgate-module
-//! (`crates/bloomgate-module/tests/module_redis.rs`, which includes this file by path), so both
-//! hosts are held to the same replies, word for word.
+//! The BF.* / CF.* reply conformance suite shared by every host of the dialect: `bloomgate
+//! serve` (`crates/bloomgate-server/tests/serve_redis.rs`) and redis-server with
+//! bloomgate-module (`crates/bloomgate-module/tests/module_redis.rs`), so both hosts are held to
+//! the same replies, word for word. A new dialect command's replies go here.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -34,6 +34,12 @@ fn cf_commands_match_redisbloom() {
 }
 
 #[test]
+fn tdigest_commands_match_redisbloom() {
+    let server = Server::start(&temp_dir("tdigest"), &[]);
+    dialect_replies::tdigest_replies(server.port);
+}
+
+#[test]
 fn keyspace_server_and_transactions() {
     let dir = temp_dir("keys");
     let server = Server::start(&dir, &[]);

@@ -1,6 +1,6 @@
 //! The snapshot format (`dump.bgs`): magic, the log generation it covers up to, then each key
 //! with its expiry, a type byte (1 = Bloom chain, 2 = cuckoo filter, 3 = windowed filter,
-//! 4 = Count-Min Sketch, 5 = Top-K), the payload length and the value's dump stream (for
+//! 4 = Count-Min Sketch, 5 = Top-K, 6 = t-digest), the payload length and the value's dump stream (for
 //! filters RedisBloom's SCANDUMP stream, header then link or sub-filter bytes; for sketches
 //! the dialect's: header, then counter or bucket bytes), then a CRC32 of
 //! everything before. Written to a temp file (mode 0600), fsynced, renamed, directory fsynced;
@@ -27,6 +27,7 @@ fn type_byte(kind: Kind) -> u8 {
         Kind::Windowed => 3,
         Kind::CountMin => 4,
         Kind::TopK => 5,
+        Kind::TDigest => 6,
     }
 }
 /// Keys longer than Redis' bulk limit cannot exist; a larger length is corruption.
@@ -241,8 +242,7 @@ fn read_value(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::{execute, Session, Store};
-    use crate::config::Config;
+    use crate::persistence::testing::Keys;
     use crate::resp::Reply;
 
     fn temp_dir(name: &str) -> PathBuf {
@@ -253,14 +253,13 @@ mod tests {
         dir
     }
 
-    fn run(store: &mut Store, line: &str) -> Reply {
-        let args: Vec<Vec<u8>> = line.split(' ').map(|w| w.as_bytes().to_vec()).collect();
-        execute(store, &mut Session::new(1, false), &args, false).reply
+    fn run(store: &mut Keys, line: &str) -> Reply {
+        store.run(line)
     }
 
     /// A Bloom chain at `k` and a grown, partly deleted cuckoo filter at `c`.
-    fn store_with(items: usize) -> Store {
-        let mut store = Store::new(Config::default());
+    fn store_with(items: usize) -> Keys {
+        let mut store = Keys::default();
         run(&mut store, "CF.RESERVE c 8 BUCKETSIZE 2 EXPANSION 2");
         for i in 0..items {
             run(&mut store, &format!("BF.ADD k i{i}"));
@@ -318,13 +317,11 @@ mod point_in_time {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::commands::{execute, Session, Store};
-    use crate::config::Config;
+    use crate::persistence::testing::Keys;
     use crate::resp::Reply;
 
-    fn run(store: &mut Store, line: &str) -> Reply {
-        let args: Vec<Vec<u8>> = line.split(' ').map(|w| w.as_bytes().to_vec()).collect();
-        execute(store, &mut Session::new(1, false), &args, false).reply
+    fn run(store: &mut Keys, line: &str) -> Reply {
+        store.run(line)
     }
 
     /// Every byte of a value's dump stream.
@@ -335,7 +332,7 @@ mod point_in_time {
     #[test]
     fn snapshot_under_concurrent_writes_is_the_point_in_time_state() {
         let dir = crate::persistence::tests::temp_dir("pit");
-        let store = Arc::new(Mutex::new(Store::new(Config::default())));
+        let store = Arc::new(Mutex::new(Keys::default()));
         {
             let mut s = store.lock().unwrap();
             // Many copy-on-write segments each: writes land in shared and unshared segments alike.

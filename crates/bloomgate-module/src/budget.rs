@@ -30,13 +30,14 @@ fn machine_memory() -> u64 {
 }
 
 /// `(maxmemory, used_memory)`, at most 100 ms old, used memory plus what was charged since.
+/// Without a context (a type callback such as `copy`), the last reading is used.
 fn info_memory(ctx: *mut raw::RedisModuleCtx) -> (u64, u64) {
     let mut cache = INFO.lock().unwrap_or_else(PoisonError::into_inner);
     // SAFETY: core API calls on a live context (a command's, or one from an RDB IO handle);
     // the info data is freed after use.
     unsafe {
         let now = raw::RedisModule_Milliseconds.expect("core API")();
-        if now.saturating_sub(cache.0) >= 100 {
+        if !ctx.is_null() && now.saturating_sub(cache.0) >= 100 {
             let info = raw::RedisModule_GetServerInfo.expect("Redis 6+")(ctx, c"memory".as_ptr());
             if !info.is_null() {
                 let field = raw::RedisModule_ServerInfoGetFieldUnsigned.expect("Redis 6+");

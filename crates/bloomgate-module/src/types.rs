@@ -408,10 +408,16 @@ extern "C" fn copy(
     _to: *mut raw::RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
-    // NULL makes COPY fail cleanly.
+    // A copy is a new value: admitted against the budget first. NULL makes COPY fail cleanly
+    // ("module key failed to copy").
     guard("copy", ptr::null_mut(), || {
         // SAFETY: Redis passes the value it stores for this type.
         let value = unsafe { value_ref(value) };
+        let bytes = value.memory();
+        if bytes > crate::budget::budget(ptr::null_mut(), false) {
+            return ptr::null_mut();
+        }
+        crate::budget::charge(bytes);
         into_raw(value.clone())
     })
 }

@@ -166,9 +166,23 @@ pub trait FilterCodec: Sized {
     /// allocate more than the remaining input justifies (use [`BodyReader::words`]).
     fn decode_body(body: &mut BodyReader<'_>, seed: u64) -> Result<Self>;
 
+    /// Bytes the body will take, about (a little under is fine: 4 KiB of slack are added):
+    /// [`Self::to_bytes`] reserves it up front, so encoding a large filter allocates its image once instead of growing a
+    /// buffer by doubling (which needs up to twice the image at once — enough to abort a Redis
+    /// that serves a large value's SCANDUMP near its memory limit). Default: no hint.
+    fn body_len_hint(&self) -> usize {
+        0
+    }
+
     /// The complete file image: header, body, checksum.
     fn to_bytes(&self) -> Vec<u8> {
-        let mut out = vec![0u8; HEADER_LEN];
+        // The hint plus slack for per-part parameters, so the last bytes never double it.
+        let hint = match self.body_len_hint() {
+            0 => 0,
+            n => n.saturating_add(4096),
+        };
+        let mut out = Vec::with_capacity(HEADER_LEN.saturating_add(hint).saturating_add(8));
+        out.resize(HEADER_LEN, 0);
         self.encode_body(&mut out);
         let header = Header {
             version: FORMAT_VERSION,

@@ -31,8 +31,10 @@ pub struct Headroom {
 pub struct TooLarge {
     /// Bytes asked for.
     pub requested: u64,
-    /// Bytes the limit leaves.
+    /// Bytes one filter may take: half of `left`.
     pub limit: u64,
+    /// Bytes the limit leaves (available memory, or address space).
+    pub left: u64,
     /// Which limit.
     pub reason: Limit,
 }
@@ -54,9 +56,11 @@ impl std::fmt::Display for TooLarge {
         };
         write!(
             f,
-            "needs {}, more than the {} {what}",
+            "needs {}, more than the {} one filter may take here (half the {} {what}: saving \
+             it takes a second copy)",
             human_bytes(self.requested),
-            human_bytes(self.limit)
+            human_bytes(self.limit),
+            human_bytes(self.left)
         )
     }
 }
@@ -92,16 +96,17 @@ impl Headroom {
         }
     }
 
-    /// The most one allocation may take: the lower of available memory and address space, less
-    /// an eighth kept back for the process itself (its own buffers, allocator metadata, the
-    /// replies it is about to send). `u64::MAX` when neither is known.
+    /// The most one allocation may take: half the lower of available memory and address space.
+    /// A filter must fit twice: saving it (a file image, a `DUMP` payload, a SCANDUMP chunk, a
+    /// full sync) copies it whole, and that copy failing inside Redis aborts the server (the
+    /// module fuzzer found a 1.4 GB windowed generation admitted under a 3 GiB `ulimit -v`
+    /// whose SCANDUMP then could not be allocated). `u64::MAX` when neither is known.
     pub fn usable(&self) -> u64 {
-        let least = match (self.available, self.address_space) {
-            (Some(a), Some(b)) => a.min(b),
-            (Some(a), None) | (None, Some(a)) => a,
-            (None, None) => return u64::MAX,
-        };
-        least - least / 8
+        match (self.available, self.address_space) {
+            (Some(a), Some(b)) => a.min(b) / 2,
+            (Some(a), None) | (None, Some(a)) => a / 2,
+            (None, None) => u64::MAX,
+        }
     }
 
     /// Refuses `bytes` if it does not fit in [`Headroom::usable`], naming the limit.
@@ -111,12 +116,13 @@ impl Headroom {
             (self.address_space, Limit::AddressSpace),
         ]
         .into_iter()
-        .filter_map(|(v, reason)| v.map(|v| (v - v / 8, reason)))
+        .filter_map(|(v, reason)| v.map(|v| (v, reason)))
         .min_by_key(|&(v, _)| v);
         match lowest {
-            Some((limit, reason)) if bytes > limit => Err(TooLarge {
+            Some((left, reason)) if bytes > left / 2 => Err(TooLarge {
                 requested: bytes,
-                limit,
+                limit: left / 2,
+                left,
                 reason,
             }),
             _ => Ok(()),
@@ -151,16 +157,19 @@ const REFRESH: Duration = Duration::from_millis(100);
 static CACHE: Mutex<Option<(Instant, u64)>> = Mutex::new(None);
 static CHARGED: AtomicU64 = AtomicU64::new(0);
 
-/// What one allocation may take now ([`Headroom::usable`]), from a reading at most 100 ms old
-/// less everything [`charge`]d since. `fresh` forces a new reading (callers about to allocate a
-/// large share of the last figure use it).
+/// What one value may take now in a server (the hosts' budget when `maxmemory` is unset): a
+/// third of [`Headroom::usable`], a sixth of what is left, because a value being saved or served
+/// exists up to four times at once (the value, our encoding of it, Redis' LZF buffer or the
+/// `DUMP` payload, the reply holding it — the module fuzzer aborted Redis with a quarter under
+/// `ulimit -v`); from a reading at most 100 ms old, less everything [`charge`]d since. `fresh` forces a new reading (callers about to allocate a large share of
+/// the last figure use it).
 pub fn allowance(fresh: bool) -> u64 {
     let mut cache = CACHE
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let stale = cache.is_none_or(|(at, _)| fresh || at.elapsed() >= REFRESH);
     if stale {
-        *cache = Some((Instant::now(), Headroom::now().usable()));
+        *cache = Some((Instant::now(), Headroom::now().usable() / 3));
         CHARGED.store(0, Ordering::Relaxed);
     }
     let (_, usable) = cache.expect("just filled");
@@ -240,7 +249,7 @@ mod tests {
             available: Some(8 << 30),
             address_space: Some(4 << 30),
         };
-        assert_eq!(h.usable(), (4u64 << 30) / 8 * 7);
+        assert_eq!(h.usable(), 2 << 30);
         assert_eq!(Headroom::default().usable(), u64::MAX);
         let err = h.check(5 << 30).unwrap_err();
         assert_eq!(err.reason, Limit::AddressSpace);
@@ -254,7 +263,8 @@ mod tests {
         assert!(h.check(1 << 20).is_ok());
         assert_eq!(
             err.to_string(),
-            "needs 107.4 GB, more than the 7.5 GB of memory available on this machine"
+            "needs 107.4 GB, more than the 4.3 GB one filter may take here (half the 8.6 GB of \
+             memory available on this machine: saving it takes a second copy)"
         );
     }
 

@@ -370,6 +370,11 @@ impl<L: BitLayout> Bloom<L> {
 /// (for the blocked layout, block b = words 8b..8b+8). The same for every layout; the header's
 /// kind id ([`BitLayout::KIND`]) says which layout the words are in.
 impl<L: BitLayout> FilterCodec for Bloom<L> {
+    fn body_len_hint(&self) -> usize {
+        // Its parameters and arrays: at least the encoded body.
+        self.memory_bytes()
+    }
+
     const KIND: FilterKind = L::KIND;
 
     fn hash_seed(&self) -> u64 {

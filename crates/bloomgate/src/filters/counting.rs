@@ -260,6 +260,11 @@ fn counter_words(params: &Params) -> Result<usize> {
 
 /// Body: bits u64 (number of counters), hashes u32, items u64, len u64, counter words.
 impl FilterCodec for CountingBloomFilter {
+    fn body_len_hint(&self) -> usize {
+        // Its parameters and arrays: at least the encoded body.
+        self.memory_bytes()
+    }
+
     const KIND: FilterKind = FilterKind::Counting;
 
     fn hash_seed(&self) -> u64 {

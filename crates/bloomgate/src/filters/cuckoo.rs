@@ -399,6 +399,11 @@ fn mix64(mut x: u64) -> u64 {
 
 /// Body: buckets u64, fingerprint_bits u32, len u64, then the slot words (padding included).
 impl FilterCodec for CuckooFilter {
+    fn body_len_hint(&self) -> usize {
+        // Its parameters and arrays: at least the encoded body.
+        self.memory_bytes()
+    }
+
     const KIND: FilterKind = FilterKind::Cuckoo;
 
     fn hash_seed(&self) -> u64 {

@@ -282,6 +282,11 @@ crate::codec::serde_as_file_image!(ScalableBloomFilter);
 /// link as a length-prefixed classic-filter body. Every link must have exactly the params the
 /// growth schedule gives.
 impl FilterCodec for ScalableBloomFilter {
+    fn body_len_hint(&self) -> usize {
+        // Its parameters and arrays: at least the encoded body.
+        self.memory_bytes()
+    }
+
     const KIND: FilterKind = FilterKind::Scalable;
 
     fn hash_seed(&self) -> u64 {

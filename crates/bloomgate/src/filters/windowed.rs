@@ -590,6 +590,11 @@ crate::codec::serde_as_file_image!(WindowedBloomFilter);
 /// u64, fpr f64, window flag u8, window_ms u64, newest_started_ms u64, then G length-prefixed
 /// blocked bodies, oldest first.
 impl FilterCodec for WindowedBloomFilter {
+    fn body_len_hint(&self) -> usize {
+        // Its parameters and arrays: at least the encoded body.
+        self.memory_bytes()
+    }
+
     const KIND: FilterKind = FilterKind::Windowed;
 
     fn hash_seed(&self) -> u64 {

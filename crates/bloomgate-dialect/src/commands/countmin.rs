@@ -154,8 +154,9 @@ fn create<H: Host + ?Sized>(
         return Reply::error("CMS: invalid init arguments");
     }
     let (width, depth) = (width as u64, depth as u64);
+    // Budget first: nothing is allocated for a sketch that would not fit.
     let fits = CountMin::planned_bytes(width, depth).is_some_and(|b| b <= ctx.budget());
-    match CountMin::new(width, depth).filter(|_| fits) {
+    match fits.then(|| CountMin::new(width, depth)).flatten() {
         Some(cms) => {
             ctx.create(key, cms.into_value());
             Reply::ok()
@@ -353,6 +354,19 @@ mod tests {
         assert_eq!(
             h.run("CMS.INITBYDIM c 1000 1000"),
             err("CMS: Insufficient memory to create the key")
+        );
+        // RedisBloom's test_insufficient_memory: refused before anything is allocated.
+        h.memory_limit = 1 << 30;
+        for line in [
+            "CMS.INITBYPROB x 0.0000000000000001 0.0000000000000001",
+            "CMS.INITBYDIM x 1000000000 1000000000",
+            "CMS.INITBYDIM x 2294967296 2294967296",
+        ] {
+            assert_eq!(h.run(line), err("CMS: Insufficient memory to create the key"));
+        }
+        assert_eq!(
+            h.run("CMS.INITBYDIM x 100000000000000 100000000000000"),
+            err("CMS: invalid init arguments")
         );
         h.memory_limit = 0;
         assert_eq!(h.run("CMS.INITBYPROB c 0.001 0.01"), Reply::ok());

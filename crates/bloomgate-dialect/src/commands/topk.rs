@@ -200,8 +200,9 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         Ok(p) => p,
         Err(reply) => return reply,
     };
+    // Budget first: nothing is allocated for a sketch that would not fit.
     let fits = TopK::planned_bytes(k, width, depth).is_some_and(|b| b <= ctx.budget());
-    match TopK::new(k, width, depth, decay).filter(|_| fits) {
+    match fits.then(|| TopK::new(k, width, depth, decay)).flatten() {
         Some(topk) => {
             ctx.create(key, topk.into_value());
             Reply::ok()
@@ -366,6 +367,11 @@ mod tests {
                 err("TopK: invalid decay value. must be '<= 1' & '> 0'")
             );
         }
+        h.memory_limit = 1 << 30;
+        assert_eq!(
+            h.run("TOPK.RESERVE t 4294967295 4294967295 4294967295 0.9"),
+            err("ERR Insufficient memory to create topk data structure")
+        );
         h.memory_limit = 10_000;
         assert_eq!(
             h.run("TOPK.RESERVE t 10 1000 10 0.9"),

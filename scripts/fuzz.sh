@@ -13,7 +13,7 @@ SECONDS_PER_TARGET=${1:-600}
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-    TARGETS=(resp_parser bf_loadchunk cf_loadchunk core_reader)
+    TARGETS=(resp_parser bf_loadchunk cf_loadchunk core_reader rdb_payload)
 fi
 
 # Largest input per target: RESP lines past the 64 KiB inline limit, dumps of a few links.
@@ -21,6 +21,7 @@ max_len() {
     case "$1" in
         resp_parser) echo 131072 ;;
         bf_loadchunk | cf_loadchunk) echo 1048576 ;;
+        rdb_payload) echo 65536 ;;
         *) echo 262144 ;;
     esac
 }

@@ -13,7 +13,8 @@ use bloomgate::{
     BlockedBloomFilter, BloomFilter, CountingBloomFilter, CuckooFilter, ScalableBloomFilter,
     WindowedBloomFilter,
 };
-use bloomgate_fuzz::command_script::{seed_from, Family};
+use bloomgate_fuzz::command_script::{seed_from, Client, Family};
+use bloomgate_server::resp::Reply;
 
 fn write(dir: &Path, target: &str, name: &str, bytes: &[u8]) {
     let dir = dir.join(target);
@@ -179,6 +180,35 @@ fn main() {
         let header = seed_from(Family::Bloom, &["BF.ADD k a"], false).expect("BF");
         write(&dir, "cf_loadchunk", "shape", &header);
         eprintln!("CF.* not available: wrote only a shape seed for cf_loadchunk");
+    }
+    // rdb_payload: real DUMP payloads and SCANDUMP headers of every type.
+    let values: [(&str, &[&str]); 4] = [
+        ("bf", &["BF.RESERVE k 0.01 10 EXPANSION 2", &madd_many]),
+        ("bf-nonscaling", &["BF.RESERVE k 0.001 50 NONSCALING", "BF.ADD k a"]),
+        ("cf", &["CF.RESERVE k 8 BUCKETSIZE 2 EXPANSION 2", &cf_many]),
+        (
+            "wf",
+            &[
+                "WF.RESERVE k 0.01 10 1000 3",
+                "WF.INSERT k AT 1000 ITEMS a b c",
+                "WF.INSERT k AT 2000 ITEMS d e f",
+            ],
+        ),
+    ];
+    for (name, setup) in values {
+        let mut client = Client::new(false);
+        for line in setup {
+            client.line(line);
+        }
+        if let Reply::Bulk(payload) = client.line("DUMP k") {
+            write(&dir, "rdb_payload", &format!("dump-{name}"), &payload);
+        }
+        let scandump = format!("{}.SCANDUMP k 0", name[..2].to_uppercase());
+        if let Reply::Array(items) = client.line(&scandump) {
+            if let Some(Reply::Bulk(header)) = items.get(1) {
+                write(&dir, "rdb_payload", &format!("header-{name}"), header);
+            }
+        }
     }
     eprintln!("seeds written to {}", dir.display());
 }

@@ -1,7 +1,5 @@
-//! Checks behind the fuzz targets in `fuzz_targets/`, kept in a library so the regression tests
-//! in `crates/*/tests/fuzz_regressions.rs` can include the same files and replay saved crashers
-//! through exactly the code the fuzzer ran. Each module documents what its target checks.
+//! The checks behind the fuzz targets in `fuzz_targets/` live in `bloomgate-testkit`
+//! (`bloomgate_testkit::fuzz`), shared with the regression tests in
+//! `crates/*/tests/fuzz_regressions.rs` that replay saved crashers through the same code.
 
-pub mod command_script;
-pub mod core_check;
-pub mod resp_check;
+pub use bloomgate_testkit::fuzz::*;

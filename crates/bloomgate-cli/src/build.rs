@@ -77,7 +77,16 @@ pub fn run(args: Args) -> Result<()> {
         None => keys.len() as u64,
     };
     let progress = progress_bar(keys.len());
-    let filter = build(&args, items, &keys)?;
+    let filter = build(&args, items, &keys).map_err(|e| {
+        // A size this machine cannot hold: one line, with what to change.
+        match e.downcast_ref::<bloomgate::Error>() {
+            Some(bloomgate::Error::OutOfMemory(_)) => anyhow::anyhow!(
+                "{e} (--items {items}); lower --items or raise --fpr (`bloomgate calc` shows \
+                 the size)"
+            ),
+            _ => e,
+        }
+    })?;
     progress.finish_and_clear();
     let bytes = filter.to_bytes();
     write_atomically(&args.output, &bytes)?;

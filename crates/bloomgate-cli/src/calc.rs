@@ -91,6 +91,11 @@ pub fn run(args: Args) -> Result<()> {
         println!("bits per item  {:.3}", params.bits as f64 / items as f64);
         println!("fpr (p)        {fpr:.6e}  (1 in {})", one_in(fpr));
     }
+    // The numbers are printed either way (they plan for other machines too); a filter this
+    // machine cannot hold is then a failure, in one line.
+    if let Err(e) = bloomgate::memory::check(params.bytes()) {
+        bail!("a filter of this size {e}: build it on a larger machine, or lower --items or raise --fpr");
+    }
     Ok(())
 }
 

@@ -599,7 +599,9 @@ mod tests {
 
     fn bloom() -> Value {
         let mut chain = BloomChain::new(100, 0.01, 2, false).unwrap();
-        chain.add(b"x", u64::MAX).unwrap();
+        chain
+            .add(b"x", &mut bloomgate_dialect::budget::Allowance::unlimited())
+            .unwrap();
         Value::Bloom(chain)
     }
 

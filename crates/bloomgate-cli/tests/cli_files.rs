@@ -143,6 +143,43 @@ fn calc_rejects_absurd_parameters_cleanly() {
     }
 }
 
+/// `build --items 100G` (117 GB at 1%) used to reserve it all and stall or abort the machine:
+/// now it fails in one line (exit 1) naming the size and what to lower, before allocating.
+/// `calc` prints the numbers, then fails the same way for a size this machine cannot hold.
+#[test]
+fn sizes_beyond_this_machine_fail_in_one_line() {
+    let dir = TempDir::new("too-big");
+    let keys = dir.path("keys.txt");
+    write_keys(&keys, "k", 10);
+    for kind in ["classic", "blocked", "counting", "cuckoo"] {
+        let output = build(
+            &keys,
+            &dir.path("f.bloom"),
+            &["--items", "100G", "--fpr", "0.01", "--kind", kind],
+        );
+        assert_clean_failure(&output);
+        assert_eq!(output.status.code(), Some(1));
+        let err = stderr(&output);
+        assert!(
+            err.contains("needs ") && err.contains(" GB, more than the "),
+            "{err}"
+        );
+        assert!(err.contains("lower --items or raise --fpr"), "{err}");
+        assert!(!dir.path("f.bloom").exists());
+    }
+    let output = run(&["calc", "--items", "100G", "--fpr", "0.01"]);
+    assert_clean_failure(&output);
+    assert!(
+        stdout(&output).contains("memory"),
+        "the numbers are still printed"
+    );
+    assert!(
+        stderr(&output).contains("lower --items"),
+        "{}",
+        stderr(&output)
+    );
+}
+
 /// The README's walk-through: build from a file, query present and absent keys, inspect.
 #[test]
 fn build_query_info_round_trip_for_every_kind() {

@@ -2,15 +2,14 @@
 //! and written with the gate's own (simulated) clock, evicted beyond the memory budget — and no
 //! item a scope was shown ever answers "unseen" within the retention, before or after eviction.
 
-mod common;
-
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use bloomgate_gate::{
     FilterMode, Gate, GateConfig, LifecycleConfig, Policy, SqliteStore, Timeouts,
 };
-use common::{temp_dir, Server};
+use bloomgate_testkit::server::Server;
+use bloomgate_testkit::temp_dir;
 
 fn gate(port: u16, dir: &std::path::Path, memory_budget_bytes: u64, policy: Policy) -> Gate {
     gate_with(port, dir, memory_budget_bytes, policy, Timeouts::default())
@@ -49,7 +48,11 @@ fn gate_with(
 #[test]
 fn shown_items_stay_seen_through_eviction_and_expire_after_retention() {
     let dir = temp_dir("gate-remote");
-    let server = Server::start(&dir, &["--appendfsync", "always"]);
+    let server = Server::binary(
+        env!("CARGO_BIN_EXE_bloomgate"),
+        &dir,
+        &["--appendfsync", "always"],
+    );
     // A budget of a few scopes' filters: the 30 scopes below force evictions.
     let g = gate(server.port, &dir, 5_000, Policy::Trust);
     let scopes = 30u64;
@@ -99,7 +102,7 @@ fn shown_items_stay_seen_through_eviction_and_expire_after_retention() {
 #[test]
 fn a_hung_filter_server_sends_requests_to_the_store() {
     let dir = temp_dir("gate-remote-hung");
-    let server = Server::start(&dir, &[]);
+    let server = Server::binary(env!("CARGO_BIN_EXE_bloomgate"), &dir, &[]);
     let proxy = bloomgate_testkit::FreezableProxy::start(([127, 0, 0, 1], server.port).into());
     let timeouts = Timeouts {
         connect: Duration::from_millis(500),
@@ -159,7 +162,7 @@ fn concurrent_requests_on_remote_filters_never_show_an_item_recorded_before_them
     use std::sync::Mutex;
 
     let dir = temp_dir("gate-remote-concurrent");
-    let server = Server::start(&dir, &[]);
+    let server = Server::binary(env!("CARGO_BIN_EXE_bloomgate"), &dir, &[]);
     for (i, policy) in [Policy::Verify, Policy::Trust].into_iter().enumerate() {
         let dir = dir.join(format!("{i}"));
         std::fs::create_dir_all(&dir).unwrap();

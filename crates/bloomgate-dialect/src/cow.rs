@@ -1,69 +1,44 @@
 //! Copy-on-write storage for the large arrays inside dialect values (Bloom link bits, cuckoo
-//! slots), so a host can snapshot a value without copying it: the array is cut into segments of
-//! [`SEGMENT_BYTES`] behind `Arc`s. Cloning a value bumps reference counts; a write copies
-//! only the segment it touches, and only while a clone (a snapshot being written) still shares
-//! it. An array of at most one segment — every small filter — is a single allocation.
+//! slots), so a host can snapshot a value without copying it, and resident memory follows
+//! what is written.
+//!
+//! - **One lazily zeroed allocation.** The array is a single zeroed allocation
+//!   (`alloc_zeroed`: calloc semantics, also through Redis' allocator in the module), so the
+//!   operating system maps its pages on first touch: `BF.RESERVE k 0.01 100000000` makes 114 MB
+//!   of address space and almost no resident memory until items go in, as RedisBloom's do.
+//!   Memory accounting still reports the full logical size.
+//! - **Pages copied on write.** Cloning an array (a snapshot being written) shares that
+//!   allocation. While it is shared, a write copies only the page it touches — at most
+//!   [`PAGE_BYTES`], as the kernel's copy-on-write after Redis' fork does — into an overlay
+//!   that reads consult first. Once the clone is gone, the next write folds the overlay back
+//!   and frees it, so an unshared array is again one allocation and reads and writes index it
+//!   directly ([`CowArray::as_slice`], [`CowArray::as_mut_slice`]).
 //!
 //! The array is addressed in rows of a fixed length the caller passes (1 word for a Bloom bit
-//! array, one bucket of `bucket_size` slots for a cuckoo filter): a row never crosses a segment.
+//! array, one bucket of `bucket_size` slots for a cuckoo filter): a row never crosses a page.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Bytes of segments copied because a clone still shared them, since the process started.
+/// Bytes of pages copied because a clone still shared them, since the process started.
 static COPIED_BYTES: AtomicU64 = AtomicU64::new(0);
 
-/// Bytes of segments copied by writes because a clone (a snapshot) shared them: what
+/// Bytes of pages copied by writes because a clone (a snapshot) shared them: what
 /// copy-on-write cost in memory (Redis reports the same as `current_cow_size`).
 pub fn copied_bytes() -> u64 {
     COPIED_BYTES.load(Ordering::Relaxed)
 }
 
-/// The segment, writable: copied first (and counted) if a clone shares it.
-#[inline]
-fn unshare<T: Copy>(segment: &mut Arc<[T]>) -> &mut [T] {
-    if Arc::get_mut(segment).is_none() {
-        COPIED_BYTES.fetch_add(size_of_val::<[T]>(segment) as u64, Ordering::Relaxed);
-    }
-    Arc::make_mut(segment)
-}
-
-/// Target segment size: small enough that a write which copies one for each of its probes
-/// while a snapshot shares them (7 at 1%: under 2 MiB) stays around a millisecond, large enough
-/// that the segment table of a 1 GiB filter is 4,096 pointers.
-pub const SEGMENT_BYTES: usize = 256 << 10;
-
-/// An array of `T` in copy-on-write segments.
-#[derive(Clone, PartialEq, Eq)]
-pub struct CowArray<T> {
-    repr: Repr<T>,
-}
-
-#[derive(Clone, PartialEq, Eq)]
-enum Repr<T> {
-    /// The whole array in one allocation.
-    One(Arc<[T]>),
-    /// Segments of `2^shift` rows each (the last may be shorter).
-    Many {
-        segments: Box<[Arc<[T]>]>,
-        shift: u8,
-    },
-}
-
-impl<T: Copy + Default> std::fmt::Debug for CowArray<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CowArray")
-            .field("len", &self.len())
-            .field("segments", &self.segments().len())
-            .finish()
-    }
-}
+/// Largest unit a write copies while a clone shares the array: the kernel's page, so a write
+/// during a snapshot costs what it costs in Redis after its fork.
+pub const PAGE_BYTES: usize = 4 << 10;
 
 /// Bytes an allocation of `n` bytes really takes in jemalloc (the allocator of Redis, which
 /// hosts the module, and of `bloomgate serve`): small size classes — multiples of 16 up to 128,
-/// then four classes per doubling up to 14 KiB — and whole 4 KiB pages above (measured: a
-/// 138 MB filter's 256 KiB segments add up to its bytes, not to the next class). Used to report
-/// memory as resident pages see it, not as requested.
+/// then four classes per doubling up to 14 KiB — and whole 4 KiB pages above. Used to report
+/// memory as the allocator sees it, not as requested.
 pub fn allocation_size(n: u64) -> u64 {
     const SMALL_MAX: u64 = 14 << 10;
     const PAGE: u64 = 4 << 10;
@@ -79,52 +54,134 @@ pub fn allocation_size(n: u64) -> u64 {
     }
 }
 
-/// `len` zeroed elements, or `None` if they cannot be allocated (never aborts on the large
-/// reservation).
-fn zeroed_segment<T: Copy + Default>(len: usize) -> Option<Arc<[T]>> {
-    let mut v: Vec<T> = Vec::new();
-    v.try_reserve_exact(len).ok()?;
-    v.resize(len, T::default());
-    Some(Arc::from(v))
+/// A zeroed heap array of `len` plain integers, from `alloc_zeroed` (so large ones stay
+/// unresident until written). Shared between clones through an `Arc`; written only through
+/// [`CowArray`] while that `Arc` is unique.
+struct Buf<T> {
+    ptr: NonNull<T>,
+    len: usize,
+}
+
+// SAFETY: `Buf` owns its elements like a `Box<[T]>` does; `CowArray` hands out `&[T]` only
+// while no `&mut [T]` exists (writes need `&mut CowArray` and a unique `Arc`).
+unsafe impl<T: Send> Send for Buf<T> {}
+// SAFETY: as above.
+unsafe impl<T: Sync> Sync for Buf<T> {}
+
+impl<T: Copy + Default> Buf<T> {
+    /// `len` zeroed elements; `None` if they cannot be allocated (never aborts). `T` is a
+    /// plain integer (`u8`, `u64`), for which all-zero bytes are the default value.
+    fn zeroed(len: usize) -> Option<Self> {
+        let layout = Layout::array::<T>(len).ok()?;
+        if layout.size() == 0 {
+            return Some(Self {
+                ptr: NonNull::dangling(),
+                len,
+            });
+        }
+        // SAFETY: a non-zero size; the result is checked for null.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        Some(Self {
+            ptr: NonNull::new(ptr.cast())?,
+            len,
+        })
+    }
+
+    fn as_slice(&self) -> &[T] {
+        // SAFETY: `ptr` holds `len` initialized elements (zeroed, then written) for the life of
+        // `self`; writes happen only through `as_mut_slice`/`CowArray::base_mut`, which need
+        // exclusive access.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        // SAFETY: as in `as_slice`, with `&mut self` excluding every other access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T> Drop for Buf<T> {
+    fn drop(&mut self) {
+        let layout = Layout::array::<T>(self.len).expect("allocated with this layout");
+        if layout.size() != 0 {
+            // SAFETY: allocated by `Buf::zeroed` with this layout.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast(), layout) };
+        }
+    }
+}
+
+/// Pages this array wrote while its allocation was shared; they replace the allocation's.
+#[derive(Clone)]
+struct Overlay<T> {
+    pages: Box<[Option<Box<[T]>>]>,
+    /// Pages present.
+    count: usize,
+}
+
+/// An array of `T` (a plain integer) in one lazily zeroed allocation, shared copy-on-write
+/// between clones at page granularity.
+pub struct CowArray<T> {
+    base: Arc<Buf<T>>,
+    overlay: Option<Box<Overlay<T>>>,
+    /// Rows per page, as a power of two.
+    page_shift: u8,
+    /// Elements per row (u32 keeps the array 24 bytes: a Bloom link stays 64).
+    row_len: u32,
+}
+
+impl<T: Copy + Default> Clone for CowArray<T> {
+    /// Shares the allocation (and copies any overlay pages, which exist only while an earlier
+    /// clone is alive).
+    fn clone(&self) -> Self {
+        Self {
+            base: Arc::clone(&self.base),
+            overlay: self.overlay.clone(),
+            page_shift: self.page_shift,
+            row_len: self.row_len,
+        }
+    }
+}
+
+impl<T: Copy + Default + PartialEq> PartialEq for CowArray<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.pieces().flatten().eq(other.pieces().flatten())
+    }
+}
+
+impl<T: Copy + Default + Eq> Eq for CowArray<T> {}
+
+impl<T: Copy + Default> std::fmt::Debug for CowArray<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CowArray")
+            .field("len", &self.len())
+            .field("shared", &(Arc::strong_count(&self.base) > 1))
+            .field(
+                "copied_pages",
+                &self.overlay.as_ref().map_or(0, |o| o.count),
+            )
+            .finish()
+    }
 }
 
 impl<T: Copy + Default> CowArray<T> {
     /// `rows × row_len` zeroed elements; `None` if that does not fit in memory.
     pub fn try_zeroed(rows: usize, row_len: usize) -> Option<Self> {
-        let row_bytes = row_len.checked_mul(size_of::<T>())?.max(1);
-        let total = rows.checked_mul(row_len)?;
-        // Most rows a segment may hold: the largest power of two within SEGMENT_BYTES.
-        let per_segment = (SEGMENT_BYTES / row_bytes).max(1);
-        let shift = per_segment.ilog2();
-        let per_segment = 1usize << shift;
-        if rows <= per_segment {
-            return Some(Self {
-                repr: Repr::One(zeroed_segment(total)?),
-            });
-        }
-        let segments = (0..rows.div_ceil(per_segment))
-            .map(|s| {
-                let first = s * per_segment;
-                zeroed_segment((rows - first).min(per_segment) * row_len)
-            })
-            .collect::<Option<Vec<_>>>()?;
+        let row_len = u32::try_from(row_len.max(1)).ok()?;
+        let row_bytes = (row_len as usize).checked_mul(size_of::<T>())?;
+        let total = rows.checked_mul(row_len as usize)?;
+        // Most rows a page may hold: the largest power of two within PAGE_BYTES.
+        let per_page = (PAGE_BYTES / row_bytes.max(1)).max(1);
         Some(Self {
-            repr: Repr::Many {
-                segments: segments.into_boxed_slice(),
-                shift: shift as u8,
-            },
+            base: Arc::new(Buf::zeroed(total)?),
+            overlay: None,
+            page_shift: per_page.ilog2() as u8,
+            row_len,
         })
     }
 
     /// Number of elements.
     pub fn len(&self) -> usize {
-        match &self.repr {
-            Repr::One(a) => a.len(),
-            // Every segment but the last is full.
-            Repr::Many { segments, .. } => {
-                (segments.len() - 1) * segments[0].len() + segments[segments.len() - 1].len()
-            }
-        }
+        self.base.len
     }
 
     /// Whether the array has no elements.
@@ -132,131 +189,244 @@ impl<T: Copy + Default> CowArray<T> {
         self.len() == 0
     }
 
-    /// The segments in order (their concatenation is the array).
-    pub fn segments(&self) -> &[Arc<[T]>] {
-        match &self.repr {
-            Repr::One(a) => std::slice::from_ref(a),
-            Repr::Many { segments, .. } => segments,
+    /// Elements per page.
+    fn page_elems(&self) -> usize {
+        (1usize << self.page_shift) * self.row_len as usize
+    }
+
+    /// Number of pages (the last may be shorter).
+    fn page_count(&self) -> usize {
+        self.len().div_ceil(self.page_elems())
+    }
+
+    /// Element range of page `p`.
+    fn page_range(&self, p: usize) -> std::ops::Range<usize> {
+        let start = p * self.page_elems();
+        start..(start + self.page_elems()).min(self.len())
+    }
+
+    /// The whole array as one slice, when no page has been copied (no clone has shared it
+    /// since it was last written alone): the fast path of reads.
+    #[inline]
+    pub fn as_slice(&self) -> Option<&[T]> {
+        match self.overlay {
+            None => Some(self.base.as_slice()),
+            Some(_) => None,
         }
+    }
+
+    /// The whole array, writable, when no clone shares it (any copied pages are folded back
+    /// first): the fast path of writes.
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> Option<&mut [T]> {
+        if !self.unique() {
+            return None;
+        }
+        if self.overlay.is_some() {
+            self.fold();
+        }
+        Some(self.base_mut())
+    }
+
+    /// Whether no clone shares the allocation. Clones never make `Weak` references, so a
+    /// strong count of 1 seen through `&mut self` stays 1; the fence orders this thread's
+    /// writes after the reads of the clone whose drop made it 1 (its decrement is a release).
+    #[inline]
+    fn unique(&mut self) -> bool {
+        if Arc::strong_count(&self.base) == 1 {
+            fence(Ordering::Acquire);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The allocation, writable; the caller has checked [`CowArray::unique`].
+    #[inline]
+    fn base_mut(&mut self) -> &mut [T] {
+        debug_assert_eq!(Arc::strong_count(&self.base), 1);
+        let buf = Arc::as_ptr(&self.base);
+        // SAFETY: this is the only `Arc` of the allocation (`unique`), and `&mut self` excludes
+        // every other borrow of it, so no other reference to the elements exists; the elements
+        // live behind `Buf::ptr`, a raw pointer from `alloc_zeroed`, not inside the `Arc`.
+        unsafe { std::slice::from_raw_parts_mut((*buf).ptr.as_ptr(), (*buf).len) }
+    }
+
+    /// Writes copied pages back into the allocation, which no clone shares any more, and frees
+    /// them.
+    fn fold(&mut self) {
+        let Some(overlay) = self.overlay.take() else {
+            return;
+        };
+        for (p, page) in overlay.pages.iter().enumerate() {
+            if let Some(page) = page {
+                let range = self.page_range(p);
+                self.base_mut()[range].copy_from_slice(page);
+            }
+        }
+    }
+
+    /// Page `p`, writable: copied first if a clone shares the allocation.
+    fn page_mut(&mut self, p: usize) -> &mut [T] {
+        if self.unique() {
+            self.fold();
+            let range = self.page_range(p);
+            return &mut self.base_mut()[range];
+        }
+        let range = self.page_range(p);
+        let pages = self.page_count();
+        let count = self
+            .overlay
+            .get_or_insert_with(|| {
+                Box::new(Overlay {
+                    pages: vec![None; pages].into_boxed_slice(),
+                    count: 0,
+                })
+            })
+            .count;
+        if count >= pages / 2 && count >= 16 {
+            // Shared for long (a copy kept as a value of its own, not a snapshot that ends):
+            // stop paying for the overlay and own a private copy.
+            if let Some(copy) = self.deep_copy() {
+                *self = copy;
+                let range = self.page_range(p);
+                return &mut self.base_mut()[range];
+            }
+        }
+        let overlay = self.overlay.as_mut().expect("made above");
+        let base = &self.base;
+        let slot = &mut overlay.pages[p];
+        if slot.is_none() {
+            COPIED_BYTES.fetch_add((range.len() * size_of::<T>()) as u64, Ordering::Relaxed);
+            *slot = Some(base.as_slice()[range].into());
+            overlay.count += 1;
+        }
+        slot.as_mut().expect("just copied")
+    }
+
+    /// Page `p` as reads see it.
+    fn page(&self, p: usize) -> &[T] {
+        if let Some(page) = self.overlay.as_ref().and_then(|o| o.pages[p].as_deref()) {
+            return page;
+        }
+        &self.base.as_slice()[self.page_range(p)]
+    }
+
+    /// The array in order, as slices (one while no page is copied, else page by page).
+    pub fn pieces(&self) -> impl Iterator<Item = &[T]> + '_ {
+        let pages = match self.overlay {
+            None => 0..0,
+            Some(_) => 0..self.page_count(),
+        };
+        self.as_slice()
+            .into_iter()
+            .chain(pages.map(|p| self.page(p)))
     }
 
     /// Row `r` of `row_len` elements (the length the array was built with).
     #[inline]
     pub fn row(&self, r: usize, row_len: usize) -> &[T] {
-        match &self.repr {
-            Repr::One(a) => &a[r * row_len..(r + 1) * row_len],
-            Repr::Many { segments, shift } => {
-                let at = (r & ((1 << shift) - 1)) * row_len;
-                &segments[r >> shift][at..at + row_len]
+        let at = r * row_len;
+        if let Some(overlay) = &self.overlay {
+            let p = r >> self.page_shift;
+            if let Some(page) = &overlay.pages[p] {
+                let at = at - p * self.page_elems();
+                return &page[at..at + row_len];
             }
         }
+        &self.base.as_slice()[at..at + row_len]
     }
 
-    /// Row `r`, mutably: its segment is copied first if a clone still shares it.
+    /// Row `r`, mutably: its page is copied first if a clone still shares it.
     #[inline]
     pub fn row_mut(&mut self, r: usize, row_len: usize) -> &mut [T] {
-        match &mut self.repr {
-            Repr::One(a) => &mut unshare(a)[r * row_len..(r + 1) * row_len],
-            Repr::Many { segments, shift } => {
-                let at = (r & ((1 << *shift) - 1)) * row_len;
-                &mut unshare(&mut segments[r >> *shift])[at..at + row_len]
-            }
+        let at = r * row_len;
+        if self.overlay.is_none() && self.unique() {
+            return &mut self.base_mut()[at..at + row_len];
         }
+        let p = r >> self.page_shift;
+        let start = p * self.page_elems();
+        &mut self.page_mut(p)[at - start..at - start + row_len]
     }
 
-    /// Copies `len` elements from `offset` (across segments); `None` if out of range.
+    /// Copies `len` elements from `offset` (across pages); `None` if out of range.
     pub fn read(&self, offset: usize, len: usize) -> Option<Vec<T>> {
-        let end = offset.checked_add(len)?;
-        if end > self.len() {
-            return None;
-        }
         let mut out = Vec::with_capacity(len);
-        self.for_each_piece(offset, end, |seg, range| out.extend_from_slice(&seg[range]));
-        Some(out)
+        self.visit(offset, len, |piece| out.extend_from_slice(piece))
+            .then_some(out)
     }
 
-    /// Overwrites elements from `offset` with `data` (across segments, copying shared ones);
-    /// false (and nothing changed) if out of range.
+    /// Overwrites elements from `offset` with `data` (copying shared pages); false (and
+    /// nothing changed) if out of range.
     pub fn write(&mut self, offset: usize, data: &[T]) -> bool {
-        match offset.checked_add(data.len()) {
-            Some(end) if end <= self.len() => {}
+        let end = match offset.checked_add(data.len()) {
+            Some(end) if end <= self.len() => end,
             _ => return false,
+        };
+        if let Some(all) = self.as_mut_slice() {
+            all[offset..end].copy_from_slice(data);
+            return true;
         }
-        let mut start = 0usize;
-        let mut done = 0usize;
-        for seg in self.segments_mut() {
-            let seg_len = seg.len();
-            let (seg_start, seg_end) = (start, start + seg_len);
-            start = seg_end;
-            let from = offset.max(seg_start);
-            let to = (offset + data.len()).min(seg_end);
-            if from >= to {
-                continue;
-            }
-            unshare(seg)[from - seg_start..to - seg_start]
-                .copy_from_slice(&data[done..done + (to - from)]);
-            done += to - from;
+        let mut at = offset;
+        while at < end {
+            let p = at / self.page_elems();
+            let range = self.page_range(p);
+            let to = end.min(range.end);
+            let page = self.page_mut(p);
+            page[at - range.start..to - range.start]
+                .copy_from_slice(&data[at - offset..to - offset]);
+            at = to;
         }
         true
     }
 
-    /// Calls `f` with each segment piece covering elements `start..end`, in order.
-    fn for_each_piece(
-        &self,
-        start: usize,
-        end: usize,
-        mut f: impl FnMut(&[T], std::ops::Range<usize>),
-    ) {
-        let mut seg_start = 0usize;
-        for seg in self.segments() {
-            let seg_end = seg_start + seg.len();
-            let from = start.max(seg_start);
-            let to = end.min(seg_end);
-            if from < to {
-                f(seg, from - seg_start..to - seg_start);
-            }
-            if seg_end >= end {
-                break;
-            }
-            seg_start = seg_end;
-        }
-    }
-
-    fn segments_mut(&mut self) -> &mut [Arc<[T]>] {
-        match &mut self.repr {
-            Repr::One(a) => std::slice::from_mut(a),
-            Repr::Many { segments, .. } => segments,
-        }
-    }
-
-    /// Heap bytes the array holds (elements plus each allocation's reference counts, in
-    /// allocator size classes), for memory accounting.
+    /// Heap bytes the array holds (its allocation and the shared handle's, in allocator size
+    /// classes; copied pages are a snapshot's transient cost, as copy-on-write pages are in
+    /// Redis), for memory accounting.
     pub fn heap_bytes(&self) -> u64 {
-        // O(1) (writers account before and after each change): every segment but the last is
-        // full.
-        let arc =
-            |s: &Arc<[T]>| allocation_size((2 * size_of::<usize>() + size_of_val(&**s)) as u64);
-        match &self.repr {
-            Repr::One(a) => arc(a),
-            Repr::Many { segments, .. } => {
-                let (last, full) = segments.split_last().expect("at least two segments");
-                full.len() as u64 * arc(&full[0])
-                    + arc(last)
-                    + allocation_size((segments.len() * size_of::<Arc<[T]>>()) as u64)
-            }
-        }
+        let handle = 2 * size_of::<usize>() + size_of::<Buf<T>>();
+        allocation_size((self.len() * size_of::<T>()) as u64) + allocation_size(handle as u64)
     }
 
-    /// Calls `f` with the pieces of segments covering elements `offset..offset + len`, in
-    /// order; false (and no call) if out of range.
+    /// Calls `f` with the pieces covering elements `offset..offset + len`, in order; false
+    /// (and no call) if out of range.
     pub fn visit(&self, offset: usize, len: usize, mut f: impl FnMut(&[T])) -> bool {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.len() => {
-                self.for_each_piece(offset, end, |seg, range| f(&seg[range]));
-                true
+        let end = match offset.checked_add(len) {
+            Some(end) if end <= self.len() => end,
+            _ => return false,
+        };
+        if let Some(all) = self.as_slice() {
+            if offset < end {
+                f(&all[offset..end]);
             }
-            _ => false,
+            return true;
         }
+        let mut at = offset;
+        while at < end {
+            let p = at / self.page_elems();
+            let range = self.page_range(p);
+            let to = end.min(range.end);
+            f(&self.page(p)[at - range.start..to - range.start]);
+            at = to;
+        }
+        true
+    }
+
+    /// A private copy of this array's contents (no sharing, no copied pages).
+    pub fn deep_copy(&self) -> Option<Self> {
+        let mut base = Buf::zeroed(self.len())?;
+        let out = base.as_mut_slice();
+        let mut at = 0;
+        for piece in self.pieces() {
+            out[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        }
+        Some(Self {
+            base: Arc::new(base),
+            overlay: None,
+            page_shift: self.page_shift,
+            row_len: self.row_len,
+        })
     }
 }
 
@@ -265,44 +435,71 @@ mod tests {
     use super::*;
 
     #[test]
-    fn small_arrays_are_one_allocation_large_ones_segmented() {
+    fn small_and_large_arrays_are_one_allocation() {
         let small = CowArray::<u64>::try_zeroed(18, 1).unwrap();
-        assert_eq!(small.segments().len(), 1);
         assert_eq!(small.len(), 18);
-        let words = SEGMENT_BYTES / 8;
-        let large = CowArray::<u64>::try_zeroed(2 * words + 3, 1).unwrap();
-        assert_eq!(large.segments().len(), 3);
-        assert_eq!(large.len(), 2 * words + 3);
-        let full = allocation_size(16 + SEGMENT_BYTES as u64);
-        assert_eq!(
-            large.heap_bytes(),
-            2 * full + 48 + 48,
-            "two full, one of 3 words, table"
-        );
-        assert_eq!(small.heap_bytes(), allocation_size(16 + 18 * 8));
-        // Rows of 3 bytes never cross a segment.
+        assert_eq!(small.pieces().count(), 1);
+        assert_eq!(small.heap_bytes(), allocation_size(18 * 8) + 32);
+        let large = CowArray::<u64>::try_zeroed(3 << 20, 1).unwrap();
+        assert_eq!(large.pieces().count(), 1);
+        assert_eq!(large.heap_bytes(), (24 << 20) + 32);
+        // Rows of 3 bytes never cross a page: 1,024 rows (3 KiB) per page.
         let slots = CowArray::<u8>::try_zeroed(1 << 21, 3).unwrap();
-        assert!(slots.segments().iter().all(|s| s.len() % 3 == 0));
+        assert_eq!(slots.page_elems(), 3 << 10);
         assert_eq!(slots.len(), 3 << 21);
     }
 
     #[test]
-    fn a_write_copies_only_the_shared_segment_it_touches() {
-        let words = SEGMENT_BYTES / 8;
-        let mut live = CowArray::<u64>::try_zeroed(3 * words, 1).unwrap();
+    fn a_write_copies_only_the_shared_page_it_touches() {
+        let words = PAGE_BYTES / 8;
+        let mut live = CowArray::<u64>::try_zeroed(300 * words, 1).unwrap();
         live.row_mut(5, 1)[0] = 7;
         let snapshot = live.clone();
+        let copied = copied_bytes();
         live.row_mut(words + 1, 1)[0] = 9;
-        let (a, b) = (live.segments(), snapshot.segments());
-        assert!(Arc::ptr_eq(&a[0], &b[0]) && Arc::ptr_eq(&a[2], &b[2]));
-        assert!(!Arc::ptr_eq(&a[1], &b[1]));
+        live.row_mut(words + 2, 1)[0] = 10;
+        // One page copied (other tests may copy concurrently: at least ours, a page each).
+        assert!(copied_bytes() - copied >= PAGE_BYTES as u64);
+        assert_eq!(live.overlay.as_ref().unwrap().count, 1);
+        assert!(live.as_slice().is_none(), "reads consult the copied page");
         assert_eq!(
             snapshot.row(words + 1, 1)[0],
             0,
             "the snapshot keeps its point in time"
         );
         assert_eq!(live.row(words + 1, 1)[0], 9);
+        assert_eq!(live.row(words + 2, 1)[0], 10);
         assert_eq!(live.row(5, 1)[0], 7);
+        assert_eq!(snapshot.row(5, 1)[0], 7);
+        assert_eq!(live.read(words, 4).unwrap(), vec![0, 9, 10, 0]);
+        // The snapshot gone, the next write folds the copies back: one allocation again.
+        drop(snapshot);
+        live.row_mut(200 * words, 1)[0] = 11;
+        assert!(live.overlay.is_none());
+        let all = live.as_slice().unwrap();
+        assert_eq!(
+            (all[5], all[words + 1], all[words + 2], all[200 * words]),
+            (7, 9, 10, 11)
+        );
+    }
+
+    #[test]
+    fn a_clone_of_a_clone_keeps_each_point_in_time() {
+        let words = PAGE_BYTES / 8;
+        let mut live = CowArray::<u64>::try_zeroed(4 * words, 1).unwrap();
+        let first = live.clone();
+        live.row_mut(0, 1)[0] = 1;
+        let second = live.clone();
+        live.row_mut(0, 1)[0] = 2;
+        live.row_mut(3 * words, 1)[0] = 3;
+        assert_eq!(first.row(0, 1)[0], 0);
+        assert_eq!(second.row(0, 1)[0], 1);
+        assert_eq!(second.row(3 * words, 1)[0], 0);
+        assert_eq!(live.row(0, 1)[0], 2);
+        assert_eq!(live, live.deep_copy().unwrap());
+        assert!(live != first);
+        drop((first, second));
+        assert_eq!(live.as_mut_slice().unwrap()[3 * words], 3);
     }
 
     #[test]
@@ -324,13 +521,20 @@ mod tests {
     }
 
     #[test]
-    fn read_and_write_cross_segments() {
-        let words = SEGMENT_BYTES / 8;
+    fn read_and_write_cross_pages_shared_or_not() {
+        let words = PAGE_BYTES / 8;
         let mut array = CowArray::<u64>::try_zeroed(2 * words, 1).unwrap();
         let data: Vec<u64> = (1..=10).collect();
         assert!(array.write(words - 5, &data));
         assert_eq!(array.read(words - 5, 10).unwrap(), data);
-        assert_eq!(array.row(words + 4, 1)[0], 10);
+        let snapshot = array.clone();
+        let more: Vec<u64> = (20..30).collect();
+        assert!(array.write(words - 3, &more));
+        assert_eq!(array.read(words - 5, 12).unwrap()[2..], more[..]);
+        assert_eq!(snapshot.read(words - 5, 10).unwrap(), data);
+        let mut pieces = Vec::new();
+        assert!(array.visit(words - 5, 12, |p| pieces.push(p.len())));
+        assert_eq!(pieces, vec![5, 7], "page by page while pages are copied");
         assert!(!array.write(2 * words - 1, &data));
         assert!(array.read(2 * words - 1, 2).is_none());
     }

@@ -14,6 +14,7 @@
 //! Slots live in copy-on-write segments of whole buckets ([`CowArray`]), so a snapshot shares
 //! them and a write copies only the segment it changes.
 
+use crate::budget::{Admitted, Allowance, Shape};
 use crate::cow::CowArray;
 use crate::murmur::murmur64a;
 
@@ -113,10 +114,25 @@ impl CuckooParams {
             .max(1)
             .next_power_of_two()
     }
+}
 
-    /// Slot bytes of the first sub-filter, for memory checks before allocating.
-    pub fn planned_bytes(&self) -> u64 {
+/// The new filter's first sub-filter: its slot bytes.
+impl Shape for CuckooParams {
+    fn bytes(&self) -> u64 {
         self.buckets() * u64::from(self.bucket_size)
+    }
+}
+
+/// A sub-filter a filter grows by: its slot bytes.
+#[derive(Clone, Copy, Debug)]
+struct SubFilterPlan {
+    buckets: u64,
+    bucket_size: u16,
+}
+
+impl Shape for SubFilterPlan {
+    fn bytes(&self) -> u64 {
+        self.buckets.saturating_mul(u64::from(self.bucket_size))
     }
 }
 
@@ -227,8 +243,10 @@ pub struct CuckooChain {
 }
 
 impl CuckooChain {
-    /// The filter `CF.RESERVE` builds; `None` if it cannot be allocated.
-    pub fn new(p: CuckooParams) -> Option<Self> {
+    /// The filter `CF.RESERVE` builds from admitted parameters; `None` if it cannot be
+    /// allocated.
+    pub fn create(p: Admitted<CuckooParams>) -> Option<Self> {
+        let p = p.into_shape();
         let expansion = if p.expansion == 0 {
             0
         } else {
@@ -242,6 +260,12 @@ impl CuckooChain {
             max_iterations: p.max_iterations,
             expansion,
         })
+    }
+
+    /// [`Self::create`] with no budget: for values whose size the caller has
+    /// bounded itself (tests, tools); hosts admit a shape against their budget instead.
+    pub fn new(p: CuckooParams) -> Option<Self> {
+        Self::create(Allowance::unlimited().admit(p).ok()?)
     }
 
     fn lookup_in(&self, l: Lookup) -> bool {
@@ -267,10 +291,10 @@ impl CuckooChain {
 
     /// CF.ADD: stores the item's fingerprint (again, if already present). Sub-filters are tried
     /// newest to oldest; then a kick chain in the newest; then, if allowed, a new sub-filter of
-    /// `expansion ×` the newest's buckets; `budget` is the bytes a new sub-filter may take.
+    /// `expansion ×` the newest's buckets, admitted against `allowance` before it is allocated.
     /// `cf-max-expansions` is the caller's check, made once per command (as RedisBloom does);
     /// here growth stops only at [`MAX_FILTERS`], the most a dump header may describe.
-    pub fn insert(&mut self, item: &[u8], budget: u64) -> Result<(), InsertError> {
+    pub fn insert(&mut self, item: &[u8], allowance: &mut Allowance) -> Result<(), InsertError> {
         let l = Lookup::of(item);
         loop {
             let bs = self.bucket_size;
@@ -290,19 +314,23 @@ impl CuckooChain {
                 self.items = self.items.saturating_add(1);
                 return Ok(());
             }
-            self.grow(budget)?;
+            self.grow(allowance)?;
         }
     }
 
     /// CF.ADDNX / CF.INSERTNX: inserts unless the item already looks present; `Ok(false)` then.
-    pub fn insert_unique(&mut self, item: &[u8], budget: u64) -> Result<bool, InsertError> {
+    pub fn insert_unique(
+        &mut self,
+        item: &[u8],
+        allowance: &mut Allowance,
+    ) -> Result<bool, InsertError> {
         if self.contains(item) {
             return Ok(false);
         }
-        self.insert(item, budget).map(|()| true)
+        self.insert(item, allowance).map(|()| true)
     }
 
-    fn grow(&mut self, budget: u64) -> Result<(), InsertError> {
+    fn grow(&mut self, allowance: &mut Allowance) -> Result<(), InsertError> {
         if self.expansion == 0 {
             return Err(InsertError::Full);
         }
@@ -314,13 +342,15 @@ impl CuckooChain {
             .buckets
             .checked_mul(u64::from(self.expansion))
             .ok_or(InsertError::OutOfMemory)?;
-        let bytes = buckets
-            .checked_mul(u64::from(self.bucket_size))
-            .ok_or(InsertError::OutOfMemory)?;
-        if bytes > budget {
-            return Err(InsertError::OutOfMemory);
-        }
-        let sub = SubFilter::zeroed(buckets, self.bucket_size).ok_or(InsertError::OutOfMemory)?;
+        let plan = allowance
+            .admit(SubFilterPlan {
+                buckets,
+                bucket_size: self.bucket_size,
+            })
+            .map_err(|_| InsertError::OutOfMemory)?
+            .into_shape();
+        let sub =
+            SubFilter::zeroed(plan.buckets, plan.bucket_size).ok_or(InsertError::OutOfMemory)?;
         self.filters.push(sub);
         Ok(())
     }
@@ -483,7 +513,7 @@ impl CuckooChain {
     /// its chunks).
     pub fn visit_slots(&self, f: &mut dyn FnMut(&[u8])) {
         for sub in &self.filters {
-            for segment in sub.slots.segments() {
+            for segment in sub.slots.pieces() {
                 f(segment);
             }
         }
@@ -552,17 +582,19 @@ impl CuckooChain {
         plan
     }
 
-    /// Slot bytes a header describes, for memory checks before [`Self::from_header`].
-    pub fn header_bytes(header: &[u8]) -> Result<u64, HeaderError> {
+    /// A SCANDUMP header's validated shape (see `parse_header`), before anything is allocated.
+    pub fn shape(header: &[u8]) -> Result<CuckooShape, HeaderError> {
         let h = parse_header(header)?;
-        Ok(h.sub_filter_buckets()
+        let bytes = h
+            .sub_filter_buckets()
             .map(|b| b * u64::from(h.bucket_size))
-            .sum())
+            .sum();
+        Ok(CuckooShape { header: h, bytes })
     }
 
-    /// An all-empty filter shaped as a SCANDUMP header says, every field validated.
-    pub fn from_header(header: &[u8]) -> Result<Self, HeaderError> {
-        let h = parse_header(header)?;
+    /// An all-empty filter shaped as an admitted header says.
+    pub fn from_shape(shape: Admitted<CuckooShape>) -> Result<Self, HeaderError> {
+        let h = shape.into_shape().header;
         let filters = h
             .sub_filter_buckets()
             .map(|buckets| SubFilter::zeroed(buckets, h.bucket_size))
@@ -576,6 +608,16 @@ impl CuckooChain {
             max_iterations: h.max_iterations,
             expansion: h.expansion,
         })
+    }
+
+    /// [`Self::shape`] and [`Self::from_shape`] with no budget: for values whose size the caller has
+    /// bounded itself (tests, tools); hosts admit a shape against their budget instead.
+    pub fn from_header(header: &[u8]) -> Result<Self, HeaderError> {
+        Self::from_shape(
+            Allowance::unlimited()
+                .admit(Self::shape(header)?)
+                .expect("unlimited"),
+        )
     }
 
     /// LOADCHUNK: `iter` is what SCANDUMP returned with `data`; the chunk must lie inside one
@@ -617,6 +659,34 @@ impl HeaderError {
     }
 }
 
+/// A filter as a validated dump header describes it (what [`CuckooChain::from_shape`]
+/// allocates).
+#[derive(Debug)]
+pub struct CuckooShape {
+    header: Header,
+    bytes: u64,
+}
+
+impl CuckooShape {
+    /// Bucket counts of the sub-filters, oldest first (each sub-filter's slot bytes are this
+    /// times the bucket size).
+    pub fn sub_filter_buckets(&self) -> impl Iterator<Item = u64> + '_ {
+        self.header.sub_filter_buckets()
+    }
+
+    /// Slots per bucket.
+    pub fn bucket_size(&self) -> u16 {
+        self.header.bucket_size
+    }
+}
+
+impl Shape for CuckooShape {
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+#[derive(Debug)]
 struct Header {
     items: u64,
     buckets: u64,
@@ -650,6 +720,9 @@ const MAX_SLOT_BYTES: u64 = 1 << 40;
 ///   fingerprint finds its way back only because the alternate of a reduced index is the
 ///   reduced alternate — otherwise out-of-range slots (a panic) or false negatives;
 /// - bucket size 1..=255: 0 makes every bucket empty-width (the kick loop divides by it);
+/// - at most as many buckets in the first sub-filter as CF.RESERVE's largest capacity gives
+///   (`next_pow2(2^30 / bucket size)`): RedisBloom accepts more (docs/compatibility.md), and its
+///   own test's forged header of 2^48 buckets made a host allocate until it died;
 /// - max iterations ≥ 1, expansion 0 or a power of two ≤ 32768: what CF.RESERVE can create;
 ///   a non-power-of-two expansion would give sub-filters non-power-of-two bucket counts;
 /// - 1..=65536 sub-filters (exactly one when the filter cannot grow): a filter needs one, and
@@ -674,6 +747,7 @@ fn parse_header(buf: &[u8]) -> Result<Header, HeaderError> {
     };
     let shape_ok = h.buckets.is_power_of_two()
         && (1..=MAX_BUCKET_SIZE).contains(&u64::from(h.bucket_size))
+        && h.buckets <= (MAX_CAPACITY / u64::from(h.bucket_size)).next_power_of_two()
         && h.max_iterations >= 1
         && (h.expansion == 0 || h.expansion.is_power_of_two())
         && (1..=MAX_FILTERS).contains(&h.filters)
@@ -724,7 +798,8 @@ mod tests {
         let n = 32u64;
         let mut slots = [0u8; 64];
         for word in ["apple", "banana", "cherry", "date", "elder", "fig", "grape"] {
-            f.insert(word.as_bytes(), u64::MAX).unwrap();
+            f.insert(word.as_bytes(), &mut Allowance::unlimited())
+                .unwrap();
             let h = murmur64a(word.as_bytes(), 0);
             let fp = (h % 255 + 1) as u8;
             let i2 = h ^ u64::from(fp).wrapping_mul(0x5bd1e995);
@@ -765,7 +840,8 @@ mod tests {
     fn header_round_trips_and_rejects_forgeries() {
         let mut f = CuckooChain::new(params(64, 2, 2)).unwrap();
         for i in 0..200u32 {
-            f.insert(&i.to_le_bytes(), u64::MAX).unwrap();
+            f.insert(&i.to_le_bytes(), &mut Allowance::unlimited())
+                .unwrap();
         }
         assert!(f.filters() > 1);
         let header = f.dump_header();
@@ -789,6 +865,18 @@ mod tests {
         assert_eq!(forge(32, &0u16.to_le_bytes()), refused);
         assert_eq!(forge(36, &3u16.to_le_bytes()), refused);
         assert_eq!(forge(8, &(1u64 << 62).to_le_bytes()), refused);
+        // More buckets than CF.RESERVE can create (RedisBloom's own forged test header has
+        // 2^48; 2^32 and 2^40 made hosts allocate until they died).
+        for buckets in [1u64 << 32, 1 << 40, 1 << 48] {
+            assert_eq!(forge(8, &buckets.to_le_bytes()), refused, "{buckets}");
+        }
+        let mut widest = header.clone();
+        widest[8..16].copy_from_slice(&(1u64 << 30).to_le_bytes());
+        widest[24..32].copy_from_slice(&1u64.to_le_bytes());
+        widest[32..34].copy_from_slice(&1u16.to_le_bytes());
+        assert_eq!(CuckooChain::shape(&widest).unwrap().bytes(), 1 << 30);
+        widest[8..16].copy_from_slice(&(1u64 << 31).to_le_bytes());
+        assert!(CuckooChain::shape(&widest).is_err());
         // Counters are not judged against the slots (RedisBloom accepts them).
         assert_eq!(forge(0, &u64::MAX.to_le_bytes()), Ok(()));
         assert_eq!(
@@ -804,7 +892,7 @@ mod tests {
         let mut f = CuckooChain::new(params(8, 2, 0)).unwrap();
         let mut stored = Vec::new();
         for i in 0..100u32 {
-            match f.insert(&i.to_le_bytes(), u64::MAX) {
+            match f.insert(&i.to_le_bytes(), &mut Allowance::unlimited()) {
                 Ok(()) => stored.push(i),
                 Err(e) => assert_eq!(e, InsertError::Full),
             }
@@ -816,7 +904,8 @@ mod tests {
     #[test]
     fn growth_stops_at_the_budget() {
         let mut g = CuckooChain::new(params(4, 2, 1)).unwrap();
-        let oom = (0..200u32).find_map(|i| g.insert(&i.to_le_bytes(), 3).err());
+        let mut allowance = Allowance::new(3);
+        let oom = (0..200u32).find_map(|i| g.insert(&i.to_le_bytes(), &mut allowance).err());
         assert_eq!(oom, Some(InsertError::OutOfMemory));
     }
 
@@ -824,7 +913,8 @@ mod tests {
     fn deletes_compact_into_older_sub_filters() {
         let mut f = CuckooChain::new(params(16, 2, 1)).unwrap();
         for i in 0..40u32 {
-            f.insert(&i.to_le_bytes(), u64::MAX).unwrap();
+            f.insert(&i.to_le_bytes(), &mut Allowance::unlimited())
+                .unwrap();
         }
         let grown = f.filters();
         assert!(grown > 1);
@@ -854,7 +944,7 @@ mod tests {
                 match op {
                     0 | 1 => {
                         let before = f.clone();
-                        match f.insert(&item, u64::MAX) {
+                        match f.insert(&item, &mut Allowance::unlimited()) {
                             Ok(()) => present.push(key),
                             Err(_) => prop_assert_eq!(&f, &before),
                         }

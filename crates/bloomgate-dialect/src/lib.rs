@@ -14,6 +14,7 @@
 //! here lands in both.
 #![deny(missing_docs)]
 
+pub mod budget;
 pub mod commands;
 pub mod config;
 pub mod countmin;

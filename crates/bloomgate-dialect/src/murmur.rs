@@ -20,9 +20,17 @@ pub fn murmur64a(key: &[u8], seed: u64) -> u64 {
     }
     let tail = blocks.remainder();
     if !tail.is_empty() {
-        for (i, &byte) in tail.iter().enumerate().rev() {
-            h ^= u64::from(byte) << (8 * i);
-        }
+        // Byte i of the tail goes to bits 8i..8i+8: the tail read as a little-endian word.
+        let word = if key.len() >= 8 {
+            // The last 8 bytes of the key, shifted down past the block bytes they repeat.
+            let last = u64::from_le_bytes(key[key.len() - 8..].try_into().expect("8 bytes"));
+            last >> (8 * (8 - tail.len()))
+        } else {
+            tail.iter()
+                .rev()
+                .fold(0u64, |word, &byte| (word << 8) | u64::from(byte))
+        };
+        h ^= word;
         h = h.wrapping_mul(M);
     }
     h ^= h >> R;
@@ -42,6 +50,32 @@ mod tests {
         assert_eq!(murmur64a(b"ab", 0), 7115271465109541368);
         assert_eq!(murmur64a(b"abcdefg", 0), 2601573339036254301);
         assert_eq!(murmur64a(b"quick brown fox", 42), 3575930248840144026);
+    }
+
+    #[test]
+    fn tails_of_every_length_match_the_byte_by_byte_definition() {
+        let data: Vec<u8> = (1..=40u8).map(|b| b.wrapping_mul(37)).collect();
+        for len in 0..data.len() {
+            let key = &data[..len];
+            // The reference: blocks, then the tail bytes xored in one by one.
+            let mut h = 7u64 ^ (len as u64).wrapping_mul(super::M);
+            for block in key.chunks_exact(8) {
+                let mut k = u64::from_le_bytes(block.try_into().unwrap()).wrapping_mul(super::M);
+                k ^= k >> super::R;
+                h = (h ^ k.wrapping_mul(super::M)).wrapping_mul(super::M);
+            }
+            let tail = &key[len / 8 * 8..];
+            if !tail.is_empty() {
+                for (i, &b) in tail.iter().enumerate() {
+                    h ^= u64::from(b) << (8 * i);
+                }
+                h = h.wrapping_mul(super::M);
+            }
+            h ^= h >> super::R;
+            h = h.wrapping_mul(super::M);
+            h ^= h >> super::R;
+            assert_eq!(murmur64a(key, 7), h, "length {len}");
+        }
     }
 
     #[test]

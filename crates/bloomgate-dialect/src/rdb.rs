@@ -7,10 +7,13 @@
 //! the field I/O ([`RdbSink`], [`RdbSource`]): the module through Redis' `RedisModule_Save*` /
 //! `RedisModule_Load*`, the server through its own encoder of Redis' module-value format.
 //!
-//! Loading never trusts a size: the fields are turned into a SCANDUMP header and validated by
-//! the same code as `LOADCHUNK` before any bit array is allocated, and every string buffer must
-//! have exactly the length the header implies.
+//! Loading never trusts a size (the rule of [`crate::budget`]): the fields are turned into a
+//! SCANDUMP header and validated by the same code as `LOADCHUNK`; every string buffer is read
+//! and must have exactly the length the header implies (so the claimed sizes are backed by the
+//! payload); the shape is admitted against the source's [`Allowance`]; only then is the value
+//! allocated.
 
+use crate::budget::{Admitted, Allowance, OverBudget, Shape};
 use crate::countmin::CountMin;
 use crate::cuckoo::{self, CuckooChain};
 use crate::sbchain::BloomChain;
@@ -37,13 +40,15 @@ pub trait RdbSource {
     /// The next string buffer; a source that can check a length before allocating refuses one
     /// longer than `max_len`.
     fn load_string(&mut self, max_len: u64) -> Result<Vec<u8>, RdbError>;
-    /// Called with the bytes of bit/slot arrays a value's fields describe, before they are
-    /// allocated: a source that knows a budget (its remaining input, a memory limit) refuses a
-    /// larger value here. The default accepts.
-    fn reserve(&mut self, bytes: u64) -> Result<(), RdbError> {
-        let _ = bytes;
-        Ok(())
-    }
+    /// What values read from this source may allocate: every shape is admitted against it
+    /// before allocation. No default: each source states its budget (a host's memory budget,
+    /// or [`Allowance::unlimited`] where a caller has sized the input itself).
+    fn allowance(&mut self) -> &mut Allowance;
+}
+
+/// Admits `shape` against `input`'s allowance.
+fn admit<S: Shape>(input: &mut impl RdbSource, shape: S) -> Result<Admitted<S>, RdbError> {
+    input.allowance().admit(shape).map_err(RdbError::OverBudget)
 }
 
 /// Why a value could not be loaded.
@@ -55,6 +60,8 @@ pub enum RdbError {
     Invalid(String),
     /// This encoding version is newer than the reader knows.
     UnknownEncoding(i32),
+    /// A valid value larger than the memory budget allows.
+    OverBudget(OverBudget),
 }
 
 impl std::fmt::Display for RdbError {
@@ -63,6 +70,7 @@ impl std::fmt::Display for RdbError {
             RdbError::Truncated => f.write_str("truncated or mistyped module value"),
             RdbError::Invalid(why) => write!(f, "invalid module value: {why}"),
             RdbError::UnknownEncoding(v) => write!(f, "unknown encoding version {v}"),
+            RdbError::OverBudget(o) => write!(f, "refused: {o}"),
         }
     }
 }
@@ -153,8 +161,8 @@ pub fn load_bloom(input: &mut impl RdbSource, encver: i32) -> Result<BloomChain,
         header.push(n2);
         bodies.push(data);
     }
-    input.reserve(BloomChain::header_bytes(&header).map_err(invalid)?)?;
-    let mut chain = BloomChain::from_header(&header).map_err(invalid)?;
+    let shape = admit(input, BloomChain::shape(&header).map_err(invalid)?)?;
+    let mut chain = BloomChain::from_shape(shape).map_err(invalid)?;
     fill(&mut chain, &bodies)?;
     Ok(chain)
 }
@@ -233,9 +241,9 @@ pub fn load_cuckoo(input: &mut impl RdbSource, encver: i32) -> Result<CuckooChai
     header.extend_from_slice(&bucket_size.to_le_bytes());
     header.extend_from_slice(&max_iterations.to_le_bytes());
     header.extend_from_slice(&expansion.to_le_bytes());
-    input.reserve(CuckooChain::header_bytes(&header).map_err(|e| invalid(e.message()))?)?;
-    let mut filter = CuckooChain::from_header(&header).map_err(|e| invalid(e.message()))?;
-    let expected: Vec<u64> = filter.sub_filters().map(|(b, _)| b).collect();
+    let shape = CuckooChain::shape(&header).map_err(|e| invalid(e.message()))?;
+    let bucket_size = u64::from(shape.bucket_size());
+    let expected: Vec<u64> = shape.sub_filter_buckets().collect();
     let mut bodies = Vec::with_capacity(expected.len());
     for want in expected {
         let got = if encver >= 4 {
@@ -248,13 +256,15 @@ pub fn load_cuckoo(input: &mut impl RdbSource, encver: i32) -> Result<CuckooChai
                 "sub-filter bucket count does not match the expansion",
             ));
         }
-        let len = want * u64::from(bucket_size);
+        let len = want * bucket_size;
         let data = input.load_string(len)?;
         if data.len() as u64 != len {
             return Err(invalid("sub-filter length does not match its bucket count"));
         }
         bodies.push(data);
     }
+    let shape = admit(input, shape)?;
+    let mut filter = CuckooChain::from_shape(shape).map_err(|e| invalid(e.message()))?;
     fill(&mut filter, &bodies)?;
     Ok(filter)
 }
@@ -276,15 +286,17 @@ pub fn load_windowed(input: &mut impl RdbSource, encver: i32) -> Result<Windowed
     }
     const MAX_HEADER: u64 = 64 * 1024;
     let header = input.load_string(MAX_HEADER)?;
-    let mut filter = WindowedFilter::from_header(&header).map_err(invalid)?;
+    let shape = WindowedFilter::shape(&header).map_err(invalid)?;
     let mut parts = Vec::new();
-    for (_, len) in filter.chunk_plan() {
+    for (_, len) in shape.chunk_plan() {
         let data = input.load_string(len)?;
         if data.len() as u64 != len {
             return Err(invalid("generation length does not match its header"));
         }
         parts.push(data);
     }
+    let shape = admit(input, shape)?;
+    let mut filter = WindowedFilter::from_shape(shape).map_err(invalid)?;
     fill(&mut filter, &parts)?;
     Ok(filter)
 }
@@ -309,15 +321,16 @@ pub fn load_countmin(input: &mut impl RdbSource, encver: i32) -> Result<CountMin
     for _ in 0..3 {
         header.extend_from_slice(&input.load_unsigned()?.to_le_bytes());
     }
-    let bytes = CountMin::header_bytes(&header).map_err(invalid)?;
-    input.reserve(bytes)?;
+    let shape = <CountMin as DialectType>::shape(&header).map_err(invalid)?;
+    let bytes = shape.bytes();
     let data = input.load_string(bytes)?;
     if data.len() as u64 != bytes {
         return Err(invalid(
             "counter buffer length does not match width x depth",
         ));
     }
-    let mut cms = CountMin::from_header(&header).map_err(invalid)?;
+    let shape = admit(input, shape)?;
+    let mut cms = <CountMin as DialectType>::from_shape(shape).map_err(invalid)?;
     fill(&mut cms, &[data])?;
     Ok(cms)
 }
@@ -375,7 +388,6 @@ pub fn load_topk(input: &mut impl RdbSource, encver: i32) -> Result<TopK, RdbErr
     let decay = input.load_double()?;
     let bucket_len = BUCKET_BYTES * u64::from(width) * u64::from(depth);
     let heap_len = HEAP_ENTRY_BYTES * u64::from(k);
-    input.reserve(bucket_len + heap_len)?;
     let buckets = input.load_string(bucket_len)?;
     if buckets.len() as u64 != bucket_len {
         return Err(invalid("bucket buffer length does not match width x depth"));
@@ -384,6 +396,8 @@ pub fn load_topk(input: &mut impl RdbSource, encver: i32) -> Result<TopK, RdbErr
     if blob.len() as u64 != heap_len {
         return Err(invalid("heap buffer length does not match k"));
     }
+    // The buffers are backed by the payload: now the sketch's size is admitted, then allocated.
+    admit(input, crate::budget::Buffer(bucket_len + heap_len))?;
     let mut heap = Vec::new();
     heap.try_reserve_exact(k as usize)
         .map_err(|_| invalid("Top-K heap does not fit in memory"))?;
@@ -417,9 +431,18 @@ mod tests {
     use crate::cuckoo::CuckooParams;
 
     /// Fields as a list, for round trips without a Redis.
-    #[derive(Default)]
     struct Fields {
         items: std::collections::VecDeque<Field>,
+        allowance: Allowance,
+    }
+
+    impl Default for Fields {
+        fn default() -> Self {
+            Self {
+                items: Default::default(),
+                allowance: Allowance::unlimited(),
+            }
+        }
     }
 
     #[derive(Debug, PartialEq)]
@@ -461,13 +484,18 @@ mod tests {
                 _ => Err(RdbError::Truncated),
             }
         }
+        fn allowance(&mut self) -> &mut Allowance {
+            &mut self.allowance
+        }
     }
 
     #[test]
     fn bloom_round_trip_keeps_dump_bytes() {
         let mut chain = BloomChain::new(10, 0.01, 2, false).unwrap();
         for i in 0..100 {
-            chain.add(format!("k{i}").as_bytes(), u64::MAX).unwrap();
+            chain
+                .add(format!("k{i}").as_bytes(), &mut Allowance::unlimited())
+                .unwrap();
         }
         let mut fields = Fields::default();
         save_bloom(&chain, &mut fields);
@@ -488,7 +516,9 @@ mod tests {
         };
         let mut filter = CuckooChain::new(p).unwrap();
         for i in 0..300 {
-            filter.insert(format!("k{i}").as_bytes(), u64::MAX).unwrap();
+            filter
+                .insert(format!("k{i}").as_bytes(), &mut Allowance::unlimited())
+                .unwrap();
         }
         assert!(filter.filters() > 1);
         let mut fields = Fields::default();
@@ -559,6 +589,48 @@ mod tests {
         assert!(matches!(
             load_cuckoo(&mut fields, 4),
             Err(RdbError::Invalid(_))
+        ));
+    }
+
+    /// The largest first sub-filter CF.RESERVE can make (2^30 one-slot buckets, 1 GiB) but
+    /// only 8 bytes of payload: refused for the missing bytes before anything is allocated.
+    #[test]
+    fn claimed_sizes_must_be_backed_by_the_payload() {
+        let mut fields = Fields::default();
+        for v in [1, 1 << 30, 0, 0, 1, 20, 1, 1 << 30] {
+            fields.save_unsigned(v);
+        }
+        fields.save_string(&[0; 8]);
+        assert!(matches!(
+            load_cuckoo(&mut fields, 4),
+            Err(RdbError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn values_over_the_allowance_are_refused() {
+        let mut chain = BloomChain::new(1000, 0.01, 2, false).unwrap();
+        chain.add(b"x", &mut Allowance::unlimited()).unwrap();
+        let mut fields = Fields::default();
+        save_bloom(&chain, &mut fields);
+        fields.allowance = Allowance::new(100);
+        assert!(matches!(
+            load_bloom(&mut fields, 4),
+            Err(RdbError::OverBudget(OverBudget { allowed: 100, .. }))
+        ));
+        let filter = CuckooChain::new(CuckooParams {
+            capacity: 1000,
+            bucket_size: 2,
+            max_iterations: 20,
+            expansion: 1,
+        })
+        .unwrap();
+        let mut fields = Fields::default();
+        save_cuckoo(&filter, &mut fields);
+        fields.allowance = Allowance::new(1023);
+        assert!(matches!(
+            load_cuckoo(&mut fields, 4),
+            Err(RdbError::OverBudget(OverBudget { needed: 1024, .. }))
         ));
     }
 }

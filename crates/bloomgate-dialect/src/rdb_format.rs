@@ -16,6 +16,7 @@
 
 use std::io::Read;
 
+use crate::budget::{Allowance, Buffer};
 use crate::rdb::{RdbError, RdbSink, RdbSource};
 use crate::value::{Kind, Value};
 
@@ -236,9 +237,9 @@ pub fn restore_payload(payload: &[u8], budget: u64) -> Result<Value, PayloadErro
             ))),
         }
     })()
-    .map_err(|e| match reader.over_budget {
-        true => PayloadError::OverBudget,
-        false => PayloadError::BadData(e),
+    .map_err(|e| match e {
+        RdbError::OverBudget(_) => PayloadError::OverBudget,
+        e => PayloadError::BadData(e),
     })?;
     if reader.remaining() != 0 {
         return Err(PayloadError::BadData(RdbError::Invalid(
@@ -277,8 +278,7 @@ pub struct RdbReader<R> {
     inner: R,
     remaining: u64,
     offset: u64,
-    budget: u64,
-    over_budget: bool,
+    allowance: Allowance,
     crc: u64,
 }
 
@@ -289,8 +289,7 @@ impl<R: Read> RdbReader<R> {
             inner,
             remaining: len,
             offset: 0,
-            budget,
-            over_budget: false,
+            allowance: Allowance::new(budget),
             crc: 0,
         }
     }
@@ -312,23 +311,14 @@ impl<R: Read> RdbReader<R> {
 
     /// Sets the bytes the next values may allocate.
     pub fn set_budget(&mut self, budget: u64) {
-        self.budget = budget;
+        self.allowance = Allowance::new(budget);
     }
 
     fn charge(&mut self, bytes: u64) -> Result<(), RdbError> {
-        match self.budget.checked_sub(bytes) {
-            Some(left) => {
-                self.budget = left;
-                Ok(())
-            }
-            None => {
-                self.over_budget = true;
-                Err(invalid(format!(
-                    "value needs more than the {} bytes allowed",
-                    self.budget
-                )))
-            }
-        }
+        self.allowance
+            .admit(Buffer(bytes))
+            .map(|_| ())
+            .map_err(RdbError::OverBudget)
     }
 
     fn fill(&mut self, buf: &mut [u8]) -> Result<(), RdbError> {
@@ -433,7 +423,7 @@ impl<R: Read> RdbReader<R> {
                 self.charge(len)?;
                 let out = crate::lzf::decompress(&compressed, len as usize)
                     .ok_or_else(|| invalid("invalid LZF compressed string"))?;
-                self.budget += compressed_len;
+                self.allowance.release(compressed_len);
                 Ok(out)
             }
             Length::Encoded(e) => Err(invalid(format!("unknown string encoding {e}"))),
@@ -509,8 +499,8 @@ impl<R: Read> RdbSource for RdbReader<R> {
         self.expect_opcode(opcode::STRING)?;
         self.string(max_len)
     }
-    fn reserve(&mut self, bytes: u64) -> Result<(), RdbError> {
-        self.charge(bytes)
+    fn allowance(&mut self) -> &mut Allowance {
+        &mut self.allowance
     }
 }
 
@@ -622,7 +612,9 @@ mod tests {
     fn bloom() -> Value {
         let mut chain = BloomChain::new(50, 0.01, 2, false).unwrap();
         for i in 0..400 {
-            chain.add(format!("k{i}").as_bytes(), u64::MAX).unwrap();
+            chain
+                .add(format!("k{i}").as_bytes(), &mut Allowance::unlimited())
+                .unwrap();
         }
         Value::Bloom(chain)
     }
@@ -636,7 +628,9 @@ mod tests {
         };
         let mut filter = CuckooChain::new(p).unwrap();
         for i in 0..150 {
-            filter.insert(format!("k{i}").as_bytes(), u64::MAX).unwrap();
+            filter
+                .insert(format!("k{i}").as_bytes(), &mut Allowance::unlimited())
+                .unwrap();
         }
         Value::Cuckoo(Box::new(filter))
     }
@@ -748,19 +742,40 @@ mod tests {
 
     #[test]
     fn forged_cuckoo_sizes_are_refused_before_allocating() {
-        // 1 sub-filter of 2^30 buckets × 255 slots: valid as a header, far over the budget.
-        let mut b = vec![RDB_TYPE_MODULE_2];
-        write_len(&mut b, module_type_id("MBbloomCF", 4).unwrap());
-        let mut w = ModuleWriter::default();
-        for v in [1, 1 << 30, 0, 0, 255, 20, 1] {
-            w.save_unsigned(v);
-        }
-        b.extend_from_slice(&w.out);
-        b.extend_from_slice(&DUMP_RDB_VERSION.to_le_bytes());
-        let crc = crc64(0, &b);
-        b.extend_from_slice(&crc.to_le_bytes());
+        let payload = |fields: &[u64], slots: Option<&[u8]>| {
+            let mut b = vec![RDB_TYPE_MODULE_2];
+            write_len(&mut b, module_type_id("MBbloomCF", 4).unwrap());
+            let mut w = ModuleWriter::default();
+            for &v in fields {
+                w.save_unsigned(v);
+            }
+            if let Some(slots) = slots {
+                w.save_string(slots);
+            }
+            b.extend_from_slice(&w.out);
+            write_len(&mut b, opcode::EOF);
+            b.extend_from_slice(&DUMP_RDB_VERSION.to_le_bytes());
+            let crc = crc64(0, &b);
+            b.extend_from_slice(&crc.to_le_bytes());
+            b
+        };
+        // 2^30 buckets × 255 slots: more than CF.RESERVE can create.
+        assert!(matches!(
+            restore_payload(&payload(&[1, 1 << 30, 0, 0, 255, 20, 1], None), 1 << 30),
+            Err(PayloadError::BadData(_))
+        ));
+        // A valid 2 GiB header with no slot bytes behind it: refused for the payload.
+        let fields = [1, 1 << 23, 0, 0, 255, 20, 1, 1 << 23];
+        assert!(matches!(
+            restore_payload(&payload(&fields, None), u64::MAX),
+            Err(PayloadError::BadData(_))
+        ));
+        // A real 4 KiB filter: the slot string and the filter both count against the budget.
+        let fields = [1, 1 << 10, 0, 0, 4, 20, 1, 1 << 10];
+        let p = payload(&fields, Some(&[0; 4096]));
+        assert!(restore_payload(&p, 8192).is_ok());
         assert_eq!(
-            restore_payload(&b, 1 << 30).unwrap_err(),
+            restore_payload(&p, 6000).unwrap_err(),
             PayloadError::OverBudget
         );
     }

@@ -7,6 +7,7 @@
 //!
 //! Implemented from the facts in `shared/reference/redisbloom.md`, not from RedisBloom's source.
 
+use crate::budget::{Admitted, Allowance, Shape};
 use crate::cow::CowArray;
 use crate::murmur::murmur64a;
 
@@ -31,6 +32,9 @@ const LN2: f64 = 0.693147180559945;
 /// Each new link gets half the previous link's error rate (so the chain's total stays below the
 /// requested rate: Σ e/2^(i+1) < e).
 const ERROR_TIGHTENING_RATIO: f64 = 0.5;
+/// Largest growth factor: what `BF.RESERVE … EXPANSION` accepts (RedisBloom's cap). A loaded
+/// header may not claim more: the growth factor sizes the next link.
+pub const MAX_GROWTH: u32 = 32768;
 /// SCANDUMP never returns more than 16 MiB in one chunk.
 pub const MAX_SCANDUMP_CHUNK: u64 = 16 * 1024 * 1024;
 /// `BF.INFO Size` accounting: the chain struct is 32 bytes and each link struct 64 bytes in
@@ -88,7 +92,12 @@ impl LinkSizing {
     /// `bpe = -ln(error)/ln2²`, `bits = floor(capacity*bpe)` (≥ 1) rounded up to whole 64-bit
     /// words, `hashes = ceil(ln2*bpe)`. `None` if the size does not fit in memory addresses.
     pub fn new(capacity: u64, error: f64) -> Option<Self> {
-        let bpe = -(error.ln() / LN2_SQUARED);
+        Self::from_bpe(capacity, -(error.ln() / LN2_SQUARED))
+    }
+
+    /// The sizing for `capacity` items at `bpe` bits per entry (what a NOROUND link's stored
+    /// `bpe` implies for its bit count).
+    fn from_bpe(capacity: u64, bpe: f64) -> Option<Self> {
         let raw_bits = capacity as f64 * bpe;
         // 2^63 bits is far beyond any allocation; also rejects inf/NaN.
         if raw_bits.is_nan() || raw_bits >= 9.2e18 {
@@ -109,6 +118,32 @@ impl LinkSizing {
     }
 }
 
+/// A link about to be allocated: a chain's first link or the next one it grows by.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkPlan {
+    capacity: u64,
+    error: f64,
+    sizing: LinkSizing,
+}
+
+impl LinkPlan {
+    /// A link for `capacity` items at `error`; `None` if its size does not fit in memory
+    /// addresses.
+    pub fn new(capacity: u64, error: f64) -> Option<Self> {
+        Some(Self {
+            capacity,
+            error,
+            sizing: LinkSizing::new(capacity, error)?,
+        })
+    }
+}
+
+impl Shape for LinkPlan {
+    fn bytes(&self) -> u64 {
+        self.sizing.bytes
+    }
+}
+
 fn hashes_for(bpe: f64) -> u32 {
     (LN2 * bpe).ceil() as u32
 }
@@ -123,28 +158,78 @@ pub struct Link {
     capacity: u64,
     /// Items this link newly took (RedisBloom's per-link `size`).
     items: u64,
-    hashes: u32,
+    /// Probes per item (at most [`MAX_HASHES`], so 16 bits leave room for `ones`).
+    hashes: u16,
     /// Power-of-two exponent of legacy (non-NOROUND) links; 0 for NOROUND links. Round-tripped.
     n2: u8,
+    /// Bits set, counted as writes set them: fill and saturation without walking the bits.
+    ones: Ones,
+}
+
+/// A link's set-bit count, kept as each insert and each loaded chunk changes it, in 40 bits
+/// (the link stays 64 bytes): exact for links up to 2^40 bits (128 GiB). Past that it saturates
+/// and [`Link::count_ones`] answers the model's expectation for the link's items instead.
+#[derive(Clone, Copy, Debug, Default)]
+struct Ones([u8; 5]);
+
+impl Ones {
+    const SATURATED: u64 = (1 << 40) - 1;
+
+    fn get(self) -> u64 {
+        let mut le = [0u8; 8];
+        le[..5].copy_from_slice(&self.0);
+        u64::from_le_bytes(le)
+    }
+
+    fn set(&mut self, n: u64) {
+        let le = n.min(Self::SATURATED).to_le_bytes();
+        self.0.copy_from_slice(&le[..5]);
+    }
+
+    /// `+ set - cleared`; a saturated count stays saturated.
+    fn adjust(&mut self, set: u64, cleared: u64) {
+        let n = self.get();
+        if n != Self::SATURATED {
+            self.set(n.saturating_add(set).saturating_sub(cleared));
+        }
+    }
+}
+
+fn popcount(words: &[u64]) -> u64 {
+    words.iter().map(|w| u64::from(w.count_ones())).sum()
 }
 
 impl Link {
-    fn try_new(capacity: u64, error: f64) -> Option<Self> {
-        let sizing = LinkSizing::new(capacity, error)?;
+    /// Allocates a planned link (its bytes admitted by the caller: a chain plan's or a growth
+    /// step's).
+    fn allocate(plan: LinkPlan) -> Option<Self> {
+        let LinkPlan {
+            capacity,
+            error,
+            sizing,
+        } = plan;
         Some(Self {
             bits: zeroed_bits(sizing.bytes)?,
             error,
             bpe: sizing.bpe,
             capacity,
             items: 0,
-            hashes: sizing.hashes,
+            hashes: u16::try_from(sizing.hashes).ok()?,
             n2: 0,
+            ones: Ones::default(),
         })
     }
 
     fn contains(&self, h: HashPair) -> bool {
         let bits = self.bits();
-        (0..self.hashes).all(|i| {
+        if let Some(words) = self.bits.as_slice() {
+            // No page copied by a snapshot: index the one array directly.
+            return (0..u32::from(self.hashes)).all(|i| {
+                let at = h.position(i, bits);
+                words[(at >> 6) as usize] & (1u64 << (at & 63)) != 0
+            });
+        }
+        (0..u32::from(self.hashes)).all(|i| {
             let at = h.position(i, bits);
             self.bits.row((at >> 6) as usize, 1)[0] & (1u64 << (at & 63)) != 0
         })
@@ -153,17 +238,32 @@ impl Link {
     /// Sets every probe bit; true if at least one was clear.
     fn insert(&mut self, h: HashPair) -> bool {
         let bits = self.bits();
-        let mut newly_set = false;
-        for i in 0..self.hashes {
+        let hashes = u32::from(self.hashes);
+        if let Some(words) = self.bits.as_mut_slice() {
+            // No snapshot shares the array: set the bits in place.
+            let mut newly_set = 0;
+            for i in 0..hashes {
+                let at = h.position(i, bits);
+                let word = &mut words[(at >> 6) as usize];
+                let mask = 1u64 << (at & 63);
+                newly_set += u64::from(*word & mask == 0);
+                *word |= mask;
+            }
+            self.ones.adjust(newly_set, 0);
+            return newly_set > 0;
+        }
+        let mut newly_set = 0;
+        for i in 0..hashes {
             let at = h.position(i, bits);
             let mask = 1u64 << (at & 63);
             // Read first: a bit already set needs no write, so no shared segment is copied.
             if self.bits.row((at >> 6) as usize, 1)[0] & mask == 0 {
                 self.bits.row_mut((at >> 6) as usize, 1)[0] |= mask;
-                newly_set = true;
+                newly_set += 1;
             }
         }
-        newly_set
+        self.ones.adjust(newly_set, 0);
+        newly_set > 0
     }
 
     /// Bytes of the bit array.
@@ -231,28 +331,40 @@ impl Link {
             .bits
             .read(first, last - first)
             .expect("range lies inside the link");
+        let before = popcount(&words);
         for (i, &byte) in data.iter().enumerate() {
             let b = offset - first * 8 + i;
             let shift = (b & 7) * 8;
             let word = &mut words[b >> 3];
             *word = (*word & !(0xffu64 << shift)) | (u64::from(byte) << shift);
         }
+        self.ones.adjust(popcount(&words), before);
         self.bits.write(first, &words);
     }
 
     /// Probes per item.
     pub fn hashes(&self) -> u32 {
-        self.hashes
+        u32::from(self.hashes)
     }
 
-    /// Bits set (for fill estimates).
+    /// Bits set (fill and saturation), in O(1): counted as inserts and loaded chunks set them,
+    /// never by walking the bits (a metrics scrape reads it for every filter under the store
+    /// lock). For a link past 2^40 bits, the expected count for its items:
+    /// `bits × (1 − e^(−k·items/bits))`.
     pub fn count_ones(&self) -> u64 {
-        self.bits
-            .segments()
-            .iter()
-            .flat_map(|s| s.iter())
-            .map(|w| u64::from(w.count_ones()))
-            .sum()
+        let ones = self.ones.get();
+        if ones != Ones::SATURATED {
+            return ones;
+        }
+        let bits = self.bits() as f64;
+        let k = f64::from(self.hashes);
+        (bits * -(-k * self.items as f64 / bits).exp_m1()) as u64
+    }
+
+    /// Bits set, counted by walking the array (tests check the kept count against it).
+    #[cfg(test)]
+    fn count_ones_walking(&self) -> u64 {
+        self.bits.pieces().map(popcount).sum()
     }
 
     /// `bytes:B bits:b hashes:h hashwidth:64 capacity:c size:s ratio:r` (ratio as C's `%g`).
@@ -337,10 +449,10 @@ impl Options {
 }
 
 impl BloomChain {
-    /// The chain `BF.RESERVE key error capacity [EXPANSION growth] [NONSCALING]` builds: its first
-    /// link uses `error/2` when scaling, `error` when not. Arguments are validated by the caller.
-    /// `None` if the link cannot be allocated.
-    pub fn new(capacity: u64, error: f64, growth: u32, nonscaling: bool) -> Option<Self> {
+    /// The chain `BF.RESERVE key error capacity [EXPANSION growth] [NONSCALING]` builds, not yet
+    /// allocated: its first link uses `error/2` when scaling, `error` when not. Arguments are
+    /// validated by the caller. `None` if the link's size does not fit in memory addresses.
+    pub fn plan(capacity: u64, error: f64, growth: u32, nonscaling: bool) -> Option<ChainPlan> {
         let options =
             Options::from_bits(DEFAULT_OPTIONS | if nonscaling { OPT_NO_SCALING } else { 0 })
                 .expect("valid option bits");
@@ -349,7 +461,21 @@ impl BloomChain {
         } else {
             error * ERROR_TIGHTENING_RATIO
         };
-        let link = Link::try_new(capacity, first_error)?;
+        Some(ChainPlan {
+            link: LinkPlan::new(capacity, first_error)?,
+            options,
+            growth,
+        })
+    }
+
+    /// Allocates a planned chain; `None` if the allocator refuses.
+    pub fn create(plan: Admitted<ChainPlan>) -> Option<Self> {
+        let ChainPlan {
+            link,
+            options,
+            growth,
+        } = plan.into_shape();
+        let link = Link::allocate(link)?;
         Some(Self {
             links: Box::new([link]),
             items: 0,
@@ -358,15 +484,11 @@ impl BloomChain {
         })
     }
 
-    /// Bytes the first link of `new(capacity, error, ..)` would take, for memory checks
-    /// before allocating.
-    pub fn planned_bytes(capacity: u64, error: f64, nonscaling: bool) -> Option<u64> {
-        let first_error = if nonscaling {
-            error
-        } else {
-            error * ERROR_TIGHTENING_RATIO
-        };
-        Some(LinkSizing::new(capacity, first_error)?.bytes)
+    /// [`Self::plan`] and [`Self::create`] with no budget: for values whose size the caller has
+    /// bounded itself (tests, tools); hosts admit a shape against their budget instead.
+    pub fn new(capacity: u64, error: f64, growth: u32, nonscaling: bool) -> Option<Self> {
+        let plan = Self::plan(capacity, error, growth, nonscaling)?;
+        Self::create(Allowance::unlimited().admit(plan).ok()?)
     }
 
     /// Whether the chain may grow.
@@ -376,8 +498,8 @@ impl BloomChain {
 
     /// Adds `item`: `Ok(true)` if new, `Ok(false)` if any link already reports it. When the
     /// newest link is at capacity, a scaling chain grows by a link of `capacity * growth` items
-    /// at half the error; `budget` is how many bytes that new link may take.
-    pub fn add(&mut self, item: &[u8], budget: u64) -> Result<bool, AddError> {
+    /// at half the error, admitted against `allowance` before it is allocated.
+    pub fn add(&mut self, item: &[u8], allowance: &mut Allowance) -> Result<bool, AddError> {
         let h = HashPair::of(item);
         if self.links.iter().rev().any(|link| link.contains(h)) {
             return Ok(false);
@@ -392,13 +514,11 @@ impl BloomChain {
                 .checked_mul(u64::from(self.growth))
                 .filter(|&c| c > 0);
             let error = newest.error * ERROR_TIGHTENING_RATIO;
-            let sizing = capacity
-                .and_then(|c| LinkSizing::new(c, error))
+            let plan = capacity
+                .and_then(|c| LinkPlan::new(c, error))
                 .ok_or(AddError::GrowFailed)?;
-            if sizing.bytes > budget {
-                return Err(AddError::OutOfMemory);
-            }
-            let link = Link::try_new(capacity.unwrap_or(0), error).ok_or(AddError::GrowFailed)?;
+            let plan = allowance.admit(plan).map_err(|_| AddError::OutOfMemory)?;
+            let link = Link::allocate(plan.into_shape()).ok_or(AddError::GrowFailed)?;
             let mut links = std::mem::take(&mut self.links).into_vec();
             links.push(link);
             self.links = links.into_boxed_slice();
@@ -496,7 +616,7 @@ impl BloomChain {
         const PIECE: usize = 64 << 10;
         let mut buf = Vec::with_capacity(PIECE);
         for link in self.links.iter() {
-            for segment in link.bits.segments() {
+            for segment in link.bits.pieces() {
                 for words in segment.chunks(PIECE / 8) {
                     buf.clear();
                     buf.extend(words.iter().flat_map(|w| w.to_le_bytes()));
@@ -519,7 +639,7 @@ impl BloomChain {
             out.extend_from_slice(&link.items.to_le_bytes());
             out.extend_from_slice(&link.error.to_le_bytes());
             out.extend_from_slice(&link.bpe.to_le_bytes());
-            out.extend_from_slice(&link.hashes.to_le_bytes());
+            out.extend_from_slice(&link.hashes().to_le_bytes());
             out.extend_from_slice(&link.capacity.to_le_bytes());
             out.push(link.n2);
         }
@@ -559,14 +679,14 @@ impl BloomChain {
         nfilters.checked_mul(HEADER_LINK)?.checked_add(HEADER_FIXED)
     }
 
-    /// Total bit-array bytes a header describes, for memory checks before [`Self::from_header`].
-    pub fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
-        Ok(parse_header(header)?.total_bytes)
+    /// A SCANDUMP header's validated shape (see `parse_header`), before anything is allocated.
+    pub fn shape(header: &[u8]) -> Result<ChainShape, &'static str> {
+        parse_header(header).map(ChainShape)
     }
 
-    /// Builds an empty-bits chain from a SCANDUMP header, validating every field.
-    pub fn from_header(header: &[u8]) -> Result<Self, &'static str> {
-        let parsed = parse_header(header)?;
+    /// Builds an empty-bits chain shaped as an admitted header says.
+    pub fn from_shape(shape: Admitted<ChainShape>) -> Result<Self, &'static str> {
+        let parsed = shape.into_shape().0;
         let mut links = Vec::with_capacity(parsed.links.len());
         for (bytes, spec) in parsed.links {
             let bits = zeroed_bits(bytes).ok_or(ERR_BAD_DATA)?;
@@ -578,6 +698,16 @@ impl BloomChain {
             options: parsed.options,
             growth: parsed.growth,
         })
+    }
+
+    /// [`Self::shape`] and [`Self::from_shape`] with no budget: for values whose size the caller has
+    /// bounded itself (tests, tools); hosts admit a shape against their budget instead.
+    pub fn from_header(header: &[u8]) -> Result<Self, &'static str> {
+        Self::from_shape(
+            Allowance::unlimited()
+                .admit(Self::shape(header)?)
+                .expect("unlimited"),
+        )
     }
 
     /// LOADCHUNK: `iter` is what SCANDUMP returned with `data` (1 + offset after the chunk).
@@ -600,6 +730,31 @@ impl BloomChain {
     }
 }
 
+/// A chain as a validated dump header describes it (what [`BloomChain::from_shape`] allocates).
+#[derive(Debug)]
+pub struct ChainShape(ParsedHeader);
+
+impl Shape for ChainShape {
+    fn bytes(&self) -> u64 {
+        self.0.total_bytes
+    }
+}
+
+/// A new chain as `BF.RESERVE` (or an auto-creating add) describes it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChainPlan {
+    link: LinkPlan,
+    options: Options,
+    growth: u32,
+}
+
+impl Shape for ChainPlan {
+    fn bytes(&self) -> u64 {
+        self.link.bytes()
+    }
+}
+
+#[derive(Debug)]
 struct ParsedHeader {
     items: u64,
     /// Σ link bytes (checked not to overflow).
@@ -655,9 +810,16 @@ const MAX_HASHES: u32 = 1075;
 ///   corrupted (its `test_scandump_invalid_header`).
 ///
 /// The bit array is kept in 64-bit words, so `bytes` stays a multiple of 8 (a dump must give
-/// back the length it loaded). Like RedisBloom, `bpe` need not match the error rate, the
-/// growth factor may be any `u32` (a link that cannot be sized fails the add), and a link's
-/// item count may exceed its capacity (a counter, saturating).
+/// back the length it loaded).
+///
+/// Refused although RedisBloom accepts them (docs/compatibility.md), because they forge past
+/// what BF.RESERVE can create and decide later allocations:
+/// - a growth factor above [`MAX_GROWTH`] (BF.RESERVE's EXPANSION cap): the next link would be
+///   `capacity × growth` items (a forged 2^31 made one write allocate gigabytes);
+/// - a NOROUND link whose bit count is not what its capacity and `bpe` give
+///   (`floor(capacity × bpe)` rounded up to 64 bits): the sizes must agree with each other.
+///
+/// Like RedisBloom, a link's item count may exceed its capacity (a counter, saturating).
 fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
     if buf.len() < HEADER_FIXED {
         return Err(ERR_BAD_DATA);
@@ -667,7 +829,7 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
     let nfilters = f.u32() as usize;
     let options = f.u32();
     let growth = f.u32();
-    if nfilters == 0 || buf.len() != HEADER_FIXED + HEADER_LINK * nfilters {
+    if nfilters == 0 || buf.len() != HEADER_FIXED + HEADER_LINK * nfilters || growth > MAX_GROWTH {
         return Err(ERR_BAD_DATA);
     }
     let options = Options::from_bits(options).ok_or(ERR_BAD_DATA)?;
@@ -694,7 +856,9 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
             && (1..=MAX_HASHES).contains(&hashes)
             && hashes == hashes_for(bpe)
             && capacity >= 1
-            && n2 < 64;
+            && n2 < 64
+            && (options.bits() & OPT_NOROUND == 0
+                || LinkSizing::from_bpe(capacity, bpe).is_some_and(|s| s.bytes == bytes));
         if !valid {
             return Err(ERR_BAD_DATA);
         }
@@ -712,8 +876,9 @@ fn parse_header(buf: &[u8]) -> Result<ParsedHeader, &'static str> {
                 bpe,
                 capacity,
                 items: link_items,
-                hashes,
+                hashes: hashes as u16, // at most MAX_HASHES, checked above
                 n2,
+                ones: Ones::default(),
             },
         ));
     }
@@ -778,7 +943,9 @@ mod tests {
     fn debug_lines_match_reference_chain() {
         let mut chain = BloomChain::new(10, 0.01, 2, false).unwrap();
         for i in 0..100 {
-            chain.add(format!("item{i}").as_bytes(), u64::MAX).unwrap();
+            chain
+                .add(format!("item{i}").as_bytes(), &mut Allowance::unlimited())
+                .unwrap();
         }
         let lines = chain.debug_lines();
         let prefixes = [
@@ -817,7 +984,7 @@ mod tests {
         let mut added = 0;
         let mut full = false;
         for i in 0..50 {
-            match chain.add(format!("x{i}").as_bytes(), u64::MAX) {
+            match chain.add(format!("x{i}").as_bytes(), &mut Allowance::unlimited()) {
                 Ok(true) => added += 1,
                 Ok(false) => {}
                 Err(e) => {
@@ -836,7 +1003,9 @@ mod tests {
     fn dump_and_load_round_trip_bit_exact() {
         let mut chain = BloomChain::new(10, 0.01, 2, false).unwrap();
         for i in 0..100 {
-            chain.add(format!("k{i}").as_bytes(), u64::MAX).unwrap();
+            chain
+                .add(format!("k{i}").as_bytes(), &mut Allowance::unlimited())
+                .unwrap();
         }
         let header = chain.dump_header();
         assert_eq!(header.len(), 20 + 53 * chain.links().len());
@@ -874,7 +1043,14 @@ mod tests {
         assert_eq!(corrupt(8, &2u32.to_le_bytes()), Some(ERR_BAD_DATA)); // nfilters
         assert_eq!(corrupt(12, &(5u32 | 16).to_le_bytes()), Some(ERR_BAD_DATA)); // options
         assert_eq!(corrupt(12, &1u32.to_le_bytes()), Some(ERR_BAD_DATA)); // no FORCE64
-        assert_eq!(corrupt(16, &0x0800_0002u32.to_le_bytes()), None); // any growth: accepted
+        assert_eq!(corrupt(16, &32768u32.to_le_bytes()), None); // BF.RESERVE's largest growth
+        assert_eq!(corrupt(16, &32769u32.to_le_bytes()), Some(ERR_BAD_DATA));
+        assert_eq!(corrupt(16, &(1u32 << 31).to_le_bytes()), Some(ERR_BAD_DATA));
+        // A link's bytes must be what its capacity and bpe give (144 here).
+        let mut bigger = good.clone();
+        bigger[20..28].copy_from_slice(&152u64.to_le_bytes());
+        bigger[28..36].copy_from_slice(&(152u64 * 8).to_le_bytes());
+        assert_eq!(BloomChain::from_header(&bigger).err(), Some(ERR_BAD_DATA));
         assert_eq!(corrupt(20, &7u64.to_le_bytes()), Some(ERR_BAD_DATA)); // bytes
         assert_eq!(corrupt(28, &7u64.to_le_bytes()), Some(ERR_BAD_DATA)); // bits
         let mut over = good.clone();
@@ -912,6 +1088,14 @@ mod tests {
         assert_eq!(copy.load_chunk(1000, &[1]), Err(ERR_NO_LINK));
         assert_eq!(copy.load_chunk(145, &[0xff; 144]), Ok(()));
         assert!(copy.contains(b"anything"));
+        assert_eq!(copy.links()[0].count_ones(), 144 * 8);
+        // Overwriting part of the array adjusts the kept count by what changed.
+        assert_eq!(copy.load_chunk(11, &[0x0f; 10]), Ok(()));
+        assert_eq!(copy.links()[0].count_ones(), 134 * 8 + 10 * 4);
+        assert_eq!(
+            copy.links()[0].count_ones(),
+            copy.links()[0].count_ones_walking()
+        );
     }
 
     proptest::proptest! {
@@ -928,7 +1112,7 @@ mod tests {
         ) {
             let mut chain = BloomChain::new(capacity, error, growth, false).unwrap();
             for item in &items {
-                chain.add(item, u64::MAX).unwrap();
+                chain.add(item, &mut Allowance::unlimited()).unwrap();
             }
             let mut copy = BloomChain::from_header(&chain.dump_header()).unwrap();
             let mut iter = 1;
@@ -943,6 +1127,10 @@ mod tests {
             for item in &items {
                 proptest::prop_assert!(chain.contains(item));
                 proptest::prop_assert!(copy.contains(item));
+            }
+            // The kept set-bit counts are exact, through inserts and chunk loads.
+            for link in chain.links().iter().chain(copy.links()) {
+                proptest::prop_assert_eq!(link.count_ones(), link.count_ones_walking());
             }
         }
     }

@@ -3,6 +3,7 @@
 //! and LOADCHUNK share, and the RDB field sequence. A host keeps [`Value`]s and never matches on
 //! the filter kinds itself; a new value type is one more variant and one more impl here.
 
+use crate::budget::{Admitted, Allowance, OverBudget, Shape};
 use crate::countmin::CountMin;
 use crate::cuckoo::{self, CuckooChain};
 use crate::rdb::{RdbError, RdbSink, RdbSource};
@@ -100,15 +101,26 @@ impl Kind {
         each_kind!(self, T => T::HEADER_PREFIX)
     }
 
-    /// Bytes of bit/slot arrays the header describes, checked against a budget before
-    /// [`Kind::from_header`] allocates them.
+    /// Bytes of bit/slot arrays a valid header describes (its shape's size, which is also the
+    /// length of the dump body that follows it), without allocating anything.
     pub fn header_bytes(self, header: &[u8]) -> Result<u64, &'static str> {
-        each_kind!(self, T => <T as DialectType>::header_bytes(header))
+        each_kind!(self, T => <T as DialectType>::shape(header).map(|s| s.bytes()))
     }
 
-    /// An empty value shaped as the header says, every field validated.
-    pub fn from_header(self, header: &[u8]) -> Result<Value, &'static str> {
-        each_kind!(self, T => <T as DialectType>::from_header(header).map(T::into_value))
+    /// An empty value shaped as the header says: every field validated, the size admitted
+    /// against `allowance`, then allocated (see [`crate::budget`]).
+    pub fn from_header(
+        self,
+        header: &[u8],
+        allowance: &mut Allowance,
+    ) -> Result<Value, HeaderRefusal> {
+        each_kind!(self, T => {
+            let shape = <T as DialectType>::shape(header).map_err(HeaderRefusal::Invalid)?;
+            let admitted = allowance.admit(shape).map_err(HeaderRefusal::OverBudget)?;
+            <T as DialectType>::from_shape(admitted)
+                .map(T::into_value)
+                .map_err(HeaderRefusal::Invalid)
+        })
     }
 
     /// Reads a value of this kind saved with encoding version `encver`.
@@ -117,8 +129,22 @@ impl Kind {
     }
 }
 
-/// What every dialect value type provides to hosts.
+/// Why a dump header was not turned into a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeaderRefusal {
+    /// Malformed or forged: the family's own error text.
+    Invalid(&'static str),
+    /// Valid, but larger than the memory budget allows.
+    OverBudget(OverBudget),
+}
+
+/// What every dialect value type provides to hosts. Creating one from untrusted bytes follows
+/// [`crate::budget`]'s rule: [`DialectType::shape`] validates and sizes, the host admits the
+/// shape, and only [`DialectType::from_shape`] allocates.
 pub trait DialectType: Sized + Clone {
+    /// What a dump header describes, validated, before allocation.
+    type Shape: Shape;
+
     /// RedisBloom's module type name (9 characters).
     const TYPE_NAME: &'static str;
     /// The RDB encoding version written (readers accept this and older ones).
@@ -140,10 +166,11 @@ pub trait DialectType: Sized + Clone {
 
     /// Length of a dump header from its first [`DialectType::HEADER_PREFIX`] bytes.
     fn header_len(prefix: &[u8]) -> Option<usize>;
-    /// Bytes the filter a dump header describes will take, checked before allocating.
-    fn header_bytes(header: &[u8]) -> Result<u64, &'static str>;
-    /// An empty filter shaped as the header says, every field validated.
-    fn from_header(header: &[u8]) -> Result<Self, &'static str>;
+    /// A dump header's shape: every field validated (against each other and against what the
+    /// commands can create), nothing allocated.
+    fn shape(header: &[u8]) -> Result<Self::Shape, &'static str>;
+    /// An empty filter of an admitted shape (allocates its arrays).
+    fn from_shape(shape: Admitted<Self::Shape>) -> Result<Self, &'static str>;
     /// Writes one SCANDUMP chunk back; `iter` is what SCANDUMP returned with it.
     fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str>;
     /// The SCANDUMP header (iterator 0).
@@ -155,8 +182,9 @@ pub trait DialectType: Sized + Clone {
 
     /// Writes the value in RedisBloom's RDB field order.
     fn rdb_save(&self, out: &mut impl RdbSink);
-    /// Reads a value saved with encoding version `encver` (this one or older), validating every
-    /// field before allocating.
+    /// Reads a value saved with encoding version `encver` (this one or older): every field
+    /// validated and the shape admitted against the source's allowance
+    /// ([`RdbSource::allowance`]) before anything is allocated.
     fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError>;
 
     /// The dump as LOADCHUNK commands would carry it: `(1, header)`, then `(iter, chunk)`.
@@ -262,6 +290,7 @@ impl Value {
 }
 
 impl DialectType for BloomChain {
+    type Shape = crate::sbchain::ChainShape;
     const TYPE_NAME: &'static str = "MBbloom--";
     const ENCODING_VERSION: i32 = 4;
     const HEADER_PREFIX: usize = crate::sbchain::HEADER_FIXED;
@@ -288,11 +317,11 @@ impl DialectType for BloomChain {
     fn header_len(prefix: &[u8]) -> Option<usize> {
         crate::sbchain::BloomChain::header_len(prefix)
     }
-    fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
-        BloomChain::header_bytes(header)
+    fn shape(header: &[u8]) -> Result<Self::Shape, &'static str> {
+        BloomChain::shape(header)
     }
-    fn from_header(header: &[u8]) -> Result<Self, &'static str> {
-        BloomChain::from_header(header)
+    fn from_shape(shape: Admitted<Self::Shape>) -> Result<Self, &'static str> {
+        BloomChain::from_shape(shape)
     }
     fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
         BloomChain::load_chunk(self, iter, data)
@@ -319,6 +348,7 @@ impl DialectType for BloomChain {
 }
 
 impl DialectType for CuckooChain {
+    type Shape = cuckoo::CuckooShape;
     const TYPE_NAME: &'static str = "MBbloomCF";
     const ENCODING_VERSION: i32 = 4;
     const HEADER_PREFIX: usize = cuckoo::HEADER_LEN;
@@ -345,11 +375,11 @@ impl DialectType for CuckooChain {
     fn header_len(prefix: &[u8]) -> Option<usize> {
         (prefix.len() >= cuckoo::HEADER_LEN).then_some(cuckoo::HEADER_LEN)
     }
-    fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
-        CuckooChain::header_bytes(header).map_err(|e| e.message())
+    fn shape(header: &[u8]) -> Result<Self::Shape, &'static str> {
+        CuckooChain::shape(header).map_err(|e| e.message())
     }
-    fn from_header(header: &[u8]) -> Result<Self, &'static str> {
-        CuckooChain::from_header(header).map_err(|e| e.message())
+    fn from_shape(shape: Admitted<Self::Shape>) -> Result<Self, &'static str> {
+        CuckooChain::from_shape(shape).map_err(|e| e.message())
     }
     fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
         CuckooChain::load_chunk(self, iter, data)
@@ -377,7 +407,30 @@ impl DialectType for CuckooChain {
     }
 }
 
+/// A windowed filter's header: its generations' declared image bytes. Building the filter from
+/// it allocates only placeholders; each generation's image is verified and allocated when its
+/// chunk (which carries exactly the declared bytes) arrives.
+#[derive(Debug)]
+pub struct WindowedShape {
+    filter: WindowedFilter,
+    bytes: u64,
+}
+
+impl WindowedShape {
+    /// `(iterator, length)` of each generation's chunk, as the header declares them.
+    pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
+        self.filter.chunk_plan()
+    }
+}
+
+impl Shape for WindowedShape {
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
 impl DialectType for WindowedFilter {
+    type Shape = WindowedShape;
     const TYPE_NAME: &'static str = "BGwindowF";
     const ENCODING_VERSION: i32 = 1;
     const HEADER_PREFIX: usize = crate::windowed::HEADER_FIXED;
@@ -404,11 +457,14 @@ impl DialectType for WindowedFilter {
     fn header_len(prefix: &[u8]) -> Option<usize> {
         WindowedFilter::header_len(prefix)
     }
-    fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
-        WindowedFilter::header_bytes(header)
+    fn shape(header: &[u8]) -> Result<Self::Shape, &'static str> {
+        Ok(WindowedShape {
+            bytes: WindowedFilter::header_bytes(header)?,
+            filter: WindowedFilter::from_header(header)?,
+        })
     }
-    fn from_header(header: &[u8]) -> Result<Self, &'static str> {
-        WindowedFilter::from_header(header)
+    fn from_shape(shape: Admitted<Self::Shape>) -> Result<Self, &'static str> {
+        Ok(shape.into_shape().filter)
     }
     fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
         WindowedFilter::load_chunk(self, iter, data)
@@ -431,6 +487,21 @@ impl DialectType for WindowedFilter {
 }
 /// Implements the [`DialectType`] plumbing of a boxed variant whose type has inherent
 /// `header_bytes`, `from_header`, `load_chunk`, `dump_header` and `chunk_plan`.
+/// A sketch's dump header, validated and sized by the sketch's `header_bytes` (its counters,
+/// buckets and heap); `from_header` allocates only once the shape is admitted.
+#[derive(Debug)]
+pub struct SketchShape<T> {
+    header: Vec<u8>,
+    bytes: u64,
+    sketch: std::marker::PhantomData<T>,
+}
+
+impl<T> Shape for SketchShape<T> {
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
 macro_rules! boxed_dialect_type {
     ($t:ty, $variant:ident) => {
         fn of(value: &Value) -> Option<&Self> {
@@ -448,11 +519,16 @@ macro_rules! boxed_dialect_type {
         fn into_value(self) -> Value {
             Value::$variant(Box::new(self))
         }
-        fn header_bytes(header: &[u8]) -> Result<u64, &'static str> {
-            <$t>::header_bytes(header)
+        type Shape = SketchShape<$t>;
+        fn shape(header: &[u8]) -> Result<Self::Shape, &'static str> {
+            Ok(SketchShape {
+                bytes: <$t>::header_bytes(header)?,
+                header: header.to_vec(),
+                sketch: std::marker::PhantomData,
+            })
         }
-        fn from_header(header: &[u8]) -> Result<Self, &'static str> {
-            <$t>::from_header(header)
+        fn from_shape(shape: Admitted<Self::Shape>) -> Result<Self, &'static str> {
+            <$t>::from_header(&shape.into_shape().header)
         }
         fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
             <$t>::load_chunk(self, iter, data)

@@ -5,6 +5,7 @@
 //! Std only, no async runtime: a scrape is a small, rare request, so the listener is one
 //! background thread answering connections in turn, each bounded by read/write timeouts.
 //! Where to bind (loopback, protected mode) is the caller's decision.
+#![deny(missing_docs)]
 
 use std::fmt::{Display, Write as _};
 use std::io::{Read, Write};
@@ -21,8 +22,11 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4";
 /// A metric family's type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// Only ever goes up (restarts aside).
     Counter,
+    /// A value that goes up and down.
     Gauge,
+    /// Observations in buckets, with their count and sum.
     Histogram,
 }
 
@@ -43,6 +47,7 @@ pub struct Exposition {
 }
 
 impl Exposition {
+    /// An empty text.
     pub fn new() -> Self {
         Self::default()
     }
@@ -121,6 +126,7 @@ impl Exposition {
         self.sample(&format!("{name}_count"), &[], count);
     }
 
+    /// The text.
     pub fn finish(self) -> String {
         self.out
     }

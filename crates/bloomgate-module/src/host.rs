@@ -8,15 +8,16 @@
 //! version), and what it says to propagate is replicated: verbatim, or the rewrite (an
 //! auto-created filter goes to replicas and the AOF with its explicit parameters).
 
+use std::cell::{Cell, OnceCell};
 use std::ffi::{c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::RwLockReadGuard;
 
 use bloomgate_dialect::commands::{self, Propagate, WrongType};
 use bloomgate_dialect::{Config, Host, Reply, Value};
 use redis_module::{raw, Context};
 
-use crate::{settings, types};
+use crate::{budget, settings, types};
 
 /// Registers every dialect command, and its ACL categories where the server supports them.
 pub fn register_commands(ctx: &Context) -> Result<(), String> {
@@ -30,7 +31,10 @@ pub fn register_commands(ctx: &Context) -> Result<(), String> {
             })
         });
         let create = raw::RedisModule_CreateCommand.expect("core API");
-        for info in commands::table() {
+        for (i, info) in commands::table().iter().enumerate() {
+            let Some(&entry) = ENTRY_POINTS.get(i) else {
+                return Err(format!("more commands than entry points at {}", info.name));
+            };
             let name = CString::new(info.name.to_lowercase()).expect("no NUL");
             // The module API spells COMMAND INFO's `denyoom` as `deny-oom`; `module` is what
             // Redis itself adds to every module command.
@@ -44,7 +48,7 @@ pub fn register_commands(ctx: &Context) -> Result<(), String> {
             let status = create(
                 ctx.ctx,
                 name.as_ptr(),
-                Some(dispatch),
+                Some(entry),
                 flags.as_ptr(),
                 info.first_key,
                 info.last_key,
@@ -242,32 +246,81 @@ fn bytes_of<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
     unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
 }
 
-/// Entry point of every BF.* / CF.* command.
-extern "C" fn dispatch(
+/// A command callback as Redis calls it.
+type CommandFn = unsafe extern "C" fn(
+    *mut raw::RedisModuleCtx,
+    *mut *mut raw::RedisModuleString,
+    c_int,
+) -> c_int;
+
+/// The entry point of the `I`th command of the dialect's table: Redis calls each command's own
+/// function, so no command name is looked up per call.
+unsafe extern "C" fn dispatch_at<const I: usize>(
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
 ) -> c_int {
+    dispatch(ctx, argv, argc, &commands::table()[I])
+}
+
+macro_rules! entry_points {
+    ($($i:literal)*) => { [$(dispatch_at::<$i> as CommandFn),*] };
+}
+
+/// One entry point per table index (the table must not outgrow it: registration checks).
+const ENTRY_POINTS: [CommandFn; 128] = entry_points!(
+    0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61
+    62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91
+    92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115
+    116 117 118 119 120 121 122 123 124 125 126 127
+);
+
+/// Commands of at most this many arguments (every hot one) collect them on the stack.
+const STACK_ARGS: usize = 8;
+
+/// Runs `info`'s command: arguments borrowed from Redis' strings (on the stack up to
+/// [`STACK_ARGS`]), one key open per key in the mode the command needs, the memory budget
+/// read only by a change that allocates, the reply sent through `RedisModule_ReplyWith*`.
+/// Nothing is allocated on the way for a command of a few arguments on an existing key.
+fn dispatch(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+    info: &'static commands::CommandInfo,
+) -> c_int {
     // SAFETY: Redis passes `argc` (≥ 1) live strings.
     let strings = unsafe { std::slice::from_raw_parts(argv.cast_const(), argc as usize) };
-    let args: Vec<&[u8]> = strings.iter().map(|&s| bytes_of(s)).collect();
-    let info = commands::lookup(args[0]).expect("only dialect commands are registered");
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let mut host = ModuleHost::new(ctx, strings);
-        commands::execute(&mut host, info, &args)
+    let mut stack: [&[u8]; STACK_ARGS] = [&[]; STACK_ARGS];
+    let heap: Vec<&[u8]>;
+    let args: &[&[u8]] = if strings.len() <= STACK_ARGS {
+        // The name as registered (handlers never read it; Redis matched it already).
+        stack[0] = info.name.as_bytes();
+        for (slot, &s) in stack[1..strings.len()].iter_mut().zip(&strings[1..]) {
+            *slot = bytes_of(s);
+        }
+        &stack[..strings.len()]
+    } else {
+        heap = strings.iter().map(|&s| bytes_of(s)).collect();
+        &heap
+    };
+    let mut replied = false;
+    let run = catch_unwind(AssertUnwindSafe(|| {
+        let outcome = {
+            let writes = info.flags.contains(commands::flags::WRITE);
+            let mut host = ModuleHost::new(ctx, strings, args, writes);
+            commands::execute(&mut host, info, args)
+        };
+        replied = true;
+        reply(ctx, &outcome.reply);
+        propagate(ctx, &outcome.propagate);
     }));
-    match outcome {
-        Ok(outcome) => {
-            reply(ctx, &outcome.reply);
-            propagate(ctx, &outcome.propagate);
-        }
-        Err(_) => {
-            // One failing command must not take the server down: report it and carry on.
-            reply(
-                ctx,
-                &Reply::error(format!("ERR bloomgate: internal error in {}", info.name)),
-            );
-        }
+    if run.is_err() && !replied {
+        // One failing command must not take the server down: report it and carry on.
+        reply(
+            ctx,
+            &Reply::error(format!("ERR bloomgate: internal error in {}", info.name)),
+        );
     }
     raw::REDISMODULE_OK as c_int
 }
@@ -353,11 +406,61 @@ fn propagate(ctx: *mut raw::RedisModuleCtx, what: &Propagate) {
     }
 }
 
-/// A key the command has opened.
+/// What an open key holds, looked up once per command.
+#[derive(Clone, Copy)]
+enum Stored {
+    /// Not looked up yet.
+    Unknown,
+    /// Nothing.
+    Empty,
+    /// A value of another type (or another module's).
+    Foreign,
+    /// One of the dialect's values.
+    Ours(*mut Value),
+}
+
+/// A key the command has opened (`handle` null: none yet).
 struct OpenKey {
-    name: Vec<u8>,
+    /// The name's bytes (a command argument's, alive for the command).
+    name: *const u8,
+    len: usize,
     writable: bool,
     handle: *mut raw::RedisModuleKey,
+    stored: Stored,
+}
+
+impl OpenKey {
+    const NONE: OpenKey = OpenKey {
+        name: std::ptr::null(),
+        len: 0,
+        writable: false,
+        handle: std::ptr::null_mut(),
+        stored: Stored::Unknown,
+    };
+
+    /// Whether this is the open key `key` (the very argument slice, or the same bytes).
+    #[inline]
+    fn is(&self, key: &[u8]) -> bool {
+        !self.handle.is_null()
+            && self.len == key.len()
+            && (self.name == key.as_ptr()
+                // SAFETY: `name` points at `len` bytes of a command argument, alive for the
+                // command.
+                || unsafe { std::slice::from_raw_parts(self.name, self.len) } == key)
+    }
+
+    /// What the key holds, looked up on first use.
+    #[inline]
+    fn stored(&mut self) -> Result<Option<*mut Value>, WrongType> {
+        if let Stored::Unknown = self.stored {
+            self.stored = lookup(self.handle);
+        }
+        match self.stored {
+            Stored::Ours(value) => Ok(Some(value)),
+            Stored::Empty | Stored::Unknown => Ok(None),
+            Stored::Foreign => Err(WrongType),
+        }
+    }
 }
 
 /// Redis' keyspace as the dialect sees it during one command.
@@ -365,92 +468,151 @@ struct ModuleHost<'a> {
     ctx: *mut raw::RedisModuleCtx,
     /// The command's arguments: keys are opened through these strings when they match.
     argv: &'a [*mut raw::RedisModuleString],
-    config: Config,
-    flags: c_int,
-    keys: Vec<OpenKey>,
+    /// Their bytes, in the same order.
+    args: &'a [&'a [u8]],
+    /// The command writes: its keys are opened writable at once, so no key is opened twice.
+    writes: bool,
+    /// The context flags, read once if asked (-1: not yet).
+    flags: Cell<c_int>,
+    /// The settings, read once if asked.
+    config: OnceCell<RwLockReadGuard<'static, Config>>,
+    /// The first key opened (the only one every dialect command has), then any others.
+    key: OpenKey,
+    more: Vec<OpenKey>,
 }
 
 impl<'a> ModuleHost<'a> {
-    fn new(ctx: *mut raw::RedisModuleCtx, argv: &'a [*mut raw::RedisModuleString]) -> Self {
-        // SAFETY: a live command context.
-        let flags = unsafe { raw::RedisModule_GetContextFlags.expect("core API")(ctx) };
+    #[inline(always)]
+    fn new(
+        ctx: *mut raw::RedisModuleCtx,
+        argv: &'a [*mut raw::RedisModuleString],
+        args: &'a [&'a [u8]],
+        writes: bool,
+    ) -> Self {
         Self {
             ctx,
             argv,
-            config: settings::current(),
-            flags,
-            keys: Vec::new(),
+            args,
+            writes,
+            flags: Cell::new(-1),
+            config: OnceCell::new(),
+            key: OpenKey::NONE,
+            more: Vec::new(),
         }
     }
 
-    /// A handle on `key`, readable, and writable if asked: a read-only handle is reopened
-    /// writable when a write needs it (a writable handle makes Redis signal the key as
-    /// modified, which must not happen on reads: it would abort clients' WATCH).
-    fn open(&mut self, key: &[u8], writable: bool) -> *mut raw::RedisModuleKey {
-        if let Some(i) = self.keys.iter().position(|k| k.name == key) {
-            if self.keys[i].writable || !writable {
-                return self.keys[i].handle;
-            }
-            let stale = self.keys.swap_remove(i);
-            raw::close_key(stale.handle);
+    fn context_flags(&self) -> c_int {
+        if self.flags.get() == -1 {
+            // SAFETY: a live command context.
+            self.flags
+                .set(unsafe { raw::RedisModule_GetContextFlags.expect("core API")(self.ctx) });
         }
+        self.flags.get()
+    }
+
+    /// The open key `key`, readable, and writable if asked or if the command writes (a
+    /// writable handle makes Redis signal the key as modified when it is closed, as RedisBloom's
+    /// writes do; reads never get one, which would abort clients' WATCH). A key opened
+    /// read-only is reopened writable if a read-only command ever asks to change it.
+    #[inline]
+    fn open(&mut self, key: &[u8], writable: bool) -> &mut OpenKey {
+        if self.key.is(key) && (self.key.writable || !writable) {
+            return &mut self.key;
+        }
+        self.open_slow(key, writable)
+    }
+
+    fn open_slow(&mut self, key: &[u8], writable: bool) -> &mut OpenKey {
+        let writable = writable || self.writes;
         let mode = raw::REDISMODULE_READ | if writable { raw::REDISMODULE_WRITE } else { 0 };
+        // The key is one of the arguments: the very slice of argument 1, for every dialect
+        // command.
+        let arg = match self.args.get(1) {
+            Some(a) if a.as_ptr() == key.as_ptr() && a.len() == key.len() => Some(1),
+            _ => self.args.iter().position(|&a| a == key),
+        };
+        let (ctx, argv) = (self.ctx, self.argv);
+        let slot = if self.key.handle.is_null() || self.key.is(key) {
+            &mut self.key
+        } else if let Some(i) = self.more.iter().position(|k| k.is(key)) {
+            &mut self.more[i]
+        } else {
+            self.more.push(OpenKey::NONE);
+            self.more.last_mut().expect("just pushed")
+        };
+        if !slot.handle.is_null() {
+            if slot.writable || !writable {
+                return slot;
+            }
+            // Opened read-only, now written: reopen writable.
+            raw::close_key(slot.handle);
+        }
         // SAFETY: a live context; the key name string is either one of the command's
         // arguments or created here and freed after OpenKey (which keeps its own reference).
         let handle = unsafe {
             let open = raw::RedisModule_OpenKey.expect("core API");
-            match self.argv.iter().find(|&&s| bytes_of(s) == key) {
-                Some(&s) => open(self.ctx, s, mode as c_int).cast(),
+            match arg {
+                Some(at) => open(ctx, argv[at], mode as c_int).cast(),
                 None => {
                     let s = raw::RedisModule_CreateString.expect("core API")(
-                        self.ctx,
+                        ctx,
                         key.as_ptr().cast(),
                         key.len(),
                     );
-                    let handle = open(self.ctx, s, mode as c_int);
-                    raw::RedisModule_FreeString.expect("core API")(self.ctx, s);
+                    let handle = open(ctx, s, mode as c_int);
+                    raw::RedisModule_FreeString.expect("core API")(ctx, s);
                     handle.cast()
                 }
             }
         };
-        self.keys.push(OpenKey {
-            name: key.to_vec(),
+        *slot = OpenKey {
+            name: key.as_ptr(),
+            len: key.len(),
             writable,
             handle,
-        });
-        handle
+            stored: Stored::Unknown,
+        };
+        slot
     }
 
-    /// The dialect value behind an open key.
-    fn stored(&self, handle: *mut raw::RedisModuleKey) -> Result<Option<*mut Value>, WrongType> {
-        // SAFETY: `handle` is an open key of this command.
-        unsafe {
-            match raw::RedisModule_KeyType.expect("core API")(handle) as isize {
-                raw::REDISMODULE_KEYTYPE_EMPTY => Ok(None),
-                raw::REDISMODULE_KEYTYPE_MODULE
-                    if types::is_ours(raw::RedisModule_ModuleTypeGetType.expect("core API")(
-                        handle,
-                    )) =>
-                {
-                    Ok(Some(
-                        raw::RedisModule_ModuleTypeGetValue.expect("core API")(handle).cast(),
-                    ))
-                }
-                _ => Err(WrongType),
-            }
+    /// The dialect value at `key`, the key opened (writable if asked) and its contents looked
+    /// up once per command.
+    #[inline]
+    fn stored(&mut self, key: &[u8], writable: bool) -> Result<Option<*mut Value>, WrongType> {
+        self.open(key, writable).stored()
+    }
+}
+
+/// What an open key holds: its module type first (null for an empty key and for a value that
+/// is not a module's), so a key of ours costs two calls.
+fn lookup(handle: *mut raw::RedisModuleKey) -> Stored {
+    // SAFETY: `handle` is an open key of this command.
+    unsafe {
+        let module_type = raw::RedisModule_ModuleTypeGetType.expect("core API")(handle);
+        if types::is_ours(module_type) {
+            return Stored::Ours(
+                raw::RedisModule_ModuleTypeGetValue.expect("core API")(handle).cast(),
+            );
+        }
+        match raw::RedisModule_KeyType.expect("core API")(handle) as isize {
+            raw::REDISMODULE_KEYTYPE_EMPTY => Stored::Empty,
+            _ => Stored::Foreign,
         }
     }
 }
 
 impl Drop for ModuleHost<'_> {
     fn drop(&mut self) {
-        self.keys.drain(..).for_each(|k| raw::close_key(k.handle));
+        if !self.key.handle.is_null() {
+            raw::close_key(self.key.handle);
+        }
+        self.more.drain(..).for_each(|k| raw::close_key(k.handle));
     }
 }
 
 impl Host for ModuleHost<'_> {
     fn proto(&self) -> u8 {
-        if self.flags & raw::REDISMODULE_CTX_FLAGS_RESP3 as c_int != 0 {
+        if self.context_flags() & raw::REDISMODULE_CTX_FLAGS_RESP3 as c_int != 0 {
             3
         } else {
             2
@@ -458,89 +620,45 @@ impl Host for ModuleHost<'_> {
     }
 
     fn config(&self) -> &Config {
-        &self.config
+        self.config.get_or_init(settings::read)
     }
 
     fn memory_budget(&self) -> u64 {
+        // The master (or the AOF) already accepted a replicated or loading write: it is
+        // applied whatever maxmemory says, bounded only by what the machine can hold.
         let from_master =
             raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING;
-        if self.flags & from_master as c_int != 0 {
-            // The master (or the AOF) already accepted this write: a replica must apply it,
-            // bounded only by the machine.
-            return machine_memory();
-        }
-        memory_budget(self.ctx)
+        budget::budget(self.ctx, self.context_flags() & from_master as c_int != 0)
+    }
+
+    fn charge(&mut self, bytes: u64) {
+        budget::charge(bytes);
     }
 
     fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType> {
-        let handle = self.open(key, false);
         // SAFETY: a value stored by this module's types, alive while the key is open and
         // unchanged for the borrow (every change goes through `&mut self`).
-        Ok(self.stored(handle)?.map(|v| unsafe { &*v }))
+        Ok(self.stored(key, false)?.map(|v| unsafe { &*v }))
     }
 
     fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
-        let handle = self.open(key, true);
         // SAFETY: as in `value`, through a writable handle.
-        Ok(self.stored(handle)?.map(|v| unsafe { &mut *v }))
+        Ok(self.stored(key, true)?.map(|v| unsafe { &mut *v }))
     }
 
     fn create(&mut self, key: &[u8], value: Value) {
-        let handle = self.open(key, true);
         let kind = value.kind();
+        let value = types::into_raw(value);
+        let k = self.open(key, true);
         // SAFETY: a writable handle on an empty key; Redis owns the boxed value from here and
         // hands it back to `types::free`.
         unsafe {
             raw::RedisModule_ModuleTypeSetValue.expect("core API")(
-                handle,
+                k.handle,
                 types::redis_type(kind),
-                types::into_raw(value),
+                value,
             );
         }
-    }
-}
-
-/// Physical memory of the machine (the budget's ceiling when `maxmemory` is 0).
-fn machine_memory() -> u64 {
-    static TOTAL: OnceLock<u64> = OnceLock::new();
-    *TOTAL.get_or_init(|| {
-        std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|info| {
-                let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-                let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-                Some(kib * 1024)
-            })
-            .unwrap_or(16 << 30)
-    })
-}
-
-/// `maxmemory` (or the machine's memory) minus used memory: the most a new filter, link or
-/// LOADCHUNK header may allocate. Read from INFO memory at most every 100 ms (a command may
-/// ask once per item), so it can lag by that much — its job is to refuse gigabytes.
-fn memory_budget(ctx: *mut raw::RedisModuleCtx) -> u64 {
-    /// (when read, ms; maxmemory; used_memory)
-    static CACHE: Mutex<(i64, u64, u64)> = Mutex::new((i64::MIN, 0, 0));
-    // SAFETY: core API calls on a live command context; the info data is freed after use.
-    unsafe {
-        let now = raw::RedisModule_Milliseconds.expect("core API")();
-        let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
-        if now.saturating_sub(cache.0) >= 100 {
-            let info = raw::RedisModule_GetServerInfo.expect("Redis 6+")(ctx, c"memory".as_ptr());
-            if !info.is_null() {
-                let field = raw::RedisModule_ServerInfoGetFieldUnsigned.expect("Redis 6+");
-                let mut err = 0;
-                let max = field(info, c"maxmemory".as_ptr(), &mut err);
-                let used = field(info, c"used_memory".as_ptr(), &mut err);
-                raw::RedisModule_FreeServerInfo.expect("Redis 6+")(ctx, info);
-                *cache = (now, max, used);
-            }
-        }
-        let (_, max, used) = *cache;
-        match max {
-            0 => machine_memory(),
-            max => max,
-        }
-        .saturating_sub(used)
+        k.stored = Stored::Ours(value.cast());
     }
 }

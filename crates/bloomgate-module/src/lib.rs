@@ -12,6 +12,8 @@
 //! that detect RedisBloom; its configs are therefore `bf.bf-error-rate` etc. (Redis 7 prefixes
 //! module configs with the module name).
 
+mod alloc;
+mod budget;
 mod host;
 mod settings;
 mod types;
@@ -25,6 +27,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         settings::register(ctx, args)?;
         host::register_commands(ctx)?;
         types::handle_io_errors(ctx);
+        alloc::register_info(ctx);
         Ok(())
     };
     match setup() {
@@ -39,7 +42,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 redis_module! {
     name: "bf",
     version: 10000,
-    allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
+    allocator: (alloc::ModuleAlloc, alloc::ModuleAlloc),
     data_types: [BLOOM_TYPE, CUCKOO_TYPE, WINDOWED_TYPE, COUNTMIN_TYPE, TOPK_TYPE],
     init: init,
 }

@@ -5,7 +5,7 @@
 //! `Config::set`, so ranges and refusals are the same as `bloomgate serve`'s.
 
 use std::ffi::{c_char, c_int, c_void, CString};
-use std::sync::{Mutex, PoisonError, RwLock};
+use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};
 
 use bloomgate_dialect::Config;
 use redis_module::{raw, Context, RedisString};
@@ -22,6 +22,12 @@ pub fn current() -> Config {
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .clone()
+}
+
+/// The settings in force, read in place (a command holds this while it runs; settings change
+/// only between commands, on the same thread).
+pub fn read() -> RwLockReadGuard<'static, Config> {
+    CONFIG.read().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn set(name: &str, value: &str) -> Result<(), String> {

@@ -4,15 +4,20 @@
 //! filters (`WF.*`).
 //!
 //! Each key holds a boxed dialect [`Value`]. RDB save/load go through the dialect's field order
-//! ([`RdbSink`] / [`RdbSource`] over `RedisModuleIO`); loading validates everything before
-//! allocating and, on a corrupt value, logs through `RedisModule_LogIOError` and returns NULL,
-//! which fails the RDB load or the `RESTORE` instead of crashing. AOF rewrite emits the
-//! LOADCHUNK sequence of filters, and `RESTORE key 0 <DUMP payload>` for sketches (which have no
+//! ([`RdbSink`] / [`RdbSource`] over `RedisModuleIO`); loading follows the dialect's budget rule
+//! (every field validated, the string buffers read and matched against the claimed sizes, the
+//! value's size admitted against the module's memory budget — `maxmemory` for a `RESTORE`, what
+//! the machine can hold for an RDB file or a full sync — before anything is allocated) and, on a
+//! corrupt or oversized value, logs through `RedisModule_LogIOError` and returns NULL, which
+//! fails the RDB load or the `RESTORE` instead of crashing. AOF rewrite emits the LOADCHUNK
+//! sequence of filters, and `RESTORE key 0 <DUMP payload>` for sketches (which have no
 //! LOADCHUNK, as RedisBloom does); `DEBUG DIGEST-VALUE` digests the dump stream's bytes.
 
 use std::ffi::{c_char, c_int, c_void, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
+use bloomgate_dialect::budget::Allowance;
 use bloomgate_dialect::countmin::CountMin;
 use bloomgate_dialect::cuckoo::CuckooChain;
 use bloomgate_dialect::rdb::{RdbError, RdbSink, RdbSource};
@@ -110,9 +115,22 @@ pub fn redis_type(kind: Kind) -> *mut raw::RedisModuleType {
     }
 }
 
-/// Whether `t` is one of this module's types.
+/// Whether `t` is one of this module's types (compared with the registered types, read once
+/// after registration).
 pub fn is_ours(t: *mut raw::RedisModuleType) -> bool {
-    !t.is_null() && Kind::ALL.iter().any(|&k| redis_type(k) == t)
+    static OURS: std::sync::OnceLock<[usize; Kind::ALL.len()]> = std::sync::OnceLock::new();
+    if t.is_null() {
+        return false;
+    }
+    if let Some(ours) = OURS.get() {
+        return ours.contains(&(t as usize));
+    }
+    let ours = Kind::ALL.map(|k| redis_type(k) as usize);
+    if !ours.contains(&0) {
+        // Every type is registered: remember them.
+        let _ = OURS.set(ours);
+    }
+    ours.contains(&(t as usize))
 }
 
 /// Asks Redis to report short or malformed reads to `rdb_load` (so it can fail cleanly)
@@ -124,6 +142,30 @@ pub fn handle_io_errors(ctx: &Context) {
             set(ctx.ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int);
         }
     }
+}
+
+/// Runs a type callback's body; a panic (a dialect bug) is logged and turned into `fallback`
+/// instead of unwinding into Redis, which would abort the server: a panicking load is a refused
+/// value, a panicking save or digest a damaged record, never a dead server.
+fn guard<R>(callback: &str, fallback: R, body: impl FnOnce() -> R) -> R {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {
+        let msg = CString::new(format!(
+            "bloomgate: internal error in the {callback} callback"
+        ))
+        .unwrap_or_default();
+        // SAFETY: a NULL context logs to the server log; "%s" consumes one C string.
+        unsafe {
+            if let Some(log) = raw::RedisModule_Log {
+                log(
+                    ptr::null_mut(),
+                    c"warning".as_ptr(),
+                    c"%s".as_ptr(),
+                    msg.as_ptr(),
+                );
+            }
+        }
+        fallback
+    })
 }
 
 /// Boxes a value as a key's module value pointer.
@@ -148,18 +190,46 @@ impl RdbSink for Sink {
 
 /// Field I/O over a `RedisModuleIO` being loaded (an RDB file, a `RESTORE` payload, a full
 /// sync); every read checks Redis' I/O error flag.
-struct Source(*mut raw::RedisModuleIO);
+struct Source {
+    io: *mut raw::RedisModuleIO,
+    allowance: Allowance,
+}
+
+impl Source {
+    /// A source whose values are admitted against the module's budget: `maxmemory` for a
+    /// `RESTORE`, what the machine can hold while Redis loads (an RDB file, a full sync).
+    fn new(io: *mut raw::RedisModuleIO) -> Self {
+        // SAFETY: `io` is the live handle Redis passed to `rdb_load`; the context it returns
+        // belongs to the IO and stays valid during the callback.
+        let (ctx, loading) = unsafe {
+            let ctx = raw::RedisModule_GetContextFromIO.map_or(ptr::null_mut(), |f| f(io));
+            let flags = match (ctx.is_null(), raw::RedisModule_GetContextFlags) {
+                (false, Some(f)) => f(ctx),
+                _ => raw::REDISMODULE_CTX_FLAGS_LOADING as c_int,
+            };
+            (
+                ctx,
+                flags & raw::REDISMODULE_CTX_FLAGS_LOADING as c_int != 0,
+            )
+        };
+        Self {
+            io,
+            allowance: Allowance::new(crate::budget::budget(ctx, loading)),
+        }
+    }
+}
 
 impl RdbSource for Source {
     fn load_unsigned(&mut self) -> Result<u64, RdbError> {
-        raw::load_unsigned(self.0).map_err(|_| RdbError::Truncated)
+        raw::load_unsigned(self.io).map_err(|_| RdbError::Truncated)
     }
     fn load_double(&mut self) -> Result<f64, RdbError> {
-        raw::load_double(self.0).map_err(|_| RdbError::Truncated)
+        raw::load_double(self.io).map_err(|_| RdbError::Truncated)
     }
     fn load_string(&mut self, max_len: u64) -> Result<Vec<u8>, RdbError> {
-        // Redis reads the whole string before handing it over; its length is checked here.
-        let buffer = raw::load_string_buffer(self.0).map_err(|_| RdbError::Truncated)?;
+        // Redis reads the whole string before handing it over (failing cleanly on a length past
+        // the payload); its length is checked here.
+        let buffer = raw::load_string_buffer(self.io).map_err(|_| RdbError::Truncated)?;
         let bytes = buffer.as_ref();
         if bytes.len() as u64 > max_len {
             return Err(RdbError::Invalid(
@@ -168,10 +238,20 @@ impl RdbSource for Source {
         }
         Ok(bytes.to_vec())
     }
+    fn allowance(&mut self) -> &mut Allowance {
+        &mut self.allowance
+    }
 }
 
 extern "C" fn rdb_load<T: ModuleType>(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    match T::rdb_load(&mut Source(rdb), encver) {
+    guard("rdb_load", ptr::null_mut(), || load::<T>(rdb, encver))
+}
+
+fn load<T: ModuleType>(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    let mut source = Source::new(rdb);
+    let loaded = T::rdb_load(&mut source, encver);
+    crate::budget::charge(source.allowance.spent());
+    match loaded {
         Ok(filter) => into_raw(filter.into_value()),
         Err(why) => {
             let msg = CString::new(format!("{}: {why}", T::TYPE_NAME)).unwrap_or_default();
@@ -196,11 +276,22 @@ unsafe fn value_ref<'a>(value: *const c_void) -> &'a Value {
 }
 
 extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    // SAFETY: Redis passes the value it stores for this type.
-    unsafe { value_ref(value) }.rdb_save(&mut Sink(rdb));
+    guard("rdb_save", (), || {
+        // SAFETY: Redis passes the value it stores for this type.
+        let value = unsafe { value_ref(value) };
+        value.rdb_save(&mut Sink(rdb));
+    });
 }
 
 extern "C" fn aof_rewrite<T: ModuleType>(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    value: *mut c_void,
+) {
+    guard("aof_rewrite", (), || emit_aof::<T>(aof, key, value));
+}
+
+fn emit_aof<T: ModuleType>(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
@@ -272,20 +363,23 @@ fn aof_restore(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString) {
 /// `MEMORY USAGE`: the filter's reported size (struct, link/sub-filter array and bit/bucket
 /// bytes, as RedisBloom counts them), so the answer equals RedisBloom's for the same filter.
 extern "C" fn mem_usage(value: *const c_void) -> usize {
-    // SAFETY: Redis passes the value it stores for this type.
-    unsafe { value_ref(value) }.memory() as usize
+    guard("mem_usage", 0, || {
+        // SAFETY: Redis passes the value it stores for this type.
+        let value = unsafe { value_ref(value) };
+        value.memory() as usize
+    })
 }
 
 extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    // SAFETY: Redis passes the value it stores for this type and a live digest context.
-    unsafe {
+    guard("digest", (), || unsafe {
+        // SAFETY: Redis passes the value it stores for this type and a live digest context.
         let value = value_ref(value);
         let add = raw::RedisModule_DigestAddStringBuffer.expect("digest API exists");
         for (_, chunk) in value.dump_stream() {
             add(md, chunk.as_ptr().cast_mut().cast(), chunk.len());
         }
         raw::RedisModule_DigestEndSequence.expect("digest API exists")(md);
-    }
+    });
 }
 
 extern "C" fn free(value: *mut c_void) {
@@ -298,6 +392,10 @@ extern "C" fn copy(
     _to: *mut raw::RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
-    // SAFETY: Redis passes the value it stores for this type.
-    into_raw(unsafe { value_ref(value) }.clone())
+    // NULL makes COPY fail cleanly.
+    guard("copy", ptr::null_mut(), || {
+        // SAFETY: Redis passes the value it stores for this type.
+        let value = unsafe { value_ref(value) };
+        into_raw(value.clone())
+    })
 }

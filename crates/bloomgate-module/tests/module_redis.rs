@@ -1,15 +1,12 @@
 //! The module inside Debian's redis-server, driven by the `redis` crate: the same BF.*/CF.*
-//! reply checks `bloomgate serve` passes (shared file), then what only a module has —
+//! reply checks `bloomgate serve` passes (`bloomgate_testkit::replies`), then what only a module has —
 //! registration (COMMAND INFO), module configs and load arguments, the data types (DUMP /
 //! RESTORE, corrupt payloads refused, COPY, DEBUG DIGEST-VALUE, MEMORY USAGE, AOF rewrite),
 //! the memory budget, and replication to a replica with different settings.
 
 mod support;
 
-#[path = "../../bloomgate-cli/tests/common/dialect_replies.rs"]
-mod dialect_replies;
-
-use dialect_replies::{cmd, error_of, int};
+use bloomgate_testkit::replies::{self as dialect_replies, cmd, error_of, int};
 use redis::Value;
 use support::{have_redis, temp_dir, Redis};
 
@@ -29,6 +26,16 @@ fn cf_replies_match_bloomgate_serve() {
     }
     let server = Redis::start(&temp_dir("cf"), &[], &[]);
     dialect_replies::cf_replies(server.port);
+}
+
+#[test]
+fn cms_and_topk_replies_match_bloomgate_serve() {
+    if !have_redis("cms_and_topk_replies_match_bloomgate_serve") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("sketches"), &[], &[]);
+    dialect_replies::cms_replies(server.port);
+    dialect_replies::topk_replies(server.port);
 }
 
 /// `INFO <section>` as field → value.
@@ -619,4 +626,105 @@ fn windowed_filters_age_out_and_survive_rewrite_and_restart() {
     let server = Redis::start(&dir, &[], &aof);
     let c = &mut server.conn();
     assert_eq!(dump(c), before, "replayed after the windows passed");
+}
+
+/// The module's allocation count (`INFO bf`, from its counting global allocator).
+fn module_allocations(c: &mut redis::Connection) -> u64 {
+    info_field(c, "bf", "bf_allocations").parse().unwrap()
+}
+
+/// The hot commands on an existing filter allocate nothing in the module: arguments on the
+/// stack, one key open, no settings copied, the budget not asked, the reply sent directly.
+#[test]
+fn hot_commands_allocate_nothing() {
+    if !have_redis("hot_commands_allocate_nothing") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("noalloc"), &[], &[]);
+    let c = &mut server.conn();
+    cmd(c, "BF.RESERVE bf 0.01 10000");
+    cmd(c, "CF.RESERVE cf 10000");
+    for command in ["BF.ADD bf", "BF.EXISTS bf", "CF.ADD cf", "CF.EXISTS cf"] {
+        // Warm up (first-use initialisation), then count.
+        cmd(c, &format!("{command} warm"));
+        let before = module_allocations(c);
+        let mut pipe = redis::pipe();
+        for i in 0..500 {
+            let mut words = command.split(' ');
+            pipe.cmd(words.next().unwrap())
+                .arg(words.next().unwrap())
+                .arg(format!("item{i}"));
+        }
+        let replies: Vec<i64> = pipe.query(c).unwrap();
+        assert_eq!(replies.len(), 500);
+        let after = module_allocations(c);
+        // Reading the counter allocates nothing itself.
+        assert_eq!(module_allocations(c), after);
+        assert_eq!(
+            after,
+            before,
+            "{command}: {} allocations in 500 calls",
+            after - before
+        );
+    }
+    // A command that creates a filter does allocate (the counter counts).
+    let before = module_allocations(c);
+    cmd(c, "BF.ADD fresh x");
+    assert!(module_allocations(c) > before);
+}
+
+/// Resident memory of the server process, from /proc.
+fn resident(c: &mut redis::Connection) -> u64 {
+    let pid = info_field(c, "server", "process_id");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    kib * 1024
+}
+
+/// Filter arrays come zeroed from Redis' calloc, so a large reservation maps pages only as
+/// they are written (as RedisBloom's do), while MEMORY USAGE and used_memory report the full
+/// logical size.
+#[test]
+fn large_reservations_stay_unresident_until_written() {
+    if !have_redis("large_reservations_stay_unresident_until_written") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("lazy"), &[], &[]);
+    let c = &mut server.conn();
+    for (reserve, key) in [
+        ("BF.RESERVE b 0.01 100000000", "b"),
+        ("CF.RESERVE c 100000000", "c"),
+    ] {
+        let used_before: u64 = info_field(c, "memory", "used_memory").parse().unwrap();
+        let before = resident(c);
+        assert_eq!(cmd(c, reserve), Value::Okay);
+        let grown = resident(c).saturating_sub(before);
+        assert!(
+            grown <= 8 << 20,
+            "{reserve}: resident memory grew by {grown} bytes"
+        );
+        let used: u64 = info_field(c, "memory", "used_memory").parse().unwrap();
+        assert!(
+            used - used_before > 100_000_000,
+            "used_memory counts the whole array"
+        );
+        let Value::Int(usage) = cmd(c, &format!("MEMORY USAGE {key}")) else {
+            panic!("MEMORY USAGE {key}")
+        };
+        assert!(usage > 100_000_000, "MEMORY USAGE {key} = {usage}");
+    }
+    // Writes make pages resident, and the filter answers as ever.
+    for i in 0..1000 {
+        cmd(c, &format!("BF.ADD b item{i}"));
+        cmd(c, &format!("CF.ADD c item{i}"));
+    }
+    assert_eq!(cmd(c, "BF.EXISTS b item999"), int(1));
+    assert_eq!(cmd(c, "CF.EXISTS c item999"), int(1));
+    assert_eq!(cmd(c, "BF.EXISTS b absent"), int(0));
 }

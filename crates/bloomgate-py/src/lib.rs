@@ -18,7 +18,7 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockE
 
 use bloomgate::any::AnyFilter;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyKeyError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyException, PyKeyError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView};
 
@@ -42,6 +42,10 @@ pub(crate) fn error(e: bloomgate::Error) -> PyErr {
         E::NotPresent => PyKeyError::new_err(e.to_string()),
         E::Full => FilterFullError::new_err(e.to_string()),
         E::Unsupported(_) => PyTypeError::new_err(e.to_string()),
+        // One line naming the size asked for and the limit, then how to ask for less.
+        E::OutOfMemory(_) => PyMemoryError::new_err(format!(
+            "{e}; lower the expected number of items (or capacity) or raise fpr"
+        )),
         E::InvalidParameter(_) | E::TooLarge(_) | E::Incompatible(_) | E::Corrupt(_) => {
             PyValueError::new_err(e.to_string())
         }

@@ -75,6 +75,26 @@ def test_bad_parameters_are_value_errors(make):
         make()
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: BloomFilter(100_000_000_000, 0.01),
+        lambda: BloomFilter(700_000_000_000, 0.01, layout="blocked"),
+        lambda: CountingBloomFilter(100_000_000_000, 0.01),
+        lambda: CuckooFilter(200_000_000_000, 0.01),
+    ],
+)
+def test_filters_larger_than_memory_are_memory_errors(make):
+    # 117 GB and more: past any machine CI runs on. Refused before allocating (issue 23: the
+    # interpreter used to abort), one line naming the size and how to ask for less.
+    with pytest.raises(MemoryError) as raised:
+        make()
+    message = str(raised.value)
+    assert "\n" not in message
+    assert re.search(r"needs [0-9.]+ [GT]B, more than the [0-9.]+ [kMGT]?B", message), message
+    assert "lower the expected number of items" in message
+
+
 def test_wrong_argument_types_are_type_errors():
     with pytest.raises(TypeError):
         BloomFilter("100", 0.01)

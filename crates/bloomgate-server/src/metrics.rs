@@ -45,7 +45,9 @@ impl Latency {
 }
 
 /// Fill ratio and estimated FPR of one chain: a probe misses link i with probability
-/// `1 - fill_i^k_i` (fill = set bits / bits), so FPR ≈ 1 - Π_i (1 - fill_i^k_i).
+/// `1 - fill_i^k_i` (fill = set bits / bits), so FPR ≈ 1 - Π_i (1 - fill_i^k_i). O(links): each
+/// link keeps its set-bit count as writes happen, so a scrape never walks filter bits under the
+/// store lock.
 fn chain_health(chain: &bloomgate_dialect::sbchain::BloomChain) -> (f64, f64) {
     let mut miss_all = 1.0;
     let (mut ones, mut bits) = (0u64, 0u64);

@@ -1,14 +1,9 @@
 //! Replays what the `resp_parser`, `bf_loadchunk` and `cf_loadchunk` fuzz targets in `fuzz/`
-//! found, through the very checks those targets run (`fuzz/src/*.rs`, included by path), so a
+//! found, through the very checks those targets run (`bloomgate_testkit::fuzz`), so a
 //! fixed crash stays fixed on stable Rust without cargo-fuzz. Inputs are the minimised crashers
 //! in `tests/fuzz_regressions/<target>-<name>.bin`; one too big to keep is built here.
 
-#[allow(dead_code)]
-#[path = "../../../fuzz/src/command_script.rs"]
-mod command_script;
-#[allow(dead_code)]
-#[path = "../../../fuzz/src/resp_check.rs"]
-mod resp_check;
+use bloomgate_testkit::fuzz::{command_script, resp_check};
 
 use bloomgate_server::resp::{ProtocolError, Reply, MAX_INLINE_LEN};
 use command_script::{check, Family};

@@ -1,8 +1,25 @@
 //! Test-only helpers shared by the integration tests of several crates (a dev-dependency, never
 //! published): start a server process on a free 127.0.0.1 port, wait until it answers PING
 //! (i.e. it finished loading), kill it on drop; start Debian's `redis-server` that way; scratch
-//! directories. It speaks raw RESP for the PING so that it needs no `redis` crate (the crates
-//! using it are on different major versions of it).
+//! directories. The core speaks raw RESP for the PING so that it needs no `redis` crate (the
+//! crates using it are on different major versions of it); features add what needs more:
+//! `replies` (the BF/CF reply conformance suite, [`replies`], and the RedisBloom RDB fixture's
+//! checks, [`rdb_fixture`]), `server` (`bloomgate serve`
+//! in-process or as a process, [`server`]), `fuzz-core` / `fuzz-dialect` / `fuzz-server` (the fuzz targets'
+//! checks, [`fuzz`]).
+
+#[cfg(any(
+    feature = "fuzz-core",
+    feature = "fuzz-dialect",
+    feature = "fuzz-server"
+))]
+pub mod fuzz;
+#[cfg(feature = "replies")]
+pub mod rdb_fixture;
+#[cfg(feature = "replies")]
+pub mod replies;
+#[cfg(feature = "server")]
+pub mod server;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};

@@ -10,6 +10,10 @@ pub enum Error {
     InvalidParameter(String),
     /// The requested filter would exceed addressable memory or the library's size limit.
     TooLarge(String),
+    /// The filter fits the library's limits but not the memory this process can get now
+    /// (available memory, cgroup limit, address space): refused before allocating. The message
+    /// names the size asked for and the limit.
+    OutOfMemory(String),
     /// Two filters cannot be combined (different sizes, hash counts, seeds or kinds).
     Incompatible(String),
     /// A remove was refused because the key is definitely not in the filter; nothing changed.
@@ -27,6 +31,7 @@ impl fmt::Display for Error {
         match self {
             Error::InvalidParameter(msg) => write!(f, "invalid parameter: {msg}"),
             Error::TooLarge(msg) => write!(f, "too large: {msg}"),
+            Error::OutOfMemory(msg) => write!(f, "out of memory: {msg}"),
             Error::Incompatible(msg) => write!(f, "incompatible filters: {msg}"),
             Error::NotPresent => write!(f, "key is definitely not in the filter"),
             Error::Full => write!(f, "filter is full"),

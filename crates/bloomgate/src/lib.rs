@@ -11,6 +11,7 @@ pub mod codec;
 pub mod error;
 pub mod filters;
 pub mod hash;
+pub mod memory;
 pub mod params;
 
 pub use codec::FilterCodec;

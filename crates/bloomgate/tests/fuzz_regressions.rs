@@ -1,11 +1,9 @@
 //! Replays what the `core_reader` fuzz target in `fuzz/` found, through the very check it runs
-//! (`fuzz/src/core_check.rs`, included by path), so a fixed bug stays fixed on stable Rust
+//! (`bloomgate_testkit::fuzz::core_check`), so a fixed bug stays fixed on stable Rust
 //! without cargo-fuzz. Inputs are the minimised crashers in
 //! `tests/fuzz_regressions/core_reader-<name>.bin`, plus real and forged images of every kind.
 
-#[allow(dead_code)]
-#[path = "../../../fuzz/src/core_check.rs"]
-mod core_check;
+use bloomgate_testkit::fuzz::core_check;
 
 use bloomgate::any::AnyFilter;
 use bloomgate::codec::{FilterCodec, MAX_BODY_BYTES};

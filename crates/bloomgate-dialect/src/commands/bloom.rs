@@ -13,7 +13,7 @@ use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
 use crate::sbchain::{AddError, BloomChain};
 use crate::value::Value;
-use crate::{ERR_NOT_FOUND, ERR_OOM};
+use crate::ERR_NOT_FOUND;
 
 const MAX_CAPACITY: i64 = 1 << 30;
 const MAX_EXPANSION: i64 = 32768;
@@ -247,16 +247,35 @@ impl CreateParams {
     }
 }
 
-/// Creates a chain at `key` after the maxmemory check.
+/// Creates a chain at `key`, its first link admitted against the memory budget first.
 fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], p: CreateParams) -> Result<(), Reply> {
-    let planned = BloomChain::planned_bytes(p.capacity, p.error, p.nonscaling)
+    let plan = BloomChain::plan(p.capacity, p.error, p.expansion, p.nonscaling)
         .ok_or_else(|| Reply::error("ERR could not create filter"))?;
-    if planned > ctx.budget() {
-        return Err(Reply::error(ERR_OOM));
-    }
-    let chain = BloomChain::new(p.capacity, p.error, p.expansion, p.nonscaling)
-        .ok_or_else(|| Reply::error("ERR could not create filter"))?;
+    let plan = ctx.admit(plan)?;
+    let chain =
+        BloomChain::create(plan).ok_or_else(|| Reply::error("ERR could not create filter"))?;
     ctx.create(key, Value::Bloom(chain));
+    Ok(())
+}
+
+/// Makes sure a chain is at `key` before `items` go in: creates it with `create_with`'s
+/// parameters (asked only then) if missing, logging the creation with explicit parameters, or
+/// fails with `ERR not found` if `create_with` gives none.
+fn ensure_chain<H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    items: &Args,
+    create_with: impl FnOnce(&Ctx<H>) -> Option<CreateParams>,
+) -> Result<(), Reply> {
+    if ctx.typed::<BloomChain>(key)?.is_some() {
+        return Ok(());
+    }
+    let params = create_with(ctx).ok_or_else(|| Reply::error(ERR_NOT_FOUND))?;
+    create(ctx, key, params)?;
+    // Replay must rebuild the same chain whatever the config is then.
+    let mut logged = params.as_insert_options(key);
+    logged.extend(items.iter().map(|item| item.to_vec()));
+    ctx.propagate_as(vec![logged]);
     Ok(())
 }
 
@@ -266,29 +285,16 @@ fn add_items<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     key: &[u8],
     items: &Args,
-    create_with: Option<CreateParams>,
+    create_with: impl FnOnce(&Ctx<H>) -> Option<CreateParams>,
 ) -> Reply {
-    match ctx.typed::<BloomChain>(key) {
-        Err(reply) => return reply,
-        Ok(Some(_)) => {}
-        Ok(None) => {
-            let Some(params) = create_with else {
-                return Reply::error(ERR_NOT_FOUND);
-            };
-            if let Err(reply) = create(ctx, key, params) {
-                return reply;
-            }
-            // Replay must rebuild the same chain whatever the config is then.
-            let mut logged = params.as_insert_options(key);
-            logged.extend(items.iter().map(|item| item.to_vec()));
-            ctx.propagate_as(vec![logged]);
-        }
+    if let Err(reply) = ensure_chain(ctx, key, items, create_with) {
+        return reply;
     }
     Reply::Array(add_each(
         ctx,
         key,
         items,
-        |chain: &mut BloomChain, item, budget| chain.add(item, budget),
+        |chain: &mut BloomChain, item, allowance| chain.add(item, allowance),
         AddError::message,
     ))
 }
@@ -351,17 +357,37 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
     }
 }
 
+/// BF.ADD `key item`: the settings read only to create, the memory budget only to grow, the
+/// reply built without the array MADD answers.
 pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    let params = CreateParams::from_config(ctx);
-    match add_items(ctx, args[1], &args[2..], Some(params)) {
-        Reply::Array(mut replies) => replies.pop().expect("one item"),
-        other => other,
+    let (key, item) = (args[1], args[2]);
+    let from_config = |ctx: &Ctx<H>| Some(CreateParams::from_config(ctx));
+    if let Err(reply) = ensure_chain(ctx, key, &args[2..], from_config) {
+        return reply;
+    }
+    let mut allowance = None;
+    let added = ctx.update_lazily(
+        key,
+        &mut allowance,
+        |chain: &mut BloomChain, allowance| chain.add(item, allowance),
+        |e| *e == AddError::OutOfMemory,
+    );
+    if let Some(allowance) = allowance {
+        ctx.set_allowance(allowance);
+    }
+    match added {
+        Ok(new) => {
+            ctx.changed(u64::from(new));
+            Reply::Bool(new)
+        }
+        Err(e) => Reply::error(e.message()),
     }
 }
 
 pub(crate) fn madd<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    let params = CreateParams::from_config(ctx);
-    add_items(ctx, args[1], &args[2..], Some(params))
+    add_items(ctx, args[1], &args[2..], |ctx| {
+        Some(CreateParams::from_config(ctx))
+    })
 }
 
 /// BF.INSERT options are recognised by their first letters (RedisBloom quirk): `i` ITEMS,
@@ -421,12 +447,9 @@ pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
         return wrong_arity("bf.insert");
     };
     params.nonscaling |= params.expansion == 0;
-    add_items(
-        ctx,
-        args[1],
-        &args[items_at..],
-        (!nocreate).then_some(params),
-    )
+    add_items(ctx, args[1], &args[items_at..], |_| {
+        (!nocreate).then_some(params)
+    })
 }
 
 pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
@@ -611,17 +634,31 @@ mod tests {
         let Reply::Bulk(mut header) = dump[1].clone() else {
             panic!()
         };
-        // Link 0: bytes at 20..28, bits at 28..36 — claim 8 GiB.
+        let load = |header: Vec<u8>| {
+            vec![
+                b"BF.LOADCHUNK".to_vec(),
+                b"forged".to_vec(),
+                b"1".to_vec(),
+                header,
+            ]
+        };
+        // Link 0: bytes at 20..28, bits at 28..36 — claim 8 GiB for 1000 items: the sizes
+        // disagree with each other (bad data).
+        let mut inconsistent = header.clone();
         let bytes: u64 = 8 << 30;
-        header[20..28].copy_from_slice(&bytes.to_le_bytes());
-        header[28..36].copy_from_slice(&(bytes * 8).to_le_bytes());
-        let load = vec![
-            b"BF.LOADCHUNK".to_vec(),
-            b"forged".to_vec(),
-            b"1".to_vec(),
-            header,
-        ];
-        assert_eq!(h.run_args(&load), oom);
+        inconsistent[20..28].copy_from_slice(&bytes.to_le_bytes());
+        inconsistent[28..36].copy_from_slice(&(bytes * 8).to_le_bytes());
+        assert_eq!(
+            h.run_args(&load(inconsistent)),
+            err(crate::sbchain::ERR_BAD_DATA)
+        );
+        // Capacity 2^30 at the link's error rate: a consistent 1.4 GB link, over the budget.
+        let capacity = 1u64 << 30;
+        let sizing = crate::sbchain::LinkSizing::new(capacity, 0.005).unwrap();
+        header[20..28].copy_from_slice(&sizing.bytes.to_le_bytes());
+        header[28..36].copy_from_slice(&sizing.bits.to_le_bytes());
+        header[64..72].copy_from_slice(&capacity.to_le_bytes());
+        assert_eq!(h.run_args(&load(header)), oom);
         assert!(!h.keys.contains_key(&b"forged"[..]));
     }
 }

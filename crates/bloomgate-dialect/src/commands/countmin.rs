@@ -154,8 +154,9 @@ fn create<H: Host + ?Sized>(
         return Reply::error("CMS: invalid init arguments");
     }
     let (width, depth) = (width as u64, depth as u64);
-    // Budget first: nothing is allocated for a sketch that would not fit.
-    let fits = CountMin::planned_bytes(width, depth).is_some_and(|b| b <= ctx.budget());
+    // Admitted against the memory budget before anything is allocated.
+    let fits = CountMin::planned_bytes(width, depth)
+        .is_some_and(|b| ctx.admit(crate::budget::Buffer(b)).is_ok());
     match fits.then(|| CountMin::new(width, depth)).flatten() {
         Some(cms) => {
             ctx.create(key, cms.into_value());
@@ -362,7 +363,10 @@ mod tests {
             "CMS.INITBYDIM x 1000000000 1000000000",
             "CMS.INITBYDIM x 2294967296 2294967296",
         ] {
-            assert_eq!(h.run(line), err("CMS: Insufficient memory to create the key"));
+            assert_eq!(
+                h.run(line),
+                err("CMS: Insufficient memory to create the key")
+            );
         }
         assert_eq!(
             h.run("CMS.INITBYDIM x 100000000000000 100000000000000"),

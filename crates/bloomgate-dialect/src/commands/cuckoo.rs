@@ -263,10 +263,8 @@ fn create<H: Host + ?Sized>(
     p: CuckooParams,
     then_log: Option<&Args>,
 ) -> Result<(), Reply> {
-    if p.planned_bytes() > ctx.budget() {
-        return Err(Reply::error(ERR_OOM));
-    }
-    let filter = CuckooChain::new(p).ok_or_else(|| Reply::error("Couldn't create filter!"))?;
+    let p = ctx.admit(p)?;
+    let filter = CuckooChain::create(p).ok_or_else(|| Reply::error("Couldn't create filter!"))?;
     let mut log = vec![vec![
         b"CF.LOADCHUNK".to_vec(),
         key.to_vec(),
@@ -286,15 +284,28 @@ enum Added {
     NoRoom(InsertError),
 }
 
-/// Adds `items` (unique-only with `nx`), creating the filter with `create_with` capacity if
-/// missing (else `ERR not found`). Stops at an out-of-memory error.
+/// What to do when the key is missing.
+#[derive(Clone, Copy)]
+enum Missing {
+    /// `ERR not found`.
+    Refuse,
+    /// Create a filter of `cf-initial-size` (read only then).
+    CreateDefault,
+    /// Create a filter of this capacity.
+    Create(u64),
+}
+
+/// Adds `items` (unique-only with `nx`), creating the filter as `missing` says if there is
+/// none, and hands each item's outcome to `each`. Stops at an out-of-memory error. The memory
+/// budget is read only if an item needs a new sub-filter.
 fn add_items<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     args: &Args,
     items: &Args,
     nx: bool,
-    create_with: Option<u64>,
-) -> Result<Vec<Added>, Reply> {
+    missing: Missing,
+    mut each: impl FnMut(Added),
+) -> Result<(), Reply> {
     let key = args[1];
     let max_filters = ctx.config().cf_max_expansions;
     match ctx.typed::<CuckooChain>(key)? {
@@ -306,36 +317,48 @@ fn add_items<H: Host + ?Sized>(
         }
         Some(_) => {}
         None => {
-            let capacity = create_with.ok_or_else(|| Reply::error(ERR_NOT_FOUND))?;
+            let capacity = match missing {
+                Missing::Refuse => return Err(Reply::error(ERR_NOT_FOUND)),
+                Missing::CreateDefault => ctx.config().cf_initial_size,
+                Missing::Create(capacity) => capacity,
+            };
             create(ctx, key, configured(ctx, capacity), Some(args))?;
         }
     }
-    let mut outcomes = Vec::with_capacity(items.len());
     let mut added = 0;
+    let mut allowance = None;
+    let mut result = Ok(());
     for item in items {
-        let budget = ctx.budget();
-        let result = ctx.update(key, |filter: &mut CuckooChain| {
-            if nx {
-                filter.insert_unique(item, budget)
-            } else {
-                filter.insert(item, budget).map(|()| true)
-            }
-        });
-        outcomes.push(match result {
+        let inserted = ctx.update_lazily(
+            key,
+            &mut allowance,
+            |filter: &mut CuckooChain, allowance| {
+                if nx {
+                    filter.insert_unique(item, allowance)
+                } else {
+                    filter.insert(item, allowance).map(|()| true)
+                }
+            },
+            |e| *e == InsertError::OutOfMemory,
+        );
+        each(match inserted {
             Ok(true) => {
                 added += 1;
                 Added::Yes
             }
             Ok(false) => Added::AlreadyPresent,
             Err(InsertError::OutOfMemory) => {
-                ctx.changed(added);
-                return Err(Reply::error(ERR_OOM));
+                result = Err(Reply::error(ERR_OOM));
+                break;
             }
             Err(e) => Added::NoRoom(e),
         });
     }
+    if let Some(allowance) = allowance {
+        ctx.set_allowance(allowance);
+    }
     ctx.changed(added);
-    Ok(outcomes)
+    result
 }
 
 /// CF.RESERVE `key capacity [BUCKETSIZE b] [MAXITERATIONS m] [EXPANSION e]`: an odd argument
@@ -402,9 +425,10 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
 
 /// CF.ADD / CF.ADDNX: one item, the filter created with `cf-initial-size` if missing.
 fn add_one<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool) -> Reply {
-    let capacity = ctx.config().cf_initial_size;
-    match add_items(ctx, args, &args[2..], nx, Some(capacity)) {
-        Ok(outcomes) => match outcomes[0] {
+    let mut outcome = None;
+    let each = |added| outcome = Some(added);
+    match add_items(ctx, args, &args[2..], nx, Missing::CreateDefault, each) {
+        Ok(()) => match outcome.expect("one item") {
             Added::Yes => Reply::Bool(true),
             Added::AlreadyPresent => Reply::Bool(false),
             Added::NoRoom(e) => Reply::error(e.message()),
@@ -464,19 +488,23 @@ fn insert_many<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool, name: 
     let Some(items_at) = items_at.filter(|&at| at < args.len()) else {
         return wrong_arity(name);
     };
-    let create_with = (!nocreate).then_some(capacity);
-    match add_items(ctx, args, &args[items_at..], nx, create_with) {
-        Ok(outcomes) => Reply::Array(
-            outcomes
-                .into_iter()
-                .map(|o| match o {
-                    Added::Yes if nx => Reply::Int(1),
-                    Added::Yes => Reply::Bool(true),
-                    Added::AlreadyPresent => Reply::Int(0),
-                    Added::NoRoom(_) => Reply::Int(-1),
-                })
-                .collect(),
-        ),
+    let missing = if nocreate {
+        Missing::Refuse
+    } else {
+        Missing::Create(capacity)
+    };
+    let items = &args[items_at..];
+    let mut replies = Vec::with_capacity(items.len());
+    let each = |added| {
+        replies.push(match added {
+            Added::Yes if nx => Reply::Int(1),
+            Added::Yes => Reply::Bool(true),
+            Added::AlreadyPresent => Reply::Int(0),
+            Added::NoRoom(_) => Reply::Int(-1),
+        })
+    };
+    match add_items(ctx, args, items, nx, missing, each) {
+        Ok(()) => Reply::Array(replies),
         Err(reply) => reply,
     }
 }
@@ -867,6 +895,12 @@ mod tests {
         let mut huge = chunks[0].1.clone();
         huge[8..16].copy_from_slice(&(1u64 << 30).to_le_bytes());
         huge[0..8].copy_from_slice(&0u64.to_le_bytes());
+        // More buckets than CF.RESERVE can create at this bucket size: refused as forged.
+        assert_eq!(
+            load(&mut h, "x", "1", huge.clone()),
+            err("Couldn't create filter!")
+        );
+        huge[8..16].copy_from_slice(&(1u64 << 20).to_le_bytes());
         h.memory_limit = 1 << 20;
         assert_eq!(load(&mut h, "x", "1", huge), err(crate::ERR_OOM));
         h.memory_limit = 0;

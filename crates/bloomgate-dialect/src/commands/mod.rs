@@ -17,6 +17,7 @@ mod redisbloom_replies;
 pub mod topk;
 pub mod windowed;
 
+use crate::budget::{Admitted, Allowance, Shape};
 use crate::config::Config;
 use crate::cuckoo::CuckooChain;
 use crate::num::parse_i64;
@@ -39,8 +40,14 @@ pub trait Host {
     fn proto(&self) -> u8;
     /// The `bf-*` / `cf-*` settings in force.
     fn config(&self) -> &Config;
-    /// Bytes a new allocation may take now (under `maxmemory`, or the machine's memory).
+    /// Bytes new allocations may take now (under `maxmemory`, or what the machine can hold).
+    /// Asked at most once per command: the command's [`Allowance`] is charged from there.
     fn memory_budget(&self) -> u64;
+    /// Called after a command with the bytes it admitted (and so allocated), for hosts that
+    /// cache their budget between commands.
+    fn charge(&mut self, bytes: u64) {
+        let _ = bytes;
+    }
     /// The value at `key`: `Ok(None)` if missing, `Err(WrongType)` for a non-dialect value.
     fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType>;
     /// Mutable [`Host::value`]; the host accounts for the change after the command.
@@ -94,6 +101,8 @@ pub struct Ctx<'a, H: Host + ?Sized> {
     host: &'a mut H,
     dirty: u64,
     rewrite: Option<Vec<Vec<Vec<u8>>>>,
+    /// The memory budget when first asked, charged with what the command admitted since.
+    allowance: Option<Allowance>,
 }
 
 impl<H: Host + ?Sized> std::ops::Deref for Ctx<'_, H> {
@@ -121,9 +130,58 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
         self.host.proto()
     }
 
-    /// Bytes a new allocation may take now.
+    /// Bytes new allocations may still take in this command.
     pub fn budget(&self) -> u64 {
-        self.host.memory_budget()
+        self.allowance
+            .map_or_else(|| self.host.memory_budget(), |a| a.left())
+    }
+
+    /// The command's allowance: the host's memory budget when first asked, less what the
+    /// command admitted since. A handler that hands it to a filter (growth on write) gives it
+    /// back with [`Ctx::set_allowance`].
+    pub fn allowance(&mut self) -> Allowance {
+        *self
+            .allowance
+            .get_or_insert_with(|| Allowance::new(self.host.memory_budget()))
+    }
+
+    /// Runs `change` on the filter at `key` (which the command has just found with type `T`)
+    /// with the command's allowance — but asks the host for it only if the change needs memory:
+    /// first with an allowance of nothing, and if that fails for want of memory (`out_of_memory`:
+    /// the change then allocated and altered nothing, as every growth admits before it
+    /// allocates), again with the real one. Most writes allocate nothing, so most commands never
+    /// read the memory budget. `allowance` holds the real one once asked, across calls.
+    pub fn update_lazily<T: DialectType, R, E>(
+        &mut self,
+        key: &[u8],
+        allowance: &mut Option<Allowance>,
+        change: impl Fn(&mut T, &mut Allowance) -> Result<R, E>,
+        out_of_memory: impl Fn(&E) -> bool,
+    ) -> Result<R, E> {
+        if let Some(real) = allowance {
+            return self.update(key, |filter: &mut T| change(filter, real));
+        }
+        let mut nothing = Allowance::new(0);
+        match self.update(key, |filter: &mut T| change(filter, &mut nothing)) {
+            Err(e) if out_of_memory(&e) => {
+                let real = allowance.insert(self.allowance());
+                self.update(key, |filter: &mut T| change(filter, real))
+            }
+            done => done,
+        }
+    }
+
+    /// Stores the allowance back after a filter charged it.
+    pub fn set_allowance(&mut self, allowance: Allowance) {
+        self.allowance = Some(allowance);
+    }
+
+    /// Admits `shape` against the command's allowance, or refuses with Redis' OOM error.
+    pub fn admit<S: Shape>(&mut self, shape: S) -> Result<Admitted<S>, Reply> {
+        let mut allowance = self.allowance();
+        let admitted = allowance.admit(shape).map_err(|_| Reply::error(ERR_OOM));
+        self.set_allowance(allowance);
+        admitted
     }
 
     /// The host's clock, in Unix milliseconds.
@@ -761,9 +819,18 @@ pub fn execute<H: Host + ?Sized, C: Handler<H>>(
         host,
         dirty: 0,
         rewrite: None,
+        allowance: None,
     };
     let reply = info.command.call(&mut ctx, args);
-    let Ctx { dirty, rewrite, .. } = ctx;
+    let Ctx {
+        host,
+        dirty,
+        rewrite,
+        allowance,
+    } = ctx;
+    if let Some(spent) = allowance.map(|a| a.spent()).filter(|&s| s > 0) {
+        host.charge(spent);
+    }
     let propagate = if !info.flags.intersects(flags::WRITE | flags::RUNS_QUEUED) || dirty == 0 {
         Propagate::Nothing
     } else {
@@ -838,13 +905,15 @@ impl<H: Host + ?Sized> Handler<H> for Command {
     }
 }
 
-/// EXISTS `key item` over filters of type `T`.
+/// EXISTS `key item` over filters of type `T` (0 for a missing key or another type, as
+/// [`probe`] answers), without the array MEXISTS builds.
 fn exists<T: DialectType, H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     args: &Args,
     contains: impl Fn(&T, &[u8]) -> bool,
 ) -> Reply {
-    probe(ctx, args[1], &args[2..3], contains).remove(0)
+    let filter = ctx.typed::<T>(args[1]).ok().flatten();
+    Reply::Bool(filter.is_some_and(|f| contains(f, args[2])))
 }
 
 /// MEXISTS `key item...` over filters of type `T`.
@@ -874,18 +943,23 @@ pub(crate) fn probe<T: DialectType, H: Host + ?Sized>(
 /// Adds `items` in order to the filter of type `T` at `key` (which must exist), one Bool reply
 /// per item, stopping at the first error (its message is the last reply), as MADD and INSERT
 /// reply. The items newly added count as changes.
-pub(crate) fn add_each<T: DialectType, H: Host + ?Sized, E>(
+pub(crate) fn add_each<T: DialectType, H: Host + ?Sized, E: Copy>(
     ctx: &mut Ctx<H>,
     key: &[u8],
     items: &Args,
-    add: impl Fn(&mut T, &[u8], u64) -> Result<bool, E>,
+    add: impl Fn(&mut T, &[u8], &mut Allowance) -> Result<bool, E>,
     message: impl Fn(E) -> &'static str,
 ) -> Vec<Reply> {
     let mut replies = Vec::with_capacity(items.len());
     let mut added = 0;
+    let mut allowance = None;
     for item in items {
-        let budget = ctx.budget();
-        match ctx.update(key, |filter: &mut T| add(filter, item, budget)) {
+        match ctx.update_lazily(
+            key,
+            &mut allowance,
+            |filter: &mut T, a| add(filter, item, a),
+            |e| message(*e) == ERR_OOM,
+        ) {
             Ok(new) => {
                 added += u64::from(new);
                 replies.push(Reply::Bool(new));
@@ -896,12 +970,15 @@ pub(crate) fn add_each<T: DialectType, H: Host + ?Sized, E>(
             }
         }
     }
+    if let Some(allowance) = allowance {
+        ctx.set_allowance(allowance);
+    }
     ctx.changed(added);
     replies
 }
 
 /// BF.LOADCHUNK / CF.LOADCHUNK `key iter data`: iterator 1 on a missing key creates the filter
-/// from a dump header, its size checked against the memory budget before anything is
+/// from a dump header — validated into a shape, admitted against the memory budget, then
 /// allocated; later iterators write chunks into an existing filter. `bad_iter` is the family's
 /// wording for a non-numeric iterator.
 pub(crate) fn load_chunk<T: DialectType, H: Host + ?Sized>(
@@ -913,17 +990,17 @@ pub(crate) fn load_chunk<T: DialectType, H: Host + ?Sized>(
         return Reply::error(bad_iter);
     };
     let (key, data) = (args[1], args[3]);
-    let budget = ctx.budget();
     let result = match ctx.typed::<T>(key) {
         Err(reply) => return reply,
-        Ok(None) if iter == 1 => T::header_bytes(data).and_then(|bytes| {
-            if bytes > budget {
-                return Err(ERR_OOM);
-            }
-            let filter = T::from_header(data)?;
-            ctx.create(key, filter.into_value());
-            Ok(())
-        }),
+        Ok(None) if iter == 1 => match T::shape(data) {
+            Err(msg) => Err(msg),
+            Ok(shape) => match ctx.admit(shape) {
+                Err(reply) => return reply,
+                Ok(admitted) => T::from_shape(admitted).map(|filter| {
+                    ctx.create(key, filter.into_value());
+                }),
+            },
+        },
         Ok(None) => Err(ERR_NOT_FOUND),
         Ok(Some(_)) => ctx
             .update(key, |f: &mut T| f.load_chunk(iter, data))

@@ -266,8 +266,9 @@ fn item_09_cf_loadchunk_errors() {
     assert_eq!(load(&mut h, cmd, "x", "1", good), Reply::ok());
 }
 
-/// 10. Dump headers RedisBloom accepts: counters beyond the slots or the capacity, any BF
-///     growth factor. Nothing crashes afterwards and growth that cannot be done fails cleanly.
+/// 10. Dump headers RedisBloom accepts: counters beyond the slots or the capacity, a BF
+///     growth factor up to its EXPANSION cap. Nothing crashes afterwards and growth that cannot
+///     be done fails cleanly.
 #[test]
 fn item_10_headers_redisbloom_accepts() {
     let mut h = Harness::new();
@@ -294,10 +295,18 @@ fn item_10_headers_redisbloom_accepts() {
     assert_eq!(h.run("BF.CARD over"), Reply::Int(5000));
     assert_eq!(h.run("BF.ADD over a"), Reply::Bool(true));
     let mut growth = header;
-    growth[16..20].copy_from_slice(&0x0800_0002u32.to_le_bytes());
     growth[36..44].copy_from_slice(&100u64.to_le_bytes()); // full: the next add grows
     growth[0..8].copy_from_slice(&100u64.to_le_bytes());
+    // A growth factor past BF.RESERVE's EXPANSION cap (32768) is refused (RedisBloom takes it;
+    // a forged 2^31 made the next write allocate gigabytes).
+    growth[16..20].copy_from_slice(&0x0800_0002u32.to_le_bytes());
+    assert_eq!(
+        load(&mut h, "BF.LOADCHUNK", "g", "1", growth.clone()),
+        err("ERR received bad data")
+    );
+    growth[16..20].copy_from_slice(&32768u32.to_le_bytes());
     assert_eq!(load(&mut h, "BF.LOADCHUNK", "g", "1", growth), Reply::ok());
+    h.memory_limit = 2 << 20;
     assert_eq!(h.run("BF.ADD g a"), err(crate::ERR_OOM));
     assert!(matches!(h.keys.get(&b"g"[..]), Some(Value::Bloom(c)) if c.links().len() == 1));
 }

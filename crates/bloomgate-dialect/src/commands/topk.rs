@@ -200,8 +200,9 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         Ok(p) => p,
         Err(reply) => return reply,
     };
-    // Budget first: nothing is allocated for a sketch that would not fit.
-    let fits = TopK::planned_bytes(k, width, depth).is_some_and(|b| b <= ctx.budget());
+    // Admitted against the memory budget before anything is allocated.
+    let fits = TopK::planned_bytes(k, width, depth)
+        .is_some_and(|b| ctx.admit(crate::budget::Buffer(b)).is_ok());
     match fits.then(|| TopK::new(k, width, depth, decay)).flatten() {
         Some(topk) => {
             ctx.create(key, topk.into_value());

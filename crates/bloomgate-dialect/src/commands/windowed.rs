@@ -299,7 +299,7 @@ fn add_items<H: Host + ?Sized>(
         ctx,
         key,
         items,
-        |f: &mut WindowedFilter, item, budget| f.add(item, at_ms, budget),
+        |f: &mut WindowedFilter, item, allowance| f.add(item, at_ms, allowance.left()),
         AddError::message,
     );
     logged.extend([

@@ -113,6 +113,7 @@ fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
         }
         return Reply::ok();
     }
+    bloomgate::memory::charge(value.memory());
     ctx.db().insert(key.to_vec(), value, expires_at);
     ctx.changed(1);
     // Logged with the payload as received (already verified) and an absolute expiry, so replay

@@ -105,6 +105,9 @@ impl dialect::Host for ServerHost<'_> {
     fn memory_budget(&self) -> u64 {
         self.store.memory_budget()
     }
+    fn charge(&mut self, bytes: u64) {
+        bloomgate::memory::charge(bytes);
+    }
     fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType> {
         Ok(self.store.db.value(key, self.now_ms))
     }

@@ -88,11 +88,17 @@ impl Store {
     /// Bytes a new allocation may take under `maxmemory` (under the machine's memory when
     /// unset).
     pub fn memory_budget(&self) -> u64 {
+        let used = self.db.used_memory();
         match self.config.maxmemory {
-            0 => self.config.memory_ceiling,
-            max => max,
+            // What the machine can hold: its physical memory less what the keyspace uses, and
+            // no more than is available now (memory, cgroup limit, address space).
+            0 => self
+                .config
+                .memory_ceiling
+                .saturating_sub(used)
+                .min(bloomgate::memory::allowance(false)),
+            max => max.saturating_sub(used),
         }
-        .saturating_sub(self.db.used_memory())
     }
 
     /// Records `n` changes to the dataset (Redis' `dirty`, and the snapshot trigger's count).

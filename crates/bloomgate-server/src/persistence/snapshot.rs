@@ -11,7 +11,8 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use bloomgate_dialect::value::Kind;
+use bloomgate_dialect::budget::Allowance;
+use bloomgate_dialect::value::{HeaderRefusal, Kind};
 
 use super::{create_private, sync_dir, SNAPSHOT_FILE, SNAPSHOT_TMP};
 use crate::keyspace::{Entry, Snapshot, Value};
@@ -166,6 +167,9 @@ pub fn read_snapshot(path: &Path) -> anyhow::Result<(u64, Snapshot)> {
     let generation = r.u64()?;
     let count = r.u64()?;
     let mut entries = Vec::new();
+    // The whole snapshot must fit what the machine can hold now: each value is admitted against
+    // this before it is allocated (a forged size is refused, not allocated until killed).
+    let mut allowance = Allowance::new(bloomgate::memory::allowance(true));
     for _ in 0..count {
         let key_len = u32::from_le_bytes(r.array()?);
         if key_len > MAX_KEY_LEN {
@@ -178,7 +182,7 @@ pub fn read_snapshot(path: &Path) -> anyhow::Result<(u64, Snapshot)> {
         let Some(kind) = Kind::ALL.into_iter().find(|&k| type_byte(k) == kind) else {
             return Err(r.fail(&format!("unknown value type {kind}")));
         };
-        let value = read_value(&mut r, kind, &key, payload_len)?;
+        let value = read_value(&mut r, kind, &key, payload_len, &mut allowance)?;
         let entry = Entry::new(value, (expires >= 0).then_some(expires));
         entries.push((key, entry));
     }
@@ -195,12 +199,14 @@ pub fn read_snapshot(path: &Path) -> anyhow::Result<(u64, Snapshot)> {
 }
 
 /// A value stored as its SCANDUMP stream: the header, then the chunks LOADCHUNK takes, read in
-/// the pieces SCANDUMP would produce (each inside one link or sub-filter).
+/// the pieces SCANDUMP would produce (each inside one link or sub-filter). The header's shape
+/// must account for exactly the value's bytes and fit `allowance` before anything is allocated.
 fn read_value(
     r: &mut SnapshotReader,
     kind: Kind,
     key: &[u8],
     payload_len: u64,
+    allowance: &mut Allowance,
 ) -> anyhow::Result<Value> {
     let prefix = r.bytes((kind.header_prefix() as u64).min(payload_len))?;
     let header_len = kind
@@ -211,17 +217,20 @@ fn read_value(
     }
     let mut header = prefix;
     header.extend(r.bytes(header_len as u64 - header.len() as u64)?);
-    let mut value = kind.from_header(&header).map_err(|e| {
-        r.fail(&format!(
-            "invalid filter header for key {:?}: {e}",
-            String::from_utf8_lossy(key)
-        ))
-    })?;
-    let (_, chunks) = value.dump_layout();
-    let body: u64 = chunks.iter().map(|&(_, len)| len).sum();
-    if header_len as u64 + body != payload_len {
+    let key = String::from_utf8_lossy(key);
+    let body = kind
+        .header_bytes(&header)
+        .map_err(|e| r.fail(&format!("invalid filter header for key {key:?}: {e}")))?;
+    if (header_len as u64).checked_add(body) != Some(payload_len) {
         return Err(r.fail("filter size does not match its header"));
     }
+    let mut value = kind.from_header(&header, allowance).map_err(|e| match e {
+        HeaderRefusal::Invalid(e) => r.fail(&format!("invalid filter header for key {key:?}: {e}")),
+        HeaderRefusal::OverBudget(o) => r.fail(&format!(
+            "key {key:?} does not fit in the memory this machine has left: {o}"
+        )),
+    })?;
+    let (_, chunks) = value.dump_layout();
     for (iter, len) in chunks {
         let data = r.bytes(len)?;
         value.load_chunk(iter, &data).map_err(|e| r.fail(e))?;

@@ -59,6 +59,7 @@ impl<L: BitLayout> Bloom<L> {
     /// An empty filter with explicit parameters (which must be of this layout).
     pub fn with_params(params: Params, seed: u64) -> Result<Self> {
         params.validate_for(L::LAYOUT, L::TYPE_NAME)?;
+        crate::memory::ensure_fits(params.bytes())?;
         let units = Geometry::of(&params, L::Unit::WORDS).units as usize;
         Ok(Self::from_store(params, seed, L::Unit::zeroed(units), 0))
     }

@@ -52,6 +52,7 @@ impl CountingBloomFilter {
     /// `params.bits` counters and `params.hashes` probes; the layout must be classic.
     pub fn with_params(params: Params, seed: u64) -> Result<Self> {
         let words = counter_words(&params)?;
+        crate::memory::ensure_fits(words as u64 * 8)?;
         Ok(Self {
             params,
             seed,

@@ -102,6 +102,7 @@ impl CuckooFilter {
     /// A filter with an explicit number of buckets and fingerprint width.
     pub fn with_dimensions(buckets: u64, fingerprint_bits: u32, seed: u64) -> Result<Self> {
         let words = slot_words(buckets, fingerprint_bits)?;
+        crate::memory::ensure_fits(words as u64 * 8)?;
         Ok(Self {
             buckets,
             fingerprint_bits,

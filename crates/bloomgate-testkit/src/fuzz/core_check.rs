@@ -1,5 +1,5 @@
 //! The `core_reader` fuzz check, shared with the regression tests in
-//! `crates/bloomgate/tests/fuzz_regressions.rs` (which include this file by path).
+//! `crates/bloomgate/tests/fuzz_regressions.rs`.
 //!
 //! Files are user-supplied: `AnyFilter::from_bytes` and `AnyFilter::read_from` must agree on
 //! accepting an image, an accepted image must re-encode to the same bytes, and a decoded filter

@@ -1,6 +1,6 @@
 //! The `resp_parser` fuzz check, shared with the regression tests in
-//! `crates/bloomgate-server/tests/fuzz_regressions.rs` (which include this file by path), so a
-//! kept crasher replays through exactly the code the fuzzer ran.
+//! `crates/bloomgate-server/tests/fuzz_regressions.rs`, so a kept crasher replays through
+//! exactly the code the fuzzer ran.
 //!
 //! The request parser is incremental: bytes arrive in arbitrary pieces. The check parses the
 //! same bytes whole, at fuzzer-chosen cut points and (for small inputs) one byte at a time, and

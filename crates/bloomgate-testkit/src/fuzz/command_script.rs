@@ -1,5 +1,5 @@
 //! The `bf_loadchunk` and `cf_loadchunk` fuzz checks, shared with the regression tests in
-//! `crates/bloomgate-server/tests/fuzz_regressions.rs` (which include this file by path).
+//! `crates/bloomgate-server/tests/fuzz_regressions.rs`.
 //!
 //! A fuzz input is decoded into a short script of `BF.LOADCHUNK` / `CF.LOADCHUNK` commands on one
 //! key, run through the synchronous command layer (`commands::execute`, as a client connection

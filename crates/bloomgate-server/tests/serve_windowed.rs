@@ -1,13 +1,18 @@
-//! WF.* (time-windowed filters) against the real `bloomgate serve` with the real clock: items
+//! WF.* (time-windowed filters) against a server process with the real clock: items
 //! age out after their windows, and a restart — snapshot, and the log replayed after every
 //! window has passed — rebuilds the same bytes, because writes are logged with their time.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{temp_dir, Server};
+use bloomgate_testkit::server::Server;
+use bloomgate_testkit::temp_dir;
 use redis::Value;
+
+/// The server child of these tests (see `bloomgate_testkit::server`).
+#[test]
+fn serve_child() {
+    bloomgate_testkit::server::serve_child();
+}
 
 fn run(con: &mut redis::Connection, args: &[&str]) -> Value {
     let mut c = redis::cmd(args[0]);
@@ -45,7 +50,7 @@ fn now_ms() -> u64 {
 #[test]
 fn items_age_out_and_restarts_rebuild_the_same_bytes() {
     let dir = temp_dir("age");
-    let server = Server::start(&dir, &["--appendfsync", "always"]);
+    let server = Server::process(&dir, &["--appendfsync", "always"]);
     let mut con = server.conn();
     // Windows of 400 ms, 2 generations: an item lives between 400 and 800 ms.
     let window = 400u64;
@@ -76,7 +81,7 @@ fn items_age_out_and_restarts_rebuild_the_same_bytes() {
 
     // kill -9: the log replays the adds with their times, into the same bytes.
     server.kill9();
-    let server = Server::start(&dir, &["--appendfsync", "always"]);
+    let server = Server::process(&dir, &["--appendfsync", "always"]);
     let mut con = server.conn();
     assert_eq!(dump(&mut con, "seen"), before);
 
@@ -91,12 +96,12 @@ fn items_age_out_and_restarts_rebuild_the_same_bytes() {
     // against the replaying clock), and a snapshot keeps them too.
     assert_eq!(dump(&mut con, "seen"), before);
     server.kill9();
-    let server = Server::start(&dir, &["--appendfsync", "always"]);
+    let server = Server::process(&dir, &["--appendfsync", "always"]);
     let mut con = server.conn();
     assert_eq!(dump(&mut con, "seen"), before);
     assert_eq!(run(&mut con, &["SAVE"]), Value::Okay);
     server.kill9();
-    let server = Server::start(&dir, &["--appendfsync", "always"]);
+    let server = Server::process(&dir, &["--appendfsync", "always"]);
     let mut con = server.conn();
     assert_eq!(dump(&mut con, "seen"), before);
     // The next write drops the dead generation.

@@ -1,5 +1,5 @@
-//! The reliability suite of `bloomgate serve` (issue 13): the real binary, real signals, a real
-//! full disk. kill -9 and SIGTERM loops under pipelined load (`always` and `everysec`: no
+//! The reliability suite of the server (issue 13): server processes (the test binary runs
+//! itself as one, see `bloomgate_testkit::server`), real signals, a real full disk. kill -9 and SIGTERM loops under pipelined load (`always` and `everysec`: no
 //! acknowledged write lost, no false negative), a full disk (MISCONF, reads keep working, no
 //! temp file left, recovery by itself), the log corruption matrix against the binary (cuts at
 //! and inside records load the whole records; damage refuses naming file and offset;
@@ -19,8 +19,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::{free_port, refused, temp_dir, Server};
+use bloomgate_testkit::server::{refused, Server};
+use bloomgate_testkit::{free_port, temp_dir};
+
+/// The server child of these tests (see `bloomgate_testkit::server`).
+#[test]
+fn serve_child() {
+    bloomgate_testkit::server::serve_child();
+}
 
 fn long() -> bool {
     std::env::var_os("BLOOMGATE_RELIABILITY_LONG").is_some_and(|v| v != "0")
@@ -112,7 +118,7 @@ fn crash_loop(name: &str, policy: &str, rounds: usize, end: fn(Server)) {
     let dir = temp_dir(name);
     let acked = Arc::new(Mutex::new(Acked::default()));
     for round in 0..rounds {
-        let server = Server::start(&dir, &["--appendfsync", policy]);
+        let server = Server::process(&dir, &["--appendfsync", policy]);
         let stop = Arc::new(AtomicBool::new(false));
         let workers = load(&server, 3, &format!("r{round}"), &acked, &stop);
         std::thread::sleep(Duration::from_millis(150 + 97 * (round as u64 % 5)));
@@ -121,7 +127,7 @@ fn crash_loop(name: &str, policy: &str, rounds: usize, end: fn(Server)) {
         for w in workers {
             w.join().unwrap();
         }
-        let server = Server::start(&dir, &["--appendfsync", policy]);
+        let server = Server::process(&dir, &["--appendfsync", policy]);
         assert_nothing_lost(
             &server,
             &acked.lock().unwrap(),
@@ -220,7 +226,7 @@ fn full_disk(policy: &str) {
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
     let result = std::panic::catch_unwind(|| {
-        let server = Server::start(&data, &["--appendfsync", policy]);
+        let server = Server::process(&data, &["--appendfsync", policy]);
         let mut c = server.conn();
         let mut acked: Vec<String> = Vec::new();
         let big = "x".repeat(2_000);
@@ -303,7 +309,7 @@ fn full_disk(policy: &str) {
         acked.push("after".into());
         let status = server.sigterm();
         assert!(status.success(), "{status:?}");
-        let server = Server::start(&data, &[]);
+        let server = Server::process(&data, &[]);
         let mut c = server.conn();
         assert_eq!(missing(&mut c, "BF.MEXISTS", "f", &acked), 0);
         server.kill9();
@@ -354,7 +360,7 @@ fn bf_items(server: &Server) -> i64 {
 fn log_corruption_matrix() {
     let dir = temp_dir("matrix");
     let records = rounds(6, 25);
-    let server = Server::start(&dir, &["--appendfsync", "always"]);
+    let server = Server::process(&dir, &["--appendfsync", "always"]);
     let mut c = server.conn();
     for i in 0..records {
         let _: i64 = redis::cmd("BF.ADD").arg("k").arg(i).query(&mut c).unwrap();
@@ -370,7 +376,7 @@ fn log_corruption_matrix() {
     for (i, (&start, &end)) in starts.iter().zip(&ends).enumerate() {
         for cut in [start, start + 5, (start + end) / 2, end - 1] {
             std::fs::write(&log_path, &log[..cut]).unwrap();
-            let server = Server::start(&dir, &[]);
+            let server = Server::process(&dir, &[]);
             assert_eq!(bf_items(&server), i as i64, "cut at {cut}");
             server.kill9();
             assert_eq!(std::fs::metadata(&log_path).unwrap().len(), start as u64);
@@ -399,7 +405,7 @@ fn log_corruption_matrix() {
     let mut bad = log.clone();
     bad[damaged + 1] ^= 0x01;
     std::fs::write(&log_path, &bad).unwrap();
-    let server = Server::start(&dir, &["--repair-log"]);
+    let server = Server::process(&dir, &["--repair-log"]);
     assert_eq!(bf_items(&server), (records / 2) as i64);
     server.kill9();
     let copies = std::fs::read_dir(&dir)
@@ -420,7 +426,7 @@ fn log_corruption_matrix() {
 #[test]
 fn missing_snapshot_or_log_refused() {
     let dir = temp_dir("manifest");
-    let server = Server::start(&dir, &["--appendfsync", "always"]);
+    let server = Server::process(&dir, &["--appendfsync", "always"]);
     let mut c = server.conn();
     for i in 0..50 {
         let _: i64 = redis::cmd("BF.ADD").arg("k").arg(i).query(&mut c).unwrap();
@@ -445,7 +451,7 @@ fn missing_snapshot_or_log_refused() {
     let stderr = refused(&dir, &[]);
     assert!(stderr.contains("is missing"), "{stderr}");
     std::fs::rename(dir.join("moved"), &newest).unwrap();
-    let server = Server::start(&dir, &[]);
+    let server = Server::process(&dir, &[]);
     assert_eq!(bf_items(&server), 80);
     // Data files are private to the server's user.
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -480,7 +486,7 @@ fn raw(port: u16, request: &[u8]) -> Vec<u8> {
 #[test]
 fn client_limits_and_pre_auth_limits() {
     let dir = temp_dir("limits");
-    let server = Server::start(&dir, &["--requirepass", "pw", "--maxclients", "4"]);
+    let server = Server::process(&dir, &["--requirepass", "pw", "--maxclients", "4"]);
     let big = format!("*2\r\n$4\r\nAUTH\r\n${}\r\n", 1 << 20);
     assert_eq!(
         raw(server.port, big.as_bytes()),
@@ -511,7 +517,7 @@ fn client_limits_and_pre_auth_limits() {
 
     // With 64 file descriptors, 32 are kept for persistence: clients beyond the rest are
     // refused (not left to exhaust the descriptors) and a snapshot still opens its files.
-    let server = Server::start_under(&["prlimit", "--nofile=64:64"], &dir, &[]);
+    let server = Server::process_under(&["prlimit", "--nofile=64:64"], &dir, &[]);
     let mut c = server.conn();
     let mut held = Vec::new();
     let mut refused_at = None;

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Does a /metrics scrape stall commands? (issue 23, part 5)
+
+Starts `bloomgate serve` with a metrics listener, loads a dataset of Bloom filters (default
+500 MB: five 100 MB filters with a million items each, so every page of their bits is written),
+then times one client's `BF.EXISTS` round trips for a while without scraping and for as long
+again while another thread scrapes `/metrics` back to back. Prints the latency percentiles of
+both phases, the worst one, and the scrape durations. A scrape holds the store lock for as long
+as it takes to read every key's counters: it must add no stall above 1 ms.
+
+    python3 scripts/metrics_stall.py --bin target/release/bloomgate [--mb 500] [--seconds 10]
+"""
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import multiprocessing
+import time
+import urllib.request
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Resp:
+    """A minimal RESP client over one socket (no library between the clock and the server)."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def send(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.sock.sendall(b"".join(out))
+
+    def line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def reply(self):
+        line = self.line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        if kind in (b"+", b":"):
+            return rest
+        if kind == b"$":
+            n = int(rest)
+            while len(self.buf) < n + 2:
+                self.buf += self.sock.recv(1 << 16)
+            data, self.buf = self.buf[:n], self.buf[n + 2 :]
+            return data
+        if kind == b"*":
+            return [self.reply() for _ in range(int(rest))]
+        raise RuntimeError("unexpected reply %r" % line)
+
+    def call(self, *args):
+        self.send(*args)
+        return self.reply()
+
+
+def percentiles(samples):
+    s = sorted(samples)
+    pick = lambda q: s[min(len(s) - 1, int(q * len(s)))]
+    return {
+        "n": len(s),
+        "p50": pick(0.50),
+        "p99": pick(0.99),
+        "p99.9": pick(0.999),
+        "max": s[-1],
+    }
+
+
+def timed_loop(port, seconds, stop_early=None):
+    client = Resp(port)
+    samples = []
+    end = time.perf_counter() + seconds
+    i = 0
+    while time.perf_counter() < end:
+        t = time.perf_counter()
+        client.call("BF.EXISTS", "k%d" % (i % 5), "probe%d" % i)
+        samples.append((time.perf_counter() - t) * 1e6)
+        i += 1
+    return samples
+
+
+def scrape(mport, stop, results):
+    url = "http://127.0.0.1:%d/metrics" % mport
+    times = []
+    while not stop.is_set():
+        t = time.perf_counter()
+        body = urllib.request.urlopen(url).read()
+        times.append((time.perf_counter() - t) * 1e3)
+        assert b"bloomgate_" in body
+    results.put(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default="target/release/bloomgate")
+    ap.add_argument("--mb", type=int, default=500)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--items", type=int, default=1_000_000, help="items per filter")
+    args = ap.parse_args()
+
+    port, mport = free_port(), free_port()
+    data = tempfile.mkdtemp(prefix="bloomgate-stall-")
+    server = subprocess.Popen(
+        [args.bin, "serve", "--port", str(port), "--dir", data,
+         "--metrics-addr", "127.0.0.1:%d" % mport],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(500):
+            try:
+                Resp(port).call("PING")
+                break
+            except OSError:
+                time.sleep(0.02)
+        c = Resp(port)
+        # 11.04 bits per item at the first link's 0.5%: capacity for mb/5 MB per filter.
+        capacity = int(args.mb * 1e6 / 5 * 8 / 11.04)
+        started = time.time()
+        for k in range(5):
+            c.call("BF.RESERVE", "k%d" % k, "0.01", capacity)
+            for base in range(0, args.items, 2000):
+                c.call("BF.MADD", "k%d" % k, *("i%d" % j for j in range(base, base + 2000)))
+        used = next(l for l in c.call("INFO", "memory").decode().splitlines()
+                    if l.startswith("used_memory:"))
+        print("dataset: 5 Bloom filters, capacity %d each, %d items each, %s, loaded in %.1f s"
+              % (capacity, args.items, used, time.time() - started))
+
+        quiet = timed_loop(port, args.seconds)
+        # The scraper is another process: a thread would take the GIL from the timing loop.
+        stop, results = multiprocessing.Event(), multiprocessing.Queue()
+        scraper = multiprocessing.Process(target=scrape, args=(mport, stop, results))
+        scraper.start()
+        busy = timed_loop(port, args.seconds)
+        stop.set()
+        scrapes = results.get()
+        scraper.join()
+
+        for name, samples in (("without scrapes", quiet), ("while scraping", busy)):
+            p = percentiles(samples)
+            print("BF.EXISTS %-16s n=%-7d p50 %6.0f us  p99 %6.0f us  p99.9 %6.0f us  max %7.0f us"
+                  % (name, p["n"], p["p50"], p["p99"], p["p99.9"], p["max"]))
+        s = percentiles(scrapes)
+        print("/metrics scrapes: n=%d  p50 %.2f ms  p99 %.2f ms  max %.2f ms"
+              % (s["n"], s["p50"], s["p99"], s["max"]))
+        print("load average: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,498 @@
+#!/usr/bin/env python3
+"""Side by side against RedisBloom, in one run, printed as tables.
+
+1. module  — bloomgate's module and RedisBloom inside the same redis-server binary: Redis 8.2
+   with RedisBloom 8, Redis 7.0 with RedisBloom 2.4. BF.ADD, BF.EXISTS, CF.ADD, CF.EXISTS driven
+   by redis-benchmark (-c 50, -r 100000, -P 1 and -P 16), the two servers interleaved command by
+   command; throughput, and the server-side microseconds per call from INFO commandstats (the
+   time inside the command, no network). With --callgrind, also the instructions per call
+   inside RedisModuleCommandDispatcher under valgrind: independent of machine load.
+2. serve   — `bloomgate serve` against Redis 8.2 + RedisBloom 8, both with an append-only log
+   fsynced every second: the server process' CPU time (user + system, all threads) per request
+   over each redis-benchmark run, and throughput.
+3. bgsave  — a ~240 MB Bloom filter (BF.RESERVE 0.01 200000000 NONSCALING, filled with random
+   bits through LOADCHUNK so its pages are resident), then BGSAVE with 1,000 random BF.ADDs sent
+   one per millisecond from its start: each write's latency, the server's resident memory
+   before the save and its peak during it (VmHWM after resetting it), for `bloomgate serve`
+   and, for reference, Redis 8.2 + RedisBloom (its parent process; its child is the fork).
+
+RedisBloom is found through --redisbloom DIR or $REDISBLOOM_DIR (a directory holding
+redisbloom-8.so and/or redisbloom-2.4.23.so); comparisons whose pieces are missing are skipped
+with a message (a clone without RedisBloom skips them all and exits 0). Redis 8.2 comes from
+--redis8 or $REDIS8_SERVER, Redis 7.0 from --redis7 or $REDIS7_SERVER (default: `redis-server` on
+PATH if it is 7.x). The module and binary default to target/release.
+
+Usage: scripts/redisbloom_bench.py [--only module,serve,bgsave] [--scale 1.0] [--rounds 2]
+           [--callgrind] [--redisbloom DIR] [--redis8 PATH] [--redis7 PATH]
+           [--module target/release/libbloomgate_module.so] [--bloomgate target/release/bloomgate]
+Prints the load average at start and end: on a shared machine, prefer the same-run ratios and
+the instruction counts to absolute figures.
+"""
+
+import argparse
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+COMMANDS = [("BF.ADD", "bf"), ("BF.EXISTS", "bf"), ("CF.ADD", "cf"), ("CF.EXISTS", "cf")]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+class Resp:
+    """A minimal RESP2 client (standard library only)."""
+
+    def __init__(self, port, timeout=120):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def send(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.sock.sendall(b"".join(out))
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            chunk = self.sock.recv(max(1 << 20, n + 2 - len(self.buf)))
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            self.buf += chunk
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def read(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n)
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        raise RuntimeError("unexpected reply %r" % line)
+
+    def call(self, *args):
+        self.send(*args)
+        return self.read()
+
+
+class Server:
+    """A server process on a free port, stopped (and its directory removed) on close."""
+
+    def __init__(self, name, argv_for_port, cwd=None):
+        self.name = name
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="bloomgate-rbbench-")
+        argv = argv_for_port(self.port, self.dir)
+        self.log = open(os.path.join(self.dir, "server.log"), "wb")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd)
+        deadline = time.time() + 60
+        while True:
+            try:
+                if Resp(self.port, 5).call("PING") == "PONG":
+                    break
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.close()
+                raise RuntimeError("%s did not start: %s" % (name, self.tail()))
+            time.sleep(0.1)
+        self.client = Resp(self.port)
+
+    def tail(self):
+        try:
+            with open(os.path.join(self.dir, "server.log"), "rb") as f:
+                return f.read()[-2000:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def cpu_ns(self):
+        """CPU time (user + system) of every thread alive now, in nanoseconds."""
+        total = 0
+        task_dir = "/proc/%d/task" % self.proc.pid
+        for tid in os.listdir(task_dir):
+            try:
+                with open(os.path.join(task_dir, tid, "schedstat")) as f:
+                    total += int(f.read().split()[0])
+            except OSError:
+                pass
+        return total
+
+    def status(self, field):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def reset_peak(self):
+        with open("/proc/%d/clear_refs" % self.proc.pid, "w") as f:
+            f.write("5")
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                Resp(self.port, 5).send("SHUTDOWN", "NOSAVE")
+            except OSError:
+                pass
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def redis_server(binary, module, *extra):
+    def argv(port, d):
+        return [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", d, "--save", "",
+                "--appendonly", "no", "--loadmodule", module, *extra]
+    return argv
+
+
+def benchmark(port, n, pipeline, command, key):
+    out = subprocess.run(
+        ["redis-benchmark", "-p", str(port), "-c", "50", "-n", str(n), "-P", str(pipeline),
+         "-r", "100000", "-q", command, key, "__rand_int__"],
+        capture_output=True, text=True, check=True).stdout.replace("\r", "\n")
+    rates = re.findall(r"([0-9.]+) requests per second", out)
+    if not rates:
+        raise RuntimeError("redis-benchmark gave no rate: %s" % out[-500:])
+    return float(rates[-1])
+
+
+def commandstats(client):
+    info = client.call("INFO", "commandstats").decode()
+    out = {}
+    for m in re.finditer(r"cmdstat_([^:]+):calls=(\d+),usec=\d+,usec_per_call=([0-9.]+)", info):
+        out[m.group(1).upper()] = (int(m.group(2)), float(m.group(3)))
+    return out
+
+
+def setup_filters(client):
+    client.call("BF.RESERVE", "bf", "0.01", "200000")
+    client.call("CF.RESERVE", "cf", "200000")
+
+
+def ratio(a, b):
+    return a / b if b else float("nan")
+
+
+def table(title, header, rows):
+    print("\n" + title)
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    fmt = "  ".join("%%-%ds" % w if i == 0 else "%%%ds" % w for i, w in enumerate(widths))
+    print(fmt % tuple(header))
+    for r in rows:
+        print(fmt % tuple(r))
+
+
+def callgrind_per_call(binary, module, n):
+    """Instructions per call inside RedisModuleCommandDispatcher, per command, under valgrind."""
+    d = tempfile.mkdtemp(prefix="bloomgate-callgrind-")
+    port = free_port()
+    out = os.path.join(d, "cg.out")
+    proc = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, "--collect-atstart=no",
+         "--toggle-collect=RedisModuleCommandDispatcher", binary, "--port", str(port),
+         "--bind", "127.0.0.1", "--dir", d, "--save", "", "--appendonly", "no",
+         "--loadmodule", module], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                c = Resp(port, 30)
+                c.call("PING")
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.3)
+        setup_filters(c)
+        result = {}
+        for command, key in COMMANDS:
+            subprocess.run(["redis-benchmark", "-p", str(port), "-c", "1", "-n", "2000", "-P", "16",
+                            "-r", "100000", "-q", command, key, "__rand_int__"],
+                           capture_output=True, check=True)
+            subprocess.run(["callgrind_control", "-z", str(proc.pid)], capture_output=True)
+            subprocess.run(["redis-benchmark", "-p", str(port), "-c", "1", "-n", str(n), "-P", "16",
+                            "-r", "100000", "-q", command, key, "__rand_int__"],
+                           capture_output=True, check=True)
+            subprocess.run(["callgrind_control", "-d", command, str(proc.pid)], capture_output=True)
+        c.send("SHUTDOWN", "NOSAVE")
+        proc.wait(60)
+        for f in os.listdir(d):
+            if not f.startswith("cg.out."):
+                continue
+            text = open(os.path.join(d, f)).read()
+            trigger = re.search(r"^desc: Trigger: dump (\S+)", text, re.M)
+            summary = re.search(r"^summary: (\d+)", text, re.M)
+            if trigger and summary:
+                result[trigger.group(1)] = int(summary.group(1)) / n
+        return result
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def module_comparison(label, binary, rb_so, module, args):
+    n1, n16 = int(100000 * args.scale), int(600000 * args.scale)
+    rb = Server("%s + RedisBloom" % label, redis_server(binary, rb_so))
+    ours = Server("%s + bloomgate" % label, redis_server(binary, module))
+    try:
+        for s in (rb, ours):
+            setup_filters(s.client)
+            s.client.call("CONFIG", "RESETSTAT")
+        rates = {}
+        for rnd in range(args.rounds):
+            for pipeline in (1, 16):
+                n = n1 if pipeline == 1 else n16
+                for command, key in COMMANDS:
+                    # Alternate which side goes first, round by round.
+                    order = (rb, ours) if rnd % 2 == 0 else (ours, rb)
+                    for s in order:
+                        rps = benchmark(s.port, n, pipeline, command, key)
+                        rates.setdefault((s is ours, pipeline, command), []).append(rps)
+        stats = {s is ours: commandstats(s.client) for s in (rb, ours)}
+    finally:
+        rb.close()
+        ours.close()
+    rows = []
+    for command, _ in COMMANDS:
+        a, b = stats[False].get(command, (0, 0))[1], stats[True].get(command, (0, 0))[1]
+        row = [command, "%.3f" % a, "%.3f" % b, "%.2f" % ratio(b, a)]
+        for pipeline in (1, 16):
+            ra = sum(rates[(False, pipeline, command)]) / args.rounds
+            rbm = sum(rates[(True, pipeline, command)]) / args.rounds
+            row += ["%.0f" % ra, "%.0f" % rbm, "%.2f" % ratio(rbm, ra)]
+        rows.append(row)
+    table("module vs RedisBloom in %s (%d rounds, -c 50, -r 100000; usec = INFO commandstats "
+          "usec_per_call; target: usec ratio <= 0.80, rps ratio >= 1.00 at -P 1, >= 1.10 at -P 16)"
+          % (label, args.rounds),
+          ["command", "usec RB", "usec ours", "ratio", "P1 RB", "P1 ours", "ratio",
+           "P16 RB", "P16 ours", "ratio"], rows)
+    if args.callgrind:
+        if not shutil.which("valgrind"):
+            print("(no valgrind: instruction counts skipped)")
+            return
+        n = int(20000 * args.scale)
+        a = callgrind_per_call(binary, rb_so, n)
+        b = callgrind_per_call(binary, module, n)
+        rows = [[c, "%.0f" % a.get(c, 0), "%.0f" % b.get(c, 0), "%.2f" % ratio(b.get(c, 0), a.get(c, 0))]
+                for c, _ in COMMANDS]
+        table("instructions per call inside RedisModuleCommandDispatcher, %s (callgrind, %d calls "
+              "at -P 16, -c 1; independent of machine load)" % (label, n),
+              ["command", "RedisBloom", "bloomgate", "ratio"], rows)
+
+
+def serve_comparison(redis8, rb8, bloomgate, args):
+    n1, n16 = int(100000 * args.scale), int(600000 * args.scale)
+    rb = Server("Redis 8.2 + RedisBloom", redis_server(
+        redis8, rb8, "--appendonly", "yes", "--appendfsync", "everysec"))
+    ours = Server("bloomgate serve", lambda port, d: [
+        bloomgate, "serve", "--port", str(port), "--dir", d, "--appendfsync", "everysec"])
+    try:
+        for s in (rb, ours):
+            setup_filters(s.client)
+        cpu, rates = {}, {}
+        for rnd in range(args.rounds):
+            for pipeline in (1, 16):
+                n = n1 if pipeline == 1 else n16
+                for command, key in COMMANDS:
+                    order = (rb, ours) if rnd % 2 == 0 else (ours, rb)
+                    for s in order:
+                        before = s.cpu_ns()
+                        rps = benchmark(s.port, n, pipeline, command, key)
+                        used = (s.cpu_ns() - before) / 1000 / n
+                        cpu.setdefault((s is ours, pipeline, command), []).append(used)
+                        rates.setdefault((s is ours, pipeline, command), []).append(rps)
+    finally:
+        rb.close()
+        ours.close()
+    rows = []
+    for pipeline in (1, 16):
+        for command, _ in COMMANDS:
+            mean = lambda d, k: sum(d[k]) / len(d[k])
+            ca, cb = mean(cpu, (False, pipeline, command)), mean(cpu, (True, pipeline, command))
+            ra, rbm = mean(rates, (False, pipeline, command)), mean(rates, (True, pipeline, command))
+            rows.append(["P%d %s" % (pipeline, command), "%.2f" % ca, "%.2f" % cb,
+                         "%.2f" % ratio(cb, ca), "%.0f" % ra, "%.0f" % rbm, "%.2f" % ratio(rbm, ra)])
+    table("bloomgate serve vs Redis 8.2 + RedisBloom (appendfsync everysec, -c 50; CPU = server "
+          "user+system microseconds per request, all threads; target: CPU ratio <= 0.80)",
+          ["command", "CPU RB", "CPU ours", "ratio", "rps RB", "rps ours", "ratio"], rows)
+
+
+def fill_random(client, key):
+    """Fills `key`'s bit array with random bytes through SCANDUMP's chunk plan and LOADCHUNK."""
+    it = 0
+    rng = random.Random(24)
+    while True:
+        it, data = client.call("BF.SCANDUMP", key, it)
+        if it == 0:
+            break
+        client.call("BF.LOADCHUNK", key, it, rng.randbytes(len(data)))
+
+
+def bgsave_run(server, writes, interval_ms):
+    c = server.client
+    c.call("BF.RESERVE", "big", "0.01", "200000000", "NONSCALING")
+    fill_random(c, "big")
+    size = c.call("BF.INFO", "big", "SIZE")[0]
+    time.sleep(1.5)  # let freed buffers go back to the OS
+    before = server.status("VmRSS")
+    server.reset_peak()
+    writer = Resp(server.port)
+    latencies, during = [], 0
+    rng = random.Random(7)
+    c.call("BGSAVE")
+    start = time.perf_counter()
+    for i in range(writes):
+        due = start + i * interval_ms / 1000
+        delay = due - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        t = time.perf_counter()
+        writer.call("BF.ADD", "big", "w%d" % rng.getrandbits(64))
+        latencies.append((time.perf_counter() - t) * 1000)
+        if i % 50 == 0 and b"rdb_bgsave_in_progress:1" in c.call("INFO", "persistence"):
+            during = i + 1
+    while b"rdb_bgsave_in_progress:1" in c.call("INFO", "persistence"):
+        time.sleep(0.01)
+    saved = time.perf_counter() - start
+    peak = server.status("VmHWM")
+    latencies.sort()
+    pct = lambda p: latencies[min(len(latencies) - 1, int(len(latencies) * p))]
+    return [server.name, "%.0f" % (size / 1e6), "%.2f" % saved, "~%d" % during,
+            "%.2f" % pct(0.5), "%.2f" % pct(0.99), "%.2f" % latencies[-1],
+            "%.0f" % (before / 1e6), "%.0f" % (peak / 1e6), "%.3f" % (peak / before)]
+
+
+def bgsave_comparison(redis8, rb8, bloomgate, args):
+    rows = []
+    ours = Server("bloomgate serve", lambda port, d: [
+        bloomgate, "serve", "--port", str(port), "--dir", d, "--appendfsync", "everysec"])
+    try:
+        rows.append(bgsave_run(ours, 1000, 1.0))
+    finally:
+        ours.close()
+    if redis8 and rb8:
+        rb = Server("Redis 8.2 + RedisBloom", redis_server(redis8, rb8))
+        try:
+            rows.append(bgsave_run(rb, 1000, 1.0))
+        finally:
+            rb.close()
+    table("BGSAVE of a ~240 MB filter with 1,000 random BF.ADDs at 1/ms from its start (latency "
+          "ms; RSS MB: before the save, peak during it; target for serve: p99 <= 5 ms, peak/before "
+          "<= 1.10)",
+          ["server", "MB", "save s", "writes during", "p50", "p99", "max", "RSS before",
+           "RSS peak", "peak/before"], rows)
+
+
+def redis_version(binary):
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        return None
+    m = re.search(r"v=(\d+\.\d+)", out)
+    return m.group(1) if m else None
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", default="module,serve,bgsave")
+    p.add_argument("--scale", type=float, default=1.0, help="multiplies every request count")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--callgrind", action="store_true", help="also count instructions per call")
+    p.add_argument("--redisbloom", default=os.environ.get("REDISBLOOM_DIR"))
+    p.add_argument("--redis8", default=os.environ.get("REDIS8_SERVER", "/tmp/bloomgate-peer/bin/redis-server"))
+    p.add_argument("--redis7", default=os.environ.get("REDIS7_SERVER", shutil.which("redis-server") or ""))
+    p.add_argument("--module", default="target/release/libbloomgate_module.so")
+    p.add_argument("--bloomgate", default="target/release/bloomgate")
+    args = p.parse_args()
+    only = set(args.only.split(","))
+    module = os.path.abspath(args.module)
+    bloomgate = os.path.abspath(args.bloomgate)
+    rb_dir = args.redisbloom
+    rb8 = rb24 = None
+    if rb_dir:
+        rb8 = os.path.join(rb_dir, "redisbloom-8.so")
+        rb24 = os.path.join(rb_dir, "redisbloom-2.4.23.so")
+        rb8 = rb8 if os.path.exists(rb8) else None
+        rb24 = rb24 if os.path.exists(rb24) else None
+    else:
+        print("RedisBloom not given (--redisbloom DIR or REDISBLOOM_DIR): comparisons with it "
+              "are skipped")
+    redis8 = args.redis8 if redis_version(args.redis8 or "") == "8.2" else None
+    redis7 = args.redis7 if (redis_version(args.redis7 or "") or "").startswith("7.") else None
+    if not shutil.which("redis-benchmark"):
+        print("redis-benchmark not found: nothing to run")
+        return 0
+    print("load average %s at start, %d cores, %s" % (loadavg(), os.cpu_count(), time.strftime(
+        "%Y-%m-%d %H:%M:%S %Z")))
+    if "module" in only:
+        if not os.path.exists(module):
+            print("skipped module: no %s (cargo build --release -p bloomgate-module)" % module)
+        else:
+            for label, binary, so in (("Redis 8.2", redis8, rb8), ("Redis 7.0", redis7, rb24)):
+                if binary and so:
+                    module_comparison(label, binary, so, module, args)
+                else:
+                    print("\nskipped module vs RedisBloom in %s: %s" % (
+                        label, "no redis-server of that version" if not binary else "no RedisBloom .so"))
+    if "serve" in only:
+        if not os.path.exists(bloomgate):
+            print("skipped serve: no %s (cargo build --release -p bloomgate-cli)" % bloomgate)
+        elif redis8 and rb8:
+            serve_comparison(redis8, rb8, bloomgate, args)
+        else:
+            print("\nskipped serve vs Redis 8.2 + RedisBloom: no Redis 8.2 or no RedisBloom 8")
+    if "bgsave" in only:
+        if not os.path.exists(bloomgate):
+            print("skipped bgsave: no %s" % bloomgate)
+        else:
+            bgsave_comparison(redis8, rb8, bloomgate, args)
+    print("\nload average %s at end" % loadavg())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -24,7 +24,9 @@ pub type Snapshot = Vec<(Vec<u8>, Entry)>;
 const NO_EXPIRY: i64 = i64::MIN;
 
 #[derive(Clone, Debug)]
+/// A key's value and expiry.
 pub struct Entry {
+    /// The value.
     pub value: Value,
     /// Absolute expiry in Unix milliseconds, or [`NO_EXPIRY`].
     expires: i64,
@@ -37,6 +39,7 @@ type Slot = (Box<[u8]>, Entry);
 const SLOT_SHARE: u64 = (size_of::<Slot>() as u64 + 1) * 8 / 7;
 
 impl Entry {
+    /// An entry expiring at `expires_at` (Unix milliseconds), or never.
     pub fn new(value: Value, expires_at: Option<i64>) -> Self {
         Self {
             value,
@@ -119,6 +122,7 @@ impl Db {
         self.entries.get(key).filter(|e| Self::is_live(e, now_ms))
     }
 
+    /// The live value of `key`.
     pub fn value(&self, key: &[u8], now_ms: i64) -> Option<&Value> {
         self.get(key, now_ms).map(|e| &e.value)
     }
@@ -261,10 +265,12 @@ impl Db {
         self.entries.len()
     }
 
+    /// Whether there is no key.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
+    /// Keys with an expiry (INFO keyspace).
     pub fn keys_with_expiry(&self) -> usize {
         self.entries
             .values()
@@ -272,6 +278,7 @@ impl Db {
             .count()
     }
 
+    /// Every live key and its entry, in table order.
     pub fn iter_live(&self, now_ms: i64) -> impl Iterator<Item = (&[u8], &Entry)> {
         self.entries
             .iter()
@@ -300,7 +307,7 @@ impl Db {
     }
 
     /// `used_memory`: the allocator's count where a probe is registered (refreshed every
-    /// [`HEAP_READING_TTL`], with the accounted changes since added), else the dataset's bytes.
+    /// `HEAP_READING_TTL`, with the accounted changes since added), else the dataset's bytes.
     pub fn used_memory(&self) -> u64 {
         let accounted = self.dataset_memory();
         let Some(probe) = self.heap_probe else {
@@ -334,6 +341,7 @@ impl Db {
         self.change_seq
     }
 
+    /// Stops one WATCH of `key`.
     pub fn unwatch(&mut self, key: &[u8]) {
         if let Some(state) = self.watched.get_mut(key) {
             state.watchers -= 1;

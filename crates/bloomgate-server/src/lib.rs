@@ -17,6 +17,8 @@
 //! # }
 //! ```
 
+#![deny(missing_docs)]
+
 pub mod commands;
 pub mod config;
 pub mod connection;

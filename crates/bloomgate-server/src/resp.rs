@@ -117,12 +117,13 @@ pub const UNAUTHENTICATED_MAX_BULK: usize = 16 * 1024;
 pub struct ProtocolError(pub String);
 
 impl ProtocolError {
+    /// The `-ERR Protocol error: …` reply sent before closing the connection.
     pub fn reply(&self) -> Reply {
         Reply::Error(format!("ERR Protocol error: {}", self.0))
     }
 }
 
-/// Incremental request parser. Feed bytes into [`Self::buffer`], then call
+/// Incremental request parser. Feed bytes in with [`Self::extend`], then call
 /// [`Self::next_command`] until it returns `Ok(None)`. Parsed bulk arguments are moved out as
 /// they complete, so a command split across many reads is never re-parsed from the start.
 /// A command handed back with [`Self::recycle`] lends its buffers to the next one, so a

@@ -7,7 +7,8 @@
 //! Files by job: [`state`] (the store and a client's session), [`host`] (what a handler sees),
 //! [`dispatch`] (the table, Redis' checks, EXEC, log replay), and one file per family of the
 //! server's own commands: [`keys`], [`dump`], [`server`] (connection and server commands),
-//! [`introspect`] (COMMAND INFO / DOCS), [`acl`], [`transaction`].
+//! [`introspect`] (COMMAND INFO / DOCS), [`acl`] (the ACL command, AUTH's check, NOPERM),
+//! [`transaction`]; and [`users`], the ACL users themselves (a leaf the store holds).
 
 pub mod acl;
 pub mod dispatch;
@@ -18,6 +19,7 @@ pub mod keys;
 pub mod server;
 pub mod state;
 pub mod transaction;
+pub mod users;
 
 pub use dispatch::{execute, lookup, run, table, Replayer};
 pub use host::{Handler, ServerCommand, ServerHost};

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::acl::Acl;
+use super::users::Acl;
 use crate::config::Config;
 use crate::keyspace::{now_ms, Db};
 

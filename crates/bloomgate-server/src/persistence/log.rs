@@ -23,6 +23,7 @@ use super::{create_private, sync_dir, Replay};
 use crate::keyspace::now_ms;
 use crate::resp::{encode_command, RequestParser};
 
+/// The first 16 bytes of every log file.
 pub const AOF_MAGIC: &[u8; 16] = b"BLOOMGATE-AOF-02";
 /// `len`, payload CRC, header CRC.
 pub const HEADER_LEN: usize = 12;
@@ -30,6 +31,7 @@ pub const HEADER_LEN: usize = 12;
 /// framing; a larger length is damage.
 const MAX_RECORD_LEN: usize = 1 << 31;
 
+/// The file of log generation `generation` in `dir`.
 pub fn aof_path(dir: &Path, generation: u64) -> PathBuf {
     dir.join(format!("appendonly.{generation}.aof"))
 }
@@ -75,9 +77,17 @@ pub fn log_generations(dir: &Path) -> io::Result<Vec<u64>> {
 #[derive(Debug, PartialEq)]
 pub enum Damage {
     /// A final record cut short at `offset`.
-    Torn { offset: usize },
-    /// Damaged data at `offset`.
-    Corrupt { offset: usize, what: String },
+    Torn {
+        /// Where the intact records end.
+        offset: usize,
+    },
+    /// Damaged data at `offset`: `what` is wrong there.
+    Corrupt {
+        /// Where.
+        offset: usize,
+        /// What is wrong there.
+        what: String,
+    },
 }
 
 /// Walks the records of a log image, handing each intact payload to `apply` (which may refuse

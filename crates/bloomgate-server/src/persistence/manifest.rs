@@ -18,19 +18,23 @@ use anyhow::bail;
 
 use super::{create_private, log, sync_dir};
 
+/// The manifest's file name in the data directory.
 pub const MANIFEST_FILE: &str = "manifest";
 const MANIFEST_TMP: &str = "manifest.tmp";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which snapshot and log generations make up the dataset.
 pub struct Manifest {
     /// Generation of the snapshot (`dump.bgs`), if one belongs to the dataset.
     pub snapshot: Option<u64>,
     /// Log generations `first..=last` hold the writes after it (empty when `last < first`).
     pub first: u64,
+    /// The newest log generation.
     pub last: u64,
 }
 
 impl Manifest {
+    /// The manifest in `dir`, if there is one; a damaged one is an error.
     pub fn read(dir: &Path) -> anyhow::Result<Option<Self>> {
         let path = dir.join(MANIFEST_FILE);
         let text = match fs::read_to_string(&path) {
@@ -65,6 +69,7 @@ impl Manifest {
         }))
     }
 
+    /// Writes the manifest durably (a temp file, fsync, rename, fsync of the directory).
     pub fn write(&self, dir: &Path) -> io::Result<()> {
         let tmp = dir.join(MANIFEST_TMP);
         let snapshot = self

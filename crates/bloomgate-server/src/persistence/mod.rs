@@ -83,18 +83,22 @@ pub fn create_private(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// fsyncs the directory itself (a created, renamed or removed file is durable after it).
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
 /// What loading found.
 pub struct Loaded {
+    /// The keyspace.
     pub db: Db,
     /// The log generation to keep appending to.
     pub generation: u64,
+    /// Bytes in the log generation appended to next.
     pub aof_size: u64,
     /// The dataset's files as loaded (the writer records its generation in it).
     pub manifest: Manifest,
+    /// What loading repaired or removed, for the log.
     pub warnings: Vec<String>,
 }
 
@@ -168,15 +172,80 @@ pub fn load(dir: &Path, repair: bool, target: &mut dyn Replay) -> anyhow::Result
 }
 
 #[cfg(test)]
+pub(crate) mod testing {
+    //! A keyspace that runs the dialect's commands directly (no command layer), for the
+    //! persistence tests: what they write and replay is BF.*/CF.* only.
+    use bloomgate_dialect::commands::{self as dialect, Outcome, WrongType};
+    use bloomgate_dialect::Config;
+
+    use super::Replay;
+    use crate::keyspace::{Db, Value};
+    use crate::resp::Reply;
+
+    /// Keys and the dialect's settings.
+    #[derive(Default)]
+    pub struct Keys {
+        pub db: Db,
+        pub config: Config,
+    }
+
+    impl dialect::Host for Keys {
+        fn proto(&self) -> u8 {
+            2
+        }
+        fn config(&self) -> &Config {
+            &self.config
+        }
+        fn memory_budget(&self) -> u64 {
+            u64::MAX
+        }
+        fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType> {
+            Ok(self.db.value(key, 0))
+        }
+        fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
+            Ok(self.db.value_mut(key, 0))
+        }
+        fn create(&mut self, key: &[u8], value: Value) {
+            self.db.insert(key.to_vec(), value, None);
+        }
+    }
+
+    impl Keys {
+        /// Runs a dialect command.
+        pub fn execute<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Outcome {
+            let args: Vec<&[u8]> = args.iter().map(AsRef::as_ref).collect();
+            let info = dialect::lookup(args[0]).expect("a dialect command");
+            let outcome = dialect::execute(self, info, &args);
+            self.db.settle();
+            outcome
+        }
+
+        /// Runs a dialect command given as space-separated words.
+        pub fn run(&mut self, line: &str) -> Reply {
+            let args: Vec<&str> = line.split(' ').collect();
+            self.execute(&args).reply
+        }
+    }
+
+    impl Replay for Keys {
+        fn db(&mut self) -> &mut Db {
+            &mut self.db
+        }
+        fn apply(&mut self, args: &[Vec<u8>]) {
+            self.execute(args);
+        }
+    }
+}
+
+#[cfg(test)]
 pub(crate) mod tests {
+    use super::testing::Keys;
     use super::*;
-    use crate::commands::{execute, Replayer, Session, Store};
-    use crate::config::Config;
     use crate::keyspace::Value;
 
     /// Loads `dir` with the default settings.
     pub fn load_default(dir: &Path, repair: bool) -> anyhow::Result<Loaded> {
-        load(dir, repair, &mut Replayer::new(Config::default()))
+        load(dir, repair, &mut Keys::default())
     }
 
     pub fn temp_dir(name: &str) -> std::path::PathBuf {
@@ -252,10 +321,9 @@ pub(crate) mod tests {
     /// an auto-created filter is logged as the header of its empty shape.
     #[test]
     fn cuckoo_log_replay_is_exact_under_another_config() {
-        let mut store = Store::new(Config::default());
-        store.config.dialect.cf_bucket_size = 4;
-        store.config.dialect.cf_initial_size = 64;
-        let mut session = Session::new(1, false);
+        let mut store = Keys::default();
+        store.config.cf_bucket_size = 4;
+        store.config.cf_initial_size = 64;
         let mut log = Vec::new();
         for i in 0..300 {
             let args = vec![
@@ -263,21 +331,13 @@ pub(crate) mod tests {
                 b"c".to_vec(),
                 format!("i{i}").into_bytes(),
             ];
-            log.extend(
-                execute(&mut store, &mut session, &args, false)
-                    .propagate
-                    .into_commands(&args),
-            );
+            log.extend(store.execute(&args).propagate.into_commands(&args));
         }
         let args = vec![b"CF.DEL".to_vec(), b"c".to_vec(), b"i7".to_vec()];
-        log.extend(
-            execute(&mut store, &mut session, &args, false)
-                .propagate
-                .into_commands(&args),
-        );
-        let mut replayed = Store::new(Config::default());
+        log.extend(store.execute(&args).propagate.into_commands(&args));
+        let mut replayed = Keys::default();
         for args in &log {
-            execute(&mut replayed, &mut session, args, true);
+            replayed.execute(args);
         }
         let (Some(Value::Cuckoo(a)), Some(Value::Cuckoo(b))) =
             (store.db.value(b"c", 0), replayed.db.value(b"c", 0))

@@ -241,8 +241,7 @@ fn read_value(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::{execute, Session, Store};
-    use crate::config::Config;
+    use crate::persistence::testing::Keys;
     use crate::resp::Reply;
 
     fn temp_dir(name: &str) -> PathBuf {
@@ -253,14 +252,13 @@ mod tests {
         dir
     }
 
-    fn run(store: &mut Store, line: &str) -> Reply {
-        let args: Vec<Vec<u8>> = line.split(' ').map(|w| w.as_bytes().to_vec()).collect();
-        execute(store, &mut Session::new(1, false), &args, false).reply
+    fn run(store: &mut Keys, line: &str) -> Reply {
+        store.run(line)
     }
 
     /// A Bloom chain at `k` and a grown, partly deleted cuckoo filter at `c`.
-    fn store_with(items: usize) -> Store {
-        let mut store = Store::new(Config::default());
+    fn store_with(items: usize) -> Keys {
+        let mut store = Keys::default();
         run(&mut store, "CF.RESERVE c 8 BUCKETSIZE 2 EXPANSION 2");
         for i in 0..items {
             run(&mut store, &format!("BF.ADD k i{i}"));
@@ -318,13 +316,11 @@ mod point_in_time {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::commands::{execute, Session, Store};
-    use crate::config::Config;
+    use crate::persistence::testing::Keys;
     use crate::resp::Reply;
 
-    fn run(store: &mut Store, line: &str) -> Reply {
-        let args: Vec<Vec<u8>> = line.split(' ').map(|w| w.as_bytes().to_vec()).collect();
-        execute(store, &mut Session::new(1, false), &args, false).reply
+    fn run(store: &mut Keys, line: &str) -> Reply {
+        store.run(line)
     }
 
     /// Every byte of a value's dump stream.
@@ -335,7 +331,7 @@ mod point_in_time {
     #[test]
     fn snapshot_under_concurrent_writes_is_the_point_in_time_state() {
         let dir = crate::persistence::tests::temp_dir("pit");
-        let store = Arc::new(Mutex::new(Store::new(Config::default())));
+        let store = Arc::new(Mutex::new(Keys::default()));
         {
             let mut s = store.lock().unwrap();
             // Many copy-on-write segments each: writes land in shared and unshared segments alike.

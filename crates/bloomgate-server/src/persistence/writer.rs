@@ -41,6 +41,7 @@ struct Queue {
     shutdown: bool,
 }
 
+/// The append-only log's writer: what connections queue records into and wait on.
 pub struct AofWriter {
     queue: Mutex<Queue>,
     /// The open log: whoever holds it writes (a connection, or the thread).
@@ -128,6 +129,7 @@ impl AofWriter {
         Ok(writer)
     }
 
+    /// Applies a new `appendfsync` policy (CONFIG SET).
     pub fn set_policy(&self, policy: FsyncPolicy) {
         self.policy.store(policy_code(policy), Ordering::Relaxed);
     }
@@ -136,6 +138,7 @@ impl AofWriter {
         self.policy.load(Ordering::Relaxed) == policy_code(FsyncPolicy::Always)
     }
 
+    /// Bytes in the current log file.
     pub fn size(&self) -> u64 {
         self.size.load(Ordering::Relaxed)
     }

@@ -15,6 +15,9 @@ Phases, each checked through a cluster-aware client (redis-py RedisCluster) and 
   gate      - with --bloomgate BIN: `bloomgate demo feed --filters redis+cluster://...` keeps its
               per-user WF.* filters in the cluster (cluster-aware `redis` crate client): no
               duplicate shown in any mode, and the filter keys are spread over several masters.
+              A second run with a filter memory budget of a few KiB makes the gate evict filters
+              (DEL node by node) and build them again from the store (history loads, writes
+              batched per node by slot) while requests run: still no duplicate shown.
   3. failover - writes acknowledged by `WAIT 1 <ms>` while a master is killed with SIGKILL; its
               replica is promoted, every acknowledged item answers 1; the killed node restarts
               and rejoins as a replica, and answers (READONLY) from its new master's data.
@@ -49,7 +52,7 @@ ABSENT_MAX_RATE = 0.05  # BF keys at 1% error, CF keys at ~1.6% (8-bit fingerpri
 NODE_TIMEOUT_MS = 3000  # low enough for a quick failover, high enough that a loaded CI machine does not look dead
 REPLICA_CONFIG = ["bf.bf-error-rate", "0.05", "bf.bf-initial-size", "50", "bf.cf-initial-size", "512",
                   "bf.cf-bucket-size", "4"]
-TOTAL_LIMIT_S = 300
+TOTAL_LIMIT_S = 360
 
 passed = 0
 failed = 0
@@ -577,6 +580,28 @@ def phase_gate(cluster, bloomgate, root):
         for k in ks:
             node(p).delete(k)
     print(f"     (gate demo in {time.time() - t:.1f}s; filter keys per master {per_master})", flush=True)
+
+    # Remote builds and evictions: 20 users whose filters do not all fit in 12 KiB.
+    cmd = [bloomgate, "demo", "feed", "--users", "20", "--history", "30", "--requests", "2000",
+           "--concurrency", "2", "--json", "--filters", f"redis+cluster://{seed}",
+           "--filter-memory-kib", "12",
+           "--store", f"sqlite:{os.path.join(root, 'gate-evict.db')}"]
+    t = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=GATE_LIMIT_S)
+    check("gate: demo feed with a 12 KiB filter budget exits 0", r.returncode == 0, r.stderr[-2000:])
+    if r.returncode != 0:
+        return
+    report = json.loads(r.stdout)
+    for mode in ["verify", "trust"]:
+        m = report["modes"][mode]
+        check(f"gate: {mode} mode under a tiny budget: filters evicted and built again, 0 duplicates",
+              m["duplicates_shown"] == 0 and m["evictions"] > 0 and m["history_loads"] > 20, str(m))
+    view = nodes_view(cluster.ports[0])
+    for p, v in view.items():
+        if v[1] == "master":
+            for k in node(p).scan_iter(match="bloomgate:demo:*", count=1000):
+                node(p).delete(k)
+    print(f"     (gate eviction demo in {time.time() - t:.1f}s)", flush=True)
 
 
 def main():

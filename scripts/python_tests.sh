@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 bin=${1:-target/debug/bloomgate}
 venv=target/py-venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check 'maturin>=1.7,<2' pytest hypothesis numpy
+"$venv/bin/python" -m pip install -q --disable-pip-version-check 'maturin>=1.7,<2' pytest hypothesis numpy 'redis>=5'
 rm -rf target/py-wheels
 "$venv/bin/maturin" build --release --locked -m crates/bloomgate-py/Cargo.toml -o target/py-wheels
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps target/py-wheels/bloomgate-*.whl

@@ -13,3 +13,14 @@ pub mod plots;
 pub mod report;
 pub mod sweep;
 pub mod timing;
+
+/// The Rust examples of README.md, compiled and run as doctests (scripts/docs_check.sh runs the
+/// shell and Python ones).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
+/// The Rust examples of docs/library.md, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+pub struct LibraryDocDoctests;

@@ -26,6 +26,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[command(
     name = "bloomgate",
     version,
+    propagate_version = true,
     about = "Bloom filters as a production lever"
 )]
 struct Cli {
@@ -82,7 +83,7 @@ impl From<LayoutArg> for bloomgate::Layout {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|err| usage_error(err));
     let result = match cli.command {
         Command::Calc(args) => calc::run(args),
         Command::Build(args) => build::run(args),
@@ -94,7 +95,59 @@ fn main() {
         Command::Demo(args) => demo::run(args),
     };
     if let Err(err) = result {
-        eprintln!("bloomgate: {err:#}");
-        std::process::exit(1);
+        // One line on stderr (the error and its causes, joined by ": "), exit status 1:
+        // docs/cli.md, "Errors and exit codes".
+        eprintln!("bloomgate: {}", one_line(&format!("{err:#}")));
+        std::process::exit(EXIT_FAILURE);
     }
+}
+
+/// The command could not do its work (a file, an I/O error, a refused configuration, a server
+/// that could not start or stopped on an error).
+const EXIT_FAILURE: i32 = 1;
+/// The command line is wrong (unknown command or option, missing or malformed argument).
+const EXIT_USAGE: i32 = 2;
+
+/// `--help` and `--version` print as clap prints them (exit 0); every other parse error is one
+/// line in the CLI's error style, naming the command whose `--help` explains it, exit status 2.
+fn usage_error(err: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
+        err.exit();
+    }
+    let text = err.render().to_string();
+    let message = match err.kind() {
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+            "a command is required".to_string()
+        }
+        _ => text
+            .lines()
+            .next()
+            .unwrap_or("invalid arguments")
+            .trim_start_matches("error: ")
+            .to_string(),
+    };
+    // "Usage: bloomgate query [OPTIONS] <FILTER> ..." names the command to ask for help.
+    let command = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Usage: "))
+        .map(|usage| {
+            usage
+                .split_whitespace()
+                .take_while(|w| !w.starts_with(['[', '<', '-']))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "bloomgate".to_string());
+    eprintln!("bloomgate: {} (see {command} --help)", one_line(&message));
+    std::process::exit(EXIT_USAGE);
+}
+
+/// Messages stay on one line whatever their causes contain.
+fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
 }

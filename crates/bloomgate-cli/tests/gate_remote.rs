@@ -156,7 +156,7 @@ fn a_hung_filter_server_sends_requests_to_the_store() {
 /// yet an item whose `record` returned before a request started is never shown by it.
 #[test]
 fn concurrent_requests_on_remote_filters_never_show_an_item_recorded_before_them() {
-    use rand::{rngs::SmallRng, Rng, SeedableRng};
+    use rand::{rngs::SmallRng, RngExt, SeedableRng};
     use std::collections::HashMap;
     use std::sync::atomic::AtomicU64;
     use std::sync::Mutex;

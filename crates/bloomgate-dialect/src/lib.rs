@@ -27,6 +27,7 @@ pub mod rdb;
 pub mod rdb_format;
 pub mod reply;
 pub mod sbchain;
+pub mod tdigest;
 pub mod topk;
 pub mod value;
 pub mod windowed;
@@ -35,6 +36,12 @@ pub use commands::{execute, Host, Outcome};
 pub use config::Config;
 pub use reply::Reply;
 pub use value::{DialectType, Value};
+
+/// The RedisBloom version the dialect speaks, as `MODULE LIST` reports it (`major·10000 +
+/// minor·100 + patch`): 8.8.0, the RedisBloom release whose commands, replies and encodings
+/// (t-digest's memory count included) these are. Version-gated clients read it as "at least
+/// 8.8", so none of their RedisBloom tests is skipped.
+pub const REDISBLOOM_VERSION: i64 = 80800;
 
 /// Redis' out-of-memory refusal, shared by both command families.
 pub const ERR_OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";

@@ -75,35 +75,18 @@ pub fn module_type_name(id: u64) -> (String, u32) {
     (name, (id & 1023) as u32)
 }
 
-/// CRC-64/Jones as Redis computes it (reflected polynomial 0xad93d23594c935a9, init 0, no final
-/// xor), continuing from `crc`.
-pub fn crc64(mut crc: u64, data: &[u8]) -> u64 {
-    for &b in data {
-        crc = CRC64_TABLE[((crc ^ u64::from(b)) & 0xff) as usize] ^ (crc >> 8);
-    }
-    crc
+/// CRC-64/Jones as Redis computes it (`CRC_64_REDIS` in the `crc` crate's catalogue: reflected
+/// polynomial 0xad93d23594c935a9, init 0, no final xor), continuing from `crc` (0 to start).
+pub fn crc64(crc: u64, data: &[u8]) -> u64 {
+    // Slice-by-16 tables: 16 bytes per step instead of one.
+    const REDIS: crc::Crc<u64, crc::Table<16>> =
+        crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_REDIS);
+    // The crate reflects the initial value of a reflected algorithm; a finished CRC is already
+    // reflected, so it goes in reversed to continue from it.
+    let mut digest = REDIS.digest_with_initial(crc.reverse_bits());
+    digest.update(data);
+    digest.finalize()
 }
-
-const CRC64_TABLE: [u64; 256] = {
-    const REFLECTED_POLY: u64 = 0x95ac_9329_ac4b_c9b5;
-    let mut table = [0u64; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u64;
-        let mut bit = 0;
-        while bit < 8 {
-            c = if c & 1 == 1 {
-                (c >> 1) ^ REFLECTED_POLY
-            } else {
-                c >> 1
-            };
-            bit += 1;
-        }
-        table[i] = c;
-        i += 1;
-    }
-    table
-};
 
 /// Appends Redis' length encoding of `len`.
 pub fn write_len(out: &mut Vec<u8>, len: u64) {
@@ -513,6 +496,35 @@ mod tests {
     #[test]
     fn crc64_matches_redis_test_vector() {
         assert_eq!(crc64(0, b"123456789"), 0xe9c6_d914_c4b8_d9ca);
+    }
+
+    /// Bit by bit, as Redis' reference does: independent of the `crc` crate.
+    fn crc64_bitwise(mut crc: u64, data: &[u8]) -> u64 {
+        for &b in data {
+            crc ^= u64::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0x95ac_9329_ac4b_c9b5
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        crc
+    }
+
+    #[test]
+    fn crc64_continues_across_any_split_and_matches_the_bitwise_reference() {
+        let data: Vec<u8> = (0..1000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let whole = crc64(0, &data);
+        assert_eq!(whole, crc64_bitwise(0, &data));
+        for split in [0, 1, 7, 15, 16, 17, 333, 999, 1000] {
+            let (a, b) = data.split_at(split);
+            assert_eq!(crc64(crc64(0, a), b), whole, "split at {split}");
+            assert_eq!(crc64_bitwise(crc64(0, a), b), whole, "split at {split}");
+        }
     }
 
     #[test]

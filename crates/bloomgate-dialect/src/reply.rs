@@ -23,62 +23,8 @@ pub enum Reply {
     Map(Vec<(Reply, Reply)>),
     /// A boolean in RESP3, integer 0/1 in RESP2.
     Bool(bool),
-    /// A double in RESP3, a bulk string in RESP2 (both as [`format_double`] writes it).
+    /// A double: `,` in RESP3, a bulk string in RESP2, written as [`format_double`] does.
     Double(f64),
-}
-
-/// A double as Redis (7.2 and later) writes it in replies: `nan`, `inf`, `-inf`, `0`, `-0`;
-/// otherwise the shortest digits that read back as the same value, written as a plain
-/// integer while the exponent is below the digit count plus 7, as a plain decimal for
-/// exponents from -7 (or up to 3 below the point), and otherwise in scientific notation
-/// with at least one exponent digit (`1.5e+19`, `1.2345e-6`).
-///
-/// Redis finds the digits with Grisu2, which for a few values emits more digits than the
-/// shortest (`1e16` comes out as `10000000000000000`); those values are written differently
-/// here. Inside Redis (the module) Redis formats the double itself.
-pub fn format_double(d: f64) -> String {
-    if d.is_nan() {
-        return "nan".into();
-    }
-    let sign = if d.is_sign_negative() { "-" } else { "" };
-    if d.is_infinite() {
-        return format!("{sign}inf");
-    }
-    if d == 0.0 {
-        return format!("{sign}0");
-    }
-    // `{:e}` gives the shortest round-trip digits: d.ddde[-]x.
-    let sci = format!("{:e}", d.abs());
-    let (mantissa, exponent) = sci.split_once('e').expect("scientific notation");
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let exponent: i32 = exponent.parse().expect("an exponent");
-    let n = digits.len() as i32;
-    // The value is digits × 10^k.
-    let k = exponent - (n - 1);
-    let magnitude = exponent.abs();
-    let body = if k >= 0 && magnitude < n + 7 {
-        format!("{digits}{}", "0".repeat(k as usize))
-    } else if k < 0 && (k > -7 || magnitude < 4) {
-        let point = n + k;
-        if point <= 0 {
-            format!("0.{}{digits}", "0".repeat((-point) as usize))
-        } else {
-            format!(
-                "{}.{}",
-                &digits[..point as usize],
-                &digits[point as usize..]
-            )
-        }
-    } else {
-        let rest = if n > 1 {
-            format!(".{}", &digits[1..])
-        } else {
-            String::new()
-        };
-        let exp_sign = if exponent < 0 { '-' } else { '+' };
-        format!("{}{rest}e{exp_sign}{magnitude}", &digits[..1])
-    };
-    format!("{sign}{body}")
 }
 
 impl Reply {
@@ -103,18 +49,102 @@ impl Reply {
     }
 }
 
+/// A double as Redis 8 writes it in a reply (`d2string`): `nan`, `inf`, `-inf`, `0` / `-0`,
+/// integral values within ±2^62 as integers, else the shortest digits that read back to the
+/// same double, in plain notation when the exponent is small (`0.00001`, `123.456`,
+/// `123456789012345680000`) and scientific otherwise (`1.2345e-4`, `1e+22`).
+///
+/// Redis takes its digits from Grisu2, which in rare cases gives one digit more than the
+/// shortest; these are the shortest, so such a reply can be one digit longer there (the
+/// value it reads back to is the same).
+pub fn format_double(v: f64) -> String {
+    if v.is_nan() {
+        return "nan".into();
+    }
+    if v.is_infinite() {
+        return if v < 0.0 { "-inf" } else { "inf" }.into();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    const HALF: f64 = (i64::MAX / 2) as f64;
+    if (-HALF..=HALF).contains(&v) && v.fract() == 0.0 {
+        return (v as i64).to_string();
+    }
+    // Shortest round-trip digits and the exponent of the first one.
+    let sci = format!("{:e}", v.abs());
+    let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let exp10: i32 = exp.parse().expect("an integer exponent");
+    let n = digits.len() as i32;
+    // The value is digits x 10^k.
+    let k = exp10 - (n - 1);
+    let mut out = String::with_capacity(24);
+    if v < 0.0 {
+        out.push('-');
+    }
+    let magnitude = exp10.abs();
+    if k >= 0 && magnitude < n + 7 {
+        out.push_str(&digits);
+        out.extend(std::iter::repeat_n('0', k as usize));
+    } else if k < 0 && (k > -7 || magnitude < 4) {
+        let point = n + k;
+        if point <= 0 {
+            out.push_str("0.");
+            out.extend(std::iter::repeat_n('0', (-point) as usize));
+            out.push_str(&digits);
+        } else {
+            out.push_str(&digits[..point as usize]);
+            out.push('.');
+            out.push_str(&digits[point as usize..]);
+        }
+    } else {
+        out.push_str(&digits[..1]);
+        if n > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        out.push(if exp10 < 0 { '-' } else { '+' });
+        out.push_str(&magnitude.to_string());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::format_double;
 
-    /// What Redis 8.2 answers for `ZSCORE` of these values in RESP2.
+    /// Each value as Redis 8.2 replies with it (RedisBloom's TDIGEST.MIN of a one-value digest).
     #[test]
-    fn doubles_format_as_redis_writes_them() {
-        for (value, text) in [
+    fn doubles_are_written_as_redis_8_writes_them() {
+        for (v, text) in [
+            (1e16, "10000000000000000"),
+            (1e17, "100000000000000000"),
+            (12345678901234567.0, "12345678901234568"),
+            (1e-5, "0.00001"),
+            (0.0001, "0.0001"),
+            (0.00012345, "1.2345e-4"),
+            (1e21, "1e+21"),
+            (1e22, "1e+22"),
+            (123.456, "123.456"),
+            (-0.0, "-0"),
+            (5e-324, "5e-324"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (100.0, "100"),
+            (1e15, "1000000000000000"),
+            (123456789012345680000.0, "123456789012345680000"),
+            (1e300, "1e+300"),
+            (0.1, "0.1"),
+            (-3.0, "-3"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (f64::NAN, "nan"),
+            (-f64::NAN, "nan"),
+            // Redis 8.2's ZSCORE of these values.
             (0.9, "0.9"),
             (1.0, "1"),
             (0.001, "0.001"),
-            (1e-5, "0.00001"),
             (1e-6, "0.000001"),
             (1e-7, "1e-7"),
             (1.2345e-6, "1.2345e-6"),
@@ -123,15 +153,10 @@ mod tests {
             (1.5e19, "1.5e+19"),
             (1.5e300, "1.5e+300"),
             (2.71, "2.71"),
-            (123.456, "123.456"),
             (1234567.125, "1234567.125"),
             (0.12345678901234567, "0.12345678901234566"),
-            (5e-324, "5e-324"),
-            (100.0, "100"),
-            (f64::INFINITY, "inf"),
-            (f64::NEG_INFINITY, "-inf"),
         ] {
-            assert_eq!(format_double(value), text, "{value:e}");
+            assert_eq!(format_double(v), text, "{v:e}");
         }
     }
 }

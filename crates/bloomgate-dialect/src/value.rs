@@ -8,6 +8,7 @@ use crate::countmin::CountMin;
 use crate::cuckoo::{self, CuckooChain};
 use crate::rdb::{RdbError, RdbSink, RdbSource};
 use crate::sbchain::BloomChain;
+use crate::tdigest::TDigest;
 use crate::topk::TopK;
 use crate::windowed::WindowedFilter;
 
@@ -21,6 +22,8 @@ pub enum Value {
     Cuckoo(Box<CuckooChain>),
     /// `BGwindowF`: a time-windowed filter (our extension).
     Windowed(Box<WindowedFilter>),
+    /// `TDIS-TYPE`: a t-digest.
+    TDigest(Box<TDigest>),
     /// `CMSk-TYPE`: a Count-Min Sketch.
     CountMin(Box<CountMin>),
     /// `TopK-TYPE`: a Top-K sketch.
@@ -41,6 +44,10 @@ macro_rules! each_kind {
             }
             Kind::Windowed => {
                 type $t = WindowedFilter;
+                $body
+            }
+            Kind::TDigest => {
+                type $t = TDigest;
                 $body
             }
             Kind::CountMin => {
@@ -64,6 +71,8 @@ pub enum Kind {
     Cuckoo,
     /// [`Value::Windowed`].
     Windowed,
+    /// [`Value::TDigest`].
+    TDigest,
     /// [`Value::CountMin`].
     CountMin,
     /// [`Value::TopK`].
@@ -72,10 +81,11 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in registration order.
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::Bloom,
         Kind::Cuckoo,
         Kind::Windowed,
+        Kind::TDigest,
         Kind::CountMin,
         Kind::TopK,
     ];
@@ -212,6 +222,7 @@ macro_rules! each {
             Value::Bloom($v) => $body,
             Value::Cuckoo($v) => $body,
             Value::Windowed($v) => $body,
+            Value::TDigest($v) => $body,
             Value::CountMin($v) => $body,
             Value::TopK($v) => $body,
         }
@@ -225,6 +236,7 @@ impl Value {
             Value::Bloom(_) => Kind::Bloom,
             Value::Cuckoo(_) => Kind::Cuckoo,
             Value::Windowed(_) => Kind::Windowed,
+            Value::TDigest(_) => Kind::TDigest,
             Value::CountMin(_) => Kind::CountMin,
             Value::TopK(_) => Kind::TopK,
         }
@@ -255,6 +267,17 @@ impl Value {
             }
             Value::CountMin(cms) => cms.heap_bytes(),
             Value::TopK(topk) => topk.heap_bytes(),
+            Value::TDigest(digest) => digest.heap_bytes(),
+        }
+    }
+
+    /// What RedisBloom does to a value when it is saved (`DUMP`, `SAVE`, a full sync from the
+    /// main thread): a t-digest merges its buffer in place. Hosts call it before
+    /// [`Value::rdb_save`] where RedisBloom's save would run on the live value (not in a
+    /// forked child, whose change the live value never sees).
+    pub fn prepare_save(&mut self) {
+        if let Value::TDigest(digest) = self {
+            let _ = digest.compress();
         }
     }
 
@@ -593,6 +616,33 @@ impl DialectType for TopK {
     }
     fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
         crate::rdb::load_topk(input, encver)
+    }
+}
+
+/// A t-digest's dump stream (ours; RedisBloom has no SCANDUMP for it): the scalar fields, then
+/// the slots in use, of the form RedisBloom saves ([`TDigest::as_saved`]).
+impl DialectType for TDigest {
+    const TYPE_NAME: &'static str = "TDIS-TYPE";
+    const ENCODING_VERSION: i32 = crate::tdigest::ENCODING_VERSION;
+    const HEADER_PREFIX: usize = crate::tdigest::HEADER_LEN;
+    const KIND: Kind = Kind::TDigest;
+
+    boxed_dialect_type!(TDigest, TDigest);
+
+    fn memory(&self) -> u64 {
+        TDigest::memory(self)
+    }
+    fn header_len(prefix: &[u8]) -> Option<usize> {
+        (prefix.len() >= crate::tdigest::HEADER_LEN).then_some(crate::tdigest::HEADER_LEN)
+    }
+    fn chunk_bytes(&self, _iter: i64, _len: u64) -> Vec<u8> {
+        TDigest::chunk_bytes(self)
+    }
+    fn rdb_save(&self, out: &mut impl RdbSink) {
+        crate::tdigest::save(self, out)
+    }
+    fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
+        crate::tdigest::load(input, encver)
     }
 }
 

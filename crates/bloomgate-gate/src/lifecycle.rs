@@ -112,6 +112,9 @@ struct ScopeFilter {
     rows: Option<u64>,
     /// The latest request time the filter is complete up to (the snapshot's high-water mark).
     high_water_ms: u64,
+    /// The request time the filter was built for: it holds the rows seen at or after this
+    /// minus R, so it cannot answer for an earlier request time (see `answer`).
+    built_ms: u64,
     /// Probes of this scope (snapshot order of catch-ups); requests that found its build queued.
     uses: u64,
     demand: u64,
@@ -128,6 +131,7 @@ impl ScopeFilter {
             bytes: 0,
             rows: None,
             high_water_ms: now_ms,
+            built_ms: now_ms,
             uses: 0,
             demand: 1,
             last_used_ms: now_ms,
@@ -139,11 +143,31 @@ impl ScopeFilter {
         self.filter.is_some() && self.recent.is_none() && self.build.is_none()
     }
 
-    /// Appends the filter's answers (with the items recorded since a rebuild was queued).
-    fn answer(&mut self, items: &[u64], now_ms: u64, out: &mut Vec<bool>, metrics: &Metrics) {
+    /// Appends the filter's answers (with the items recorded since a rebuild was queued) and
+    /// returns true — or returns false, appending nothing, when the filter cannot answer for
+    /// `now_ms`: requests of one scope may run with clocks a little apart, and a filter built
+    /// for a later time lacks the rows that only an earlier request still counts as seen, as one
+    /// rotated by a later request may have dropped them. With G generations of W, a generation
+    /// is dropped only once its items are older than newest start − (G−1)·W, so the filter
+    /// holds every item seen within R of `now_ms` iff `now_ms` ≥ the time it was built for and
+    /// `now_ms` ≥ its newest generation's start − ((G−1)·W − R). (Per-scope clocks that never
+    /// go backwards always pass.)
+    fn answer(
+        &mut self,
+        items: &[u64],
+        now_ms: u64,
+        out: &mut Vec<bool>,
+        metrics: &Metrics,
+        lifecycle: &LifecycleConfig,
+    ) -> bool {
         let filter = self.filter.as_mut().expect("answer needs a filter");
         if filter.rotate_if_due(now_ms) {
             metrics.rotations.fetch_add(1, Relaxed);
+        }
+        let spare = (lifecycle.generations as u64 - 1) * lifecycle.generation_window_ms()
+            - lifecycle.retention_ms;
+        if now_ms < self.built_ms || now_ms + spare < filter.newest_started_ms() {
+            return false;
         }
         let filter = &*filter;
         match &self.recent {
@@ -154,6 +178,7 @@ impl ScopeFilter {
                     .map(|item| recent.contains_key(item) || filter.contains(item.to_le_bytes())),
             ),
         }
+        true
     }
 }
 
@@ -561,6 +586,7 @@ impl LocalFilters {
         self.memory_bytes.fetch_sub(entry.bytes, Relaxed);
         entry.bytes = bytes;
         entry.filter = Some(filter);
+        entry.built_ms = slot.now_ms;
         entry.build = None;
         entry.rows = Some(rows);
         entry.high_water_ms = high_water_ms;
@@ -707,8 +733,14 @@ impl FilterBackend for LocalFilters {
         entry.last_used_ms = now_ms;
         entry.uses += 1;
         if entry.filter.is_some() {
-            entry.answer(items, now_ms, out, &self.metrics);
-            return Ok(Probe::Filtered);
+            return Ok(
+                if entry.answer(items, now_ms, out, &self.metrics, &self.config) {
+                    Probe::Filtered
+                } else {
+                    out.resize(out.len() + items.len(), true);
+                    Probe::Unfiltered
+                },
+            );
         }
         let slot = entry
             .build
@@ -719,7 +751,11 @@ impl FilterBackend for LocalFilters {
         } else {
             entry.rows
         };
-        if !self.metrics.costs.build_pays(rows, items.len()) {
+        if !self
+            .metrics
+            .costs
+            .build_pays(rows, items.len(), entry.demand - 1)
+        {
             entry.demand += 1;
             let demand = entry.demand;
             drop(shard);
@@ -736,17 +772,19 @@ impl FilterBackend for LocalFilters {
             slot.wait();
         }
         let mut shard = self.shard(scope);
-        match shard.get_mut(&scope) {
+        let answered = match shard.get_mut(&scope) {
             Some(entry) if entry.filter.is_some() => {
-                entry.answer(items, now_ms, out, &self.metrics);
-                Ok(Probe::Filtered)
+                entry.answer(items, now_ms, out, &self.metrics, &self.config)
             }
-            _ => {
-                // The build failed (the exact path will meet the store's error) or was re-queued
-                // larger.
-                out.resize(out.len() + items.len(), true);
-                Ok(Probe::Unfiltered)
-            }
+            // The build failed (the exact path will meet the store's error) or was re-queued
+            // larger.
+            _ => false,
+        };
+        if answered {
+            Ok(Probe::Filtered)
+        } else {
+            out.resize(out.len() + items.len(), true);
+            Ok(Probe::Unfiltered)
         }
     }
 

@@ -181,9 +181,9 @@ impl Metrics {
         self.store_latency.observe(elapsed);
     }
 
-    /// The cold-path rule's measured costs in nanoseconds: (exact-path store time per candidate
-    /// looked up, filter build time per history row); 0 before the first sample.
-    pub fn cost_estimates(&self) -> (f64, f64) {
+    /// The cold-path rule's measured costs in nanoseconds: [exact-path store time per item
+    /// looked up, filter build time per history row]; zeros before the first sample.
+    pub fn cost_estimates(&self) -> [f64; 2] {
         self.costs.snapshot()
     }
 
@@ -196,112 +196,112 @@ impl Metrics {
         let mut out = Exposition::new();
         let counters: [(&str, &str, &AtomicU64); 22] = [
             (
-                "bloomgate_requests_total",
+                "bloomgate_gate_requests_total",
                 "Requests answered by the gate.",
                 &self.requests,
             ),
             (
-                "bloomgate_candidates_total",
+                "bloomgate_gate_candidates_total",
                 "Candidate items checked.",
                 &self.candidates,
             ),
             (
-                "bloomgate_filter_maybe_total",
+                "bloomgate_gate_filter_maybe_total",
                 "Candidates the filter answered maybe for.",
                 &self.filter_maybe,
             ),
             (
-                "bloomgate_exact_lookups_total",
+                "bloomgate_gate_exact_lookups_total",
                 "Candidates sent to the exact path (cache, then store).",
                 &self.exact_lookups,
             ),
             (
-                "bloomgate_cache_hits_total",
+                "bloomgate_gate_cache_hits_total",
                 "Exact lookups answered by the cache.",
                 &self.cache_hits,
             ),
             (
-                "bloomgate_store_reads_total",
+                "bloomgate_gate_store_reads_total",
                 "Checks answered by the store plus history loads.",
                 &self.store_reads,
             ),
             (
-                "bloomgate_exact_misses_after_maybe_total",
+                "bloomgate_gate_exact_misses_after_maybe_total",
                 "Filter maybe answered unseen by the exact path (false-positive proxy).",
                 &self.exact_misses_after_maybe,
             ),
             (
-                "bloomgate_trust_sample_maybe_total",
+                "bloomgate_gate_trust_sample_maybe_total",
                 "Trust mode: sampled maybe answers verified against the store.",
                 &self.trust_sample_maybe,
             ),
             (
-                "bloomgate_trust_sample_false_positives_total",
+                "bloomgate_gate_trust_sample_false_positives_total",
                 "Trust mode: sampled maybe answers the store says are unseen.",
                 &self.trust_sample_false_positives,
             ),
             (
-                "bloomgate_history_loads_total",
+                "bloomgate_gate_history_loads_total",
                 "Scope histories loaded from the store (builds and rebuilds).",
                 &self.history_loads,
             ),
             (
-                "bloomgate_rebuilds_total",
+                "bloomgate_gate_rebuilds_total",
                 "Filters rebuilt (in the background) because they outgrew their capacity or FPR budget.",
                 &self.rebuilds,
             ),
             (
-                "bloomgate_rotations_total",
+                "bloomgate_gate_rotations_total",
                 "Filter generation rotations.",
                 &self.rotations,
             ),
             (
-                "bloomgate_evictions_total",
+                "bloomgate_gate_evictions_total",
                 "Idle filters evicted to stay within the memory budget.",
                 &self.evictions,
             ),
             (
-                "bloomgate_record_batches_total",
+                "bloomgate_gate_record_batches_total",
                 "Group commits of served items to the store.",
                 &self.record_batches,
             ),
             (
-                "bloomgate_recorded_rows_total",
+                "bloomgate_gate_recorded_rows_total",
                 "Served items written to the store.",
                 &self.recorded_rows,
             ),
             (
-                "bloomgate_builds_inline_total",
+                "bloomgate_gate_builds_inline_total",
                 "Filter builds run by the request that needed them (cheaper than the exact path).",
                 &self.builds_inline,
             ),
             (
-                "bloomgate_build_waits_total",
+                "bloomgate_gate_build_waits_total",
                 "Requests that waited for their scope's filter build on another thread.",
                 &self.build_waits,
             ),
             (
-                "bloomgate_filter_errors_total",
+                "bloomgate_gate_filter_errors_total",
                 "Requests sent to the exact path because the filter back-end failed.",
                 &self.filter_errors,
             ),
             (
-                "bloomgate_restored_filters_total",
+                "bloomgate_gate_restored_filters_total",
                 "Local filters loaded from the snapshot at start.",
                 &self.restored_filters,
             ),
             (
-                "bloomgate_catch_ups_total",
+                "bloomgate_gate_catch_ups_total",
                 "Restored filters brought up to date with the store.",
                 &self.catch_ups,
             ),
             (
-                "bloomgate_snapshots_refused_total",
+                "bloomgate_gate_snapshots_refused_total",
                 "Snapshot files or filters refused as damaged or stale (rebuilt from the store).",
                 &self.snapshots_refused,
             ),
             (
-                "bloomgate_snapshot_writes_total",
+                "bloomgate_gate_snapshot_writes_total",
                 "Snapshots of the local filters written.",
                 &self.snapshot_writes,
             ),
@@ -312,12 +312,12 @@ impl Metrics {
         let candidates = self.candidates.load(Relaxed);
         let gauges_f64 = [
             (
-                "bloomgate_pass_through_ratio",
+                "bloomgate_gate_pass_through_ratio",
                 "Exact lookups per candidate.",
                 ratio(self.exact_lookups.load(Relaxed), candidates),
             ),
             (
-                "bloomgate_false_positive_proxy_ratio",
+                "bloomgate_gate_false_positive_proxy_ratio",
                 "Exact misses after maybe per maybe.",
                 ratio(
                     self.exact_misses_after_maybe.load(Relaxed),
@@ -325,30 +325,30 @@ impl Metrics {
                 ),
             ),
             (
-                "bloomgate_trust_over_filter_estimate_ratio",
+                "bloomgate_gate_trust_over_filter_estimate_ratio",
                 "Trust mode: estimated unseen candidates wrongly dropped per unseen candidate.",
                 self.trust_over_filter_estimate(),
             ),
             (
-                "bloomgate_filters_resident",
+                "bloomgate_gate_filters_resident",
                 "Scope filters in memory.",
                 gauges.resident_filters as f64,
             ),
             (
-                "bloomgate_filter_memory_bytes",
+                "bloomgate_gate_filter_memory_bytes",
                 "Bytes held by all scope filters.",
                 gauges.memory_bytes as f64,
             ),
         ];
-        let (lookup_ns, row_ns) = self.costs.snapshot();
+        let [lookup_ns, row_ns] = self.costs.snapshot();
         let gauges_f64 = gauges_f64.into_iter().chain([
             (
-                "bloomgate_exact_lookup_cost_seconds",
+                "bloomgate_gate_exact_lookup_cost_seconds",
                 "Measured exact-path store time per candidate looked up (cold-path rule).",
                 lookup_ns * 1e-9,
             ),
             (
-                "bloomgate_build_row_cost_seconds",
+                "bloomgate_gate_build_row_cost_seconds",
                 "Measured filter build time per history row (cold-path rule).",
                 row_ns * 1e-9,
             ),
@@ -356,22 +356,29 @@ impl Metrics {
         for (name, help, value) in gauges_f64 {
             out.gauge(name, help, value);
         }
-        let name = "bloomgate_filters_by_saturation";
+        let name = "bloomgate_gate_filters_by_saturation";
         out.family(
             name,
             Kind::Gauge,
-            "Resident filters whose estimated FPR is at most `le` times the FPR budget.",
+            "Resident filters whose estimated FPR is at most `at_most` times the FPR budget.",
         );
-        let total = gauges.saturation.iter().sum();
-        out.le_buckets(name, &SATURATION_BOUNDS, &gauges.saturation, total);
+        // Cumulative like histogram buckets, but a gauge: the label is not `le`, which
+        // Prometheus reserves for histograms.
+        let mut cumulative = 0;
+        for (bound, count) in SATURATION_BOUNDS.iter().zip(&gauges.saturation) {
+            cumulative += count;
+            out.sample(name, &[("at_most", &bound.to_string())], cumulative);
+        }
+        let total: u64 = gauges.saturation.iter().sum();
+        out.sample(name, &[("at_most", "+Inf")], total);
         self.request_latency.render(
             &mut out,
-            "bloomgate_request_seconds",
+            "bloomgate_gate_request_duration_seconds",
             "Gate time per request.",
         );
         self.store_latency.render(
             &mut out,
-            "bloomgate_store_seconds",
+            "bloomgate_gate_store_call_duration_seconds",
             "Time per exact-store call.",
         );
         out.finish()

@@ -68,6 +68,12 @@ struct RemoteScope {
     last_used: u64,
     /// Changes whenever the scope is dropped and loaded again.
     epoch: u64,
+    /// The latest request time the filter was loaded for or written at. A probe for an earlier
+    /// time takes the exact path: the load read only rows seen within R of its own time, and
+    /// writes at later times may have dropped generations an earlier request still needs
+    /// (requests of one scope may run with clocks a little apart; per-scope clocks that never go
+    /// backwards always pass).
+    clock_ms: u64,
 }
 
 /// Scope filters on a RESP server speaking the WF.* commands.
@@ -215,11 +221,11 @@ impl RemoteFilters {
     /// On a scope's first use (in this process, or since it was dropped), adds its history of
     /// the last R to the server's filter. Returns the scope's epoch. The shard stays locked
     /// while the history loads, so the recorder cannot skip a write for a scope becoming known.
-    fn ensure_loaded(&self, scope: u64, now_ms: u64) -> Result<u64> {
+    fn ensure_loaded(&self, scope: u64, now_ms: u64) -> Result<(u64, u64)> {
         let mut shard = self.shard(scope);
         if let Some(known) = shard.get_mut(&scope) {
             known.last_used = self.uses.fetch_add(1, Relaxed);
-            return Ok(known.epoch);
+            return Ok((known.epoch, known.clock_ms));
         }
         let history = self
             .history
@@ -238,9 +244,10 @@ impl RemoteFilters {
                 since_check: 0,
                 last_used: self.uses.fetch_add(1, Relaxed),
                 epoch,
+                clock_ms: now_ms,
             },
         );
-        Ok(epoch)
+        Ok((epoch, now_ms))
     }
 
     /// Drops `scopes` here (their next use reloads them from the store) and, with `delete`,
@@ -325,7 +332,11 @@ impl RemoteFilters {
 impl FilterBackend for RemoteFilters {
     /// One `WF.MEXISTSAT` round trip (after the scope's first-use load), then the overlay.
     fn probe(&self, scope: u64, items: &[u64], now_ms: u64, out: &mut Vec<bool>) -> Result<Probe> {
-        let epoch = self.ensure_loaded(scope, now_ms)?;
+        let (epoch, clock_ms) = self.ensure_loaded(scope, now_ms)?;
+        if now_ms < clock_ms {
+            out.resize(out.len() + items.len(), true);
+            return Ok(Probe::Unfiltered);
+        }
         if items.is_empty() {
             return Ok(Probe::Filtered);
         }
@@ -353,10 +364,12 @@ impl FilterBackend for RemoteFilters {
         for (answer, on_server) in answers.iter_mut().zip(server) {
             *answer |= on_server;
         }
+        // Re-read after the server answered: a record at a later time (its clock is raised
+        // before its write is queued) may have dropped generations this probe still needs.
         let unchanged = self
             .shard(scope)
             .get(&scope)
-            .is_some_and(|known| known.epoch == epoch);
+            .is_some_and(|known| known.epoch == epoch && known.clock_ms <= now_ms);
         if !unchanged {
             // Dropped (evicted, failed write) while the probe was in flight: the server's
             // answer may come from a deleted key.
@@ -369,9 +382,10 @@ impl FilterBackend for RemoteFilters {
 
     /// Nothing to send now: the recorder writes the items right after their store commit, and
     /// until then probes find them in the overlay.
-    fn record(&self, scope: u64, _items: &[u64], _now_ms: u64) -> Result<()> {
+    fn record(&self, scope: u64, _items: &[u64], now_ms: u64) -> Result<()> {
         if let Some(known) = self.shard(scope).get_mut(&scope) {
             known.last_used = self.uses.fetch_add(1, Relaxed);
+            known.clock_ms = known.clock_ms.max(now_ms);
         }
         Ok(())
     }
@@ -394,6 +408,7 @@ impl FilterBackend for RemoteFilters {
             let mut by_time: Vec<Seen> = run.iter().map(|&(_, s)| s).collect();
             by_time.sort_unstable_by_key(|s| s.at_ms);
             let latest = by_time.last().map_or(0, |s| s.at_ms);
+            known.clock_ms = known.clock_ms.max(latest);
             for same in by_time.chunk_by(|a, b| a.at_ms == b.at_ms) {
                 let items: Vec<u64> = same.iter().map(|s| s.item).collect();
                 commands.push(self.insert_cmd(scope, known.capacity, same[0].at_ms, &items));

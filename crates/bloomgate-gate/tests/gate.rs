@@ -38,6 +38,14 @@ fn gate(store: Box<dyn ExactStore>, policy: Policy, lifecycle: LifecycleConfig) 
     Gate::new(store, config).expect("valid config")
 }
 
+/// `PROPTEST_CASES` when set (to run the property tests longer), else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 #[derive(Clone, Debug)]
 struct Step {
     advance_ms: u64,
@@ -72,7 +80,7 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
 
     /// Random histories (initial rows, then requests whose shown items are recorded), with time
     /// jumps that rotate generations, tiny capacities that force rebuilds and a tiny memory
@@ -181,7 +189,7 @@ fn persistent_gate(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(32), ..ProptestConfig::default() })]
 
     /// As `gate_never_shows_a_seen_item`, with the gate restarted at random steps on the same
     /// store and filter directory — cleanly, after a crash that loses everything since the last
@@ -511,13 +519,13 @@ fn metrics_render_as_prometheus_text() {
             "bad sample line {line:?}"
         );
     }
-    assert!(text.contains("bloomgate_requests_total 2"));
-    assert!(text.contains("bloomgate_exact_lookups_total 4"));
-    assert!(text.contains("bloomgate_builds_inline_total 1"));
-    assert!(text.contains("bloomgate_recorded_rows_total 2"));
-    assert!(text.contains("bloomgate_history_loads_total 1"));
-    assert!(text.contains("bloomgate_request_seconds_bucket{le=\"+Inf\"} 2"));
-    assert!(text.contains("bloomgate_filters_resident 1"));
+    assert!(text.contains("bloomgate_gate_requests_total 2"));
+    assert!(text.contains("bloomgate_gate_exact_lookups_total 4"));
+    assert!(text.contains("bloomgate_gate_builds_inline_total 1"));
+    assert!(text.contains("bloomgate_gate_recorded_rows_total 2"));
+    assert!(text.contains("bloomgate_gate_history_loads_total 1"));
+    assert!(text.contains("bloomgate_gate_request_duration_seconds_bucket{le=\"+Inf\"} 2"));
+    assert!(text.contains("bloomgate_gate_filters_resident 1"));
 }
 
 /// A SQLite store whose commits of served items wait until released: models a store that
@@ -640,7 +648,7 @@ fn served_items_stay_hidden_before_their_commit() {
 /// than every in-flight request's, which the demo ensures and this test would not.)
 #[test]
 fn concurrent_requests_never_show_an_item_recorded_before_them() {
-    use rand::{rngs::SmallRng, Rng, SeedableRng};
+    use rand::{rngs::SmallRng, RngExt, SeedableRng};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Mutex;
 

@@ -5,7 +5,7 @@ mod common;
 
 use bloomgate_gate::{ExactStore, RedisStore, Seen};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 #[test]
 fn sqlite_and_redis_stores_behave_identically() {

@@ -52,12 +52,12 @@ impl Exposition {
         Self::default()
     }
 
-    /// Starts a family: a `# HELP` line (omitted when `help` is empty) and its `# TYPE` line.
+    /// Starts a family: its `# HELP` line (every family has one: `promtool check metrics` in CI
+    /// refuses a family without) and its `# TYPE` line.
     pub fn family(&mut self, name: &str, kind: Kind, help: &str) {
-        if !help.is_empty() {
-            let help = help.replace('\\', "\\\\").replace('\n', "\\n");
-            let _ = writeln!(self.out, "# HELP {name} {help}");
-        }
+        debug_assert!(!help.is_empty(), "metric family {name} has no HELP text");
+        let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+        let _ = writeln!(self.out, "# HELP {name} {help}");
         let _ = writeln!(self.out, "# TYPE {name} {}", kind.as_str());
     }
 
@@ -181,15 +181,15 @@ mod tests {
     fn renders_families_histograms_and_escaped_labels() {
         let mut e = Exposition::new();
         e.counter("a_total", "Things.", 3u64);
-        e.gauge("b", "", 0.5);
-        e.family("c_total", Kind::Counter, "");
+        e.gauge("b", "Level.", 0.5);
+        e.family("c_total", Kind::Counter, "Calls \\ lines\nnext.");
         e.sample("c_total", &[("cmd", "x\"y\\z\n")], 1u64);
         e.histogram("d_seconds", "Time.", &[0.1, 1.0], &[2, 1], 4, 2.5);
         assert_eq!(
             e.finish(),
             "# HELP a_total Things.\n# TYPE a_total counter\na_total 3\n\
-             # TYPE b gauge\nb 0.5\n\
-             # TYPE c_total counter\nc_total{cmd=\"x\\\"y\\\\z\\n\"} 1\n\
+             # HELP b Level.\n# TYPE b gauge\nb 0.5\n\
+             # HELP c_total Calls \\\\ lines\\nnext.\n# TYPE c_total counter\nc_total{cmd=\"x\\\"y\\\\z\\n\"} 1\n\
              # HELP d_seconds Time.\n# TYPE d_seconds histogram\n\
              d_seconds_bucket{le=\"0.1\"} 2\nd_seconds_bucket{le=\"1\"} 3\n\
              d_seconds_bucket{le=\"+Inf\"} 4\nd_seconds_sum 2.5\nd_seconds_count 4\n"

@@ -112,7 +112,9 @@ unsafe fn set_command_info(
     // SAFETY: a zeroed key spec is the array terminator Redis looks for, and a valid start.
     let mut key_specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
     let spec = &mut key_specs[0];
-    spec.notes = strings.c(docs.key_notes);
+    if !docs.key_notes.is_empty() {
+        spec.notes = strings.c(docs.key_notes);
+    }
     spec.flags = u64::from(if docs.key_rw {
         raw::REDISMODULE_CMD_KEY_RW
     } else {
@@ -227,7 +229,7 @@ fn command_args(
 
 /// A command's ACL categories (Redis ≥ 7.2 lets modules set them; 7.0 gives module commands
 /// none): `read`/`write`/`fast` as the table says (Redis adds no `slow` to module commands),
-/// and the family's own (`bloom`, `cuckoo`, `cms`, `topk`, `windowed`) where the server let the
+/// and the family's own (`bloom`, `cuckoo`, `cms`, `topk`, `tdigest`, `windowed`) where the server let the
 /// module add them (Redis ≥ 7.4).
 fn acl_categories(info: &commands::CommandInfo, custom: bool) -> String {
     let categories: Vec<&str> = info
@@ -644,6 +646,13 @@ impl Host for ModuleHost<'_> {
     fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
         // SAFETY: as in `value`, through a writable handle.
         Ok(self.stored(key, true)?.map(|v| unsafe { &mut *v }))
+    }
+
+    fn value_quiet(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
+        // Opened for reading (no keyspace signal), changed in place as RedisBloom's reads do.
+        // SAFETY: as in `value`; the change (a t-digest merging its buffer) neither resizes
+        // nor replaces the value Redis holds.
+        Ok(self.stored(key, false)?.map(|v| unsafe { &mut *v }))
     }
 
     fn create(&mut self, key: &[u8], value: Value) {

@@ -9,8 +9,9 @@
 //! settings as module configs and load arguments.
 //!
 //! The module calls itself `bf`, as RedisBloom does, so `MODULE LIST` looks the same to tools
-//! that detect RedisBloom; its configs are therefore `bf.bf-error-rate` etc. (Redis 7 prefixes
-//! module configs with the module name).
+//! that detect RedisBloom, with RedisBloom's version ([`bloomgate_dialect::REDISBLOOM_VERSION`]).
+//! Its configs are RedisBloom 8's `bf-error-rate` etc. on Redis 8, and `bf.bf-error-rate` etc.
+//! on Redis 7 (which prefixes module configs with the module name).
 
 mod alloc;
 mod budget;
@@ -31,7 +32,13 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         Ok(())
     };
     match setup() {
-        Ok(()) => Status::Ok,
+        Ok(()) => {
+            ctx.log_notice(&format!(
+                "bloomgate module {} loaded: RedisBloom-compatible BF.*/CF.* and WF.*",
+                env!("CARGO_PKG_VERSION")
+            ));
+            Status::Ok
+        }
         Err(why) => {
             ctx.log_warning(&format!("bloomgate: {why}"));
             Status::Err
@@ -41,10 +48,17 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 
 redis_module! {
     name: "bf",
-    version: 10000,
+    version: bloomgate_dialect::REDISBLOOM_VERSION,
     allocator: (alloc::ModuleAlloc, alloc::ModuleAlloc),
-    data_types: [BLOOM_TYPE, CUCKOO_TYPE, WINDOWED_TYPE, COUNTMIN_TYPE, TOPK_TYPE],
+    data_types: [
+        BLOOM_TYPE,
+        CUCKOO_TYPE,
+        WINDOWED_TYPE,
+        COUNTMIN_TYPE,
+        TOPK_TYPE,
+        TDIGEST_TYPE
+    ],
     init: init,
 }
 
-use types::{BLOOM_TYPE, COUNTMIN_TYPE, CUCKOO_TYPE, TOPK_TYPE, WINDOWED_TYPE};
+use types::{BLOOM_TYPE, COUNTMIN_TYPE, CUCKOO_TYPE, TDIGEST_TYPE, TOPK_TYPE, WINDOWED_TYPE};

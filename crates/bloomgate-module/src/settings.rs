@@ -1,7 +1,9 @@
 //! The `bf-*` / `cf-*` settings inside Redis: load arguments (`--loadmodule lib.so
 //! bf-error-rate 0.001 ...`, and RedisBloom 2.x's `ERROR_RATE` / `INITIAL_SIZE` /
-//! `CF_MAX_EXPANSIONS`) and module configs (`CONFIG GET/SET bf.bf-error-rate`, or
-//! `bf.bf-error-rate 0.001` in redis.conf). Values are checked by the dialect's
+//! `CF_MAX_EXPANSIONS`) and module configs: on Redis 8 and later under RedisBloom 8's names
+//! (`CONFIG GET/SET bf-error-rate`, `--bf-error-rate 0.001` on the command line or
+//! `bf-error-rate 0.001` in redis.conf), on Redis 7 with the module's prefix
+//! (`bf.bf-error-rate`), which Redis 7 requires. Values are checked by the dialect's
 //! `Config::set`, so ranges and refusals are the same as `bloomgate serve`'s.
 
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -70,19 +72,32 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
             );
             return Ok(());
         };
+        let mut unprefixed = unprefixed_configs();
         for (i, name) in Config::NAMES.iter().enumerate() {
             let c_name = CString::new(*name).expect("no NUL");
             let default = CString::new(config.get(name).expect("a known name")).expect("no NUL");
-            let status = register(
-                ctx.ctx,
-                c_name.as_ptr(),
-                default.as_ptr(),
-                raw::REDISMODULE_CONFIG_DEFAULT,
-                Some(get_config),
-                Some(set_config),
-                None,
-                i as *mut c_void,
-            );
+            let attempt = |flags| {
+                register(
+                    ctx.ctx,
+                    c_name.as_ptr(),
+                    default.as_ptr(),
+                    flags,
+                    Some(get_config),
+                    Some(set_config),
+                    None,
+                    i as *mut c_void,
+                )
+            };
+            let mut status = raw::REDISMODULE_ERR as c_int;
+            if unprefixed {
+                status = attempt(CONFIG_UNPREFIXED);
+                // A server that reports version 8 without unprefixed configs (a fork): fall
+                // back to prefixed names for every setting.
+                unprefixed = i > 0 || status == raw::REDISMODULE_OK as c_int;
+            }
+            if !unprefixed {
+                status = attempt(raw::REDISMODULE_CONFIG_DEFAULT);
+            }
             if status != raw::REDISMODULE_OK as c_int {
                 return Err(format!("could not register config {name}"));
             }
@@ -94,6 +109,19 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `REDISMODULE_CONFIG_UNPREFIXED` (Redis ≥ 8): the config is named without the module's
+/// prefix, so `CONFIG SET bf-error-rate 0.02` and `--bf-error-rate 0.02` (command line or
+/// redis.conf) reach it, as they reach RedisBloom 8's.
+const CONFIG_UNPREFIXED: u32 = 1 << 9;
+
+/// Whether the server names module configs without a prefix: Redis 8 and later, where
+/// RedisBloom's own configs are `bf-error-rate` etc. Redis 7 needs the `bf.` prefix.
+fn unprefixed_configs() -> bool {
+    // SAFETY: GetServerVersion takes no arguments; it exists since Redis 6.0.9.
+    let version = unsafe { raw::RedisModule_GetServerVersion.map_or(0, |get| get()) };
+    version >= 0x0008_0000
 }
 
 extern "C" fn get_config(

@@ -22,6 +22,7 @@ use bloomgate_dialect::countmin::CountMin;
 use bloomgate_dialect::cuckoo::CuckooChain;
 use bloomgate_dialect::rdb::{RdbError, RdbSink, RdbSource};
 use bloomgate_dialect::sbchain::BloomChain;
+use bloomgate_dialect::tdigest::TDigest;
 use bloomgate_dialect::topk::TopK;
 use bloomgate_dialect::value::Kind;
 use bloomgate_dialect::windowed::WindowedFilter;
@@ -53,6 +54,10 @@ impl ModuleType for CountMin {
 }
 
 impl ModuleType for TopK {
+    const LOADCHUNK: Option<&'static str> = None;
+}
+
+impl ModuleType for TDigest {
     const LOADCHUNK: Option<&'static str> = None;
 }
 
@@ -93,6 +98,13 @@ pub static WINDOWED_TYPE: RedisType = RedisType::new(
     methods::<WindowedFilter>(),
 );
 
+/// `TDIS-TYPE`: t-digests.
+pub static TDIGEST_TYPE: RedisType = RedisType::new(
+    TDigest::TYPE_NAME,
+    TDigest::ENCODING_VERSION,
+    methods::<TDigest>(),
+);
+
 /// `CMSk-TYPE`: Count-Min Sketches.
 pub static COUNTMIN_TYPE: RedisType = RedisType::new(
     CountMin::TYPE_NAME,
@@ -110,6 +122,7 @@ pub fn redis_type(kind: Kind) -> *mut raw::RedisModuleType {
         Kind::Bloom => *BLOOM_TYPE.raw_type.borrow(),
         Kind::Cuckoo => *CUCKOO_TYPE.raw_type.borrow(),
         Kind::Windowed => *WINDOWED_TYPE.raw_type.borrow(),
+        Kind::TDigest => *TDIGEST_TYPE.raw_type.borrow(),
         Kind::CountMin => *COUNTMIN_TYPE.raw_type.borrow(),
         Kind::TopK => *TOPK_TYPE.raw_type.borrow(),
     }
@@ -277,8 +290,11 @@ unsafe fn value_ref<'a>(value: *const c_void) -> &'a Value {
 
 extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
     guard("rdb_save", (), || {
-        // SAFETY: Redis passes the value it stores for this type.
-        let value = unsafe { value_ref(value) };
+        // SAFETY: Redis passes the value it stores for this type, and saves either on the main
+        // thread (DUMP, SAVE) or in a forked child, never while a command runs on it: changing
+        // it in place here is what RedisBloom's save does (a t-digest merges its buffer).
+        let value = unsafe { &mut *value.cast::<Value>() };
+        value.prepare_save();
         value.rdb_save(&mut Sink(rdb));
     });
 }
@@ -299,9 +315,9 @@ fn emit_aof<T: ModuleType>(
     let Some(loadchunk) = T::LOADCHUNK else {
         return aof_restore(aof, key);
     };
-    let command = CString::new(loadchunk).expect("no NUL in a command name");
     // SAFETY: Redis passes the value it stores for this type.
     let value = unsafe { value_ref(value) };
+    let command = CString::new(loadchunk).expect("no NUL in a command name");
     for (iter, chunk) in value.dump_stream() {
         // SAFETY: "slb" = a RedisModuleString, a long long and a (pointer, length) buffer,
         // matching the three arguments; `chunk` outlives the call.

@@ -38,6 +38,15 @@ fn cms_and_topk_replies_match_bloomgate_serve() {
     dialect_replies::topk_replies(server.port);
 }
 
+#[test]
+fn tdigest_replies_match_bloomgate_serve() {
+    if !have_redis("tdigest_replies_match_bloomgate_serve") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("tdigest"), &[], &[]);
+    dialect_replies::tdigest_replies(server.port);
+}
+
 /// `INFO <section>` as field → value.
 fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> String {
     let text: String = redis::cmd("INFO").arg(section).query(c).unwrap();
@@ -157,10 +166,23 @@ fn configs_and_load_arguments() {
         &[],
     );
     let c = &mut server.conn();
+    // Redis 8 names module configs as RedisBloom 8 does (unprefixed); Redis 7 prefixes them.
+    let major: u32 = info_field(c, "server", "redis_version")
+        .split('.')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let prefix = if major >= 8 { "" } else { "bf." };
     let get = |c: &mut redis::Connection, name: &str| -> String {
-        let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query(c).unwrap();
+        let name = name.replace("bf.", prefix);
+        let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(&name).query(c).unwrap();
+        assert_eq!(pair.len(), 2, "CONFIG GET {name}");
         pair[1].clone()
     };
+    let error_of =
+        |c: &mut redis::Connection, line: &str| error_of(c, &line.replace("bf.", prefix));
+    let cmd = |c: &mut redis::Connection, line: &str| cmd(c, &line.replace("bf.", prefix));
     assert_eq!(get(c, "bf.bf-error-rate"), "0.001");
     assert_eq!(get(c, "bf.bf-initial-size"), "200");
     assert_eq!(get(c, "bf.cf-bucket-size"), "2");
@@ -213,6 +235,20 @@ fn configs_and_load_arguments() {
         .err()
         .expect("refused");
     assert!(log.contains("setting/value pairs"), "{log}");
+
+    // On Redis 8, RedisBloom 8's `--bf-error-rate` on the command line (as in redis.conf).
+    if major >= 8 {
+        let server = Redis::start(
+            &dir,
+            &[],
+            &["--bf-error-rate", "0.02", "--cf-bucket-size", "4"],
+        );
+        let c = &mut server.conn();
+        assert_eq!(get(c, "bf-error-rate"), "0.02");
+        assert_eq!(get(c, "cf-bucket-size"), "4");
+        assert_eq!(cmd(c, "CONFIG SET bf-error-rate 0.03"), Value::Okay);
+        assert_eq!(get(c, "bf-error-rate"), "0.03");
+    }
 }
 
 #[test]
@@ -328,6 +364,73 @@ fn memory_budget_refuses_forged_headers_and_huge_filters() {
     );
 }
 
+/// A t-digest's DUMP restores with the same answers; forged ones (a capacity that is not the
+/// compression's, more nodes than slots, a compression whose arrays exceed the memory left,
+/// a truncated value) are refused with Redis' `Bad data format`, never a crash.
+#[test]
+fn tdigest_dump_restore_and_forged_payloads() {
+    if !have_redis("tdigest_dump_restore_and_forged_payloads") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("td-dump"), &[], &[]);
+    let c = &mut server.conn();
+    cmd(c, "TDIGEST.CREATE td COMPRESSION 5");
+    for i in 0..200 {
+        cmd(c, &format!("TDIGEST.ADD td {i}"));
+    }
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("td").query(c).unwrap();
+    let restore = |c: &mut redis::Connection, key: &str, payload: &[u8]| {
+        redis::cmd("RESTORE")
+            .arg(key)
+            .arg(0)
+            .arg(payload)
+            .query::<Value>(c)
+    };
+    assert_eq!(restore(c, "copy", &dump).unwrap(), Value::Okay);
+    let q = "TDIGEST.QUANTILE {} 0 0.1 0.5 0.9 1";
+    assert_eq!(
+        cmd(c, &q.replace("{}", "copy")),
+        cmd(c, &q.replace("{}", "td"))
+    );
+    assert_eq!(cmd(c, "TDIGEST.INFO copy"), cmd(c, "TDIGEST.INFO td"));
+
+    // The payload: type id, then fields with opcodes (4 = double, 2 = unsigned); compression 5
+    // is the first double, the capacity (40) the first unsigned.
+    let (body, footer) = dump.split_at(dump.len() - 10);
+    let forge = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut b = body.to_vec();
+        edit(&mut b);
+        b.extend_from_slice(&footer[..2]);
+        let crc = bloomgate_dialect::rdb_format::crc64(0, &b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b
+    };
+    let at_compression = body
+        .windows(9)
+        .position(|w| w == [&[4u8][..], &5f64.to_le_bytes()].concat())
+        .unwrap();
+    let at_cap = body.windows(2).position(|w| w == [2, 40]).unwrap();
+    let cases: Vec<Vec<u8>> = vec![
+        forge(&|b| b[at_cap + 1] = 41),
+        forge(&|b| {
+            b[at_compression + 1..at_compression + 9].copy_from_slice(&1e12f64.to_le_bytes())
+        }),
+        forge(&|b| {
+            b[at_compression + 1..at_compression + 9].copy_from_slice(&f64::NAN.to_le_bytes())
+        }),
+        forge(&|b| b.truncate(b.len() - 20)),
+    ];
+    for (i, payload) in cases.iter().enumerate() {
+        let e = restore(c, &format!("bad{i}"), payload).unwrap_err();
+        assert_eq!(
+            dialect_replies::wire_error(&e),
+            "ERR Bad data format",
+            "case {i}"
+        );
+    }
+    assert_eq!(cmd(c, "PING"), Value::SimpleString("PONG".into()));
+}
+
 #[test]
 fn aof_rewrite_replays_the_loadchunk_sequence() {
     if !have_redis("aof_rewrite_replays_the_loadchunk_sequence") {
@@ -342,6 +445,12 @@ fn aof_rewrite_replays_the_loadchunk_sequence() {
         cmd(c, &format!("CF.ADD cf i{i}"));
     }
     cmd(c, "CF.DEL cf i7");
+    // A t-digest with a buffer: rewritten as RESTORE of its (merged) DUMP, as RedisBloom does.
+    cmd(c, "TDIGEST.CREATE td COMPRESSION 20");
+    for i in 0..300 {
+        cmd(c, &format!("TDIGEST.ADD td {}", (i * 37) % 101));
+    }
+    let td_before = cmd(c, "TDIGEST.QUANTILE td 0.1 0.5 0.9");
     cmd(c, "BGREWRITEAOF");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while info_field(c, "persistence", "aof_rewrite_in_progress") != "0"
@@ -368,8 +477,9 @@ fn aof_rewrite_replays_the_loadchunk_sequence() {
     let base = std::fs::read(&manifest).unwrap();
     assert!(
         base.windows(12).any(|w| w == b"BF.LOADCHUNK")
-            && base.windows(12).any(|w| w == b"CF.LOADCHUNK"),
-        "the rewrite is LOADCHUNK commands"
+            && base.windows(12).any(|w| w == b"CF.LOADCHUNK")
+            && base.windows(7).any(|w| w == b"RESTORE"),
+        "the rewrite is LOADCHUNK commands, and RESTORE for the t-digest"
     );
     server.shutdown(false);
     let server = Redis::start(&dir, &[], &aof);
@@ -380,6 +490,7 @@ fn aof_rewrite_replays_the_loadchunk_sequence() {
         .collect();
     assert_eq!(before, after);
     assert_eq!(cmd(c, "BF.EXISTS bf after"), int(1));
+    assert_eq!(cmd(c, "TDIGEST.QUANTILE td 0.1 0.5 0.9"), td_before);
 }
 
 #[test]
@@ -417,9 +528,10 @@ fn replica_with_other_settings_reaches_the_same_bytes() {
         &["--replicaof", "127.0.0.1", &master_port],
     );
     let r = &mut replica.conn();
+    // `bf.bf-initial-size` on Redis 7, `bf-initial-size` on Redis 8.
     let replica_initial: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
-        .arg("bf.bf-initial-size")
+        .arg("*bf-initial-size")
         .query(r)
         .unwrap();
     assert_eq!(replica_initial[1], "7", "the replica runs other settings");

@@ -550,7 +550,7 @@ fn mutate_payload(rng: &mut Rng, payload: &[u8]) -> Vec<u8> {
 
 /// How to make and exercise keys of one registered type.
 struct Recipe {
-    /// The family's command prefix (`BF`, `CF`, `WF`).
+    /// The family's command prefix (`BF`, `CF`, `WF`, `CMS`, `TOPK`, `TDIGEST`).
     prefix: &'static str,
     /// Commands creating example keys (`{k}` is the key), several shapes per type.
     create: &'static [&'static [&'static str]],
@@ -660,6 +660,24 @@ const RECIPES: &[Recipe] = &[
             "TOPK.COUNT {k} a b",
             "TOPK.LIST {k} WITHCOUNT",
             "TOPK.INFO {k}",
+        ],
+    },
+    Recipe {
+        prefix: "TDIGEST",
+        create: &[
+            &["TDIGEST.CREATE {k} COMPRESSION 5", "TDIGEST.ADD {k} 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40"],
+            &["TDIGEST.CREATE {k}", "TDIGEST.ADD {k} 0.5 -3 1e300"],
+            &["TDIGEST.CREATE {k}", "TDIGEST.ADD {k} 7"],
+        ],
+        exercise: &[
+            "TDIGEST.ADD {k} {i} 1.5 -2",
+            "TDIGEST.QUANTILE {k} 0 0.5 1",
+            "TDIGEST.CDF {k} 1 {i}",
+            "TDIGEST.RANK {k} 1 {i}",
+            "TDIGEST.BYREVRANK {k} 0 1 {i}",
+            "TDIGEST.TRIMMED_MEAN {k} 0.1 0.9",
+            "TDIGEST.MERGE merged{i} 2 {k} {k} COMPRESSION 7",
+            "TDIGEST.INFO {k}",
         ],
     },
 ];

@@ -247,15 +247,38 @@ pub(crate) fn save_file<T: Inner>(py: Python<'_>, lock: &RwLock<T>, path: &Path)
             let _ = std::fs::remove_file(&tmp);
         }
         result
-    })?;
-    Ok(())
+    })
+    .map_err(|e| io_error(e, path))
+}
+
+/// An `OSError` naming the file, as Python's own `open` raises it: `OSError(errno, strerror,
+/// filename)` (so `FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent'`).
+fn io_error(e: io::Error, path: &Path) -> PyErr {
+    let filename = path.display().to_string();
+    match e.raw_os_error() {
+        Some(errno) => {
+            let text = e.to_string();
+            let strerror = text
+                .strip_suffix(&format!(" (os error {errno})"))
+                .unwrap_or(&text)
+                .to_string();
+            pyo3::exceptions::PyOSError::new_err((errno, strerror, filename))
+        }
+        None => pyo3::exceptions::PyOSError::new_err(format!("{filename}: {e}")),
+    }
 }
 
 /// Reads a filter file of any kind, validated before anything large is allocated.
 fn read_any(py: Python<'_>, path: &Path) -> PyResult<AnyFilter> {
-    let file = File::open(path)?;
+    let file = File::open(path).map_err(|e| io_error(e, path))?;
     py.detach(|| AnyFilter::read_from(BufReader::new(file)))
-        .map_err(error)
+        .map_err(|e| match error(e) {
+            // A damaged or foreign file: the message names it.
+            err if err.is_instance_of::<PyValueError>(py) => {
+                PyValueError::new_err(format!("{}: {}", path.display(), err.value(py)))
+            }
+            err => err,
+        })
 }
 
 /// The filter of a file or byte image that must hold `T`'s kind.

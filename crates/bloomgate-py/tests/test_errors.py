@@ -165,9 +165,15 @@ def test_a_file_of_another_kind_says_which_class_opens_it(tmp_path):
     assert isinstance(bloomgate.load(path), CuckooFilter)
 
 
-def test_missing_files_are_os_errors(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        BloomFilter.load(tmp_path / "nope.bgf")
-    with pytest.raises(OSError):
-        BloomFilter(10, 0.01).save(tmp_path / "no" / "such" / "dir.bgf")
+def test_missing_files_are_os_errors_naming_the_path(tmp_path):
+    missing = tmp_path / "nope.bgf"
+    with pytest.raises(FileNotFoundError) as e:
+        BloomFilter.load(missing)
+    assert e.value.filename == str(missing) and str(missing) in str(e.value)
+    with pytest.raises(FileNotFoundError, match="/nonexistent"):
+        bloomgate.load("/nonexistent")
+    target = tmp_path / "no" / "such" / "dir.bgf"
+    with pytest.raises(OSError) as e:
+        BloomFilter(10, 0.01).save(target)
+    assert "dir.bgf" in str(e.value)
     assert list(tmp_path.iterdir()) == []  # no temporary file left behind

@@ -162,6 +162,22 @@ impl Db {
         Some(value)
     }
 
+    /// The live value of `key` for a change that is not a write (a t-digest merging its buffer
+    /// on a read or a DUMP): its memory does not change and WATCH does not see it, as in
+    /// RedisBloom.
+    pub fn value_quiet(&mut self, key: &[u8], now_ms: i64) -> Option<&mut Value> {
+        self.expire_if_due(key, now_ms);
+        self.entries.get_mut(key).map(|entry| &mut entry.value)
+    }
+
+    /// What a foreground save does to the live values in RedisBloom (`SAVE`, `DEBUG RELOAD`):
+    /// t-digests merge their buffers in place. Memory does not change; WATCH does not see it.
+    pub fn prepare_save_all(&mut self) {
+        self.entries
+            .values_mut()
+            .for_each(|entry| entry.value.prepare_save());
+    }
+
     /// Accounts for the memory of values changed through [`Db::value_mut`].
     pub fn settle(&mut self) {
         for (key, before) in std::mem::take(&mut self.unsettled) {

@@ -78,7 +78,7 @@ struct Health {
 /// command latency histogram and the log's statistics.
 pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) -> String {
     let mut health = Health::default();
-    let (per_command, clients, used, maxmemory, keys, last_save, changes) = {
+    let (per_command, clients, used, maxmemory, keys, last_save, changes, snapshot_ok) = {
         let store = relock(store);
         for (_, entry) in store.db.iter_live(now_ms()) {
             match &entry.value {
@@ -94,7 +94,7 @@ pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) 
                     health.cuckoo_filters += 1;
                     health.cuckoo_items += filter.items();
                 }
-                Value::Windowed(_) | Value::CountMin(_) | Value::TopK(_) => {}
+                Value::Windowed(_) | Value::CountMin(_) | Value::TopK(_) | Value::TDigest(_) => {}
             }
         }
         (
@@ -114,14 +114,23 @@ pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) 
             store.db.len(),
             store.persistence.last_save_unix,
             store.persistence.changes_since_save,
+            store.persistence.last_bgsave_ok,
         )
     };
     let mut out = Exposition::new();
-    out.family("bloomgate_commands_total", Kind::Counter, "");
+    out.family(
+        "bloomgate_commands_total",
+        Kind::Counter,
+        help("bloomgate_commands_total"),
+    );
     for (name, (calls, _)) in &per_command {
         out.sample("bloomgate_commands_total", &[("cmd", name)], calls);
     }
-    out.family("bloomgate_command_errors_total", Kind::Counter, "");
+    out.family(
+        "bloomgate_command_errors_total",
+        Kind::Counter,
+        help("bloomgate_command_errors_total"),
+    );
     for (name, (_, errors)) in &per_command {
         out.sample("bloomgate_command_errors_total", &[("cmd", name)], errors);
     }
@@ -130,7 +139,7 @@ pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) 
     let counts = lat.buckets.each_ref().map(|b| b.load(Ordering::Relaxed));
     out.histogram(
         "bloomgate_command_duration_seconds",
-        "",
+        help("bloomgate_command_duration_seconds"),
         &bounds,
         &counts,
         lat.count.load(Ordering::Relaxed),
@@ -148,14 +157,30 @@ pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) 
         ("bloomgate_changes_since_snapshot", changes as f64),
     ];
     for (name, value) in gauges {
-        out.gauge(name, "", value);
+        out.gauge(name, help(name), value);
     }
     if let Some(aof) = aof {
         let (fsyncs, micros) = aof.fsync_stats();
-        out.gauge("bloomgate_aof_size_bytes", "", aof.size());
-        out.counter("bloomgate_aof_fsyncs_total", "", fsyncs);
-        out.counter("bloomgate_aof_fsync_seconds_total", "", micros as f64 / 1e6);
+        out.gauge(
+            "bloomgate_aof_size_bytes",
+            help("bloomgate_aof_size_bytes"),
+            aof.size(),
+        );
+        out.counter(
+            "bloomgate_aof_fsyncs_total",
+            help("bloomgate_aof_fsyncs_total"),
+            fsyncs,
+        );
+        out.counter(
+            "bloomgate_aof_fsync_seconds_total",
+            help("bloomgate_aof_fsync_seconds_total"),
+            micros as f64 / 1e6,
+        );
+        let ok = u8::from(aof.error().is_none());
+        out.gauge("bloomgate_aof_write_ok", help("bloomgate_aof_write_ok"), ok);
     }
+    let ok = u8::from(snapshot_ok);
+    out.gauge("bloomgate_snapshot_ok", help("bloomgate_snapshot_ok"), ok);
     let Health {
         filters,
         items,
@@ -182,7 +207,51 @@ pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) 
         ("bloomgate_cuckoo_items", cuckoo_items as f64),
     ];
     for (name, value) in health {
-        out.gauge(name, "", value);
+        out.gauge(name, help(name), value);
     }
     out.finish()
+}
+
+/// The `# HELP` text of every metric serve exposes (a test checks that none is missing).
+fn help(name: &str) -> &'static str {
+    match name {
+        "bloomgate_commands_total" => "Commands executed, by command name.",
+        "bloomgate_command_errors_total" => "Commands that answered an error, by command name.",
+        "bloomgate_command_duration_seconds" => {
+            "Time to execute a command (parsing to reply encoded), in seconds."
+        }
+        "bloomgate_connected_clients" => "Client connections open now.",
+        "bloomgate_keys" => "Keys in the dataset.",
+        "bloomgate_used_memory_bytes" => {
+            "Bytes allocated by the server (jemalloc's count; what maxmemory is checked against)."
+        }
+        "bloomgate_maxmemory_bytes" => "The configured memory limit in bytes (0: unlimited).",
+        "bloomgate_last_snapshot_timestamp_seconds" => {
+            "Unix time of the last successful snapshot (or of the start, before the first)."
+        }
+        "bloomgate_changes_since_snapshot" => "Writes since the last successful snapshot.",
+        "bloomgate_aof_size_bytes" => "Size of the current append-only log generation in bytes.",
+        "bloomgate_aof_fsyncs_total" => "fsync calls on the append-only log.",
+        "bloomgate_aof_fsync_seconds_total" => {
+            "Time spent in fsync of the append-only log, in seconds."
+        }
+        "bloomgate_aof_write_ok" => {
+            "1 while the append-only log is written; 0 while a write fails (writes get MISCONF)."
+        }
+        "bloomgate_snapshot_ok" => {
+            "1 if the last snapshot succeeded; 0 after a failed one (writes get MISCONF)."
+        }
+        "bloomgate_bloom_filters" => "Bloom filter (BF) keys.",
+        "bloomgate_bloom_items" => "Items added to Bloom filter keys (as BF.CARD counts them).",
+        "bloomgate_bloom_fill_ratio_mean" => "Mean fraction of bits set over Bloom filter keys.",
+        "bloomgate_bloom_estimated_fpr_mean" => {
+            "Mean false-positive rate estimated from each Bloom filter's fill."
+        }
+        "bloomgate_bloom_estimated_fpr_max" => {
+            "Highest false-positive rate estimated from a Bloom filter's fill."
+        }
+        "bloomgate_cuckoo_filters" => "Cuckoo filter (CF) keys.",
+        "bloomgate_cuckoo_items" => "Items in cuckoo filter keys.",
+        _ => "",
+    }
 }

@@ -152,6 +152,28 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
+/// The start banner, one line: the version, where the server listens, and the settings an
+/// operator checks first (data directory, fsync policy, memory limit, metrics endpoint).
+pub fn banner(settings: &Settings, listening: std::net::SocketAddr) -> String {
+    let maxmemory = match settings.config.maxmemory {
+        0 => "0 (unlimited)".to_string(),
+        bytes => format!("{bytes} bytes"),
+    };
+    format!(
+        "bloomgate: bloomgate {} serving on {listening} (bind {}, port {}), data dir {}, \
+         appendfsync {}, maxmemory {maxmemory}, metrics {}",
+        env!("CARGO_PKG_VERSION"),
+        settings.config.bind,
+        listening.port(),
+        settings.dir.display(),
+        settings.config.appendfsync.name(),
+        settings
+            .metrics_addr
+            .as_deref()
+            .map_or_else(|| "off".to_string(), |a| format!("http://{a}/metrics")),
+    )
+}
+
 /// [`run`] on the caller's runtime.
 pub async fn serve(
     listener: std::net::TcpListener,
@@ -197,11 +219,7 @@ pub async fn serve(
         latency: Latency::default(),
         heap_probe: settings.heap_probe,
     });
-    eprintln!(
-        "bloomgate: listening on {}, data in {}",
-        listener.local_addr()?,
-        dir.display()
-    );
+    eprintln!("{}", banner(&settings, listener.local_addr()?));
     let accept = tokio::spawn(accept_loop(shared.clone(), listener));
     if let Some(metrics_addr) = &settings.metrics_addr {
         let listener = std::net::TcpListener::bind(metrics_addr)

@@ -41,6 +41,12 @@ fn cms_and_topk_commands_match_redisbloom() {
 }
 
 #[test]
+fn tdigest_commands_match_redisbloom() {
+    let server = Server::start(&temp_dir("tdigest"), &[]);
+    dialect_replies::tdigest_replies(server.port);
+}
+
+#[test]
 fn keyspace_server_and_transactions() {
     let dir = temp_dir("keys");
     let server = Server::start(&dir, &[]);

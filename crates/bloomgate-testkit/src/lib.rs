@@ -233,6 +233,10 @@ fn pump(
         match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
+                // Read just as the proxy froze: hold the bytes until it thaws.
+                while frozen.load(Ordering::Acquire) && !stop.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 if to.write_all(&buf[..n]).is_err() {
                     break;
                 }

@@ -774,3 +774,256 @@ pub fn topk_replies(port: u16) {
         b"%4\r\n+k\r\n:5\r\n+width\r\n:1000\r\n+depth\r\n:5\r\n+decay\r\n,0.5\r\n*2\r\n#t\r\n#f\r\n"
     );
 }
+
+/// A reply's doubles as text: RESP2 sends each as a bulk string.
+fn texts(v: Value) -> Vec<String> {
+    let one = |v: Value| match v {
+        Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        other => panic!("expected a double, got {other:?}"),
+    };
+    match v {
+        Value::Array(items) => items.into_iter().map(one).collect(),
+        other => vec![one(other)],
+    }
+}
+
+/// TDIGEST.INFO as (field, value) pairs.
+fn tdigest_info(c: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {
+    let Value::Array(items) = cmd(c, &format!("TDIGEST.INFO {key}")) else {
+        panic!("TDIGEST.INFO {key} is not an array");
+    };
+    items
+        .chunks(2)
+        .map(|kv| match (&kv[0], &kv[1]) {
+            (Value::SimpleString(k), Value::Int(v)) => (k.clone(), *v),
+            other => panic!("INFO field {other:?}"),
+        })
+        .collect()
+}
+
+/// TDIGEST.* replies and errors (RESP2 and RESP3), as RedisBloom 8 gives them, from the server
+/// on 127.0.0.1:`port`. The values are chosen so every double is written the same by Redis 7's
+/// `%.17g` and Redis 8's shortest form.
+pub fn tdigest_replies(port: u16) {
+    let mut con = connect(port);
+    let c = &mut con;
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+
+    assert_eq!(cmd(c, "TDIGEST.CREATE t"), Value::Okay);
+    assert_eq!(cmd(c, "TYPE t"), Value::SimpleString("TDIS-TYPE".into()));
+    assert_eq!(
+        error_of(c, "TDIGEST.CREATE t"),
+        "ERR T-Digest: key already exists"
+    );
+    assert_eq!(cmd(c, "TDIGEST.ADD t 1 2 3 4 5 6 7 8"), Value::Okay);
+    assert_eq!(texts(cmd(c, "TDIGEST.MIN t")), s(&["1"]));
+    assert_eq!(texts(cmd(c, "TDIGEST.MAX t")), s(&["8"]));
+    assert_eq!(
+        texts(cmd(c, "TDIGEST.QUANTILE t 0 0.25 0.5 0.75 1")),
+        s(&["1", "3", "5", "7", "8"])
+    );
+    assert_eq!(texts(cmd(c, "TDIGEST.QUANTILE t 0.5 0.25")), s(&["5", "3"]));
+    assert_eq!(
+        texts(cmd(c, "TDIGEST.CDF t 0 1 4.5 8 9")),
+        s(&["0", "0.0625", "0.5", "0.9375", "1"])
+    );
+    let ints = |v: &[i64]| Value::Array(v.iter().map(|&n| int(n)).collect());
+    assert_eq!(
+        cmd(c, "TDIGEST.RANK t 0 1 4.5 8 9"),
+        ints(&[-1, 0, 4, 7, 8])
+    );
+    assert_eq!(
+        cmd(c, "TDIGEST.REVRANK t 0 1 4.5 8 9"),
+        ints(&[8, 7, 4, 0, -1])
+    );
+    assert_eq!(
+        texts(cmd(c, "TDIGEST.BYRANK t 0 1 4 7 8 100")),
+        s(&["1", "2", "5", "8", "inf", "inf"])
+    );
+    assert_eq!(
+        texts(cmd(c, "TDIGEST.BYREVRANK t 0 1 4 7 8 100")),
+        s(&["8", "7", "4", "1", "-inf", "-inf"])
+    );
+    assert_eq!(
+        texts(cmd(c, "TDIGEST.TRIMMED_MEAN t 0.25 0.75")),
+        s(&["4.5"])
+    );
+    assert_eq!(texts(cmd(c, "TDIGEST.TRIMMED_MEAN t 0 1")), s(&["4.5"]));
+    let info = |pairs: &[(&str, i64)]| -> Vec<(String, i64)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    };
+    let full = |compression, cap, merged, unmerged, mw, uw, compressions, memory| {
+        info(&[
+            ("Compression", compression),
+            ("Capacity", cap),
+            ("Merged nodes", merged),
+            ("Unmerged nodes", unmerged),
+            ("Merged weight", mw),
+            ("Unmerged weight", uw),
+            ("Observations", mw + uw),
+            ("Total compressions", compressions),
+            ("Memory usage", memory),
+        ])
+    };
+    assert_eq!(tdigest_info(c, "t"), full(100, 610, 8, 0, 8, 0, 1, 9840));
+
+    // MERGE: into a new key (the largest compression), then OVERRIDE with a compression, then
+    // into an existing key (its own compression); sources are compressed in place first.
+    assert_eq!(cmd(c, "TDIGEST.CREATE u COMPRESSION 50"), Value::Okay);
+    assert_eq!(cmd(c, "TDIGEST.ADD u 10 20"), Value::Okay);
+    assert_eq!(cmd(c, "TDIGEST.MERGE m 2 t u"), Value::Okay);
+    assert_eq!(tdigest_info(c, "m"), full(100, 610, 8, 2, 8, 2, 1, 9840));
+    assert_eq!(texts(cmd(c, "TDIGEST.QUANTILE m 0.5")), s(&["6"]));
+    assert_eq!(
+        cmd(c, "TDIGEST.MERGE m 1 u COMPRESSION 200 OVERRIDE"),
+        Value::Okay
+    );
+    assert_eq!(tdigest_info(c, "m"), full(200, 1210, 0, 2, 0, 2, 0, 19440));
+    assert_eq!(cmd(c, "TDIGEST.MERGE m 1 t"), Value::Okay);
+    assert_eq!(tdigest_info(c, "m"), full(200, 1210, 2, 8, 2, 8, 1, 19440));
+    assert_eq!(cmd(c, "TDIGEST.RESET m"), Value::Okay);
+    assert_eq!(tdigest_info(c, "m"), full(200, 1210, 0, 0, 0, 0, 0, 19440));
+    assert_eq!(texts(cmd(c, "TDIGEST.MIN m")), s(&["nan"]));
+    assert_eq!(texts(cmd(c, "TDIGEST.BYRANK m 0")), s(&["nan"]));
+    assert_eq!(cmd(c, "TDIGEST.RANK m 1"), ints(&[-2]));
+
+    // One observation stays in the buffer: RedisBloom answers nan (and C's (long long)nan).
+    assert_eq!(cmd(c, "TDIGEST.CREATE one"), Value::Okay);
+    assert_eq!(cmd(c, "TDIGEST.ADD one 5"), Value::Okay);
+    assert_eq!(texts(cmd(c, "TDIGEST.QUANTILE one 0.5")), s(&["nan"]));
+    assert_eq!(cmd(c, "TDIGEST.RANK one 5"), ints(&[i64::MIN]));
+    assert_eq!(texts(cmd(c, "TDIGEST.MIN one")), s(&["5"]));
+
+    // Errors, word for word, in RedisBloom's order.
+    for (line, want) in [
+        ("TDIGEST.MIN nokey", "ERR T-Digest: key does not exist"),
+        ("TDIGEST.ADD nokey 1", "ERR T-Digest: key does not exist"),
+        (
+            "TDIGEST.CREATE x COMPRESSION 0",
+            "ERR T-Digest: compression parameter needs to be a positive integer",
+        ),
+        (
+            "TDIGEST.CREATE x COMPRESSION abc",
+            "ERR T-Digest: error parsing compression parameter",
+        ),
+        (
+            "TDIGEST.CREATE x 100 COMPRESSION",
+            "ERR T-Digest: error parsing compression parameter",
+        ),
+        ("TDIGEST.CREATE x FOO 100", "ERR T-Digest: wrong keyword"),
+        (
+            "TDIGEST.CREATE x COMPRESSION 10 1",
+            "ERR wrong number of arguments for 'tdigest.create' command",
+        ),
+        (
+            "TDIGEST.CREATE x COMPRESSION 100000000000000000",
+            "ERR T-Digest: allocation failed",
+        ),
+        (
+            "TDIGEST.ADD t 1 nan",
+            "ERR T-Digest: error parsing val parameter",
+        ),
+        (
+            "TDIGEST.ADD t 1 -inf",
+            "ERR T-Digest: val parameter needs to be a finite number",
+        ),
+        (
+            "TDIGEST.QUANTILE t 2 abc",
+            "ERR T-Digest: quantile should be in [0,1]",
+        ),
+        (
+            "TDIGEST.QUANTILE t abc 2",
+            "ERR T-Digest: error parsing quantile",
+        ),
+        ("TDIGEST.CDF t abc", "ERR T-Digest: error parsing cdf"),
+        ("TDIGEST.RANK t abc", "ERR T-Digest: error parsing value"),
+        (
+            "TDIGEST.BYRANK t -1 abc",
+            "ERR T-Digest: rank needs to be non negative",
+        ),
+        (
+            "TDIGEST.BYREVRANK t 1.5",
+            "ERR T-Digest: error parsing rank",
+        ),
+        (
+            "TDIGEST.TRIMMED_MEAN t abc 1",
+            "ERR T-Digest: error parsing low_cut_percentile",
+        ),
+        (
+            "TDIGEST.TRIMMED_MEAN t 0 abc",
+            "ERR T-Digest: error parsing high_cut_percentile",
+        ),
+        (
+            "TDIGEST.TRIMMED_MEAN t 0 2",
+            "ERR T-Digest: low_cut_percentile and high_cut_percentile should be in [0,1]",
+        ),
+        (
+            "TDIGEST.TRIMMED_MEAN t 0.5 0.5",
+            "ERR T-Digest: low_cut_percentile should be lower than high_cut_percentile",
+        ),
+        (
+            "TDIGEST.TRIMMED_MEAN t 0.5",
+            "ERR wrong number of arguments for 'tdigest.trimmed_mean' command",
+        ),
+        (
+            "TDIGEST.MERGE z abc t",
+            "ERR T-Digest: error parsing numkeys",
+        ),
+        (
+            "TDIGEST.MERGE z 0 t",
+            "ERR T-Digest: numkeys needs to be a positive integer",
+        ),
+        (
+            "TDIGEST.MERGE z 3 t",
+            "ERR wrong number of arguments for 'tdigest.merge' command",
+        ),
+        ("TDIGEST.MERGE z 1 t FOO", "ERR T-Digest: wrong keyword"),
+        (
+            "TDIGEST.MERGE z 1 t COMPRESSION",
+            "ERR wrong number of arguments for 'tdigest.merge' command",
+        ),
+        ("TDIGEST.MERGE z 1 z", "ERR T-Digest: key does not exist"),
+        (
+            "TDIGEST.MERGE z 2 t nokey",
+            "ERR T-Digest: key does not exist",
+        ),
+        (
+            "TDIGEST.INFO t x",
+            "ERR wrong number of arguments for 'tdigest.info' command",
+        ),
+    ] {
+        assert_eq!(error_of(c, line), want, "{line}");
+    }
+    assert_eq!(cmd(c, "BF.ADD bf a"), int(1));
+    for line in [
+        "TDIGEST.ADD bf 1",
+        "TDIGEST.CREATE bf",
+        "TDIGEST.MERGE bf 1 t",
+        "TDIGEST.MERGE z 1 bf",
+    ] {
+        assert_eq!(
+            error_of(c, line),
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            "{line}"
+        );
+    }
+
+    // RESP3: doubles as `,`, INFO as a map.
+    let out = raw_exchange(
+        port,
+        b"HELLO 3\r\nTDIGEST.QUANTILE t 0.5 1\r\nTDIGEST.MIN m\r\nTDIGEST.BYREVRANK t 100\r\nTDIGEST.INFO u\r\nQUIT\r\n",
+    );
+    let text = String::from_utf8_lossy(&out);
+    let after_hello = &text[text.find("*2\r\n,5").expect("RESP3 doubles")..];
+    assert!(
+        after_hello.starts_with("*2\r\n,5\r\n,8\r\n,nan\r\n*1\r\n,-inf\r\n%9\r\n+Compression\r\n:50\r\n+Capacity\r\n:310\r\n"),
+        "{after_hello}"
+    );
+    // RESP2: doubles as bulk strings.
+    let out = raw_exchange(port, b"TDIGEST.QUANTILE t 0.5\r\nTDIGEST.MAX m\r\nQUIT\r\n");
+    assert!(
+        out.starts_with(b"*1\r\n$1\r\n5\r\n$3\r\nnan\r\n"),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+}

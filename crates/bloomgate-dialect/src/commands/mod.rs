@@ -14,6 +14,9 @@ pub mod countmin;
 pub mod cuckoo;
 #[cfg(test)]
 mod redisbloom_replies;
+pub mod tdigest;
+#[cfg(test)]
+mod tdigest_fixture;
 pub mod topk;
 pub mod windowed;
 
@@ -54,6 +57,13 @@ pub trait Host {
     fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType>;
     /// Stores `value` at `key`, which the command has just found missing.
     fn create(&mut self, key: &[u8], value: Value);
+    /// The value at `key` for a read that changes it in place without that being a write (a
+    /// t-digest merges its buffer before answering, as RedisBloom's does on reads): nothing is
+    /// replicated, logged or signalled to WATCH, and its memory does not change. Hosts that
+    /// can reach the value without opening the key for writing override this.
+    fn value_quiet(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
+        self.value_mut(key)
+    }
     /// The time commands see, in Unix milliseconds (time-windowed filters). Hosts with a
     /// simulated clock override it.
     fn now_ms(&self) -> u64 {
@@ -215,6 +225,23 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
         missing: &'static str,
     ) -> Result<&T, Reply> {
         self.typed(key)?.ok_or_else(|| Reply::error(missing))
+    }
+
+    /// [`Ctx::typed`] for a read that changes the value in place (see [`Host::value_quiet`]).
+    pub fn typed_quiet<T: DialectType>(&mut self, key: &[u8]) -> Result<Option<&mut T>, Reply> {
+        match self.host.value_quiet(key) {
+            Ok(Some(value)) => T::of_mut(value).map(Some).ok_or_else(wrongtype),
+            Ok(None) => Ok(None),
+            Err(WrongType) => Err(wrongtype()),
+        }
+    }
+
+    /// Replaces the value at an existing `key` (same type) and counts the change.
+    pub fn replace(&mut self, key: &[u8], value: Value) {
+        if let Ok(Some(slot)) = self.host.value_mut(key) {
+            *slot = value;
+        }
+        self.changed(1);
     }
 
     /// Whether `key` holds any value (a dialect one or not).
@@ -402,6 +429,20 @@ pub enum Command {
     WfInfo,
     WfScandump,
     WfLoadchunk,
+    TdCreate,
+    TdReset,
+    TdAdd,
+    TdMerge,
+    TdMin,
+    TdMax,
+    TdQuantile,
+    TdCdf,
+    TdRank,
+    TdRevrank,
+    TdByrank,
+    TdByrevrank,
+    TdTrimmedMean,
+    TdInfo,
     CmsInitbydim,
     CmsInitbyprob,
     CmsIncrby,
@@ -742,6 +783,7 @@ pub fn table() -> &'static [CommandInfo] {
         let mut all = bloom::commands();
         all.extend(cuckoo::commands());
         all.extend(windowed::commands());
+        all.extend(tdigest::commands());
         all.extend(countmin::commands());
         all.extend(topk::commands());
         all
@@ -888,6 +930,20 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             Command::WfInfo => windowed::info(ctx, args),
             Command::WfScandump => windowed::scandump(ctx, args),
             Command::WfLoadchunk => windowed::loadchunk(ctx, args),
+            Command::TdCreate => tdigest::create(ctx, args),
+            Command::TdReset => tdigest::reset(ctx, args),
+            Command::TdAdd => tdigest::add(ctx, args),
+            Command::TdMerge => tdigest::merge(ctx, args),
+            Command::TdMin => tdigest::min_max(ctx, args, false),
+            Command::TdMax => tdigest::min_max(ctx, args, true),
+            Command::TdQuantile => tdigest::quantile(ctx, args),
+            Command::TdCdf => tdigest::cdf(ctx, args),
+            Command::TdRank => tdigest::rank(ctx, args, false),
+            Command::TdRevrank => tdigest::rank(ctx, args, true),
+            Command::TdByrank => tdigest::by_rank(ctx, args, false),
+            Command::TdByrevrank => tdigest::by_rank(ctx, args, true),
+            Command::TdTrimmedMean => tdigest::trimmed_mean(ctx, args),
+            Command::TdInfo => tdigest::info(ctx, args),
             Command::CmsInitbydim => countmin::init_by_dim(ctx, args),
             Command::CmsInitbyprob => countmin::init_by_prob(ctx, args),
             Command::CmsIncrby => countmin::incrby(ctx, args),

@@ -409,7 +409,11 @@ fn item_16_command_metadata() {
     assert_eq!(card.docs.as_ref().unwrap().since, "2.4.4");
     let arities: Vec<(&str, i32)> = super::table()
         .iter()
-        .filter(|c| c.name.starts_with("BF.") || c.name.starts_with("CF."))
+        .filter(|c| {
+            ["BF.", "CF.", "TDIGEST."]
+                .iter()
+                .any(|p| c.name.starts_with(p))
+        })
         .map(|c| (c.name, c.arity))
         .collect();
     assert_eq!(
@@ -440,8 +444,33 @@ fn item_16_command_metadata() {
             ("CF.DEBUG", -1),
             ("CF.SCANDUMP", 3),
             ("CF.LOADCHUNK", 4),
+            ("TDIGEST.CREATE", -2),
+            ("TDIGEST.RESET", 2),
+            ("TDIGEST.ADD", -3),
+            ("TDIGEST.MERGE", -4),
+            ("TDIGEST.MIN", 2),
+            ("TDIGEST.MAX", 2),
+            ("TDIGEST.QUANTILE", -3),
+            ("TDIGEST.CDF", -3),
+            ("TDIGEST.RANK", -3),
+            ("TDIGEST.REVRANK", -3),
+            ("TDIGEST.BYRANK", -3),
+            ("TDIGEST.BYREVRANK", -3),
+            ("TDIGEST.TRIMMED_MEAN", 4),
+            ("TDIGEST.INFO", 2),
         ]
     );
+    // RedisBloom registers TDIGEST commands without the `fast` flag but most in `@fast`.
+    let create = lookup(b"tdigest.create").unwrap();
+    assert_eq!(create.flag_names(), ["write", "denyoom", "module"]);
+    assert_eq!(create.acl_categories(), ["write", "fast", "tdigest"]);
+    let add = lookup(b"TDIGEST.ADD").unwrap();
+    assert_eq!(add.acl_categories(), ["write", "slow", "tdigest"]);
+    let quantile = lookup(b"TDIGEST.QUANTILE").unwrap();
+    assert_eq!(quantile.flag_names(), ["readonly", "module"]);
+    assert_eq!(quantile.acl_categories(), ["read", "fast", "tdigest"]);
+    let trimmed = lookup(b"TDIGEST.TRIMMED_MEAN").unwrap();
+    assert_eq!(trimmed.acl_categories(), ["read", "slow", "tdigest"]);
 }
 
 /// RedisBloom's `test_bucket_size` / `test_expansion` / `test_expansion_0`: growth under the

@@ -49,7 +49,7 @@ def contenders() -> List[Contender]:
     out = []
     import bloomgate
 
-    for layout in ("classic", "blocked"):
+    for layout in ("classic", "blocked", "fastlocal"):
         out.append(Contender(
             f"bloomgate {layout}",
             lambda n, layout=layout: bloomgate.BloomFilter(n, FPR, layout=layout),

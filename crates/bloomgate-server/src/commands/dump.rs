@@ -37,8 +37,13 @@ pub fn commands() -> Vec<ServerCommand> {
 }
 
 fn dump(ctx: &mut Ctx, args: &Args) -> Reply {
-    match ctx.store.db.value(args[1], ctx.now_ms) {
-        Some(value) => Reply::bulk(dump_payload(value)),
+    // Saving changes some values in place in RedisBloom (a t-digest merges its buffer).
+    let now = ctx.now_ms;
+    match ctx.store.db.value_quiet(args[1], now) {
+        Some(value) => {
+            value.prepare_save();
+            Reply::bulk(dump_payload(value))
+        }
         None => Reply::Nil,
     }
 }

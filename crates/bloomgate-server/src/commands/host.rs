@@ -114,6 +114,9 @@ impl dialect::Host for ServerHost<'_> {
     fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
         Ok(self.store.db.value_mut(key, self.now_ms))
     }
+    fn value_quiet(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
+        Ok(self.store.db.value_quiet(key, self.now_ms))
+    }
     fn create(&mut self, key: &[u8], value: Value) {
         self.store.db.insert(key.to_vec(), value, None);
     }

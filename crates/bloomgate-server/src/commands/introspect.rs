@@ -56,7 +56,7 @@ fn key_specs(info: &ServerCommand) -> Reply {
         None => (None, &["RW", "access", "update"]),
     };
     let mut spec = Vec::new();
-    if let Some(notes) = notes {
+    if let Some(notes) = notes.filter(|n| !n.is_empty()) {
         spec.push((s("notes"), s(notes)));
     }
     spec.push((s("flags"), statuses(flags.iter().copied())));

@@ -18,7 +18,7 @@ use crate::resp::Reply;
 /// The Redis version reported to clients (feature gates in client libraries key off it).
 pub const REDIS_VERSION: &str = "7.2.4";
 /// RedisBloom version whose dialect is served, in its module-version encoding.
-pub const BF_MODULE_VERSION: i64 = 20_807;
+pub const BF_MODULE_VERSION: i64 = bloomgate_dialect::REDISBLOOM_VERSION;
 
 /// The connection and server commands, with Redis' flags and ACL categories (no keys).
 pub fn commands() -> Vec<ServerCommand> {
@@ -49,7 +49,36 @@ pub fn commands() -> Vec<ServerCommand> {
         spec("LASTSAVE", 1, FAST | LOADING, "dangerous", lastsave),
         spec("SHUTDOWN", -1, ADMIN | LOADING, "", shutdown),
         spec("DEBUG", -2, ADMIN, "", debug),
+        spec("MODULE", -2, ADMIN | LOADING, "", module),
     ]
+}
+
+/// `bf` as `MODULE LIST` shows a module, with the RedisBloom version the dialect speaks.
+fn module_entry() -> Reply {
+    let s = |v: &str| Reply::bulk(v.as_bytes().to_vec());
+    Reply::Map(vec![
+        (s("name"), s("bf")),
+        (s("ver"), Reply::Int(BF_MODULE_VERSION)),
+        (s("path"), s("builtin")),
+        (s("args"), Reply::Array(vec![])),
+    ])
+}
+
+/// `MODULE LIST`: the dialect, as the one (built-in) module, so clients that check
+/// RedisBloom's version find it. Loading and unloading are refused.
+fn module(_ctx: &mut Ctx, args: &Args) -> Reply {
+    let sub = text(args[1]).to_lowercase();
+    match sub.as_str() {
+        "list" if args.len() == 2 => Reply::Array(vec![module_entry()]),
+        "list" => Reply::error("ERR wrong number of arguments for 'module|list' command"),
+        "load" | "loadex" | "unload" => Reply::error(
+            "ERR bloomgate serve has its module built in; MODULE LOAD/UNLOAD are not supported",
+        ),
+        _ => Reply::error(format!(
+            "ERR unknown subcommand '{}'. Try MODULE HELP.",
+            text(args[1])
+        )),
+    }
 }
 
 fn ping(ctx: &mut Ctx, args: &Args) -> Reply {
@@ -139,12 +168,7 @@ fn hello(ctx: &mut Ctx, args: &Args) -> Reply {
     }
     ctx.session.proto = proto;
     let s = |v: &str| Reply::bulk(v.as_bytes().to_vec());
-    let module = Reply::Map(vec![
-        (s("name"), s("bf")),
-        (s("ver"), Reply::Int(BF_MODULE_VERSION)),
-        (s("path"), s("builtin")),
-        (s("args"), Reply::Array(vec![])),
-    ]);
+    let module = module_entry();
     Reply::Map(vec![
         (s("server"), s("redis")),
         (s("version"), s(REDIS_VERSION)),
@@ -228,14 +252,18 @@ fn human(bytes: u64) -> String {
     }
 }
 
-const INFO_SECTIONS: [&str; 7] = [
+/// INFO's sections, in Redis' order; `replication` and `cluster` are what clients read at
+/// connect (a standalone master, cluster disabled).
+const INFO_SECTIONS: [&str; 9] = [
     "server",
     "clients",
     "memory",
     "persistence",
     "stats",
-    "keyspace",
+    "replication",
     "modules",
+    "cluster",
+    "keyspace",
 ];
 
 fn info(ctx: &mut Ctx, args: &Args) -> Reply {
@@ -309,6 +337,8 @@ fn info(ctx: &mut Ctx, args: &Args) -> Reply {
                 store.db.keys_with_expiry()
             )],
             "keyspace" => vec![],
+            "replication" => vec!["role:master".into(), "connected_slaves:0".into()],
+            "cluster" => vec!["cluster_enabled:0".into()],
             _ => vec![format!("module:name=bf,ver={BF_MODULE_VERSION},api=1,filters=0,usedby=[],using=[],options=[]")],
         };
         let title = section[..1].to_uppercase() + &section[1..];
@@ -428,6 +458,8 @@ fn time(ctx: &mut Ctx, _args: &Args) -> Reply {
 }
 
 fn save(ctx: &mut Ctx, _args: &Args) -> Reply {
+    // A foreground save runs on the live values, as Redis' SAVE does (BGSAVE's does not).
+    ctx.store.db.prepare_save_all();
     ctx.session.action = Some(Action::Save);
     Reply::ok()
 }
@@ -477,6 +509,7 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Reply {
         );
     }
     if is(args[1], "RELOAD") {
+        ctx.store.db.prepare_save_all();
         ctx.session.action = Some(Action::DebugReload);
         return Reply::ok();
     }

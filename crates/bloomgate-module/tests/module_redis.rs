@@ -29,6 +29,16 @@ fn cf_replies_match_bloomgate_serve() {
 }
 
 #[test]
+fn cms_and_topk_replies_match_bloomgate_serve() {
+    if !have_redis("cms_and_topk_replies_match_bloomgate_serve") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("sketches"), &[], &[]);
+    dialect_replies::cms_replies(server.port);
+    dialect_replies::topk_replies(server.port);
+}
+
+#[test]
 fn tdigest_replies_match_bloomgate_serve() {
     if !have_redis("tdigest_replies_match_bloomgate_serve") {
         return;

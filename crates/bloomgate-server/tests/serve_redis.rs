@@ -34,6 +34,13 @@ fn cf_commands_match_redisbloom() {
 }
 
 #[test]
+fn cms_and_topk_commands_match_redisbloom() {
+    let server = Server::start(&temp_dir("sketches"), &[]);
+    dialect_replies::cms_replies(server.port);
+    dialect_replies::topk_replies(server.port);
+}
+
+#[test]
 fn tdigest_commands_match_redisbloom() {
     let server = Server::start(&temp_dir("tdigest"), &[]);
     dialect_replies::tdigest_replies(server.port);

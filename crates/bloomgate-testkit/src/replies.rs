@@ -435,6 +435,346 @@ pub fn cf_replies(port: u16) {
     assert!(matches!(cmd(&mut con3, "CF.INFO cf"), Value::Map(m) if m.len() == 8));
 }
 
+fn ints(values: &[i64]) -> Value {
+    Value::Array(values.iter().map(|&v| Value::Int(v)).collect())
+}
+
+fn bulk(s: &str) -> Value {
+    Value::BulkString(s.as_bytes().to_vec())
+}
+
+fn status(s: &str) -> Value {
+    Value::SimpleString(s.into())
+}
+
+/// The raw RESP2 reply of one command `line` (its words split at spaces).
+fn resp2(port: u16, line: &str) -> Vec<u8> {
+    let words: Vec<&str> = line.split(' ').collect();
+    let mut request = format!("*{}\r\n", words.len()).into_bytes();
+    for w in words {
+        request.extend_from_slice(format!("${}\r\n{w}\r\n", w.len()).as_bytes());
+    }
+    request.extend_from_slice(b"*1\r\n$4\r\nQUIT\r\n");
+    let mut out = raw_exchange(port, &request);
+    assert!(
+        out.ends_with(b"+OK\r\n"),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+    out.truncate(out.len() - 5);
+    out
+}
+
+/// The RESP3 replies of `lines` (HELLO 3 first, QUIT last), as raw bytes after HELLO's.
+fn resp3(port: u16, lines: &[&str]) -> Vec<u8> {
+    let mut request = Vec::new();
+    for line in std::iter::once("HELLO 3")
+        .chain(lines.iter().copied())
+        .chain(["QUIT"])
+    {
+        let words: Vec<&str> = line.split(' ').collect();
+        request.extend_from_slice(format!("*{}\r\n", words.len()).as_bytes());
+        for w in words {
+            request.extend_from_slice(format!("${}\r\n{w}\r\n", w.len()).as_bytes());
+        }
+    }
+    let out = raw_exchange(port, &request);
+    // Skip HELLO's map: everything up to the first reply that follows it is server-specific.
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let marker = "\r\n+OK\r\n";
+    let end = text.rfind(marker).map_or(text.len(), |at| at + 2);
+    let start = text
+        .find("\r\n%3\r\n+width")
+        .or_else(|| text.find("\r\n%4\r\n+k"))
+        .map_or(0, |at| at + 2);
+    text.as_bytes()[start..end].to_vec()
+}
+
+/// CMS.* replies and errors, as RedisBloom 8 gives them (checked against a live one), from the
+/// server on 127.0.0.1:`port`: creation checks and their order, INCRBY's validation and
+/// saturation, QUERY, MERGE's checks and weighted sums, INFO, TYPE and the RESP3 map.
+pub fn cms_replies(port: u16) {
+    let mut con = connect(port);
+    let c = &mut con;
+    let _: () = redis::cmd("FLUSHALL").query(c).unwrap();
+
+    assert_eq!(cmd(c, "CMS.INITBYDIM c 10 2"), Value::Okay);
+    assert_eq!(
+        error_of(c, "CMS.INITBYDIM c 10 2"),
+        "CMS: key already exists"
+    );
+    assert_eq!(error_of(c, "CMS.INITBYDIM x 0 2"), "CMS: invalid width");
+    assert_eq!(error_of(c, "CMS.INITBYDIM x 1 y"), "CMS: invalid depth");
+    assert_eq!(
+        error_of(c, "CMS.INITBYDIM x 9223372036854775807 2"),
+        "CMS: invalid init arguments"
+    );
+    assert_eq!(
+        error_of(c, "CMS.INITBYDIM x 2294967296 2294967296"),
+        "CMS: Insufficient memory to create the key"
+    );
+    assert_eq!(
+        error_of(c, "CMS.INITBYPROB x 1 0.5"),
+        "CMS: invalid overestimation value"
+    );
+    assert_eq!(
+        error_of(c, "CMS.INITBYPROB x 0.5 1"),
+        "CMS: invalid prob value"
+    );
+    assert_eq!(
+        error_of(c, "CMS.INITBYPROB x 1e-300 0.5"),
+        "CMS: invalid init arguments"
+    );
+    assert_eq!(
+        error_of(c, "CMS.INITBYDIM x"),
+        "ERR wrong number of arguments for 'cms.initbydim' command"
+    );
+    assert_eq!(cmd(c, "CMS.INITBYPROB p 0.001 0.01"), Value::Okay);
+    assert_eq!(
+        cmd(c, "CMS.INFO p"),
+        Value::Array(vec![
+            status("width"),
+            Value::Int(2000),
+            status("depth"),
+            Value::Int(7),
+            status("count"),
+            Value::Int(0),
+        ])
+    );
+    assert_eq!(cmd(c, "TYPE p"), status("CMSk-TYPE"));
+
+    assert_eq!(
+        error_of(c, "CMS.INCRBY nosuch a 1"),
+        "CMS: key does not exist"
+    );
+    assert_eq!(
+        error_of(c, "CMS.INCRBY c a 1 b"),
+        "ERR wrong number of arguments for 'cms.incrby' command"
+    );
+    assert_eq!(
+        error_of(c, "CMS.INCRBY c a 1 b x"),
+        "CMS: Cannot parse number"
+    );
+    assert_eq!(
+        error_of(c, "CMS.INCRBY c a 1 b -2"),
+        "CMS: Number cannot be negative"
+    );
+    assert_eq!(cmd(c, "CMS.INCRBY c a 1 b 2"), ints(&[1, 2]));
+    // A saturated counter answers an overflow error in its place; the total keeps counting.
+    assert_eq!(
+        resp2(port, "CMS.INCRBY c a 4294967295 b 3"),
+        b"*2\r\n-CMS: INCRBY overflow\r\n:5\r\n"
+    );
+    assert_eq!(cmd(c, "CMS.QUERY c a b foo"), ints(&[4294967295, 5, 0]));
+    assert_eq!(error_of(c, "CMS.QUERY nosuch a"), "CMS: key does not exist");
+    assert_eq!(
+        cmd(c, "CMS.INFO c"),
+        Value::Array(vec![
+            status("width"),
+            Value::Int(10),
+            status("depth"),
+            Value::Int(2),
+            status("count"),
+            Value::Int(4294967301),
+        ])
+    );
+
+    for line in [
+        "CMS.INITBYDIM m1 10 2",
+        "CMS.INITBYDIM m2 10 2",
+        "CMS.INITBYDIM m3 11 2",
+    ] {
+        assert_eq!(cmd(c, line), Value::Okay);
+    }
+    assert_eq!(cmd(c, "CMS.INCRBY m1 x 5 y 7 z 9"), ints(&[5, 7, 9]));
+    assert_eq!(cmd(c, "CMS.INCRBY m2 x 1 q 4"), ints(&[1, 4]));
+    assert_eq!(
+        error_of(c, "CMS.MERGE nosuch 1 m1"),
+        "CMS: key does not exist"
+    );
+    assert_eq!(error_of(c, "CMS.MERGE m1 x m2"), "CMS: invalid numkeys");
+    assert_eq!(
+        error_of(c, "CMS.MERGE m1 0 m2"),
+        "CMS: Number of keys must be positive"
+    );
+    assert_eq!(
+        error_of(c, "CMS.MERGE m1 2 m2"),
+        "CMS: wrong number of keys"
+    );
+    assert_eq!(
+        error_of(c, "CMS.MERGE m1 2 m2 c WEIGHTS 1"),
+        "CMS: wrong number of keys/weights"
+    );
+    assert_eq!(
+        error_of(c, "CMS.MERGE m1 2 m2 m1 WEIGHTS 1 x"),
+        "CMS: invalid weight value"
+    );
+    assert_eq!(
+        error_of(c, "CMS.MERGE m1 2 m2 nosuch"),
+        "CMS: key does not exist"
+    );
+    assert_eq!(
+        error_of(c, "CMS.MERGE m1 1 m3"),
+        "CMS: width/depth is not equal"
+    );
+    assert_eq!(
+        error_of(c, "CMS.MERGE c 2 m1 m2 WEIGHTS 1 -100"),
+        "CMS: MERGE overflow"
+    );
+    assert_eq!(cmd(c, "CMS.MERGE c 2 m1 m2 WEIGHTS 3 2"), Value::Okay);
+    assert_eq!(cmd(c, "CMS.QUERY c x y z q a"), ints(&[17, 21, 35, 35, 0]));
+    // The destination among the sources.
+    assert_eq!(cmd(c, "CMS.MERGE c 2 c m2 weights 2 1"), Value::Okay);
+    assert_eq!(cmd(c, "CMS.QUERY c x y z q"), ints(&[35, 42, 74, 74]));
+    assert_eq!(
+        resp3(port, &["CMS.INFO m2"]),
+        b"%3\r\n+width\r\n:10\r\n+depth\r\n:2\r\n+count\r\n:5\r\n"
+    );
+}
+
+/// TOPK.* replies and errors, as RedisBloom 8 gives them (checked against a live one), from
+/// the server on 127.0.0.1:`port`: RESERVE's checks, ADD/INCRBY evictions and INCRBY's range
+/// error, LIST (with the WITHCOUNT prefix quirk and RedisBloom's order among equal counts),
+/// QUERY, COUNT, INFO with its double, and RESP3.
+pub fn topk_replies(port: u16) {
+    let mut con = connect(port);
+    let c = &mut con;
+    let _: () = redis::cmd("FLUSHALL").query(c).unwrap();
+
+    // Wide enough that these items never share a bucket in every row: no decay draw decides
+    // an answer below.
+    assert_eq!(cmd(c, "TOPK.RESERVE t 3 1000 5 0.9"), Value::Okay);
+    assert_eq!(cmd(c, "TOPK.RESERVE d 3"), Value::Okay);
+    assert_eq!(error_of(c, "TOPK.RESERVE t 3"), "TopK: key already exists");
+    assert_eq!(
+        error_of(c, "TOPK.RESERVE x 1 2"),
+        "ERR wrong number of arguments for 'topk.reserve' command"
+    );
+    assert_eq!(error_of(c, "TOPK.RESERVE x 0"), "TopK: invalid k");
+    assert_eq!(error_of(c, "TOPK.RESERVE x 4294967296"), "TopK: invalid k");
+    assert_eq!(error_of(c, "TOPK.RESERVE x 1 0 1 1"), "TopK: invalid width");
+    assert_eq!(error_of(c, "TOPK.RESERVE x 1 1 0 1"), "TopK: invalid depth");
+    assert_eq!(
+        error_of(c, "TOPK.RESERVE x 1 1 1 1.0000001"),
+        "TopK: invalid decay value. must be '<= 1' & '> 0'"
+    );
+    assert_eq!(cmd(c, "TYPE t"), status("TopK-TYPE"));
+    assert_eq!(
+        cmd(c, "TOPK.INFO d"),
+        Value::Array(vec![
+            status("k"),
+            Value::Int(3),
+            status("width"),
+            Value::Int(8),
+            status("depth"),
+            Value::Int(7),
+            status("decay"),
+            // Redis 7.0 writes "0.90000000000000002", later ones "0.9".
+            match cmd(c, "TOPK.INFO d") {
+                Value::Array(v) if matches!(&v[7], Value::BulkString(b) if b.starts_with(b"0.9")) =>
+                {
+                    v[7].clone()
+                }
+                other => panic!("{other:?}"),
+            },
+        ])
+    );
+
+    let nil = Value::Nil;
+    assert_eq!(
+        cmd(c, "TOPK.ADD t a b c d e a a b"),
+        Value::Array(vec![
+            nil.clone(),
+            nil.clone(),
+            nil.clone(),
+            bulk("a"),
+            bulk("c"),
+            bulk("d"),
+            nil.clone(),
+            nil.clone(),
+        ])
+    );
+    assert_eq!(
+        cmd(c, "TOPK.LIST t WITHCOUNT"),
+        Value::Array(vec![
+            bulk("a"),
+            Value::Int(3),
+            bulk("b"),
+            Value::Int(2),
+            bulk("e"),
+            Value::Int(1)
+        ])
+    );
+    assert_eq!(
+        cmd(c, "TOPK.LIST t"),
+        Value::Array(vec![bulk("a"), bulk("b"), bulk("e")])
+    );
+    // Any case-insensitive prefix of WITHCOUNT is WITHCOUNT; the option is checked first.
+    assert_eq!(cmd(c, "TOPK.LIST t with"), cmd(c, "TOPK.LIST t WITHCOUNT"));
+    assert_eq!(
+        error_of(c, "TOPK.LIST t WITHCOUNTS"),
+        "WITHCOUNT keyword expected"
+    );
+    assert_eq!(
+        error_of(c, "TOPK.LIST nosuch foo"),
+        "WITHCOUNT keyword expected"
+    );
+    assert_eq!(error_of(c, "TOPK.LIST nosuch"), "TopK: key does not exist");
+    assert_eq!(
+        cmd(c, "TOPK.QUERY t a b c d e f"),
+        ints(&[1, 1, 0, 0, 1, 0])
+    );
+    assert_eq!(
+        cmd(c, "TOPK.COUNT t a b c d e f"),
+        ints(&[3, 2, 1, 1, 1, 0])
+    );
+    assert_eq!(
+        cmd(c, "TOPK.INCRBY t f 10 g 0 a 2"),
+        Value::Array(vec![bulk("e"), nil.clone(), nil.clone()])
+    );
+    assert_eq!(
+        resp2(port, "TOPK.INCRBY t f -1"),
+        b"*1\r\n-TopK: increment must be an integer greater or equal to 0                            and smaller or equal to 100,000\r\n"
+    );
+    assert_eq!(error_of(c, "TOPK.ADD nosuch a"), "TopK: key does not exist");
+
+    // Equal counts list in RedisBloom's order.
+    assert_eq!(cmd(c, "TOPK.RESERVE ties 5 1000 5 0.5"), Value::Okay);
+    assert_eq!(
+        cmd(c, "TOPK.ADD ties z y x w v u t s r q p o"),
+        Value::Array(
+            ["", "", "", "", "", "x", "v", "u", "t", "s", "r", "q"]
+                .iter()
+                .map(|s| if s.is_empty() { Value::Nil } else { bulk(s) })
+                .collect()
+        )
+    );
+    let _ = cmd(c, "TOPK.ADD ties p p o o z");
+    assert_eq!(
+        cmd(c, "TOPK.INCRBY ties aa 3 bb 3 cc 3 dd 3"),
+        Value::Array(vec![bulk("y"), bulk("w"), bulk("z"), bulk("bb")])
+    );
+    assert_eq!(
+        cmd(c, "TOPK.LIST ties WITHCOUNT"),
+        Value::Array(vec![
+            bulk("cc"),
+            Value::Int(3),
+            bulk("dd"),
+            Value::Int(3),
+            bulk("aa"),
+            Value::Int(3),
+            bulk("p"),
+            Value::Int(3),
+            bulk("o"),
+            Value::Int(3),
+        ])
+    );
+    assert_eq!(
+        resp3(port, &["TOPK.INFO ties", "TOPK.QUERY ties p zz"]),
+        b"%4\r\n+k\r\n:5\r\n+width\r\n:1000\r\n+depth\r\n:5\r\n+decay\r\n,0.5\r\n*2\r\n#t\r\n#f\r\n"
+    );
+}
+
 /// A reply's doubles as text: RESP2 sends each as a bulk string.
 fn texts(v: Value) -> Vec<String> {
     let one = |v: Value| match v {

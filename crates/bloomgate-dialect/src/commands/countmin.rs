@@ -356,6 +356,22 @@ mod tests {
             h.run("CMS.INITBYDIM c 1000 1000"),
             err("CMS: Insufficient memory to create the key")
         );
+        // RedisBloom's test_insufficient_memory: refused before anything is allocated.
+        h.memory_limit = 1 << 30;
+        for line in [
+            "CMS.INITBYPROB x 0.0000000000000001 0.0000000000000001",
+            "CMS.INITBYDIM x 1000000000 1000000000",
+            "CMS.INITBYDIM x 2294967296 2294967296",
+        ] {
+            assert_eq!(
+                h.run(line),
+                err("CMS: Insufficient memory to create the key")
+            );
+        }
+        assert_eq!(
+            h.run("CMS.INITBYDIM x 100000000000000 100000000000000"),
+            err("CMS: invalid init arguments")
+        );
         h.memory_limit = 0;
         assert_eq!(h.run("CMS.INITBYPROB c 0.001 0.01"), Reply::ok());
         assert_eq!(

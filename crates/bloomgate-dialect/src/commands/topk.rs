@@ -368,6 +368,11 @@ mod tests {
                 err("TopK: invalid decay value. must be '<= 1' & '> 0'")
             );
         }
+        h.memory_limit = 1 << 30;
+        assert_eq!(
+            h.run("TOPK.RESERVE t 4294967295 4294967295 4294967295 0.9"),
+            err("ERR Insufficient memory to create topk data structure")
+        );
         h.memory_limit = 10_000;
         assert_eq!(
             h.run("TOPK.RESERVE t 10 1000 10 0.9"),

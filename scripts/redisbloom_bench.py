@@ -7,6 +7,7 @@
    command; throughput, and the server-side microseconds per call from INFO commandstats (the
    time inside the command, no network). With --callgrind, also the instructions per call
    inside RedisModuleCommandDispatcher under valgrind: independent of machine load.
+   sketches — the same for CMS.INCRBY/QUERY, TOPK.ADD/QUERY, TDIGEST.ADD/QUANTILE in Redis 8.2.
 2. serve   — `bloomgate serve` against Redis 8.2 + RedisBloom 8, both with an append-only log
    fsynced every second: the server process' CPU time (user + system, all threads) per request
    over each redis-benchmark run, and throughput.
@@ -22,7 +23,7 @@ with a message (a clone without RedisBloom skips them all and exits 0). Redis 8.
 --redis8 or $REDIS8_SERVER, Redis 7.0 from --redis7 or $REDIS7_SERVER (default: `redis-server` on
 PATH if it is 7.x). The module and binary default to target/release.
 
-Usage: scripts/redisbloom_bench.py [--only module,serve,bgsave] [--scale 1.0] [--rounds 2]
+Usage: scripts/redisbloom_bench.py [--only module,sketches,serve,bgsave] [--scale 1.0] [--rounds 2]
            [--callgrind] [--redisbloom DIR] [--redis8 PATH] [--redis7 PATH]
            [--module target/release/libbloomgate_module.so] [--bloomgate target/release/bloomgate]
 Prints the load average at start and end: on a shared machine, prefer the same-run ratios and
@@ -42,6 +43,12 @@ import threading
 import time
 
 COMMANDS = [("BF.ADD", "bf"), ("BF.EXISTS", "bf"), ("CF.ADD", "cf"), ("CF.EXISTS", "cf")]
+# The other three RedisBloom types (issue 22): (command, its arguments after the name).
+SKETCH_COMMANDS = [
+    ("CMS.INCRBY", "cms __rand_int__ 1"), ("CMS.QUERY", "cms __rand_int__"),
+    ("TOPK.ADD", "topk __rand_int__"), ("TOPK.QUERY", "topk __rand_int__"),
+    ("TDIGEST.ADD", "td __rand_int__"), ("TDIGEST.QUANTILE", "td 0.5 0.99"),
+]
 
 
 def free_port():
@@ -194,9 +201,11 @@ def redis_server(binary, module, *extra):
 
 
 def benchmark(port, n, pipeline, command, key):
+    """`key` is the key (then `__rand_int__` is the item), or every argument, space-separated."""
+    rest = key.split(" ") if " " in key else [key, "__rand_int__"]
     out = subprocess.run(
         ["redis-benchmark", "-p", str(port), "-c", "50", "-n", str(n), "-P", str(pipeline),
-         "-r", "100000", "-q", command, key, "__rand_int__"],
+         "-r", "100000", "-q", command, *rest],
         capture_output=True, text=True, check=True).stdout.replace("\r", "\n")
     rates = re.findall(r"([0-9.]+) requests per second", out)
     if not rates:
@@ -215,6 +224,12 @@ def commandstats(client):
 def setup_filters(client):
     client.call("BF.RESERVE", "bf", "0.01", "200000")
     client.call("CF.RESERVE", "cf", "200000")
+
+
+def setup_sketches(client):
+    client.call("CMS.INITBYDIM", "cms", "2000", "5")
+    client.call("TOPK.RESERVE", "topk", "50", "2000", "7", "0.925")
+    client.call("TDIGEST.CREATE", "td", "COMPRESSION", "100")
 
 
 def ratio(a, b):
@@ -280,19 +295,20 @@ def callgrind_per_call(binary, module, n):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def module_comparison(label, binary, rb_so, module, args):
+def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
+                      setup=setup_filters):
     n1, n16 = int(100000 * args.scale), int(600000 * args.scale)
     rb = Server("%s + RedisBloom" % label, redis_server(binary, rb_so))
     ours = Server("%s + bloomgate" % label, redis_server(binary, module))
     try:
         for s in (rb, ours):
-            setup_filters(s.client)
+            setup(s.client)
             s.client.call("CONFIG", "RESETSTAT")
         rates = {}
         for rnd in range(args.rounds):
             for pipeline in (1, 16):
                 n = n1 if pipeline == 1 else n16
-                for command, key in COMMANDS:
+                for command, key in commands:
                     # Alternate which side goes first, round by round.
                     order = (rb, ours) if rnd % 2 == 0 else (ours, rb)
                     for s in order:
@@ -303,7 +319,7 @@ def module_comparison(label, binary, rb_so, module, args):
         rb.close()
         ours.close()
     rows = []
-    for command, _ in COMMANDS:
+    for command, _ in commands:
         a, b = stats[False].get(command, (0, 0))[1], stats[True].get(command, (0, 0))[1]
         row = [command, "%.3f" % a, "%.3f" % b, "%.2f" % ratio(b, a)]
         for pipeline in (1, 16):
@@ -316,7 +332,7 @@ def module_comparison(label, binary, rb_so, module, args):
           % (label, args.rounds),
           ["command", "usec RB", "usec ours", "ratio", "P1 RB", "P1 ours", "ratio",
            "P16 RB", "P16 ours", "ratio"], rows)
-    if args.callgrind:
+    if args.callgrind and commands is COMMANDS:
         if not shutil.which("valgrind"):
             print("(no valgrind: instruction counts skipped)")
             return
@@ -446,7 +462,7 @@ def redis_version(binary):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", default="module,serve,bgsave")
+    p.add_argument("--only", default="module,sketches,serve,bgsave")
     p.add_argument("--scale", type=float, default=1.0, help="multiplies every request count")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--callgrind", action="store_true", help="also count instructions per call")
@@ -486,6 +502,12 @@ def main():
                 else:
                     print("\nskipped module vs RedisBloom in %s: %s" % (
                         label, "no redis-server of that version" if not binary else "no RedisBloom .so"))
+    if "sketches" in only:
+        if redis8 and rb8 and os.path.exists(module):
+            module_comparison("Redis 8.2 (CMS, TopK, t-digest)", redis8, rb8, module, args,
+                              SKETCH_COMMANDS, setup_sketches)
+        else:
+            print("\nskipped sketches: needs Redis 8.2, RedisBloom 8 and the module")
     if "serve" in only:
         if not os.path.exists(bloomgate):
             print("skipped serve: no %s (cargo build --release -p bloomgate-cli)" % bloomgate)

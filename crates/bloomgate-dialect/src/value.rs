@@ -111,8 +111,10 @@ impl Kind {
         each_kind!(self, T => T::HEADER_PREFIX)
     }
 
-    /// Bytes of bit/slot arrays a valid header describes (its shape's size, which is also the
-    /// length of the dump body that follows it), without allocating anything.
+    /// Bytes a valid header's value will take (its shape's size, what the budget admits),
+    /// without allocating anything. For Bloom, cuckoo and windowed filters this is also the
+    /// length of the dump body that follows the header; a sketch's also counts its heap or
+    /// buffers, so use [`Value::dump_layout`] of the loaded value for the body's length.
     pub fn header_bytes(self, header: &[u8]) -> Result<u64, &'static str> {
         each_kind!(self, T => <T as DialectType>::shape(header).map(|s| s.bytes()))
     }

@@ -136,6 +136,9 @@ class Server:
                     break
             except OSError:
                 pass
+            except RuntimeError as e:  # -LOADING: the dataset is still being read
+                if "LOADING" not in str(e):
+                    raise
             if self.proc.poll() is not None or time.time() > deadline:
                 self.close()
                 raise RuntimeError("%s did not start: %s" % (name, self.tail()))

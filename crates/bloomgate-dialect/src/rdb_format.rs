@@ -20,6 +20,8 @@ use crate::budget::{Allowance, Buffer};
 use crate::rdb::{RdbError, RdbSink, RdbSource};
 use crate::value::{Kind, Value};
 
+/// RDB object type of a plain string (`RDB_TYPE_STRING`).
+pub const RDB_TYPE_STRING: u8 = 0;
 /// RDB object type of a module value saved with opcodes (`RDB_TYPE_MODULE_2`).
 pub const RDB_TYPE_MODULE_2: u8 = 7;
 /// RDB version written in `DUMP` payloads: Redis 7.0's, the version of RedisBloom's own DUMP
@@ -178,6 +180,19 @@ pub fn write_module_value(out: &mut Vec<u8>, value: &Value) {
 pub fn dump_payload(value: &Value) -> Vec<u8> {
     let mut out = vec![RDB_TYPE_MODULE_2];
     write_module_value(&mut out, value);
+    seal(out)
+}
+
+/// The `DUMP` payload of a Redis string (for hosts that have strings: `RDB_TYPE_STRING`, the
+/// string in Redis' encoding), byte for byte what Redis returns.
+pub fn dump_string_payload(s: &[u8]) -> Vec<u8> {
+    let mut out = vec![RDB_TYPE_STRING];
+    write_string(&mut out, s);
+    seal(out)
+}
+
+/// Appends a payload's footer: the RDB version and the CRC64 of everything before it.
+fn seal(mut out: Vec<u8>) -> Vec<u8> {
     out.extend_from_slice(&DUMP_RDB_VERSION.to_le_bytes());
     let crc = crc64(0, &out);
     out.extend_from_slice(&crc.to_le_bytes());
@@ -199,6 +214,25 @@ pub enum PayloadError {
 
 /// Decodes a `DUMP` payload into a dialect value, allocating at most `budget` bytes for it.
 pub fn restore_payload(payload: &[u8], budget: u64) -> Result<Value, PayloadError> {
+    match restore_any_payload(payload, budget)? {
+        Restored::Dialect(value) => Ok(value),
+        Restored::String(_) => Err(PayloadError::BadData(RdbError::Invalid(
+            "not a module value".into(),
+        ))),
+    }
+}
+
+/// What a `DUMP` payload held, for hosts that also have strings.
+#[derive(Debug)]
+pub enum Restored {
+    /// A dialect value.
+    Dialect(Value),
+    /// A Redis string (`RDB_TYPE_STRING`, in any of its encodings).
+    String(Vec<u8>),
+}
+
+/// Decodes a `DUMP` payload of a dialect value or a string, allocating at most `budget` bytes.
+pub fn restore_any_payload(payload: &[u8], budget: u64) -> Result<Restored, PayloadError> {
     let Some(body_len) = payload.len().checked_sub(10) else {
         return Err(PayloadError::VersionOrChecksum);
     };
@@ -209,16 +243,15 @@ pub fn restore_payload(payload: &[u8], budget: u64) -> Result<Value, PayloadErro
         return Err(PayloadError::VersionOrChecksum);
     }
     let mut reader = RdbReader::new(body, body.len() as u64, budget);
-    let value = (|| {
-        if reader.u8()? != RDB_TYPE_MODULE_2 {
-            return Err(RdbError::Invalid("not a module value".into()));
-        }
-        match reader.module_value()? {
-            ModuleValue::Dialect(value) => Ok(value),
+    let value = (|| match reader.u8()? {
+        RDB_TYPE_STRING => Ok(Restored::String(reader.string(u64::MAX)?)),
+        RDB_TYPE_MODULE_2 => match reader.module_value()? {
+            ModuleValue::Dialect(value) => Ok(Restored::Dialect(value)),
             ModuleValue::Foreign(name) => Err(RdbError::Invalid(format!(
                 "module type {name} is not a RedisBloom type"
             ))),
-        }
+        },
+        _ => Err(RdbError::Invalid("not a module value".into())),
     })()
     .map_err(|e| match e {
         RdbError::OverBudget(_) => PayloadError::OverBudget,
@@ -659,6 +692,40 @@ mod tests {
             assert_eq!(stream(&back), stream(&value));
             assert_eq!(dump_payload(&back), payload);
         }
+    }
+
+    /// DUMPs of strings taken from Redis 7.0 (raw, int8, int32, LZF): ours are the same bytes,
+    /// and each restores to its string; a module host's restore refuses them.
+    #[test]
+    fn string_payloads_are_redis_bytes() {
+        let long = vec![b'a'; 62];
+        let cases: [(&[u8], &[u8]); 4] = [
+            (b"hello", b"\x00\x05hello\n\x00cr\xdfve4 \n"),
+            (b"123", b"\x00\xc0{\n\x00H\xe2S\xe1\x00zg\xb9"),
+            (
+                b"100000",
+                b"\x00\xc2\xa0\x86\x01\x00\n\x00\xf1$\x03Po/\xa6t",
+            ),
+            (
+                &long,
+                b"\x00\xc3\t>\x01aa\xe01\x00\x01aa\n\x00\xecIB\xd6\xb3'_|",
+            ),
+        ];
+        for (s, redis) in cases {
+            assert_eq!(dump_string_payload(s), redis);
+            match restore_any_payload(redis, 1 << 20).unwrap() {
+                Restored::String(back) => assert_eq!(back, s),
+                other => panic!("{other:?}"),
+            }
+            assert!(matches!(
+                restore_payload(redis, 1 << 20),
+                Err(PayloadError::BadData(_))
+            ));
+        }
+        assert_eq!(
+            restore_any_payload(&dump_string_payload(&long), 10).unwrap_err(),
+            PayloadError::OverBudget
+        );
     }
 
     #[test]

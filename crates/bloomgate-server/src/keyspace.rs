@@ -1,4 +1,4 @@
-//! The keyspace: keys → dialect values with optional expiry, memory accounting and the key
+//! The keyspace: keys → values (the dialect's, or a Redis string) with optional expiry, memory accounting and the key
 //! modification tracking WATCH needs. A value's large arrays are copy-on-write segments (see
 //! `bloomgate_dialect::cow`), so a snapshot clones values in O(keys) without copying their
 //! bits, and a writer copies only a segment a snapshot still holds.
@@ -23,11 +23,63 @@ pub type Snapshot = Vec<(Vec<u8>, Entry)>;
 /// The expiry field's "no expiry" (an `Option<i64>` would take 16 bytes per key).
 const NO_EXPIRY: i64 = i64::MIN;
 
+/// A key's value: one of the dialect's, or a Redis string — the server's one native type. The
+/// dialect never sees a string: to its commands the key holds another type (WRONGTYPE), as a
+/// module's commands learn from Redis.
+#[derive(Clone, Debug)]
+pub enum Data {
+    /// A BF/CF/WF/CMS/TopK/t-digest value.
+    Dialect(Value),
+    /// A Redis string (SET, GET, APPEND, INCR…).
+    String(Vec<u8>),
+}
+
+impl Data {
+    /// The TYPE reply.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Data::Dialect(value) => value.type_name(),
+            Data::String(_) => "string",
+        }
+    }
+
+    /// Heap bytes the value holds beyond its inline size (see [`Value::heap_bytes`]).
+    pub fn heap_bytes(&self) -> u64 {
+        match self {
+            Data::Dialect(value) => value.heap_bytes(),
+            Data::String(s) if s.capacity() == 0 => 0,
+            Data::String(s) => allocation_size(s.capacity() as u64),
+        }
+    }
+
+    /// The dialect value, if it is one.
+    pub fn dialect(&self) -> Option<&Value> {
+        match self {
+            Data::Dialect(value) => Some(value),
+            Data::String(_) => None,
+        }
+    }
+
+    /// Mutable [`Data::dialect`].
+    pub fn dialect_mut(&mut self) -> Option<&mut Value> {
+        match self {
+            Data::Dialect(value) => Some(value),
+            Data::String(_) => None,
+        }
+    }
+}
+
+impl From<Value> for Data {
+    fn from(value: Value) -> Self {
+        Data::Dialect(value)
+    }
+}
+
 #[derive(Clone, Debug)]
 /// A key's value and expiry.
 pub struct Entry {
     /// The value.
-    pub value: Value,
+    pub data: Data,
     /// Absolute expiry in Unix milliseconds, or [`NO_EXPIRY`].
     expires: i64,
 }
@@ -40,9 +92,9 @@ const SLOT_SHARE: u64 = (size_of::<Slot>() as u64 + 1) * 8 / 7;
 
 impl Entry {
     /// An entry expiring at `expires_at` (Unix milliseconds), or never.
-    pub fn new(value: Value, expires_at: Option<i64>) -> Self {
+    pub fn new(data: impl Into<Data>, expires_at: Option<i64>) -> Self {
         Self {
-            value,
+            data: data.into(),
             expires: expires_at.unwrap_or(NO_EXPIRY),
         }
     }
@@ -54,7 +106,7 @@ impl Entry {
 
     /// Heap bytes of the key and value (what accounting tracks per key).
     fn heap(&self, key: &[u8]) -> u64 {
-        allocation_size(key.len() as u64) + self.value.heap_bytes()
+        allocation_size(key.len() as u64) + self.data.heap_bytes()
     }
 
     /// Bytes this entry costs (MEMORY USAGE): key and value allocations plus its table slot.
@@ -122,9 +174,9 @@ impl Db {
         self.entries.get(key).filter(|e| Self::is_live(e, now_ms))
     }
 
-    /// The live value of `key`.
+    /// The live dialect value of `key` (`None` if missing or a string).
     pub fn value(&self, key: &[u8], now_ms: i64) -> Option<&Value> {
-        self.get(key, now_ms).map(|e| &e.value)
+        self.get(key, now_ms).and_then(|e| e.data.dialect())
     }
 
     /// Runs `f` on the live value of `key` (segments a snapshot shares are copied as written),
@@ -134,40 +186,44 @@ impl Db {
         &mut self,
         key: &[u8],
         now_ms: i64,
-        f: impl FnOnce(&mut Value) -> R,
+        f: impl FnOnce(&mut Data) -> R,
     ) -> Option<R> {
         self.expire_if_due(key, now_ms);
         let entry = self.entries.get_mut(key)?;
         let before = entry.heap(key);
-        let result = f(&mut entry.value);
+        let result = f(&mut entry.data);
         let after = entry.heap(key);
         self.used_memory = self.used_memory - before + after;
         self.touch(key);
         Some(result)
     }
 
-    /// The live value of `key` for a change (segments copied as written, as above); memory
-    /// accounting is brought up to date by [`Db::settle`] once the command is done.
+    /// The live dialect value of `key` for a change (segments copied as written, as above);
+    /// memory accounting is brought up to date by [`Db::settle`] once the command is done.
+    /// `None` if the key is missing or a string (nothing is marked changed then).
     pub fn value_mut(&mut self, key: &[u8], now_ms: i64) -> Option<&mut Value> {
         self.expire_if_due(key, now_ms);
-        let entry = self.entries.get_mut(key)?;
+        let entry = self
+            .entries
+            .get_mut(key)
+            .filter(|e| e.data.dialect().is_some())?;
         if !self.unsettled.iter().any(|(k, _)| k == key) {
             self.unsettled.push((key.to_vec(), entry.heap(key)));
         }
-        let value = &mut entry.value;
+        let value = entry.data.dialect_mut();
         if let Some(state) = self.watched.get_mut(key) {
             self.change_seq += 1;
             state.last_change = self.change_seq;
         }
-        Some(value)
+        value
     }
 
     /// The live value of `key` for a change that is not a write (a t-digest merging its buffer
     /// on a read or a DUMP): its memory does not change and WATCH does not see it, as in
     /// RedisBloom.
-    pub fn value_quiet(&mut self, key: &[u8], now_ms: i64) -> Option<&mut Value> {
+    pub fn value_quiet(&mut self, key: &[u8], now_ms: i64) -> Option<&mut Data> {
         self.expire_if_due(key, now_ms);
-        self.entries.get_mut(key).map(|entry| &mut entry.value)
+        self.entries.get_mut(key).map(|entry| &mut entry.data)
     }
 
     /// What a foreground save does to the live values in RedisBloom (`SAVE`, `DEBUG RELOAD`):
@@ -175,7 +231,8 @@ impl Db {
     pub fn prepare_save_all(&mut self) {
         self.entries
             .values_mut()
-            .for_each(|entry| entry.value.prepare_save());
+            .filter_map(|entry| entry.data.dialect_mut())
+            .for_each(Value::prepare_save);
     }
 
     /// Accounts for the memory of values changed through [`Db::value_mut`].
@@ -188,7 +245,7 @@ impl Db {
     }
 
     /// Inserts or replaces `key` (keeping no previous expiry).
-    pub fn insert(&mut self, key: Vec<u8>, value: Value, expires_at: Option<i64>) {
+    pub fn insert(&mut self, key: Vec<u8>, value: impl Into<Data>, expires_at: Option<i64>) {
         self.remove_entry(&key);
         let entry = Entry::new(value, expires_at);
         self.used_memory += entry.heap(&key);

@@ -15,7 +15,7 @@ use std::time::Duration;
 use bloomgate_metrics::{Exposition, Kind};
 
 use crate::commands::Store;
-use crate::keyspace::{now_ms, Value};
+use crate::keyspace::{now_ms, Data, Value};
 use crate::persistence::AofWriter;
 use crate::relock;
 
@@ -81,7 +81,10 @@ pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) 
     let (per_command, clients, used, maxmemory, keys, last_save, changes, snapshot_ok) = {
         let store = relock(store);
         for (_, entry) in store.db.iter_live(now_ms()) {
-            match &entry.value {
+            let Data::Dialect(value) = &entry.data else {
+                continue;
+            };
+            match value {
                 Value::Bloom(chain) => {
                     let (fill, fpr) = chain_health(chain);
                     health.filters += 1;

@@ -15,7 +15,7 @@ use super::host::{
     ERR_SYNTAX,
 };
 use super::state::{Session, Store};
-use super::{dump, keys, server, transaction};
+use super::{dump, keys, server, strings, transaction};
 use crate::config::Config;
 use crate::keyspace::{now_ms, Db};
 use crate::persistence::Replay;
@@ -31,6 +31,7 @@ pub fn table() -> &'static [ServerCommand] {
             .map(|info| info.map(|&c| Handler::Dialect(c)))
             .collect();
         all.extend(keys::commands());
+        all.extend(strings::commands());
         all.extend(dump::commands());
         all.extend(server::commands());
         all.extend(transaction::commands());

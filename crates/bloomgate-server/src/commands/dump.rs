@@ -1,16 +1,19 @@
 //! DUMP and RESTORE (and RESTORE-ASKING, which `MIGRATE` sends to cluster nodes), with Redis'
-//! payload format for RedisBloom's types: a `DUMP` taken from Redis + RedisBloom restores here,
+//! payload format for RedisBloom's types and for strings (RDB type 0): a `DUMP` taken from Redis + RedisBloom restores here,
 //! ours restores there, and `MIGRATE` from a Redis holding BF/CF keys lands in `bloomgate serve`.
 //! The payload codec is the dialect's ([`bloomgate_dialect::rdb_format`]); this module is
 //! Redis' command semantics: option parsing, the order of checks, the errors word for word, and
 //! an AOF record that replays to the same key (the payload with an absolute expiry).
 
 use bloomgate_dialect::commands::flags::*;
-use bloomgate_dialect::rdb_format::{dump_payload, restore_payload, PayloadError};
+use bloomgate_dialect::rdb_format::{
+    dump_payload, dump_string_payload, restore_any_payload, PayloadError, Restored,
+};
 
 use super::host::{
     command, is, parse_i64, Args, Ctx, ServerCommand, ERR_NOT_INTEGER, ERR_OOM, ERR_SYNTAX,
 };
+use crate::keyspace::Data;
 use crate::resp::Reply;
 
 /// DUMP, RESTORE, RESTORE-ASKING, with Redis' flags and ACL categories.
@@ -40,10 +43,11 @@ fn dump(ctx: &mut Ctx, args: &Args) -> Reply {
     // Saving changes some values in place in RedisBloom (a t-digest merges its buffer).
     let now = ctx.now_ms;
     match ctx.store.db.value_quiet(args[1], now) {
-        Some(value) => {
+        Some(Data::Dialect(value)) => {
             value.prepare_save();
             Reply::bulk(dump_payload(value))
         }
+        Some(Data::String(s)) => Reply::bulk(dump_string_payload(s)),
         None => Reply::Nil,
     }
 }
@@ -93,8 +97,9 @@ fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
         Some(ttl) if ttl < 0 => return Reply::error("ERR Invalid TTL value, must be >= 0"),
         Some(ttl) => ttl,
     };
-    let value = match restore_payload(args[3], ctx.store.memory_budget()) {
-        Ok(value) => value,
+    let value = match restore_any_payload(args[3], ctx.store.memory_budget()) {
+        Ok(Restored::Dialect(value)) => Data::Dialect(value),
+        Ok(Restored::String(s)) => Data::String(s),
         Err(PayloadError::VersionOrChecksum) => {
             return Reply::error("ERR DUMP payload version or checksum are wrong");
         }
@@ -118,7 +123,9 @@ fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
         }
         return Reply::ok();
     }
-    bloomgate::memory::charge(value.memory());
+    if let Data::Dialect(value) = &value {
+        bloomgate::memory::charge(value.memory());
+    }
     ctx.db().insert(key.to_vec(), value, expires_at);
     ctx.changed(1);
     // Logged with the payload as received (already verified) and an absolute expiry, so replay

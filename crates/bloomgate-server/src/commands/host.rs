@@ -34,7 +34,7 @@ pub type Native = fn(&mut Ctx<'_, '_>, &Args) -> Reply;
 /// How a server table entry runs.
 #[derive(Clone, Copy, Debug)]
 pub enum Handler {
-    /// A dialect command (BF.*, CF.*, WF.*).
+    /// A dialect command (BF.*, CF.*, WF.*, CMS.*, TOPK.*, TDIGEST.*).
     Dialect(dialect::Command),
     /// One of the server's own.
     Native(Native),
@@ -108,14 +108,22 @@ impl dialect::Host for ServerHost<'_> {
     fn charge(&mut self, bytes: u64) {
         bloomgate::memory::charge(bytes);
     }
+    // A string is another type to the dialect: WRONGTYPE, as Redis tells a module.
     fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType> {
-        Ok(self.store.db.value(key, self.now_ms))
+        match self.store.db.get(key, self.now_ms) {
+            None => Ok(None),
+            Some(entry) => entry.data.dialect().map(Some).ok_or(WrongType),
+        }
     }
     fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
+        self.value(key)?;
         Ok(self.store.db.value_mut(key, self.now_ms))
     }
     fn value_quiet(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
-        Ok(self.store.db.value_quiet(key, self.now_ms))
+        match self.store.db.value_quiet(key, self.now_ms) {
+            None => Ok(None),
+            Some(data) => data.dialect_mut().map(Some).ok_or(WrongType),
+        }
     }
     fn create(&mut self, key: &[u8], value: Value) {
         self.store.db.insert(key.to_vec(), value, None);

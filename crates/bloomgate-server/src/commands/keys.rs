@@ -61,8 +61,8 @@ fn type_(ctx: &mut Ctx, args: &Args) -> Reply {
     let name = ctx
         .store
         .db
-        .value(args[1], ctx.now_ms)
-        .map_or("none", |v| v.type_name());
+        .get(args[1], ctx.now_ms)
+        .map_or("none", |e| e.data.type_name());
     Reply::Simple(name.into())
 }
 
@@ -113,7 +113,7 @@ fn scan(ctx: &mut Ctx, args: &Args) -> Reply {
         .store
         .db
         .iter_live(ctx.now_ms)
-        .map(|(k, e)| (scan_order(k), k, e.value.type_name()))
+        .map(|(k, e)| (scan_order(k), k, e.data.type_name()))
         .filter(|(h, _, _)| *h >= cursor)
         .collect();
     candidates.sort_unstable_by_key(|(h, _, _)| *h);

@@ -6,7 +6,8 @@
 //!
 //! Files by job: [`state`] (the store and a client's session), [`host`] (what a handler sees),
 //! [`dispatch`] (the table, Redis' checks, EXEC, log replay), and one file per family of the
-//! server's own commands: [`keys`], [`dump`], [`server`] (connection and server commands),
+//! server's own commands: [`keys`], [`strings`] (the one native type), [`dump`], [`server`]
+//! (connection and server commands),
 //! [`introspect`] (COMMAND INFO / DOCS), [`acl`] (the ACL command, AUTH's check, NOPERM),
 //! [`transaction`]; and [`users`], the ACL users themselves (a leaf the store holds).
 
@@ -18,6 +19,7 @@ pub mod introspect;
 pub mod keys;
 pub mod server;
 pub mod state;
+pub mod strings;
 pub mod transaction;
 pub mod users;
 

@@ -146,7 +146,7 @@ pub fn load(dir: &Path, repair: bool, target: &mut dyn Replay) -> anyhow::Result
     if let Some((_, entries)) = snapshot {
         for (key, entry) in entries {
             let expires_at = entry.expires_at();
-            target.db().insert(key, entry.value, expires_at);
+            target.db().insert(key, entry.data, expires_at);
         }
     }
     let first = snapshot_gen.unwrap_or(1);

@@ -1,5 +1,5 @@
 //! The snapshot format (`dump.bgs`): magic, the log generation it covers up to, then each key
-//! with its expiry, a type byte (1 = Bloom chain, 2 = cuckoo filter, 3 = windowed filter,
+//! with its expiry, a type byte (0 = Redis string, its bytes as the payload; 1 = Bloom chain, 2 = cuckoo filter, 3 = windowed filter,
 //! 4 = Count-Min Sketch, 5 = Top-K, 6 = t-digest), the payload length and the value's dump stream (for
 //! filters RedisBloom's SCANDUMP stream, header then link or sub-filter bytes; for sketches
 //! the dialect's: header, then counter or bucket bytes), then a CRC32 of
@@ -11,13 +11,16 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use bloomgate_dialect::budget::Allowance;
+use bloomgate_dialect::budget::{Allowance, Buffer};
 use bloomgate_dialect::value::{HeaderRefusal, Kind};
 
 use super::{create_private, sync_dir, SNAPSHOT_FILE, SNAPSHOT_TMP};
-use crate::keyspace::{Entry, Snapshot, Value};
+use crate::keyspace::{Data, Entry, Snapshot, Value};
 
 const SNAPSHOT_MAGIC: &[u8; 16] = b"BLOOMGATE-SNAP01";
+
+/// The snapshot's type byte of a string (snapshots written before strings existed have none).
+const STRING_TYPE: u8 = 0;
 
 /// The snapshot's type byte of each dialect value kind.
 fn type_byte(kind: Kind) -> u8 {
@@ -105,7 +108,15 @@ fn write_snapshot_to<E: std::borrow::Borrow<(Vec<u8>, Entry)>>(
         w.write_all(&(key.len() as u32).to_le_bytes())?;
         w.write_all(key)?;
         w.write_all(&entry.expires_at().unwrap_or(-1).to_le_bytes())?;
-        let value: &Value = &entry.value;
+        let value: &Value = match &entry.data {
+            Data::Dialect(value) => value,
+            Data::String(s) => {
+                w.write_all(&[STRING_TYPE])?;
+                w.write_all(&(s.len() as u64).to_le_bytes())?;
+                w.write_all(s)?;
+                continue;
+            }
+        };
         w.write_all(&[type_byte(value.kind())])?;
         let (header, chunks) = value.dump_layout();
         let body: u64 = chunks.iter().map(|&(_, len)| len).sum();
@@ -202,6 +213,15 @@ pub fn read_snapshot(path: &Path) -> anyhow::Result<(u64, Snapshot)> {
         let expires = i64::from_le_bytes(r.array()?);
         let kind = r.array::<1>()?[0];
         let payload_len = r.u64()?;
+        if kind == STRING_TYPE {
+            // Admitted before its buffer is allocated, as every value is.
+            if allowance.admit(Buffer(payload_len)).is_err() {
+                return Err(r.fail("string larger than the memory this machine has left"));
+            }
+            let value = Data::String(r.bytes(payload_len)?);
+            entries.push((key, Entry::new(value, (expires >= 0).then_some(expires))));
+            continue;
+        }
         let Some(kind) = Kind::ALL.into_iter().find(|&k| type_byte(k) == kind) else {
             return Err(r.fail(&format!("unknown value type {kind}")));
         };
@@ -301,7 +321,16 @@ mod tests {
         write_snapshot(&dir, &store.db.snapshot(), 7).unwrap();
         let (gen, entries) = read_snapshot(&dir.join(SNAPSHOT_FILE)).unwrap();
         assert_eq!(gen, 7);
-        let loaded = |key: &[u8]| &entries.iter().find(|(k, _)| k == key).unwrap().1.value;
+        let loaded = |key: &[u8]| {
+            entries
+                .iter()
+                .find(|(k, _)| k == key)
+                .unwrap()
+                .1
+                .data
+                .dialect()
+                .unwrap()
+        };
         let (Value::Bloom(chain), Some(Value::Bloom(original))) =
             (loaded(b"k"), store.db.value(b"k", 0))
         else {
@@ -361,7 +390,13 @@ mod tests {
             let mut out: Vec<(Vec<u8>, Vec<u8>)> = entries
                 .iter()
                 .map(|(k, e)| {
-                    let bytes = e.value.dump_stream().flat_map(|(_, c)| c).collect();
+                    let bytes = e
+                        .data
+                        .dialect()
+                        .unwrap()
+                        .dump_stream()
+                        .flat_map(|(_, c)| c)
+                        .collect();
                     (k.clone(), bytes)
                 })
                 .collect();
@@ -439,7 +474,7 @@ mod point_in_time {
             let entries = s.db.snapshot();
             let expected: Vec<(Vec<u8>, Vec<u8>)> = entries
                 .iter()
-                .map(|(k, e)| (k.clone(), image(&e.value)))
+                .map(|(k, e)| (k.clone(), image(e.data.dialect().unwrap())))
                 .collect();
             (entries, expected, acked.lock().unwrap().len())
         };
@@ -461,7 +496,7 @@ mod point_in_time {
         for (key, entry) in &loaded {
             let want = &expected.iter().find(|(k, _)| k == key).unwrap().1;
             assert!(
-                image(&entry.value) == *want,
+                image(entry.data.dialect().unwrap()) == *want,
                 "{key:?} differs from the copy"
             );
         }
@@ -473,7 +508,9 @@ mod point_in_time {
                 .find(|(k, _)| k == key)
                 .unwrap()
                 .1
-                .value
+                .data
+                .dialect()
+                .unwrap()
                 .clone()
         };
         let (Value::Bloom(saved), Value::Cuckoo(saved_cf)) =
@@ -515,7 +552,7 @@ mod point_in_time {
             assert!(matches!(run(&mut store, &line), Reply::Array(_)));
         }
         let entries = store.db.snapshot();
-        let saved = image(&entries[0].1.value);
+        let saved = image(entries[0].1.data.dialect().unwrap());
         let generations = |value: &Value| {
             let Value::Windowed(wf) = value else { panic!() };
             wf.filter()
@@ -523,7 +560,10 @@ mod point_in_time {
                 .map(|g| g.is_shared())
                 .collect::<Vec<bool>>()
         };
-        assert_eq!(generations(&entries[0].1.value), [true, true, true]);
+        assert_eq!(
+            generations(entries[0].1.data.dialect().unwrap()),
+            [true, true, true]
+        );
         assert!(matches!(
             run(&mut store, "WF.ADD wf during"),
             Reply::Bool(true)
@@ -532,7 +572,7 @@ mod point_in_time {
         assert!(shared.iter().filter(|&&s| s).count() >= 2, "{shared:?}");
         assert!(shared.iter().filter(|&&s| !s).count() <= 1, "{shared:?}");
         assert_eq!(
-            image(&entries[0].1.value),
+            image(entries[0].1.data.dialect().unwrap()),
             saved,
             "the snapshot is unchanged"
         );

@@ -158,29 +158,42 @@ fn corrupt_payloads_are_refused_and_the_server_stays_up() {
 }
 
 /// `MIGRATE` from a real Redis speaks to `bloomgate serve` (SELECT, then RESTORE with the
-/// payload); a value that is not a RedisBloom type is refused with Redis' wording and stays
-/// on the source.
+/// payload): a string lands (serve has strings); a value of a type serve does not host is
+/// refused with Redis' wording and stays on the source.
 #[test]
 fn migrate_from_a_real_redis_reaches_restore() {
     let redis = RedisServer::start("migrate");
     let dir = temp_dir("migrate-target");
     let server = Server::start(&dir, &[]);
     let mut con = redis.conn();
+    let migrate = |con: &mut redis::Connection, key: &str| {
+        redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(server.port)
+            .arg(key)
+            .arg(0)
+            .arg(5000)
+            .query::<Value>(con)
+    };
     redis::cmd("SET").arg("s").arg("v").exec(&mut con).unwrap();
-    let err = redis::cmd("MIGRATE")
-        .arg("127.0.0.1")
-        .arg(server.port)
+    assert_eq!(migrate(&mut con, "s").unwrap(), Value::Okay);
+    let got: String = redis::cmd("GET")
         .arg("s")
-        .arg(0)
-        .arg(5000)
-        .query::<Value>(&mut con)
-        .unwrap_err();
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(got, "v");
+    redis::cmd("RPUSH")
+        .arg("l")
+        .arg("v")
+        .exec(&mut con)
+        .unwrap();
+    let err = migrate(&mut con, "l").unwrap_err();
     assert!(
         err.to_string()
             .contains("Target instance replied with error: ERR Bad data format"),
         "{err}"
     );
-    let exists: i64 = redis::cmd("EXISTS").arg("s").query(&mut con).unwrap();
+    let exists: i64 = redis::cmd("EXISTS").arg("l").query(&mut con).unwrap();
     assert_eq!(exists, 1);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);

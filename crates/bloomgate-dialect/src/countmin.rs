@@ -14,8 +14,6 @@ use crate::murmur::murmur2;
 
 /// Dump header: width, depth, total (u64 little endian each).
 pub const HEADER_LEN: usize = 24;
-/// Most counter bytes in one dump chunk.
-const CHUNK_BYTES: u64 = 16 * 1024 * 1024;
 /// `sizeof(CMSketch)` in RedisBloom: width, depth, array pointer, total.
 const STRUCT_BYTES: u64 = 32;
 
@@ -214,23 +212,12 @@ impl CountMin {
     /// The dump's chunks after the header: `(iterator, length)`, the iterator being the byte
     /// offset just past the chunk plus one.
     pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        let total = 4 * self.width * self.depth;
-        let mut plan = Vec::new();
-        let mut at = 0;
-        while at < total {
-            let len = (total - at).min(CHUNK_BYTES);
-            at += len;
-            plan.push((at as i64 + 1, len));
-        }
-        plan
+        crate::flat_chunks::plan(4 * self.width * self.depth)
     }
 
     /// Writes back the chunk that [`Self::chunk_plan`] lists as ending at `iter`.
     pub fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
-        let start = u64::try_from(iter)
-            .ok()
-            .and_then(|i| i.checked_sub(1 + data.len() as u64))
-            .ok_or("bad Count-Min chunk")?;
+        let start = crate::flat_chunks::start(iter, data.len()).ok_or("bad Count-Min chunk")?;
         if self.write_cells(start, data) {
             Ok(())
         } else {

@@ -20,6 +20,7 @@ pub mod config;
 pub mod countmin;
 pub mod cow;
 pub mod cuckoo;
+mod flat_chunks;
 pub mod lzf;
 pub mod murmur;
 pub mod num;

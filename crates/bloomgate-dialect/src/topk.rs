@@ -32,8 +32,6 @@ const RNG_SEED: u64 = 0x9E37_79B9_7F4A_7C15;
 /// Dump header fields before the heap: k, width, depth (u32), decay (f64), generator state
 /// (u64), heap bytes (u64).
 pub const HEADER_FIXED: usize = 12 + 8 + 8 + 8;
-/// Most bucket bytes in one dump chunk.
-const CHUNK_BYTES: u64 = 16 * 1024 * 1024;
 
 /// One heap entry.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -430,23 +428,12 @@ impl TopK {
     /// The dump's bucket chunks: `(iterator, length)`, the iterator being the byte offset just
     /// past the chunk plus one.
     pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        let total = BUCKET_BYTES * u64::from(self.width) * u64::from(self.depth);
-        let mut plan = Vec::new();
-        let mut at = 0;
-        while at < total {
-            let len = (total - at).min(CHUNK_BYTES);
-            at += len;
-            plan.push((at as i64 + 1, len));
-        }
-        plan
+        crate::flat_chunks::plan(BUCKET_BYTES * u64::from(self.width) * u64::from(self.depth))
     }
 
     /// Writes back the chunk that [`Self::chunk_plan`] lists as ending at `iter`.
     pub fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
-        let start = u64::try_from(iter)
-            .ok()
-            .and_then(|i| i.checked_sub(1 + data.len() as u64))
-            .ok_or("bad Top-K chunk")?;
+        let start = crate::flat_chunks::start(iter, data.len()).ok_or("bad Top-K chunk")?;
         if self.write_buckets(start, data) {
             Ok(())
         } else {

@@ -249,10 +249,12 @@ fn item_09_cf_loadchunk_errors() {
         err(crate::ERR_WRONGTYPE)
     );
     for bad in [
-        cf_header(0, 32, 1, 0, 1),     // bucket size 0
-        cf_header(0, 3, 1, 2, 1),      // 3 buckets
-        cf_header(0, 32, 1, 2, 40000), // expansion 40000
-        cf_header(0, 32, 0, 2, 1),     // no sub-filter
+        cf_header(0, 32, 1, 0, 1),      // bucket size 0
+        cf_header(0, 3, 1, 2, 1),       // 3 buckets
+        cf_header(0, 32, 1, 2, 40000),  // expansion 40000
+        cf_header(0, 32, 0, 2, 1),      // no sub-filter
+        cf_header(0, 1 << 32, 1, 1, 1), // RedisBloom's own forged header: 2^32 one-slot buckets
+        cf_header(0, 1 << 40, 1, 4, 1), // issue 23's crash: 2^40 buckets
     ] {
         assert_eq!(
             load(&mut h, cmd, "x", "1", bad),
@@ -264,6 +266,17 @@ fn item_09_cf_loadchunk_errors() {
         err("Invalid header")
     );
     assert_eq!(load(&mut h, cmd, "x", "1", good), Reply::ok());
+    // After the refusal the key did not exist: inserts make an ordinary filter.
+    let forged = cf_header(0, 1 << 32, 1, 1, 1);
+    assert_eq!(
+        load(&mut h, cmd, "y", "1", forged),
+        err("Couldn't create filter!")
+    );
+    assert_eq!(
+        h.run("CF.INSERT y ITEMS 1 1 1 1"),
+        h.run("CF.INSERT fresh ITEMS 1 1 1 1")
+    );
+    assert_eq!(h.run("CF.INFO y"), h.run("CF.INFO fresh"));
 }
 
 /// 10. Dump headers RedisBloom accepts: counters beyond the slots or the capacity, a BF

@@ -715,7 +715,7 @@ fn invalid(why: &str) -> RdbError {
 
 /// Checks the scalar fields of a saved digest against each other: a whole compression ≥ 1
 /// whose capacity is the one saved (and fits RedisBloom's `int`), node counts within it, whole
-/// non-negative weights, finite bounds. Returns the bytes the digest will take.
+/// non-negative weights. Returns the bytes the digest will take.
 fn check_fields(f: &SavedFields) -> Result<u64, &'static str> {
     if !f.compression.is_finite() || f.compression < 1.0 || f.compression.fract() != 0.0 {
         return Err("compression is not a positive whole number");
@@ -727,9 +727,8 @@ fn check_fields(f: &SavedFields) -> Result<u64, &'static str> {
     if f.merged > cap || f.unmerged > cap - f.merged {
         return Err("node counts exceed the capacity");
     }
-    if !f.min.is_finite() || !f.max.is_finite() {
-        return Err("min or max is not finite");
-    }
+    // Bounds, like means, may be infinite or NaN: a MERGE of a digest whose arithmetic made an
+    // infinite mean carries it into the destination's bounds (RedisBloom's too).
     if f.compressions < 0 {
         return Err("negative compression count");
     }
@@ -743,8 +742,8 @@ fn check_fields(f: &SavedFields) -> Result<u64, &'static str> {
 
 /// Reads a `TDIS-TYPE` value: the scalar fields are checked against each other and the
 /// digest's size against the source's budget before anything is allocated; centroids are read
-/// one by one (a short payload fails before its claimed count is reached) and must be finite,
-/// with whole non-negative weights.
+/// one by one (a short payload fails before its claimed count is reached), with whole
+/// non-negative weights.
 pub fn load(input: &mut impl RdbSource, encver: i32) -> Result<TDigest, RdbError> {
     if encver != ENCODING_VERSION {
         return Err(RdbError::UnknownEncoding(encver));
@@ -770,14 +769,13 @@ pub fn load(input: &mut impl RdbSource, encver: i32) -> Result<TDigest, RdbError
         unmerged_weight,
     };
     let bytes = check_fields(&fields).map_err(invalid)?;
-    // Grows with what the payload really holds, never with the claimed count.
+    // Grows with what the payload really holds, never with the claimed count. A mean may be
+    // infinite or NaN: RedisBloom's arithmetic (and ours) makes such centroids from finite
+    // values (merging ±1.7e308 at compression 1), so refusing them would refuse our own saves;
+    // every operation on them is defined (comparisons are false, no panics).
     let mut means = Vec::new();
     for _ in 0..merged {
-        let mean = input.load_double()?;
-        if !mean.is_finite() {
-            return Err(invalid("centroid mean is not finite"));
-        }
-        means.push(mean);
+        means.push(input.load_double()?);
     }
     let mut weights = Vec::new();
     for _ in 0..merged {
@@ -999,6 +997,44 @@ mod tests {
         assert_eq!(
             restore_payload(&payload, 100).unwrap_err(),
             PayloadError::OverBudget
+        );
+    }
+
+    /// Commands make non-finite means from finite values (as RedisBloom's do); a digest holding
+    /// one saves and loads back byte for byte, and answers after the reload as before.
+    #[test]
+    fn non_finite_means_made_by_commands_save_and_load() {
+        use crate::rdb_format::{dump_payload, restore_payload};
+        let mut d = TDigest::with_compression(1, u64::MAX).unwrap();
+        let (hi, lo) = (1.7e308, -1.7e308);
+        for v in [
+            lo, hi, hi, lo, hi, hi, hi, hi, hi, hi, hi, lo, lo, lo, lo, hi, hi, lo,
+        ] {
+            d.add(v, 1).unwrap();
+        }
+        d.compress().unwrap();
+        assert!(d.centroids().any(|(mean, _)| !mean.is_finite()));
+        let median = d.quantile(0.5);
+        let payload = dump_payload(&d.clone().into_value());
+        let back = restore_payload(&payload, 1 << 20).unwrap();
+        assert_eq!(dump_payload(&back), payload);
+        let crate::value::Value::TDigest(mut back) = back else {
+            panic!("not a t-digest")
+        };
+        assert_eq!(back.quantile(0.5).to_bits(), median.to_bits());
+        let _ = (
+            back.cdf(0.0),
+            back.trimmed_mean(0.1, 0.9),
+            back.quantile(1.0),
+        );
+        // MERGE carries a non-finite mean into the destination's bounds: that saves and loads too.
+        let mut dest = TDigest::with_compression(1, u64::MAX).unwrap();
+        dest.add(1.0, 1).unwrap();
+        dest.merge_from(&mut back).unwrap();
+        let payload = dump_payload(&dest.into_value());
+        assert_eq!(
+            dump_payload(&restore_payload(&payload, 1 << 20).unwrap()),
+            payload
         );
     }
 

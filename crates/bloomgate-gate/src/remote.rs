@@ -281,8 +281,11 @@ impl RemoteFilters {
         dropped
     }
 
-    /// Past the memory budget, deletes the least recently used scopes' filters (never those in
-    /// `keep`) until the total is back under 90% of it.
+    /// Past the memory budget, deletes the least recently used scopes' filters until the total
+    /// is back under 90% of it: scopes not in `keep` (the batch just written) first, then, if
+    /// that is not enough, those too — a slow recorder's batch can touch more scopes than the
+    /// budget holds, and the budget must hold anyway (a dropped scope reloads its history from
+    /// the store, which has every row the recorder wrote, so nothing is missed).
     fn enforce_memory_budget(&self, keep: &[u64]) {
         let budget = self.config.memory_budget_bytes;
         let total = self.bytes.load(Relaxed);
@@ -299,16 +302,18 @@ impl RemoteFilters {
             );
         }
         by_age.sort_unstable();
+        let keep: std::collections::HashSet<u64> = keep.iter().copied().collect();
+        let (batch, others): (Vec<_>, Vec<_>) = by_age
+            .into_iter()
+            .partition(|(_, scope, _)| keep.contains(scope));
         let mut excess = total.saturating_sub(budget / 10 * 9);
         let mut victims = Vec::new();
-        for (_, scope, bytes) in by_age {
+        for (_, scope, bytes) in others.into_iter().chain(batch) {
             if excess == 0 {
                 break;
             }
-            if !keep.contains(&scope) {
-                victims.push(scope);
-                excess = excess.saturating_sub(bytes);
-            }
+            victims.push(scope);
+            excess = excess.saturating_sub(bytes);
         }
         let evicted = self.drop_scopes(&victims, true);
         self.metrics.evictions.fetch_add(evicted, Relaxed);

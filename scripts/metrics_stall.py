@@ -14,64 +14,13 @@ as it takes to read every key's counters: it must add no stall above 1 ms.
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import multiprocessing
 import time
 import urllib.request
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Resp:
-    """A minimal RESP client over one socket (no library between the clock and the server)."""
-
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
-
-    def send(self, *args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        self.sock.sendall(b"".join(out))
-
-    def line(self):
-        while b"\r\n" not in self.buf:
-            chunk = self.sock.recv(1 << 16)
-            if not chunk:
-                raise ConnectionError("server closed the connection")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def reply(self):
-        line = self.line()
-        kind, rest = line[:1], line[1:]
-        if kind == b"-":
-            raise RuntimeError(rest.decode())
-        if kind in (b"+", b":"):
-            return rest
-        if kind == b"$":
-            n = int(rest)
-            while len(self.buf) < n + 2:
-                self.buf += self.sock.recv(1 << 16)
-            data, self.buf = self.buf[:n], self.buf[n + 2 :]
-            return data
-        if kind == b"*":
-            return [self.reply() for _ in range(int(rest))]
-        raise RuntimeError("unexpected reply %r" % line)
-
-    def call(self, *args):
-        self.send(*args)
-        return self.reply()
+from resp_client import Resp, free_port
 
 
 def percentiles(samples):

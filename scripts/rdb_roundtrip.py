@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,13 +28,7 @@ import time
 
 import redis
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+from resp_client import Resp, free_port
 
 
 def start(binary, module, d):
@@ -100,52 +93,25 @@ def reads():
     return out
 
 
-class Raw:
-    """Raw RESP2 replies (redis-py parses module replies differently depending on the server)."""
-
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.buf = b""
-
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            self.buf += self.sock.recv(1 << 16)
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def _read(self):
-        line = self._line()
-        kind, rest = line[:1], line[1:]
-        if kind in (b"+", b"-"):
-            text = rest.decode("latin-1")
-            return "error: " + text if kind == b"-" else text
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            while len(self.buf) < n + 2:
-                self.buf += self.sock.recv(1 << 16)
-            data, self.buf = self.buf[:n], self.buf[n + 2:]
-            return data.decode("latin-1")
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self._read() for _ in range(n)]
-        raise ValueError(line)
-
-    def call(self, words):
-        out = b"*%d\r\n" % len(words)
-        for w in words:
-            w = w.encode()
-            out += b"$%d\r\n%s\r\n" % (len(w), w)
-        self.sock.sendall(out)
-        return self._read()
+def raw(reply):
+    """A reply as the fixture writes it: strings as latin-1 text, integers, lists, None."""
+    if isinstance(reply, bytes):
+        return reply.decode("latin-1")
+    if isinstance(reply, list):
+        return [raw(r) for r in reply]
+    return reply
 
 
 def answers(c):
-    raw = Raw(c.connection_pool.connection_kwargs["port"])
-    return {line: raw.call(line.split(" ")) for line in reads()}
+    # Raw RESP2 replies: redis-py parses module replies differently depending on the server.
+    conn = Resp(c.connection_pool.connection_kwargs["port"])
+    out = {}
+    for line in reads():
+        try:
+            out[line] = raw(conn.call(*line.split(" ")))
+        except RuntimeError as e:
+            out[line] = "error: %s" % e
+    return out
 
 
 def compare(stage, want, got):

@@ -163,6 +163,26 @@ impl<T: Copy + Default> std::fmt::Debug for CowArray<T> {
     }
 }
 
+/// Where elements `offset..end` lie in pages of `page_elems` elements, page by page:
+/// `(page, the elements' range within that page, their range within offset..end)`.
+fn spans(
+    page_elems: usize,
+    offset: usize,
+    end: usize,
+) -> impl Iterator<Item = (usize, std::ops::Range<usize>, std::ops::Range<usize>)> {
+    let mut at = offset;
+    std::iter::from_fn(move || {
+        (at < end).then(|| {
+            let p = at / page_elems;
+            let start = p * page_elems;
+            let to = end.min(start + page_elems);
+            let span = (p, at - start..to - start, at - offset..to - offset);
+            at = to;
+            span
+        })
+    })
+}
+
 impl<T: Copy + Default> CowArray<T> {
     /// `rows × row_len` zeroed elements; `None` if that does not fit in memory.
     pub fn try_zeroed(rows: usize, row_len: usize) -> Option<Self> {
@@ -359,25 +379,22 @@ impl<T: Copy + Default> CowArray<T> {
     /// Overwrites elements from `offset` with `data` (copying shared pages); false (and
     /// nothing changed) if out of range.
     pub fn write(&mut self, offset: usize, data: &[T]) -> bool {
-        let end = match offset.checked_add(data.len()) {
-            Some(end) if end <= self.len() => end,
-            _ => return false,
+        let Some(end) = self.end_of(offset, data.len()) else {
+            return false;
         };
         if let Some(all) = self.as_mut_slice() {
             all[offset..end].copy_from_slice(data);
             return true;
         }
-        let mut at = offset;
-        while at < end {
-            let p = at / self.page_elems();
-            let range = self.page_range(p);
-            let to = end.min(range.end);
-            let page = self.page_mut(p);
-            page[at - range.start..to - range.start]
-                .copy_from_slice(&data[at - offset..to - offset]);
-            at = to;
+        for (p, in_page, in_data) in spans(self.page_elems(), offset, end) {
+            self.page_mut(p)[in_page].copy_from_slice(&data[in_data]);
         }
         true
+    }
+
+    /// The end of elements `offset..offset + len`, if they are all in the array.
+    fn end_of(&self, offset: usize, len: usize) -> Option<usize> {
+        offset.checked_add(len).filter(|&end| end <= self.len())
     }
 
     /// Heap bytes the array holds (its allocation and the shared handle's, in allocator size
@@ -391,9 +408,8 @@ impl<T: Copy + Default> CowArray<T> {
     /// Calls `f` with the pieces covering elements `offset..offset + len`, in order; false
     /// (and no call) if out of range.
     pub fn visit(&self, offset: usize, len: usize, mut f: impl FnMut(&[T])) -> bool {
-        let end = match offset.checked_add(len) {
-            Some(end) if end <= self.len() => end,
-            _ => return false,
+        let Some(end) = self.end_of(offset, len) else {
+            return false;
         };
         if let Some(all) = self.as_slice() {
             if offset < end {
@@ -401,13 +417,8 @@ impl<T: Copy + Default> CowArray<T> {
             }
             return true;
         }
-        let mut at = offset;
-        while at < end {
-            let p = at / self.page_elems();
-            let range = self.page_range(p);
-            let to = end.min(range.end);
-            f(&self.page(p)[at - range.start..to - range.start]);
-            at = to;
+        for (p, in_page, _) in spans(self.page_elems(), offset, end) {
+            f(&self.page(p)[in_page]);
         }
         true
     }

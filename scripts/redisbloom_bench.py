@@ -236,25 +236,35 @@ def callgrind_per_call(binary, module, n):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def interleaved(rb, ours, commands, args, cpu=False):
+    """Runs every command at -P 1 and -P 16 against both servers, `args.rounds` times,
+    alternating which side goes first round by round. Returns {(is ours, pipeline, command):
+    [(requests/s, server CPU microseconds per request or None)]}."""
+    n1, n16 = int(100000 * args.scale), int(600000 * args.scale)
+    runs = {}
+    for rnd in range(args.rounds):
+        for pipeline in (1, 16):
+            n = n1 if pipeline == 1 else n16
+            for command, key in commands:
+                order = (rb, ours) if rnd % 2 == 0 else (ours, rb)
+                for s in order:
+                    before = s.cpu_ns() if cpu else 0
+                    rps = benchmark(s.port, n, pipeline, command, key)
+                    used = (s.cpu_ns() - before) / 1000 / n if cpu else None
+                    runs.setdefault((s is ours, pipeline, command), []).append((rps, used))
+    return runs
+
+
 def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
                       setup=setup_filters):
-    n1, n16 = int(100000 * args.scale), int(600000 * args.scale)
     rb = Server("%s + RedisBloom" % label, redis_server(binary, rb_so))
     ours = Server("%s + bloomgate" % label, redis_server(binary, module))
     try:
         for s in (rb, ours):
             setup(s.client)
             s.client.call("CONFIG", "RESETSTAT")
-        rates = {}
-        for rnd in range(args.rounds):
-            for pipeline in (1, 16):
-                n = n1 if pipeline == 1 else n16
-                for command, key in commands:
-                    # Alternate which side goes first, round by round.
-                    order = (rb, ours) if rnd % 2 == 0 else (ours, rb)
-                    for s in order:
-                        rps = benchmark(s.port, n, pipeline, command, key)
-                        rates.setdefault((s is ours, pipeline, command), []).append(rps)
+        runs = interleaved(rb, ours, commands, args)
+        rates = {k: [rps for rps, _ in v] for k, v in runs.items()}
         stats = {s is ours: commandstats(s.client) for s in (rb, ours)}
     finally:
         rb.close()
@@ -288,7 +298,6 @@ def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
 
 
 def serve_comparison(redis8, rb8, bloomgate, args):
-    n1, n16 = int(100000 * args.scale), int(600000 * args.scale)
     rb = Server("Redis 8.2 + RedisBloom", redis_server(
         redis8, rb8, "--appendonly", "yes", "--appendfsync", "everysec"))
     ours = Server("bloomgate serve", lambda port, d: [
@@ -296,18 +305,9 @@ def serve_comparison(redis8, rb8, bloomgate, args):
     try:
         for s in (rb, ours):
             setup_filters(s.client)
-        cpu, rates = {}, {}
-        for rnd in range(args.rounds):
-            for pipeline in (1, 16):
-                n = n1 if pipeline == 1 else n16
-                for command, key in COMMANDS:
-                    order = (rb, ours) if rnd % 2 == 0 else (ours, rb)
-                    for s in order:
-                        before = s.cpu_ns()
-                        rps = benchmark(s.port, n, pipeline, command, key)
-                        used = (s.cpu_ns() - before) / 1000 / n
-                        cpu.setdefault((s is ours, pipeline, command), []).append(used)
-                        rates.setdefault((s is ours, pipeline, command), []).append(rps)
+        runs = interleaved(rb, ours, COMMANDS, args, cpu=True)
+        rates = {k: [rps for rps, _ in v] for k, v in runs.items()}
+        cpu = {k: [used for _, used in v] for k, v in runs.items()}
     finally:
         rb.close()
         ours.close()

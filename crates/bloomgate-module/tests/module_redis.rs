@@ -48,6 +48,16 @@ fn tdigest_replies_match_bloomgate_serve() {
 }
 
 /// `INFO <section>` as field → value.
+/// The server's major version as it reports it (`redis_version`: Valkey 8 says 7.2.4).
+fn redis_major(c: &mut redis::Connection) -> u32 {
+    info_field(c, "server", "redis_version")
+        .split('.')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> String {
     let text: String = redis::cmd("INFO").arg(section).query(c).unwrap();
     text.lines()
@@ -167,12 +177,7 @@ fn configs_and_load_arguments() {
     );
     let c = &mut server.conn();
     // Redis 8 names module configs as RedisBloom 8 does (unprefixed); Redis 7 prefixes them.
-    let major: u32 = info_field(c, "server", "redis_version")
-        .split('.')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let major = redis_major(c);
     let prefix = if major >= 8 { "" } else { "bf." };
     let get = |c: &mut redis::Connection, name: &str| -> String {
         let name = name.replace("bf.", prefix);
@@ -946,12 +951,7 @@ fn redisbloom8_rdb_loads_with_every_answer_equal() {
     }
     let dir = temp_dir("rb8-rdb");
     let probe = Redis::start(&dir, &[], &[]);
-    let major: u32 = info_field(&mut probe.conn(), "server", "redis_version")
-        .split('.')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let major = redis_major(&mut probe.conn());
     probe.shutdown(false);
     if major < 8 {
         eprintln!("SKIPPED redisbloom8_rdb_loads_with_every_answer_equal: needs Redis 8 (RDB 12)");

@@ -33,6 +33,14 @@ echo "== cargo package --workspace --locked (with verification)"
 # Verification builds every publishable crate from its .crate in target/package (the dev
 # profile). A packaged manifest has no workspace profiles: restating the workspace's
 # `profile.dev.package."*"` lets it reuse the registry dependencies `cargo build` already built.
+# Cargo extracts the packaged crates through a temporary local registry whose sources it caches
+# in $CARGO_HOME/registry/src/-<hash>/ by name and version, and reuses them on the next run from
+# the same checkout path: an earlier run's bloomgate-0.1.0 would be verified in place of this
+# one (it failed CI once). Drop those cached copies of our own crates first.
+for stale in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/bloomgate-[0-9]* \
+  "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/bloomgate-*-[0-9]*; do
+  if [ -d "$stale" ]; then rm -rf "$stale"; fi
+done
 cargo package --workspace --locked --quiet --config 'profile.dev.package."*".opt-level=3' \
   --exclude bloomgate-bench --exclude bloomgate-py --exclude bloomgate-testkit
 ok "cargo package"

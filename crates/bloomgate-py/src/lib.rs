@@ -182,7 +182,7 @@ pub(crate) fn contains_many<T: Inner>(
         py.detach(|| read_detached(lock).contains_keys(&chunk.slices(), &mut found));
     }
     match shape {
-        None => Ok(PyList::new(py, found)?.into_any().unbind()),
+        None => Ok(bool_list(py, &found)?.into_any().unbind()),
         Some(shape) => {
             let bytes: Vec<u8> = found.into_iter().map(u8::from).collect();
             let np = py.import("numpy")?;
@@ -193,6 +193,23 @@ pub(crate) fn contains_many<T: Inner>(
             Ok(array.call_method1("reshape", (shape,))?.unbind())
         }
     }
+}
+
+/// `found` as a Python list: `[majority] * n` (one C-level repeat, no call per key), then the
+/// minority answers set one by one. A batch of misses, the common query, costs no call per key.
+fn bool_list<'py>(py: Python<'py>, found: &[bool]) -> PyResult<Bound<'py, PyList>> {
+    let trues = found.iter().filter(|&&hit| hit).count();
+    let majority = trues * 2 > found.len();
+    let list = PyList::new(py, [majority])?
+        .as_sequence()
+        .repeat(found.len())?
+        .cast_into::<PyList>()?;
+    for (i, &hit) in found.iter().enumerate() {
+        if hit != majority {
+            list.set_item(i, hit)?;
+        }
+    }
+    Ok(list)
 }
 
 /// Runs `insert` on the keys of `iterable`, chunk by chunk, each with the GIL released and the

@@ -81,6 +81,25 @@ def test_update_and_contains_many():
     assert f.contains_many([]) == []
 
 
+def test_contains_many_of_a_mixed_list_matches_single_queries():
+    class Name(str):
+        pass
+
+    f = BloomFilter(10_000, 0.001)
+    present = ["ascii", "ünïcødé", "😀", Name("subclass"), b"raw", bytearray(b"ba"), 7, -2**70, ""]
+    f.update(present)
+    absent = ["nope", Name("also-not"), b"none", 8, 2**70]
+    mixed = [k for pair in zip(present, absent) for k in pair] + present[len(absent):]
+    assert f.contains_many(mixed) == [k in f for k in mixed]
+    assert all(f.contains_many(present)) and f.contains_many(present) == [True] * len(present)
+    # A str key and its UTF-8 bytes are one key, in a batch as alone.
+    assert f.contains_many(["ünïcødé".encode(), Name("ascii")]) == [True, True]
+    # Results of every mix of hits and misses, either side of the majority.
+    for hits in (0, 1, 2, 3, 4):
+        keys = present[:hits] + absent[: 4 - hits]
+        assert f.contains_many(keys) == [True] * hits + [k in f for k in absent[: 4 - hits]]
+
+
 def test_numpy_arrays_give_numpy_bools():
     np = pytest.importorskip("numpy")
     f = BloomFilter(10_000, 0.01, layout="blocked")

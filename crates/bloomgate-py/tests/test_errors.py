@@ -177,3 +177,19 @@ def test_missing_files_are_os_errors_naming_the_path(tmp_path):
         BloomFilter(10, 0.01).save(target)
     assert "dir.bgf" in str(e.value)
     assert list(tmp_path.iterdir()) == []  # no temporary file left behind
+
+
+def test_a_list_emptied_by_one_of_its_keys_is_read_as_it_is_then():
+    keys = []
+
+    class Big(int):
+        def bit_length(self):  # the int encoding calls it for keys beyond 64 bits
+            keys.clear()
+            return int.bit_length(self)
+
+    keys.extend(["a", Big(2**80), "b", "c"])
+    f = BloomFilter(100, 0.01)
+    f.update(["a", Big(2**80)])
+    assert keys == []
+    keys.extend(["a", Big(2**80), "b", "c"])
+    assert f.contains_many(keys) == [True, True]  # stops where the list now ends

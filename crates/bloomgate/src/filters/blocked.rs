@@ -8,7 +8,7 @@
 //! the eight positions of a round are computed by one `vpmulld`, turned into two 4×u64 masks
 //! with `vpsllvq`, and tested against the block with two `vptest`; elsewhere a portable kernel
 //! computes bit-identical masks. Batched calls hash ahead and prefetch the block
-//! `PREFETCH_DISTANCE` (24) keys ahead, so out-of-cache filters approach the random-line-read floor.
+//! `LINES_IN_FLIGHT` (48) keys ahead, so out-of-cache filters approach the random-line-read floor.
 //! Measured (2 vCPU Zen 4 VM while other builds kept the load average at ~11, so absolute
 //! numbers are inflated and noisy; per-thread CPU time, 1M 16-byte keys at 10 bits/key,
 //! 10M absent-key queries, best of three): hash alone 3.9 ns; floor "hash + one random read in
@@ -271,6 +271,7 @@ impl BitLayout for Blocked {
                 let base = blocks.as_ptr();
                 rolling(
                     count,
+                    1,
                     hash_at,
                     |h| prefetch(base.wrapping_add(Self::home(g, h))),
                     |h| {
@@ -511,6 +512,7 @@ mod avx2 {
         let base = blocks.as_ptr();
         super::rolling(
             count,
+            1,
             hash_at,
             |h| super::prefetch(base.wrapping_add(Blocked::home(g, h))),
             |h| out.push(contains(&blocks[Blocked::home(g, h)], h.hi, g.hashes)),

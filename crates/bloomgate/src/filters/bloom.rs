@@ -152,6 +152,7 @@ impl<L: BitLayout> Bloom<L> {
         let mut added = 0u64;
         rolling(
             keys.len(),
+            L::lines(g),
             |i| KeyHash::of(keys[i].as_ref(), seed),
             |h| layout.prefetch(base, g, h),
             |h| added += u64::from(!layout.insert(units, g, h)),
@@ -267,6 +268,7 @@ impl<L: BitLayout> Bloom<L> {
                             let mine = &from[r];
                             rolling(
                                 mine.len(),
+                                L::lines(g),
                                 |i| mine[i],
                                 |h| layout.prefetch(base, g, h),
                                 |h| {

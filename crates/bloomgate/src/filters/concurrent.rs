@@ -129,12 +129,13 @@ impl<L: BitLayout> ConcurrentBloom<L> {
         })
     }
 
-    /// Inserts every key, prefetching the lines of the key `PREFETCH_DISTANCE` ahead (so the
+    /// Inserts every key, prefetching the lines of the keys a few ahead (so the
     /// atomic `fetch_or`s mostly hit L1 instead of each waiting for DRAM).
     pub fn insert_batch(&self, keys: &[impl AsRef<[u8]>]) {
         let base = self.words().as_ptr().cast::<u64>();
         rolling(
             keys.len(),
+            L::lines(self.geometry),
             |i| self.hash(&keys[i]),
             |h| self.layout.prefetch(base, self.geometry, h),
             |h| {

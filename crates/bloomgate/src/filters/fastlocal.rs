@@ -180,6 +180,7 @@ impl BitLayout for FastLocal {
                 let base = blocks.as_ptr();
                 rolling(
                     count,
+                    1,
                     hash_at,
                     |h| prefetch(base.wrapping_add(home(g, h.lo))),
                     |h| out.push(block_contains(&blocks[home(g, h.lo)], h.lo, g.hashes)),
@@ -334,6 +335,7 @@ mod avx2 {
         let base = blocks.as_ptr();
         super::rolling(
             count,
+            1,
             hash_at,
             |h| super::prefetch(base.wrapping_add(home(g, h.lo))),
             |h| out.push(block_contains(&blocks[home(g, h.lo)], h.lo, g.hashes)),

@@ -115,6 +115,20 @@ pub trait BitLayout: Copy + Debug + Send + Sync + 'static {
     /// FPR of a filter in this exact bit state.
     fn estimated_fpr(units: &[Self::Unit], g: Geometry) -> f64;
 
+    /// Cache lines a key keeps in flight, for the prefetch distance of the batched calls: one
+    /// for the local layouts; two for the classic one, whose prefetch asks for k lines but
+    /// whose query of an absent key reads about two before it meets a clear bit (half the bits
+    /// are set at the optimal fill). Counting all k there measured worse (256 MiB, batched
+    /// misses: 37–38 ns at 6 keys ahead, 29–31 ns at 24).
+    #[inline(always)]
+    fn lines(g: Geometry) -> u32 {
+        if Self::LOCAL {
+            1
+        } else {
+            g.hashes.min(2)
+        }
+    }
+
     /// The batch query engine: `contains` of `count` hashes, prefetching ahead when the array
     /// is large. Layouts override it to compile the loop with their kernel's target features.
     #[inline(always)]
@@ -134,6 +148,7 @@ pub trait BitLayout: Copy + Debug + Send + Sync + 'static {
         let base = Self::Unit::words(units).as_ptr();
         super::prefetch::rolling(
             count,
+            Self::lines(g),
             hash_at,
             |h| self.prefetch(base, g, h),
             |h| out.push(self.contains(units, g, h)),

@@ -68,7 +68,20 @@ grep -q 'data dir /var/lib/bloomgate, appendfsync everysec' "$log" || { cat "$lo
 [ "$(redis-cli -p "$port" BF.EXISTS seen alice)" = 1 ] || fail "BF.EXISTS"
 [ "$(redis-cli -p "$port" CF.ADD carts item-7)" = 1 ] || fail "CF.ADD"
 [ "$(redis-cli -p "$port" SAVE)" = OK ] || fail "SAVE"
-curl -sf "http://127.0.0.1:$mport/metrics" | grep -qx 'bloomgate_keys 2' || fail "metrics: no bloomgate_keys 2"
+# Scraped until it shows both keys (up to 5 s); on failure, say what the scrape returned.
+scraped="" status=0
+for _ in $(seq 1 50); do
+  scraped=$(curl -sS --max-time 2 "http://127.0.0.1:$mport/metrics" 2>&1) && status=0 || status=$?
+  grep -qx 'bloomgate_keys 2' <<<"$scraped" && break
+  sleep 0.1
+done
+grep -qx 'bloomgate_keys 2' <<<"$scraped" || {
+  echo "curl exit $status; keys line: $(grep '^bloomgate_keys' <<<"$scraped" || echo none)"
+  echo "scrape began: $(head -c 300 <<<"$scraped")"
+  echo "DBSIZE: $(redis-cli -p "$port" DBSIZE); KEYS: $(redis-cli -p "$port" KEYS '*' | tr '\n' ' ')"
+  cat "$log"
+  fail "metrics: no bloomgate_keys 2"
+}
 bad=$(find /var/lib/bloomgate -mindepth 1 \( ! -user bloomgate -o -type f -perm /077 \) -print)
 [ -z "$bad" ] || fail "data files not private to bloomgate: $bad"
 redis-cli -p "$port" SHUTDOWN >/dev/null 2>&1 || true

@@ -75,36 +75,43 @@ fn int_key<'a>(i: &Bound<'_, PyInt>) -> PyResult<Key<'a>> {
     Ok(Key::Owned(encoded.cast::<PyBytes>()?.as_bytes().to_vec()))
 }
 
+// `PyUnicode_AsUTF8AndSize` joined the stable ABI in 3.10, but every CPython >= 3.3 exports it,
+// and on Linux/macOS an extension's symbols resolve against the running interpreter. The
+// stable-ABI alternative for 3.9 (`PyUnicode_AsUTF8String`) allocates a bytes object per key,
+// which cost more than the whole filter probe (measured, see BENCHMARKS.md).
+#[cfg(not(windows))]
+extern "C" {
+    fn PyUnicode_AsUTF8AndSize(
+        unicode: *mut pyo3::ffi::PyObject,
+        size: *mut pyo3::ffi::Py_ssize_t,
+    ) -> *const std::os::raw::c_char;
+}
+
+/// The UTF-8 bytes CPython caches in the str at `s` (encoded on first use); on failure (lone
+/// surrogates) the exception it set.
+///
+/// # Safety
+/// `s` must point to a live `str`, the GIL must be held, and the str must outlive `'a` (the
+/// bytes are its own buffer, unchanged while it lives).
+#[cfg(not(windows))]
+#[inline]
+unsafe fn utf8<'a>(py: Python<'_>, s: *mut pyo3::ffi::PyObject) -> PyResult<&'a [u8]> {
+    let mut size: pyo3::ffi::Py_ssize_t = 0;
+    let data = PyUnicode_AsUTF8AndSize(s, &mut size);
+    if data.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(std::slice::from_raw_parts(data.cast::<u8>(), size as usize))
+}
+
 /// The UTF-8 bytes of a `str`, without a copy (CPython caches them in the object).
 #[cfg(not(windows))]
 #[inline]
 fn str_key<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Key<'a>> {
-    // `PyUnicode_AsUTF8AndSize` joined the stable ABI in 3.10, but every CPython >= 3.3 exports
-    // it, and on Linux/macOS an extension's symbols resolve against the running interpreter.
-    // The stable-ABI alternative for 3.9 (`PyUnicode_AsUTF8String`) allocates a bytes object
-    // per key, which cost more than the whole filter probe (measured, see BENCHMARKS.md).
-    extern "C" {
-        fn PyUnicode_AsUTF8AndSize(
-            unicode: *mut pyo3::ffi::PyObject,
-            size: *mut pyo3::ffi::Py_ssize_t,
-        ) -> *const std::os::raw::c_char;
-    }
-    let mut size: pyo3::ffi::Py_ssize_t = 0;
-    // SAFETY: `s` is a live str (the cast checked it) and we hold the GIL (the `Bound`). The
-    // returned buffer is owned by the str and lives, unchanged, as long as it does: the slice
-    // borrows `s` for 'a. On failure (lone surrogates) the pointer is null and an exception is
-    // set, which `PyErr::fetch` takes. Exercised by every str key in tests/test_api.py
-    // (including non-ASCII and a lone surrogate in test_errors.py).
-    unsafe {
-        let data = PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size);
-        if data.is_null() {
-            return Err(PyErr::fetch(s.py()));
-        }
-        Ok(Key::Borrowed(std::slice::from_raw_parts(
-            data.cast::<u8>(),
-            size as usize,
-        )))
-    }
+    // SAFETY: `s` is a live str (the cast checked it) and we hold the GIL (the `Bound`); the
+    // slice borrows `s` for 'a. Exercised by every str key in tests/test_api.py (including
+    // non-ASCII and a lone surrogate in test_errors.py).
+    unsafe { utf8(s.py(), s.as_ptr()) }.map(Key::Borrowed)
 }
 
 /// The common case of a batch, a list of exact `str` keys, without the two reference-count
@@ -114,12 +121,6 @@ fn str_key<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Key<'a>> {
 #[cfg(not(windows))]
 #[inline]
 fn push_exact_str(list: &Bound<'_, PyList>, pos: usize, keys: &mut Keys) -> PyResult<bool> {
-    extern "C" {
-        fn PyUnicode_AsUTF8AndSize(
-            unicode: *mut pyo3::ffi::PyObject,
-            size: *mut pyo3::ffi::Py_ssize_t,
-        ) -> *const std::os::raw::c_char;
-    }
     let py = list.py();
     // SAFETY: `list` is a live list and we hold the GIL (the `Bound`); the caller checked
     // pos < len. PyList_GetItem returns a borrowed reference (or null with IndexError set).
@@ -137,12 +138,7 @@ fn push_exact_str(list: &Bound<'_, PyList>, pos: usize, keys: &mut Keys) -> PyRe
         if pyo3::ffi::Py_TYPE(item) != std::ptr::addr_of_mut!(pyo3::ffi::PyUnicode_Type) {
             return Ok(false);
         }
-        let mut size: pyo3::ffi::Py_ssize_t = 0;
-        let data = PyUnicode_AsUTF8AndSize(item, &mut size);
-        if data.is_null() {
-            return Err(PyErr::fetch(py));
-        }
-        keys.push(std::slice::from_raw_parts(data.cast::<u8>(), size as usize));
+        keys.push(utf8(py, item)?);
     }
     Ok(true)
 }

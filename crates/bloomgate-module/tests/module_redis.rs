@@ -47,7 +47,6 @@ fn tdigest_replies_match_bloomgate_serve() {
     dialect_replies::tdigest_replies(server.port);
 }
 
-/// `INFO <section>` as field → value.
 /// The server's major version as it reports it (`redis_version`: Valkey 8 says 7.2.4).
 fn redis_major(c: &mut redis::Connection) -> u32 {
     info_field(c, "server", "redis_version")
@@ -58,6 +57,7 @@ fn redis_major(c: &mut redis::Connection) -> u32 {
         .unwrap()
 }
 
+/// `INFO <section>` as field → value.
 fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> String {
     let text: String = redis::cmd("INFO").arg(section).query(c).unwrap();
     text.lines()

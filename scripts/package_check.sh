@@ -37,8 +37,7 @@ echo "== cargo package --workspace --locked (with verification)"
 # in $CARGO_HOME/registry/src/-<hash>/ by name and version, and reuses them on the next run from
 # the same checkout path: an earlier run's bloomgate-0.1.0 would be verified in place of this
 # one (it failed CI once). Drop those cached copies of our own crates first.
-for stale in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/bloomgate-[0-9]* \
-  "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/bloomgate-*-[0-9]*; do
+for stale in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/bloomgate*-[0-9]*; do
   if [ -d "$stale" ]; then rm -rf "$stale"; fi
 done
 cargo package --workspace --locked --quiet --config 'profile.dev.package."*".opt-level=3' \

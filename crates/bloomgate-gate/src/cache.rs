@@ -22,6 +22,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use lru::LruCache;
 
+use crate::Seen;
+
 const SHARDS: usize = 16;
 /// Write counters per shard: a put_unseen is dropped when any item of its stripe was seen in
 /// the meantime, so more stripes mean fewer needlessly dropped answers.
@@ -42,6 +44,22 @@ struct Shard {
     writes: [u64; STRIPES],
 }
 
+impl Shard {
+    /// A sighting of `item` at `at_ms`: one hash lookup (the entry is found or made, then
+    /// updated), keeping a later sighting already known; an `Unseen` entry is replaced.
+    fn put_seen(&mut self, scope: u64, item: u64, at_ms: u64) {
+        let stripe = stripe(scope, item);
+        self.writes[stripe] = self.writes[stripe].wrapping_add(1);
+        let entry = self
+            .entries
+            .get_or_insert_mut((scope, item), || Entry::Seen(at_ms));
+        *entry = match *entry {
+            Entry::Seen(known) => Entry::Seen(known.max(at_ms)),
+            Entry::Unseen(_) => Entry::Seen(at_ms),
+        };
+    }
+}
+
 /// Sharded LRU of exact answers.
 pub struct SeenCache {
     shards: Vec<Mutex<Shard>>,
@@ -54,6 +72,10 @@ pub struct Ticket(u64);
 fn mix(scope: u64, item: u64) -> u64 {
     // Mix both ids so one heavy scope spreads over every shard.
     (scope ^ item.rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+fn shard_index(scope: u64, item: u64) -> usize {
+    (mix(scope, item) >> 60) as usize % SHARDS
 }
 
 fn stripe(scope: u64, item: u64) -> usize {
@@ -78,7 +100,7 @@ impl SeenCache {
     }
 
     fn shard(&self, scope: u64, item: u64) -> MutexGuard<'_, Shard> {
-        self.shards[(mix(scope, item) >> 60) as usize % SHARDS]
+        self.shards[shard_index(scope, item)]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
     }
@@ -96,14 +118,25 @@ impl SeenCache {
 
     /// Remembers that `scope` saw `item` at `at_ms` (keeping a later time already known).
     pub fn put_seen(&self, scope: u64, item: u64, at_ms: u64) {
-        let mut shard = self.shard(scope, item);
-        let stripe = stripe(scope, item);
-        shard.writes[stripe] = shard.writes[stripe].wrapping_add(1);
-        let newest = match shard.entries.peek(&(scope, item)) {
-            Some(&Entry::Seen(known)) => known.max(at_ms),
-            _ => at_ms,
-        };
-        shard.entries.put((scope, item), Entry::Seen(newest));
+        self.shard(scope, item).put_seen(scope, item, at_ms);
+    }
+
+    /// [`SeenCache::put_seen`] of every row of one scope, taking each shard's lock once (a
+    /// filter build's history: hundreds of rows).
+    pub fn put_seen_many(&self, scope: u64, rows: &[Seen]) {
+        let mut by_shard: Vec<(usize, Seen)> = rows
+            .iter()
+            .map(|&seen| (shard_index(scope, seen.item), seen))
+            .collect();
+        by_shard.sort_unstable_by_key(|&(shard, _)| shard);
+        for run in by_shard.chunk_by(|a, b| a.0 == b.0) {
+            let mut shard = self.shards[run[0].0]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            for &(_, seen) in run {
+                shard.put_seen(scope, seen.item, seen.at_ms);
+            }
+        }
     }
 
     /// Remembers that the store had no sighting of `item` by `scope` at or after `since_ms`,
@@ -165,5 +198,43 @@ mod tests {
         }
         cache.put_unseen(1, 7, 100, ticket);
         assert_ne!(cache.lookup(1, 7, 100), Ok(false));
+    }
+
+    /// A history's rows put at once answer as the same rows put one by one: the latest time of
+    /// a repeated item wins, an `Unseen` entry is replaced, and the stripes' write counters move
+    /// (a ticket taken before is refused).
+    #[test]
+    fn many_rows_at_once_match_one_by_one() {
+        let rows: Vec<Seen> = (0..500u64)
+            .map(|i| Seen {
+                item: i % 180,
+                at_ms: (i * 37) % 1_000,
+            })
+            .collect();
+        let (one, many) = (SeenCache::new(10_000), SeenCache::new(10_000));
+        let mut tickets = Vec::new();
+        for cache in [&one, &many] {
+            let ticket = cache.lookup(3, 5, 10).unwrap_err();
+            cache.put_unseen(3, 5, 10, ticket);
+            tickets.push(cache.lookup(3, 6, 10).unwrap_err());
+        }
+        for seen in &rows {
+            one.put_seen(3, seen.item, seen.at_ms);
+        }
+        many.put_seen_many(3, &rows);
+        for item in 0..200 {
+            for since in [0, 400, 900, 999, 1_000] {
+                assert_eq!(
+                    one.lookup(3, item, since).ok(),
+                    many.lookup(3, item, since).ok(),
+                    "item {item} since {since}"
+                );
+            }
+        }
+        assert_eq!(many.lookup(3, 5, 10).ok(), Some(true), "Unseen replaced");
+        for (cache, ticket) in [&one, &many].into_iter().zip(tickets) {
+            cache.put_unseen(3, 6, 10, ticket);
+            assert_eq!(cache.lookup(3, 6, 10).ok(), Some(true));
+        }
     }
 }

@@ -160,9 +160,7 @@ impl HistorySource for Core {
         self.timed(|| self.store.load(scope, since_ms, &mut history))?;
         self.metrics.history_loads.fetch_add(1, Relaxed);
         self.metrics.store_reads.fetch_add(1, Relaxed);
-        for seen in &history[uncommitted..] {
-            self.cache.put_seen(scope, seen.item, seen.at_ms);
-        }
+        self.cache.put_seen_many(scope, &history[uncommitted..]);
         history.sort_by_key(|s| s.at_ms);
         Ok(history)
     }

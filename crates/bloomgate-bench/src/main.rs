@@ -2,13 +2,14 @@
 //! memory floor, on identical keys in one run, so ratios hold on a noisy machine (issue 3).
 //!
 //! `cargo run --release -p bloomgate-bench -- [--quick] [--json] [--plots DIR] [--sweep]
-//! [--only NAME,...]`
+//! [--only NAME,...] [--bits B,...]`
 //! - default (full, ≈ 30 min on 2 cores): every contender at 1M, 10M and 100M items, the four
 //!   Bloom contenders that scale at a 1 GiB filter, the primer's headline cases (100M usernames
 //!   at 1%, 1B keys at 1% built in parallel) and the accuracy sweep;
 //! - `--quick` (< 4 min on 2 cores): every contender at 1M items, and the four Bloom contenders
 //!   that scale at a 256 MiB filter, with the floor;
 //! - `--sweep`: only the accuracy sweep (bits per item 4…24 and power-of-two sizes);
+//! - `--bits 8,10,16`: run every timed size at each of these bits per item (default 10);
 //! - `--json`: one JSON object on stdout; the table always goes to stderr;
 //! - `--plots DIR`: SVG plots (FPR vs bits per item; ns/query vs filter size with the floor).
 //!
@@ -64,7 +65,8 @@ const LARGE: &[&str] = &[
     "sbbf-rs",
 ];
 
-/// Bits per item of every timed comparison (the issue's 1M-keys target is at 10 bits/item).
+/// Bits per item of the timed comparisons unless `--bits` says otherwise (the issue's 1M-keys
+/// target is at 10 bits/item).
 const BITS_PER_ITEM: f64 = 10.0;
 
 /// A contender is skipped at a size when its projected time there exceeds this: build time at
@@ -127,6 +129,9 @@ struct Args {
     json: bool,
     sweep_only: bool,
     plots: Option<PathBuf>,
+    /// Bits per item of the timed groups (`--bits 8,10,16`; default 10): each size is run once
+    /// per value.
+    bits: Vec<f64>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -136,6 +141,7 @@ fn parse_args() -> Result<Args, String> {
         json: false,
         sweep_only: false,
         plots: None,
+        bits: vec![BITS_PER_ITEM],
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -143,6 +149,19 @@ fn parse_args() -> Result<Args, String> {
             "--quick" => args.quick = true,
             "--json" => args.json = true,
             "--sweep" => args.sweep_only = true,
+            "--bits" => {
+                args.bits = it
+                    .next()
+                    .ok_or("--bits needs B[,B...]")?
+                    .split(',')
+                    .map(|b| match b.parse::<f64>() {
+                        Ok(v) if (2.0..=64.0).contains(&v) => Ok(v),
+                        _ => Err(format!(
+                            "--bits: {b:?} is not a number of bits per item in 2..=64"
+                        )),
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
             "--plots" => args.plots = Some(it.next().ok_or("--plots needs a directory")?.into()),
             "--only" => {
                 let names: Vec<String> = it
@@ -160,7 +179,7 @@ fn parse_args() -> Result<Args, String> {
                 args.only = Some(names);
             }
             "-h" | "--help" => {
-                return Err("usage: bloomgate-bench [--quick] [--json] [--plots DIR] [--sweep] [--only NAME,...]".into());
+                return Err("usage: bloomgate-bench [--quick] [--json] [--plots DIR] [--sweep] [--only NAME,...] [--bits B,...]".into());
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
@@ -499,9 +518,18 @@ fn sweep_point<C: Contender>(plan: &Plan, miss: &[Key], pow2: bool) -> Result<Sw
     sweep::point::<C>(plan, miss, pow2)
 }
 
-/// Items for a filter of `bytes` (scaled) at `BITS_PER_ITEM`: items = bits / 10.
-fn items_for_bytes(bytes: u64) -> u64 {
-    scaled(bytes * 8 / BITS_PER_ITEM as u64)
+/// Items for a filter of `bytes` (scaled) at `bits_per_item`.
+fn items_for_bytes(bytes: u64, bits_per_item: f64) -> u64 {
+    scaled((bytes as f64 * 8.0 / bits_per_item) as u64)
+}
+
+/// A group's title: its size, and its bits per item when the run compares several.
+fn titled(size: &str, bits: f64, several: bool) -> String {
+    if several {
+        format!("{size}, {bits} bits/item")
+    } else {
+        size.to_string()
+    }
 }
 
 fn main() {
@@ -552,22 +580,27 @@ fn main() {
     if args.sweep_only {
         full_sweep(&mut run);
     } else if args.quick {
-        let plan = Plan::at_bits(scaled(1_000_000), BITS_PER_ITEM);
-        run_group(
-            &mut run,
-            "1M items".into(),
-            plan,
-            ALL,
-            probes(plan.items, 1_000_000, 5, 3),
-        );
-        let plan = Plan::at_bits(items_for_bytes(256 << 20), BITS_PER_ITEM);
-        run_group(
-            &mut run,
-            "256 MiB filter".into(),
-            plan,
-            LARGE,
-            probes(plan.items, 1_000_000, 2, 1),
-        );
+        let several = args.bits.len() > 1;
+        for &bits in &args.bits {
+            let plan = Plan::at_bits(scaled(1_000_000), bits);
+            run_group(
+                &mut run,
+                titled("1M items", bits, several),
+                plan,
+                ALL,
+                probes(plan.items, 1_000_000, 5, 3),
+            );
+        }
+        for &bits in &args.bits {
+            let plan = Plan::at_bits(items_for_bytes(256 << 20, bits), bits);
+            run_group(
+                &mut run,
+                titled("256 MiB filter", bits, several),
+                plan,
+                LARGE,
+                probes(plan.items, 1_000_000, 2, 1),
+            );
+        }
         if args.plots.is_some() {
             let some_bits: Vec<f64> = (2..=12).map(|h| f64::from(h * 2)).collect();
             run_sweep(
@@ -579,8 +612,12 @@ fn main() {
             );
         }
     } else {
-        for items in [1_000_000u64, 10_000_000, 100_000_000] {
-            let plan = Plan::at_bits(scaled(items), BITS_PER_ITEM);
+        let several = args.bits.len() > 1;
+        for (items, &bits) in [1_000_000u64, 10_000_000, 100_000_000]
+            .into_iter()
+            .flat_map(|items| args.bits.iter().map(move |b| (items, b)))
+        {
+            let plan = Plan::at_bits(scaled(items), bits);
             let (sample, reps, build_reps) = if items <= 1_000_000 {
                 (1_000_000, 7, 5)
             } else {
@@ -588,20 +625,22 @@ fn main() {
             };
             run_group(
                 &mut run,
-                format!("{}M items", items / 1_000_000),
+                titled(&format!("{}M items", items / 1_000_000), bits, several),
                 plan,
                 ALL,
                 probes(plan.items, sample, reps, build_reps),
             );
         }
-        let plan = Plan::at_bits(items_for_bytes(1 << 30), BITS_PER_ITEM);
-        run_group(
-            &mut run,
-            "1 GiB filter".into(),
-            plan,
-            LARGE,
-            probes(plan.items, 4_000_000, 2, 1),
-        );
+        for &bits in &args.bits {
+            let plan = Plan::at_bits(items_for_bytes(1 << 30, bits), bits);
+            run_group(
+                &mut run,
+                titled("1 GiB filter", bits, several),
+                plan,
+                LARGE,
+                probes(plan.items, 4_000_000, 2, 1),
+            );
+        }
         run_headlines(&mut run);
         full_sweep(&mut run);
     }

@@ -523,12 +523,24 @@ fn items_for_bytes(bytes: u64, bits_per_item: f64) -> u64 {
     scaled((bytes as f64 * 8.0 / bits_per_item) as u64)
 }
 
-/// A group's title: its size, and its bits per item when the run compares several.
-fn titled(size: &str, bits: f64, several: bool) -> String {
-    if several {
-        format!("{size}, {bits} bits/item")
-    } else {
-        size.to_string()
+/// Runs `names` at one size once per bits/item in `bits` (`items` of each), the title naming
+/// the bits when there are several.
+fn run_size(
+    run: &mut Run,
+    bits: &[f64],
+    size: &str,
+    items: impl Fn(f64) -> u64,
+    names: &[&'static str],
+    probes_for: impl Fn(u64) -> Probes,
+) {
+    for &b in bits {
+        let plan = Plan::at_bits(items(b), b);
+        let title = if bits.len() > 1 {
+            format!("{size}, {b} bits/item")
+        } else {
+            size.to_string()
+        };
+        run_group(run, title, plan, names, probes_for(plan.items));
     }
 }
 
@@ -580,27 +592,14 @@ fn main() {
     if args.sweep_only {
         full_sweep(&mut run);
     } else if args.quick {
-        let several = args.bits.len() > 1;
-        for &bits in &args.bits {
-            let plan = Plan::at_bits(scaled(1_000_000), bits);
-            run_group(
-                &mut run,
-                titled("1M items", bits, several),
-                plan,
-                ALL,
-                probes(plan.items, 1_000_000, 5, 3),
-            );
-        }
-        for &bits in &args.bits {
-            let plan = Plan::at_bits(items_for_bytes(256 << 20, bits), bits);
-            run_group(
-                &mut run,
-                titled("256 MiB filter", bits, several),
-                plan,
-                LARGE,
-                probes(plan.items, 1_000_000, 2, 1),
-            );
-        }
+        let one_million = |_| scaled(1_000_000);
+        run_size(&mut run, &args.bits, "1M items", one_million, ALL, |n| {
+            probes(n, 1_000_000, 5, 3)
+        });
+        let fill = |bits| items_for_bytes(256 << 20, bits);
+        run_size(&mut run, &args.bits, "256 MiB filter", fill, LARGE, |n| {
+            probes(n, 1_000_000, 2, 1)
+        });
         if args.plots.is_some() {
             let some_bits: Vec<f64> = (2..=12).map(|h| f64::from(h * 2)).collect();
             run_sweep(
@@ -612,35 +611,26 @@ fn main() {
             );
         }
     } else {
-        let several = args.bits.len() > 1;
-        for (items, &bits) in [1_000_000u64, 10_000_000, 100_000_000]
-            .into_iter()
-            .flat_map(|items| args.bits.iter().map(move |b| (items, b)))
-        {
-            let plan = Plan::at_bits(scaled(items), bits);
+        for items in [1_000_000u64, 10_000_000, 100_000_000] {
             let (sample, reps, build_reps) = if items <= 1_000_000 {
                 (1_000_000, 7, 5)
             } else {
                 (4_000_000, 3, 1)
             };
-            run_group(
+            let size = format!("{}M items", items / 1_000_000);
+            run_size(
                 &mut run,
-                titled(&format!("{}M items", items / 1_000_000), bits, several),
-                plan,
+                &args.bits,
+                &size,
+                |_| scaled(items),
                 ALL,
-                probes(plan.items, sample, reps, build_reps),
+                |n| probes(n, sample, reps, build_reps),
             );
         }
-        for &bits in &args.bits {
-            let plan = Plan::at_bits(items_for_bytes(1 << 30, bits), bits);
-            run_group(
-                &mut run,
-                titled("1 GiB filter", bits, several),
-                plan,
-                LARGE,
-                probes(plan.items, 4_000_000, 2, 1),
-            );
-        }
+        let fill = |bits| items_for_bytes(1 << 30, bits);
+        run_size(&mut run, &args.bits, "1 GiB filter", fill, LARGE, |n| {
+            probes(n, 4_000_000, 2, 1)
+        });
         run_headlines(&mut run);
         full_sweep(&mut run);
     }

@@ -122,13 +122,15 @@ impl SeenCache {
     }
 
     /// [`SeenCache::put_seen`] of every row of one scope, taking each shard's lock once (a
-    /// filter build's history: hundreds of rows).
+    /// filter build's history: hundreds of rows). Within a shard the rows go in in their order
+    /// (a stable sort), so a history given oldest first leaves its newest rows the most recently
+    /// used, as one-by-one puts would.
     pub fn put_seen_many(&self, scope: u64, rows: &[Seen]) {
         let mut by_shard: Vec<(usize, Seen)> = rows
             .iter()
             .map(|&seen| (shard_index(scope, seen.item), seen))
             .collect();
-        by_shard.sort_unstable_by_key(|&(shard, _)| shard);
+        by_shard.sort_by_key(|&(shard, _)| shard);
         for run in by_shard.chunk_by(|a, b| a.0 == b.0) {
             let mut shard = self.shards[run[0].0]
                 .lock()

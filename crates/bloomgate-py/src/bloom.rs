@@ -2,7 +2,6 @@
 //! Python class (the layout is a constructor argument, as `--kind` is for `bloomgate build`).
 
 use std::io::{self, Write};
-use std::sync::RwLock;
 
 use bloomgate::any::AnyFilter;
 use bloomgate::{BlockedBloomFilter, FastLocalBloomFilter, FilterCodec, Layout, Params};
@@ -136,7 +135,7 @@ fn build(params: Params, seed: u64) -> PyResult<Bits> {
 /// and fewer false positives than "blocked"). Keys are str (UTF-8), bytes-like or int. Thread-safe.
 #[pyclass(module = "bloomgate", frozen)]
 pub struct BloomFilter {
-    inner: RwLock<Bits>,
+    inner: crate::Shared<Bits>,
 }
 
 filter_class!(BloomFilter, Bits, params("Size of the bit array."), {
@@ -175,8 +174,8 @@ filter_class!(BloomFilter, Bits, params("Size of the bit array."), {
     /// possibly present already.
     fn add(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let key = crate::keys::key(key)?;
-        let mut f = write(py, &self.inner);
-        Ok(!each!(&mut *f, f => f.insert(key.bytes())))
+        let key = key.bytes();
+        Ok(!self.inner.fast_write(py, |f| each!(f, f => f.insert(key))))
     }
 
     /// Adds every key of an iterable (or NumPy array), with the GIL released while hashing and

@@ -5,16 +5,18 @@
 //! (`keys.rs`), maps errors, and guards each filter with a lock so Python threads can share it.
 //!
 //! # Threads
-//! Every filter sits behind an `RwLock`: queries share it, inserts take it exclusively. Batch
-//! calls (`update`, `contains_many`, `save`, `load`) copy their keys out of Python objects, then
-//! release the GIL for the hashing and probing. While holding the GIL a thread never *waits* for
-//! a filter lock (it releases the GIL to wait, then retries), and a thread holding a lock without
-//! the GIL never waits for the GIL, so no interleaving deadlocks.
+//! Every filter sits behind a lock (`shared.rs`): queries share it, inserts take it exclusively.
+//! Batch calls (`update`, `contains_many`, `save`, `load`) copy their keys out of Python objects,
+//! then release the GIL for the hashing and probing. While holding the GIL a thread never *waits*
+//! for a filter lock (it releases the GIL to wait, then retries), and a thread holding a lock
+//! without the GIL never waits for the GIL, so no interleaving deadlocks. `key in f` (every class)
+//! and `BloomFilter.add` skip the lock when no other thread is using it (they hold the GIL
+//! throughout).
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bloomgate::any::AnyFilter;
 use pyo3::create_exception;
@@ -24,9 +26,11 @@ use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView};
 
 mod bloom;
 mod keys;
+mod shared;
 mod variants;
 
 use keys::{Batch, Keys};
+pub(crate) use shared::{ReadGuard, Shared, WriteGuard};
 
 create_exception!(
     bloomgate,
@@ -84,60 +88,26 @@ pub(crate) trait Inner: Clone + Send + Sync + 'static {
 }
 
 /// Shared access, taken while holding the GIL without ever waiting under it.
-pub(crate) fn read<'a, T: Send + Sync>(
-    py: Python<'_>,
-    lock: &'a RwLock<T>,
-) -> RwLockReadGuard<'a, T> {
-    loop {
-        match lock.try_read() {
-            Ok(guard) => return guard,
-            Err(TryLockError::Poisoned(e)) => return e.into_inner(),
-            Err(TryLockError::WouldBlock) => py.detach(|| drop(lock.read())),
-        }
-    }
+pub(crate) fn read<'a, T: Send + Sync>(py: Python<'_>, shared: &'a Shared<T>) -> ReadGuard<'a, T> {
+    shared.read(py)
 }
 
 /// Exclusive access, taken while holding the GIL without ever waiting under it.
 pub(crate) fn write<'a, T: Send + Sync>(
     py: Python<'_>,
-    lock: &'a RwLock<T>,
-) -> RwLockWriteGuard<'a, T> {
-    loop {
-        match lock.try_write() {
-            Ok(guard) => return guard,
-            Err(TryLockError::Poisoned(e)) => return e.into_inner(),
-            Err(TryLockError::WouldBlock) => py.detach(|| drop(lock.write())),
-        }
-    }
+    shared: &'a Shared<T>,
+) -> WriteGuard<'a, T> {
+    shared.write(py)
 }
 
-/// `a` exclusively and `b` shared (distinct locks), never holding one while waiting for the other.
+/// `a` exclusively and `b` shared (distinct values), never holding one while waiting for the
+/// other.
 pub(crate) fn write_read<'a, T: Send + Sync>(
     py: Python<'_>,
-    a: &'a RwLock<T>,
-    b: &'a RwLock<T>,
-) -> (RwLockWriteGuard<'a, T>, RwLockReadGuard<'a, T>) {
-    loop {
-        let first = write(py, a);
-        match b.try_read() {
-            Ok(second) => return (first, second),
-            Err(TryLockError::Poisoned(e)) => return (first, e.into_inner()),
-            Err(TryLockError::WouldBlock) => {
-                drop(first);
-                py.detach(|| drop(b.read()));
-            }
-        }
-    }
-}
-
-/// Blocking shared access, for code running without the GIL.
-pub(crate) fn read_detached<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Blocking exclusive access, for code running without the GIL.
-pub(crate) fn write_detached<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(PoisonError::into_inner)
+    a: &'a Shared<T>,
+    b: &'a Shared<T>,
+) -> (WriteGuard<'a, T>, ReadGuard<'a, T>) {
+    a.write_read(py, b)
 }
 
 /// The keys of a batch call, and the shape of the NumPy array they came from (if they did).
@@ -173,13 +143,17 @@ fn batch_keys<'py>(keys: &Bound<'py, PyAny>) -> PyResult<(Batch<'py>, Option<Bou
 /// Keys are copied out chunk by chunk; each chunk is hashed and probed with the GIL released.
 pub(crate) fn contains_many<T: Inner>(
     py: Python<'_>,
-    lock: &RwLock<T>,
+    lock: &Shared<T>,
     keys: &Bound<'_, PyAny>,
 ) -> PyResult<Py<PyAny>> {
     let (mut batch, shape) = batch_keys(keys)?;
     let (mut chunk, mut found) = (Keys::default(), Vec::new());
     while batch.next_chunk(&mut chunk)? {
-        py.detach(|| read_detached(lock).contains_keys(&chunk.slices(), &mut found));
+        let registered = lock.register(py);
+        py.detach(|| {
+            lock.read_detached(&registered)
+                .contains_keys(&chunk.slices(), &mut found)
+        });
     }
     match shape {
         None => Ok(bool_list(py, &found)?.into_any().unbind()),
@@ -217,14 +191,15 @@ fn bool_list<'py>(py: Python<'py>, found: &[bool]) -> PyResult<Bound<'py, PyList
 /// stay inserted).
 pub(crate) fn update<T: Inner>(
     py: Python<'_>,
-    lock: &RwLock<T>,
+    lock: &Shared<T>,
     iterable: &Bound<'_, PyAny>,
     insert: impl Fn(&mut T, &[&[u8]]) -> bloomgate::Result<()> + Sync,
 ) -> PyResult<()> {
     let (mut batch, _) = batch_keys(iterable)?;
     let mut chunk = Keys::default();
     while batch.next_chunk(&mut chunk)? {
-        py.detach(|| insert(&mut write_detached(lock), &chunk.slices()))
+        let registered = lock.register(py);
+        py.detach(|| insert(&mut lock.write_detached(&registered), &chunk.slices()))
             .map_err(error)?;
     }
     Ok(())
@@ -249,14 +224,19 @@ pub(crate) fn buffer(data: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
 
 /// Writes the file image next to `path`, syncs it, then renames it over `path`, so a crash never
 /// leaves a half-written filter under the final name (as `bloomgate build` does).
-pub(crate) fn save_file<T: Inner>(py: Python<'_>, lock: &RwLock<T>, path: &Path) -> PyResult<()> {
+pub(crate) fn save_file<T: Inner>(py: Python<'_>, lock: &Shared<T>, path: &Path) -> PyResult<()> {
+    let registered = lock.register(py);
     py.detach(|| -> io::Result<()> {
         let mut tmp = path.as_os_str().to_owned();
-        tmp.push(format!(".tmp-{}", std::process::id()));
+        // Unique per call, not just per process: two threads saving to one path must not
+        // rename each other's half-written file.
+        static SAVES: AtomicU64 = AtomicU64::new(0);
+        let call = SAVES.fetch_add(1, Ordering::Relaxed);
+        tmp.push(format!(".tmp-{}-{call}", std::process::id()));
         let tmp = PathBuf::from(tmp);
         let result = (|| {
             let mut out = BufWriter::new(File::create(&tmp)?);
-            read_detached(lock).write_to(&mut out)?;
+            lock.read_detached(&registered).write_to(&mut out)?;
             out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
             std::fs::rename(&tmp, path)
         })();
@@ -416,7 +396,7 @@ macro_rules! filter_class {
     ($class:ident, $inner:ty, { $($methods:tt)* }) => {
         impl $class {
             pub(crate) fn wrap(inner: $inner) -> Self {
-                Self { inner: std::sync::RwLock::new(inner) }
+                Self { inner: crate::Shared::new(inner) }
             }
         }
 
@@ -428,7 +408,8 @@ macro_rules! filter_class {
             /// positive.
             fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
                 let key = crate::keys::key(key)?;
-                Ok(crate::Inner::contains_key(&*crate::read(py, &self.inner), key.bytes()))
+                let key = key.bytes();
+                Ok(self.inner.fast_read(py, |f| crate::Inner::contains_key(f, key)))
             }
 
             /// Same as `key in f`.

@@ -2,8 +2,6 @@
 //! and counts in less space) and windowed (forgets by age). Each wraps its core type; the shared
 //! methods come from `filter_class!`.
 
-use std::sync::RwLock;
-
 use bloomgate::{
     CuckooFilter as Cuckoo, ScalableBloomFilter as Scalable, WindowConfig,
     WindowedBloomFilter as Windowed,
@@ -41,7 +39,7 @@ pub fn wrap_windowed(f: Windowed) -> WindowedBloomFilter {
 /// memory. Only remove keys you added: removing a false positive removes another key's bits.
 #[pyclass(module = "bloomgate", frozen)]
 pub struct CountingBloomFilter {
-    inner: RwLock<bloomgate::CountingBloomFilter>,
+    inner: crate::Shared<bloomgate::CountingBloomFilter>,
 }
 
 filter_class!(
@@ -120,7 +118,7 @@ filter_class!(
 /// combined rate stays ≤ `fpr` however many keys arrive.
 #[pyclass(module = "bloomgate", frozen)]
 pub struct ScalableBloomFilter {
-    inner: RwLock<Scalable>,
+    inner: crate::Shared<Scalable>,
 }
 
 filter_class!(ScalableBloomFilter, Scalable, {
@@ -213,7 +211,7 @@ filter_class!(ScalableBloomFilter, Scalable, {
 /// (nothing stored before is lost). Only remove keys you added.
 #[pyclass(module = "bloomgate", frozen)]
 pub struct CuckooFilter {
-    inner: RwLock<Cuckoo>,
+    inner: crate::Shared<Cuckoo>,
 }
 
 filter_class!(CuckooFilter, Cuckoo, {
@@ -301,7 +299,7 @@ filter_class!(CuckooFilter, Cuckoo, {
 /// anything: call `rotate_if_due()` first to apply expiry.
 #[pyclass(module = "bloomgate", frozen)]
 pub struct WindowedBloomFilter {
-    inner: RwLock<Windowed>,
+    inner: crate::Shared<Windowed>,
 }
 
 filter_class!(WindowedBloomFilter, Windowed, {

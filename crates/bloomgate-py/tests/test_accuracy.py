@@ -127,3 +127,56 @@ def test_threads_share_a_filter():
     assert sorted(done) == [0, 1, 2, 3]
     assert "merged" in f
     assert all(f.contains_many([f"w{w}-{i}" for w in range(4) for i in range(50_000)]))
+
+
+def test_single_key_calls_race_batch_calls(tmp_path):
+    """`key in f` and `f.add(key)` skip the filter's lock while no other thread uses it (they
+    hold the GIL throughout); batch calls register before they let the GIL go. Single-key
+    writers and readers race many short batch calls (each a registration: `update`,
+    `contains_many`, `save`) and unions: every key a thread finished adding is found by every
+    path, and nothing deadlocks (bounded: joins with a timeout)."""
+    for layout in ("classic", "blocked", "fastlocal"):
+        f = BloomFilter(200_000, 0.01, layout=layout)
+        errors = []
+        stop = threading.Event()
+
+        def single(w):
+            try:
+                for i in range(20_000):
+                    key = f"s{w}-{i}"
+                    f.add(key)
+                    assert key in f, key
+                    if i % 997 == 0:
+                        assert all(f"s{w}-{j}" in f for j in range(i + 1))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        def batches():
+            try:
+                n = 0
+                while not stop.is_set():
+                    keys = [f"b{n}-{i}" for i in range(64)]
+                    f.update(keys)
+                    assert all(f.contains_many(keys))
+                    if n % 50 == 0:
+                        f.save(str(tmp_path / f"{layout}.bloom"))
+                        f.__ior__(BloomFilter(200_000, 0.01, layout=layout))
+                    n += 1
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        background = [threading.Thread(target=batches) for _ in range(2)]
+        writers = [threading.Thread(target=single, args=(w,)) for w in range(3)]
+        for t in background + writers:
+            t.start()
+        for t in writers:
+            t.join(timeout=120)
+            assert not t.is_alive(), "a single-key thread is stuck"
+        stop.set()
+        for t in background:
+            t.join(timeout=120)
+            assert not t.is_alive(), "a batch thread is stuck"
+        assert not errors, errors
+        everything = [f"s{w}-{i}" for w in range(3) for i in range(20_000)]
+        assert all(f.contains_many(everything))
+        assert all(k in f for k in everything)

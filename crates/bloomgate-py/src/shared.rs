@@ -27,7 +27,9 @@
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::sync::{
+    PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError, TryLockResult,
+};
 
 use pyo3::Python;
 
@@ -137,27 +139,30 @@ impl<T: Send + Sync> Shared<T> {
     /// it (the GIL is released to wait, then the lock is tried again).
     pub fn read(&self, py: Python<'_>) -> ReadGuard<'_, T> {
         let registration = self.register(py);
-        loop {
-            match self.lock.try_read() {
-                Ok(lock) => return self.read_guard(lock, Some(registration)),
-                Err(TryLockError::Poisoned(e)) => {
-                    return self.read_guard(e.into_inner(), Some(registration))
-                }
-                Err(TryLockError::WouldBlock) => py.detach(|| drop(self.lock.read())),
-            }
-        }
+        let lock = self.acquire(py, RwLock::try_read, |lock| drop(lock.read()));
+        self.read_guard(lock, Some(registration))
     }
 
     /// Exclusive access through the lock, as [`Shared::read`].
     pub fn write(&self, py: Python<'_>) -> WriteGuard<'_, T> {
         let registration = self.register(py);
+        let lock = self.acquire(py, RwLock::try_write, |lock| drop(lock.write()));
+        self.write_guard(lock, Some(registration))
+    }
+
+    /// The lock by `attempt` (`try_read` or `try_write`) while holding the GIL; when it would
+    /// block, the GIL is released to `wait` for it (a blocking take and release), then tried again.
+    fn acquire<'a, G>(
+        &'a self,
+        py: Python<'_>,
+        attempt: impl Fn(&'a RwLock<()>) -> TryLockResult<G>,
+        wait: impl Fn(&RwLock<()>) + Sync,
+    ) -> G {
         loop {
-            match self.lock.try_write() {
-                Ok(lock) => return self.write_guard(lock, Some(registration)),
-                Err(TryLockError::Poisoned(e)) => {
-                    return self.write_guard(e.into_inner(), Some(registration))
-                }
-                Err(TryLockError::WouldBlock) => py.detach(|| drop(self.lock.write())),
+            match attempt(&self.lock) {
+                Ok(lock) => return lock,
+                Err(TryLockError::Poisoned(e)) => return e.into_inner(),
+                Err(TryLockError::WouldBlock) => py.detach(|| wait(&self.lock)),
             }
         }
     }
@@ -188,22 +193,24 @@ impl<T: Send + Sync> Shared<T> {
     /// Blocking shared access for code running without the GIL, under a registration taken
     /// before the GIL was released.
     pub fn read_detached<'a>(&'a self, registered: &Registration<'a>) -> ReadGuard<'a, T> {
-        assert!(
-            std::ptr::eq(registered.users, &self.users),
-            "another value's registration"
-        );
+        self.check(registered);
         let lock = self.lock.read().unwrap_or_else(PoisonError::into_inner);
         self.read_guard(lock, None)
     }
 
     /// Blocking exclusive access for code running without the GIL, as [`Shared::read_detached`].
     pub fn write_detached<'a>(&'a self, registered: &Registration<'a>) -> WriteGuard<'a, T> {
+        self.check(registered);
+        let lock = self.lock.write().unwrap_or_else(PoisonError::into_inner);
+        self.write_guard(lock, None)
+    }
+
+    /// Panics unless `registered` is this value's registration (rule 1 for detached code).
+    fn check(&self, registered: &Registration<'_>) {
         assert!(
             std::ptr::eq(registered.users, &self.users),
             "another value's registration"
         );
-        let lock = self.lock.write().unwrap_or_else(PoisonError::into_inner);
-        self.write_guard(lock, None)
     }
 
     fn read_guard<'a>(

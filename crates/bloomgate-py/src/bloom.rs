@@ -8,7 +8,7 @@ use bloomgate::{BlockedBloomFilter, FastLocalBloomFilter, FilterCodec, Layout, P
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::{error, filter_class, positive, read, write, write_read, Inner};
+use crate::{error, filter_class, positive, Inner};
 
 /// The filter of a `BloomFilter`: any bit layout.
 #[derive(Clone)]
@@ -190,24 +190,24 @@ filter_class!(BloomFilter, Bits, params("Size of the bit array."), {
     /// Distinct keys estimated from the fill (Swamidass–Baldi); unlike `len`, it survives
     /// unions and counts keys added to filters that were merged.
     fn estimated_len(&self, py: Python<'_>) -> f64 {
-        each!(&*read(py, &self.inner), f => f.estimated_len())
+        each!(&*self.inner.read(py), f => f.estimated_len())
     }
 
     /// Fraction of bits set.
     #[getter]
     fn fill_ratio(&self, py: Python<'_>) -> f64 {
-        each!(&*read(py, &self.inner), f => f.fill_ratio())
+        each!(&*self.inner.read(py), f => f.fill_ratio())
     }
 
     /// "classic", "blocked" or "fastlocal".
     #[getter]
     fn layout(&self, py: Python<'_>) -> &'static str {
-        read(py, &self.inner).layout_name()
+        self.inner.read(py).layout_name()
     }
 
     /// Removes every key.
     fn clear(&self, py: Python<'_>) {
-        each!(&mut *write(py, &self.inner), f => f.clear())
+        each!(&mut *self.inner.write(py), f => f.clear())
     }
 
     /// A new filter holding the keys of both (same layout, bits, hashes and seed, else
@@ -238,7 +238,7 @@ filter_class!(BloomFilter, Bits, params("Size of the bit array."), {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        let f = read(py, &self.inner);
+        let f = self.inner.read(py);
         let p = f.params();
         format!(
             "BloomFilter(layout={:?}, bits={}, hashes={}, capacity={}, len={}, seed={})",
@@ -254,9 +254,9 @@ filter_class!(BloomFilter, Bits, params("Size of the bit array."), {
 
 impl BloomFilter {
     fn combined(&self, py: Python<'_>, other: &Self, intersect: bool) -> PyResult<Self> {
-        let mut out = read(py, &self.inner).clone();
+        let mut out = self.inner.read(py).clone();
         if !std::ptr::eq(self, other) {
-            out.combine(&read(py, &other.inner), intersect)?;
+            out.combine(&other.inner.read(py), intersect)?;
         }
         Ok(Self::wrap(out))
     }
@@ -265,7 +265,7 @@ impl BloomFilter {
         if std::ptr::eq(self, other) {
             return Ok(()); // f |= f and f &= f change nothing
         }
-        let (mut mine, theirs) = write_read(py, &self.inner, &other.inner);
+        let (mut mine, theirs) = self.inner.write_read(py, &other.inner);
         mine.combine(&theirs, intersect)
     }
 }

@@ -30,7 +30,7 @@ mod shared;
 mod variants;
 
 use keys::{Batch, Keys};
-pub(crate) use shared::{ReadGuard, Shared, WriteGuard};
+pub(crate) use shared::Shared;
 
 create_exception!(
     bloomgate,
@@ -85,29 +85,6 @@ pub(crate) trait Inner: Clone + Send + Sync + 'static {
     fn write_to(&self, writer: &mut dyn Write) -> io::Result<()>;
     /// The filter if the file held this class's kind, else the file's filter back.
     fn from_any(any: AnyFilter) -> Result<Self, AnyFilter>;
-}
-
-/// Shared access, taken while holding the GIL without ever waiting under it.
-pub(crate) fn read<'a, T: Send + Sync>(py: Python<'_>, shared: &'a Shared<T>) -> ReadGuard<'a, T> {
-    shared.read(py)
-}
-
-/// Exclusive access, taken while holding the GIL without ever waiting under it.
-pub(crate) fn write<'a, T: Send + Sync>(
-    py: Python<'_>,
-    shared: &'a Shared<T>,
-) -> WriteGuard<'a, T> {
-    shared.write(py)
-}
-
-/// `a` exclusively and `b` shared (distinct values), never holding one while waiting for the
-/// other.
-pub(crate) fn write_read<'a, T: Send + Sync>(
-    py: Python<'_>,
-    a: &'a Shared<T>,
-    b: &'a Shared<T>,
-) -> (WriteGuard<'a, T>, ReadGuard<'a, T>) {
-    a.write_read(py, b)
 }
 
 /// The keys of a batch call, and the shape of the NumPy array they came from (if they did).
@@ -371,25 +348,25 @@ macro_rules! filter_class {
             /// Model false-positive rate at `capacity` items (the rate the filter was sized for).
             #[getter]
             fn fpr(&self, py: Python<'_>) -> f64 {
-                crate::read(py, &self.inner).params().fpr()
+                self.inner.read(py).params().fpr()
             }
 
             #[doc = $bits_doc]
             #[getter]
             fn bits(&self, py: Python<'_>) -> u64 {
-                crate::read(py, &self.inner).params().bits
+                self.inner.read(py).params().bits
             }
 
             /// Probes per key (k).
             #[getter]
             fn hashes(&self, py: Python<'_>) -> u32 {
-                crate::read(py, &self.inner).params().hashes
+                self.inner.read(py).params().hashes
             }
 
             /// Items the filter was sized for.
             #[getter]
             fn capacity(&self, py: Python<'_>) -> u64 {
-                crate::read(py, &self.inner).params().items
+                self.inner.read(py).params().items
             }
         });
     };
@@ -429,24 +406,24 @@ macro_rules! filter_class {
 
             /// Number of items the filter counts as inserted.
             fn __len__(&self, py: Python<'_>) -> usize {
-                crate::Inner::count(&*crate::read(py, &self.inner)) as usize
+                crate::Inner::count(&*self.inner.read(py)) as usize
             }
 
             /// False-positive rate the filter has now, from its actual contents.
             fn estimated_fpr(&self, py: Python<'_>) -> f64 {
-                crate::Inner::estimated_fpr(&*crate::read(py, &self.inner))
+                crate::Inner::estimated_fpr(&*self.inner.read(py))
             }
 
             /// Bytes of memory the filter uses.
             #[getter]
             fn nbytes(&self, py: Python<'_>) -> usize {
-                crate::Inner::memory_bytes(&*crate::read(py, &self.inner))
+                crate::Inner::memory_bytes(&*self.inner.read(py))
             }
 
             /// The XXH3-128 seed keys are hashed with (stored in the file).
             #[getter]
             fn seed(&self, py: Python<'_>) -> u64 {
-                crate::Inner::seed(&*crate::read(py, &self.inner))
+                crate::Inner::seed(&*self.inner.read(py))
             }
 
             /// Writes the filter to `path` in the bloomgate file format (atomically: a
@@ -464,7 +441,7 @@ macro_rules! filter_class {
 
             /// The file image (what `save` writes).
             fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyBytes> {
-                let image = crate::Inner::to_bytes(&*crate::read(py, &self.inner));
+                let image = crate::Inner::to_bytes(&*self.inner.read(py));
                 pyo3::types::PyBytes::new(py, &image)
             }
 
@@ -483,7 +460,7 @@ macro_rules! filter_class {
 
             /// An independent copy.
             fn copy(&self, py: Python<'_>) -> Self {
-                Self::wrap(crate::read(py, &self.inner).clone())
+                Self::wrap(self.inner.read(py).clone())
             }
 
             fn __copy__(&self, py: Python<'_>) -> Self {

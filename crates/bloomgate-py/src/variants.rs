@@ -9,7 +9,7 @@ use bloomgate::{
 use pyo3::prelude::*;
 
 use crate::bloom::{Bits, BloomFilter};
-use crate::{codec_inner, error, filter_class, positive, read, write};
+use crate::{codec_inner, error, filter_class, positive};
 
 codec_inner!(
     bloomgate::CountingBloomFilter,
@@ -61,7 +61,7 @@ filter_class!(
         /// Adds `key`; returns True if it was new (some counter was zero).
         fn add(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
             let key = crate::keys::key(key)?;
-            Ok(!write(py, &self.inner).insert(key.bytes()))
+            Ok(!self.inner.write(py).insert(key.bytes()))
         }
 
         /// Adds every key of an iterable, with the GIL released.
@@ -77,27 +77,27 @@ filter_class!(
         /// Removes one occurrence of `key`; KeyError (and no change) if it is definitely absent.
         fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
             let key = crate::keys::key(key)?;
-            write(py, &self.inner).remove(key.bytes()).map_err(error)
+            self.inner.write(py).remove(key.bytes()).map_err(error)
         }
 
         /// Upper bound on how many times `key` was added (the smallest of its counters, max 15).
         fn count(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u8> {
             let key = crate::keys::key(key)?;
-            Ok(read(py, &self.inner).count_estimate(key.bytes()))
+            Ok(self.inner.read(py).count_estimate(key.bytes()))
         }
 
         /// The classic BloomFilter with a bit wherever a counter is non-zero (same answers, 1/4 of
         /// the memory, no removal).
         fn to_bloom(&self, py: Python<'_>) -> BloomFilter {
-            BloomFilter::wrap(Bits::Classic(read(py, &self.inner).to_bloom()))
+            BloomFilter::wrap(Bits::Classic(self.inner.read(py).to_bloom()))
         }
 
         fn clear(&self, py: Python<'_>) {
-            write(py, &self.inner).clear()
+            self.inner.write(py).clear()
         }
 
         fn __repr__(&self, py: Python<'_>) -> String {
-            let f = read(py, &self.inner);
+            let f = self.inner.read(py);
             let p = f.params();
             format!(
                 "CountingBloomFilter(bits={}, hashes={}, capacity={}, len={}, seed={})",
@@ -141,7 +141,8 @@ filter_class!(ScalableBloomFilter, Scalable, {
     /// limit.
     fn add(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let key = crate::keys::key(key)?;
-        write(py, &self.inner)
+        self.inner
+            .write(py)
             .insert(key.bytes())
             .map(|present| !present)
             .map_err(error)
@@ -157,43 +158,43 @@ filter_class!(ScalableBloomFilter, Scalable, {
     /// Number of filters in the chain.
     #[getter]
     fn links(&self, py: Python<'_>) -> usize {
-        read(py, &self.inner).links()
+        self.inner.read(py).links()
     }
 
     /// Keys the chain holds before it adds a link.
     #[getter]
     fn capacity(&self, py: Python<'_>) -> u64 {
-        read(py, &self.inner).capacity()
+        self.inner.read(py).capacity()
     }
 
     #[getter]
     fn initial_capacity(&self, py: Python<'_>) -> u64 {
-        read(py, &self.inner).initial_capacity()
+        self.inner.read(py).initial_capacity()
     }
 
     /// The target false-positive rate (the bound at any size).
     #[getter]
     fn fpr(&self, py: Python<'_>) -> f64 {
-        read(py, &self.inner).target_fpr()
+        self.inner.read(py).target_fpr()
     }
 
     #[getter]
     fn growth(&self, py: Python<'_>) -> u32 {
-        read(py, &self.inner).growth()
+        self.inner.read(py).growth()
     }
 
     #[getter]
     fn tightening(&self, py: Python<'_>) -> f64 {
-        read(py, &self.inner).tightening()
+        self.inner.read(py).tightening()
     }
 
     /// Bound on the false-positive rate from the links that exist (≤ fpr).
     fn fpr_bound(&self, py: Python<'_>) -> f64 {
-        read(py, &self.inner).fpr_bound()
+        self.inner.read(py).fpr_bound()
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        let f = read(py, &self.inner);
+        let f = self.inner.read(py);
         format!(
             "ScalableBloomFilter(initial_capacity={}, fpr={}, links={}, len={}, seed={})",
             f.initial_capacity(),
@@ -227,7 +228,7 @@ filter_class!(CuckooFilter, Cuckoo, {
     /// Stores one more copy of `key`'s fingerprint; FilterFullError if there is no room.
     fn add(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let key = crate::keys::key(key)?;
-        write(py, &self.inner).insert(key.bytes()).map_err(error)
+        self.inner.write(py).insert(key.bytes()).map_err(error)
     }
 
     /// Adds every key of an iterable, with the GIL released; stops with FilterFullError at the
@@ -241,43 +242,43 @@ filter_class!(CuckooFilter, Cuckoo, {
     /// Removes one copy of `key`; KeyError (and no change) if it is definitely absent.
     fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let key = crate::keys::key(key)?;
-        write(py, &self.inner).remove(key.bytes()).map_err(error)
+        self.inner.write(py).remove(key.bytes()).map_err(error)
     }
 
     /// Copies of `key`'s fingerprint stored (of this key or keys colliding with it).
     fn count(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u32> {
         let key = crate::keys::key(key)?;
-        Ok(read(py, &self.inner).count(key.bytes()))
+        Ok(self.inner.read(py).count(key.bytes()))
     }
 
     /// Slots in the table.
     #[getter]
     fn capacity(&self, py: Python<'_>) -> u64 {
-        read(py, &self.inner).capacity()
+        self.inner.read(py).capacity()
     }
 
     /// Fraction of slots in use.
     #[getter]
     fn load_factor(&self, py: Python<'_>) -> f64 {
-        read(py, &self.inner).load_factor()
+        self.inner.read(py).load_factor()
     }
 
     #[getter]
     fn buckets(&self, py: Python<'_>) -> u64 {
-        read(py, &self.inner).buckets()
+        self.inner.read(py).buckets()
     }
 
     #[getter]
     fn fingerprint_bits(&self, py: Python<'_>) -> u32 {
-        read(py, &self.inner).fingerprint_bits()
+        self.inner.read(py).fingerprint_bits()
     }
 
     fn clear(&self, py: Python<'_>) {
-        write(py, &self.inner).clear()
+        self.inner.write(py).clear()
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        let f = read(py, &self.inner);
+        let f = self.inner.read(py);
         format!(
             "CuckooFilter(buckets={}, fingerprint_bits={}, len={}, seed={})",
             f.buckets(),
@@ -329,7 +330,9 @@ filter_class!(WindowedBloomFilter, Windowed, {
     #[pyo3(signature = (key, now_ms = None))]
     fn add(&self, py: Python<'_>, key: &Bound<'_, PyAny>, now_ms: Option<u64>) -> PyResult<bool> {
         let key = crate::keys::key(key)?;
-        let present = write(py, &self.inner)
+        let present = self
+            .inner
+            .write(py)
             .insert(key.bytes(), crate::now_ms(now_ms))
             .map_err(error)?;
         Ok(!present)
@@ -351,45 +354,45 @@ filter_class!(WindowedBloomFilter, Windowed, {
     /// older than `generations` slots is dropped.
     #[pyo3(signature = (now_ms = None))]
     fn rotate(&self, py: Python<'_>, now_ms: Option<u64>) {
-        write(py, &self.inner).rotate(crate::now_ms(now_ms))
+        self.inner.write(py).rotate(crate::now_ms(now_ms))
     }
 
     /// Moves the filter's clock to `now_ms`, dropping the generations dead then; returns whether
     /// the clock moved.
     #[pyo3(signature = (now_ms = None))]
     fn rotate_if_due(&self, py: Python<'_>, now_ms: Option<u64>) -> bool {
-        write(py, &self.inner).rotate_if_due(crate::now_ms(now_ms))
+        self.inner.write(py).rotate_if_due(crate::now_ms(now_ms))
     }
 
     #[getter]
     fn generations(&self, py: Python<'_>) -> usize {
-        read(py, &self.inner).generations()
+        self.inner.read(py).generations()
     }
 
     #[getter]
     fn items_per_generation(&self, py: Python<'_>) -> u64 {
-        read(py, &self.inner).config().items_per_generation
+        self.inner.read(py).config().items_per_generation
     }
 
     #[getter]
     fn window_ms(&self, py: Python<'_>) -> Option<u64> {
-        read(py, &self.inner).config().generation_window_ms
+        self.inner.read(py).config().generation_window_ms
     }
 
     /// Target false-positive rate over all full generations.
     #[getter]
     fn fpr(&self, py: Python<'_>) -> f64 {
-        read(py, &self.inner).config().fpr
+        self.inner.read(py).config().fpr
     }
 
     /// Keys in the newest generation.
     #[getter]
     fn newest_len(&self, py: Python<'_>) -> u64 {
-        read(py, &self.inner).newest_len()
+        self.inner.read(py).newest_len()
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        let f = read(py, &self.inner);
+        let f = self.inner.read(py);
         let c = f.config();
         format!(
             "WindowedBloomFilter(generations={}, items_per_generation={}, fpr={}, window_ms={:?}, len={}, seed={})",

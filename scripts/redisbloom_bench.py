@@ -6,11 +6,15 @@
    by redis-benchmark (-c 50, -r 100000, -P 1 and -P 16), the two servers interleaved command by
    command; throughput, and the server-side microseconds per call from INFO commandstats (the
    time inside the command, no network). With --callgrind, also the instructions per call
-   inside RedisModuleCommandDispatcher under valgrind: independent of machine load.
+   inside RedisModuleCommandDispatcher under valgrind: independent of machine load. With
+   --floor, a third server in the same binary runs scripts/module_floor.c (built here with cc):
+   the four commands doing only the module API calls any implementation needs (open the key,
+   check its type, reply, replicate an add), no filter — the host's share of every figure.
    sketches — the same for CMS.INCRBY/QUERY, TOPK.ADD/QUERY, TDIGEST.ADD/QUANTILE in Redis 8.2.
 2. serve   — `bloomgate serve` against Redis 8.2 + RedisBloom 8, both with an append-only log
    fsynced every second: the server process' CPU time (user + system, all threads) per request
-   over each redis-benchmark run, and throughput.
+   over each redis-benchmark run, and throughput; with --floor, PING as well (the request path
+   alone).
 3. bgsave  — a ~240 MB Bloom filter (BF.RESERVE 0.01 200000000 NONSCALING, filled with random
    bits through LOADCHUNK so its pages are resident), then BGSAVE with 1,000 random BF.ADDs sent
    one per millisecond from its start: each write's latency, the server's resident memory
@@ -24,13 +28,14 @@ with a message (a clone without RedisBloom skips them all and exits 0). Redis 8.
 PATH if it is 7.x). The module and binary default to target/release.
 
 Usage: scripts/redisbloom_bench.py [--only module,sketches,serve,bgsave] [--scale 1.0] [--rounds 2]
-           [--callgrind] [--redisbloom DIR] [--redis8 PATH] [--redis7 PATH]
+           [--callgrind] [--floor] [--redisbloom DIR] [--redis8 PATH] [--redis7 PATH]
            [--module target/release/libbloomgate_module.so] [--bloomgate target/release/bloomgate]
 Prints the load average at start and end: on a shared machine, prefer the same-run ratios and
 the instruction counts to absolute figures.
 """
 
 import argparse
+import glob
 import os
 import random
 import re
@@ -142,8 +147,9 @@ def redis_server(binary, module, *extra):
 
 
 def benchmark(port, n, pipeline, command, key):
-    """`key` is the key (then `__rand_int__` is the item), or every argument, space-separated."""
-    rest = key.split(" ") if " " in key else [key, "__rand_int__"]
+    """`key` is the key (then `__rand_int__` is the item), or every argument, space-separated
+    (empty: none, for PING)."""
+    rest = [] if not key else key.split(" ") if " " in key else [key, "__rand_int__"]
     out = subprocess.run(
         ["redis-benchmark", "-p", str(port), "-c", "50", "-n", str(n), "-P", str(pipeline),
          "-r", "100000", "-q", command, *rest],
@@ -236,10 +242,11 @@ def callgrind_per_call(binary, module, n):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def interleaved(rb, ours, commands, args, cpu=False):
-    """Runs every command at -P 1 and -P 16 against both servers, `args.rounds` times,
-    alternating which side goes first round by round. Returns {(is ours, pipeline, command):
-    [(requests/s, server CPU microseconds per request or None)]}."""
+def interleaved(rb, ours, commands, args, cpu=False, extra=()):
+    """Runs every command at -P 1 and -P 16 against both servers (and the `extra` ones, after
+    them), `args.rounds` times, alternating which side goes first round by round. Returns
+    {(is ours, pipeline, command): [(requests/s, server CPU microseconds per request or
+    None)]}, and the extra servers' runs under (their name, pipeline, command)."""
     n1, n16 = int(100000 * args.scale), int(600000 * args.scale)
     runs = {}
     for rnd in range(args.rounds):
@@ -247,28 +254,52 @@ def interleaved(rb, ours, commands, args, cpu=False):
             n = n1 if pipeline == 1 else n16
             for command, key in commands:
                 order = (rb, ours) if rnd % 2 == 0 else (ours, rb)
-                for s in order:
+                for s in order + tuple(extra):
                     before = s.cpu_ns() if cpu else 0
                     rps = benchmark(s.port, n, pipeline, command, key)
                     used = (s.cpu_ns() - before) / 1000 / n if cpu else None
-                    runs.setdefault((s is ours, pipeline, command), []).append((rps, used))
+                    role = (s is ours) if s in order else s.name
+                    runs.setdefault((role, pipeline, command), []).append((rps, used))
     return runs
+
+
+def build_floor():
+    """scripts/module_floor.c as a shared object in a temporary directory, or None (with the
+    reason printed) when cc or the redis-module crate's redismodule.h is missing."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    home = os.environ.get("CARGO_HOME", os.path.expanduser("~/.cargo"))
+    headers = sorted(glob.glob(os.path.join(
+        home, "registry", "src", "*", "redis-module-*", "src", "include", "redismodule.h")))
+    if not cc or not headers:
+        print("(--floor skipped: needs cc and the redis-module crate's redismodule.h; "
+              "`cargo fetch` brings the latter)")
+        return None
+    out = os.path.join(tempfile.mkdtemp(prefix="bloomgate-floor-"), "floor.so")
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "module_floor.c")
+    subprocess.run([cc, "-O2", "-fPIC", "-shared", "-I", os.path.dirname(headers[-1]), "-o", out,
+                    source], check=True)
+    return out
 
 
 def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
                       setup=setup_filters):
-    rb = Server("%s + RedisBloom" % label, redis_server(binary, rb_so))
-    ours = Server("%s + bloomgate" % label, redis_server(binary, module))
+    floor_so = args.floor_so if commands is COMMANDS else None
+    servers = [Server("%s + RedisBloom" % label, redis_server(binary, rb_so))]
     try:
-        for s in (rb, ours):
+        servers.append(Server("%s + bloomgate" % label, redis_server(binary, module)))
+        if floor_so:
+            servers.append(Server("%s + floor" % label, redis_server(binary, floor_so)))
+        rb, ours = servers[0], servers[1]
+        for s in servers:
             setup(s.client)
             s.client.call("CONFIG", "RESETSTAT")
-        runs = interleaved(rb, ours, commands, args)
+        runs = interleaved(rb, ours, commands, args, extra=servers[2:])
         rates = {k: [rps for rps, _ in v] for k, v in runs.items()}
         stats = {s is ours: commandstats(s.client) for s in (rb, ours)}
+        floor_stats = commandstats(servers[2].client) if floor_so else {}
     finally:
-        rb.close()
-        ours.close()
+        for s in servers:
+            s.close()
     rows = []
     for command, _ in commands:
         a, b = stats[False].get(command, (0, 0))[1], stats[True].get(command, (0, 0))[1]
@@ -283,6 +314,23 @@ def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
           % (label, args.rounds),
           ["command", "usec RB", "usec ours", "ratio", "P1 RB", "P1 ours", "ratio",
            "P16 RB", "P16 ours", "ratio"], rows)
+    if floor_so:
+        rows = []
+        floor_name = servers[2].name
+        for command, _ in commands:
+            a = stats[False].get(command, (0, 0))[1]
+            f = floor_stats.get(command, (0, 0))[1]
+            row = [command, "%.3f" % a, "%.3f" % f, "%.2f" % ratio(f, a)]
+            for pipeline in (1, 16):
+                ra = sum(rates[(False, pipeline, command)]) / args.rounds
+                rf = sum(rates[(floor_name, pipeline, command)]) / args.rounds
+                row += ["%.0f" % rf, "%.2f" % ratio(rf, ra)]
+            rows.append(row)
+        table("the module API's floor in %s (scripts/module_floor.c: key open, type check, reply, "
+              "replication, no filter; same runs): usec per call and throughput, each against "
+              "RedisBloom's — no module can beat these ratios" % label,
+              ["command", "usec RB", "usec floor", "floor/RB", "P1 floor", "floor/RB",
+               "P16 floor", "floor/RB"], rows)
     if args.callgrind and commands is COMMANDS:
         if not shutil.which("valgrind"):
             print("(no valgrind: instruction counts skipped)")
@@ -290,11 +338,17 @@ def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
         n = int(20000 * args.scale)
         a = callgrind_per_call(binary, rb_so, n)
         b = callgrind_per_call(binary, module, n)
-        rows = [[c, "%.0f" % a.get(c, 0), "%.0f" % b.get(c, 0), "%.2f" % ratio(b.get(c, 0), a.get(c, 0))]
-                for c, _ in COMMANDS]
+        f = callgrind_per_call(binary, floor_so, n) if floor_so else {}
+        rows = []
+        for c, _ in COMMANDS:
+            row = [c, "%.0f" % a.get(c, 0), "%.0f" % b.get(c, 0), "%.2f" % ratio(b.get(c, 0), a.get(c, 0))]
+            if floor_so:
+                row += ["%.0f" % f.get(c, 0), "%.2f" % ratio(f.get(c, 0), a.get(c, 0))]
+            rows.append(row)
         table("instructions per call inside RedisModuleCommandDispatcher, %s (callgrind, %d calls "
               "at -P 16, -c 1; independent of machine load)" % (label, n),
-              ["command", "RedisBloom", "bloomgate", "ratio"], rows)
+              ["command", "RedisBloom", "bloomgate", "ratio"]
+              + (["floor", "floor/RB"] if floor_so else []), rows)
 
 
 def serve_comparison(redis8, rb8, bloomgate, args):
@@ -305,7 +359,10 @@ def serve_comparison(redis8, rb8, bloomgate, args):
     try:
         for s in (rb, ours):
             setup_filters(s.client)
-        runs = interleaved(rb, ours, COMMANDS, args, cpu=True)
+        # With --floor, PING too: each server's request path alone (read, parse, reply, write),
+        # the part of every command's CPU that no command can save.
+        commands = COMMANDS + ([("PING", "")] if args.floor else [])
+        runs = interleaved(rb, ours, commands, args, cpu=True)
         rates = {k: [rps for rps, _ in v] for k, v in runs.items()}
         cpu = {k: [used for _, used in v] for k, v in runs.items()}
     finally:
@@ -313,7 +370,7 @@ def serve_comparison(redis8, rb8, bloomgate, args):
         ours.close()
     rows = []
     for pipeline in (1, 16):
-        for command, _ in COMMANDS:
+        for command, _ in commands:
             mean = lambda d, k: sum(d[k]) / len(d[k])
             ca, cb = mean(cpu, (False, pipeline, command)), mean(cpu, (True, pipeline, command))
             ra, rbm = mean(rates, (False, pipeline, command)), mean(rates, (True, pipeline, command))
@@ -407,6 +464,8 @@ def main():
     p.add_argument("--scale", type=float, default=1.0, help="multiplies every request count")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--callgrind", action="store_true", help="also count instructions per call")
+    p.add_argument("--floor", action="store_true",
+                   help="also run scripts/module_floor.c (the module API's own cost) beside them")
     p.add_argument("--redisbloom", default=os.environ.get("REDISBLOOM_DIR"))
     p.add_argument("--redis8", default=os.environ.get("REDIS8_SERVER", "/tmp/bloomgate-peer/bin/redis-server"))
     p.add_argument("--redis7", default=os.environ.get("REDIS7_SERVER", shutil.which("redis-server") or ""))
@@ -414,6 +473,7 @@ def main():
     p.add_argument("--bloomgate", default="target/release/bloomgate")
     args = p.parse_args()
     only = set(args.only.split(","))
+    args.floor_so = build_floor() if args.floor and "module" in only else None
     module = os.path.abspath(args.module)
     bloomgate = os.path.abspath(args.bloomgate)
     rb_dir = args.redisbloom
@@ -462,6 +522,8 @@ def main():
         else:
             bgsave_comparison(redis8, rb8, bloomgate, args)
     print("\nload average %s at end" % loadavg())
+    if args.floor_so:
+        shutil.rmtree(os.path.dirname(args.floor_so), ignore_errors=True)
     return 0
 
 

@@ -1,0 +1,122 @@
+/* The module API's floor: what any Redis module's BF.ADD / BF.EXISTS / CF.ADD / CF.EXISTS
+ * costs before its filter does any work.
+ *
+ * Built and loaded by `scripts/redisbloom_bench.py --floor` (cc -shared against the
+ * redismodule.h that the redis-module crate ships). It registers the four commands under the
+ * same names and flags as bloomgate's module, with the module API calls a correct
+ * implementation cannot avoid and nothing else:
+ *
+ *   ADD:    OpenKey(READ|WRITE), KeyType, ModuleTypeGetType + ModuleTypeGetValue (or create
+ *           the value on an empty key), the item's bytes, ReplyWithLongLong, ReplicateVerbatim
+ *           (an added item must reach replicas and the AOF), CloseKey.
+ *   EXISTS: OpenKey(READ), the same type check and value, the item's bytes,
+ *           ReplyWithLongLong, CloseKey.
+ *
+ * The "filter" is one counter bumped per call, so every server-side microsecond and every
+ * instruction counted here is the host's. A module whose per-call cost is to be X times
+ * RedisBloom's must fit its own work (hashing, probes, scaling checks) into
+ * X * RedisBloom's cost minus this floor. BF.RESERVE / CF.RESERVE create the value (the
+ * benchmark's setup). Never loaded in production: it has no RDB support.
+ */
+#define REDISMODULE_MAIN
+#include "redismodule.h"
+
+#include <stdint.h>
+
+static RedisModuleType *FloorType;
+
+typedef struct {
+    uint64_t touched;
+    uint64_t last_len;
+} Floor;
+
+static void floor_free(void *value) { RedisModule_Free(value); }
+
+/* Opens argv[1] in `mode`; returns its value, creating it on an empty key when `create`.
+ * NULL (with the reply sent) on a key of another type, or a missing one. */
+static Floor *floor_value(RedisModuleCtx *ctx, RedisModuleKey *key, int create) {
+    int type = RedisModule_KeyType(key);
+    if (type == REDISMODULE_KEYTYPE_EMPTY) {
+        if (!create) {
+            RedisModule_ReplyWithLongLong(ctx, 0);
+            return NULL;
+        }
+        Floor *value = RedisModule_Calloc(1, sizeof(Floor));
+        RedisModule_ModuleTypeSetValue(key, FloorType, value);
+        return value;
+    }
+    if (type != REDISMODULE_KEYTYPE_MODULE || RedisModule_ModuleTypeGetType(key) != FloorType) {
+        RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+        return NULL;
+    }
+    return RedisModule_ModuleTypeGetValue(key);
+}
+
+static int floor_add(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    Floor *value = floor_value(ctx, key, 1);
+    if (value) {
+        size_t len;
+        RedisModule_StringPtrLen(argv[2], &len);
+        value->touched++;
+        value->last_len = len;
+        RedisModule_ReplyWithLongLong(ctx, 1);
+        RedisModule_ReplicateVerbatim(ctx);
+    }
+    RedisModule_CloseKey(key);
+    return REDISMODULE_OK;
+}
+
+static int floor_exists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 3) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ);
+    Floor *value = floor_value(ctx, key, 0);
+    if (value) {
+        size_t len;
+        RedisModule_StringPtrLen(argv[2], &len);
+        RedisModule_ReplyWithLongLong(ctx, (long long)((value->touched + len) & 1));
+    }
+    RedisModule_CloseKey(key);
+    return REDISMODULE_OK;
+}
+
+static int floor_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 3) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    if (floor_value(ctx, key, 1)) {
+        RedisModule_ReplyWithSimpleString(ctx, "OK");
+        RedisModule_ReplicateVerbatim(ctx);
+    }
+    RedisModule_CloseKey(key);
+    return REDISMODULE_OK;
+}
+
+int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    (void)argv;
+    (void)argc;
+    if (RedisModule_Init(ctx, "floor", 1, REDISMODULE_APIVER_1) == REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    RedisModuleTypeMethods methods = {.version = REDISMODULE_TYPE_METHOD_VERSION,
+                                      .free = floor_free};
+    FloorType = RedisModule_CreateDataType(ctx, "bg-floor1", 0, &methods);
+    if (FloorType == NULL) return REDISMODULE_ERR;
+    struct {
+        const char *name;
+        RedisModuleCmdFunc fn;
+        const char *flags;
+    } commands[] = {
+        {"bf.add", floor_add, "write deny-oom"},
+        {"bf.exists", floor_exists, "readonly fast"},
+        {"cf.add", floor_add, "write deny-oom"},
+        {"cf.exists", floor_exists, "readonly fast"},
+        {"bf.reserve", floor_reserve, "write deny-oom"},
+        {"cf.reserve", floor_reserve, "write deny-oom"},
+    };
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (RedisModule_CreateCommand(ctx, commands[i].name, commands[i].fn, commands[i].flags, 1,
+                                      1, 1) == REDISMODULE_ERR)
+            return REDISMODULE_ERR;
+    }
+    return REDISMODULE_OK;
+}

@@ -47,19 +47,40 @@ impl BuildHasher for Xxh3Build {
     }
 }
 
-/// What differs between the two fastbloom contenders: the hasher and how k is chosen.
+/// [`Xxh3Build`] for the counting contender (`fastbloom-samehash-counted`): the same hash, a
+/// distinct type so that it is its own flavour.
+#[derive(Clone, Copy, Default)]
+pub struct Xxh3BuildCounted;
+
+impl BuildHasher for Xxh3BuildCounted {
+    type Hasher = Xxh3Hasher;
+    fn build_hasher(&self) -> Xxh3Hasher {
+        Xxh3Hasher(0)
+    }
+}
+
+/// What differs between the fastbloom contenders: the hasher, how k is chosen, and whether the
+/// timed insert uses its "was it there" answer.
 pub trait FastbloomFlavour: BuildHasher + Send + Sized {
     const NAME: &'static str;
+    /// The timed insert counts the keys fastbloom reports as new, as an exact item count needs
+    /// (bloomgate's filters keep one: `len()`); otherwise the answer is dropped, as most users
+    /// do, and the compiler skips reading the probed words.
+    const COUNTS: bool = false;
     fn make(plan: &Plan) -> fastbloom::BloomFilter<Self>;
     /// `config` text for k hashes.
     fn describe(k: u32) -> String;
 }
 
-/// A `fastbloom::BloomFilter` contender with hasher `S`.
-pub struct Fastbloom<S = fastbloom::DefaultHasher>(fastbloom::BloomFilter<S>);
+/// A `fastbloom::BloomFilter` contender with hasher `S`, and the keys it reported as new (when
+/// `S::COUNTS`).
+pub struct Fastbloom<S = fastbloom::DefaultHasher>(fastbloom::BloomFilter<S>, u64);
 
 /// `fastbloom` with our hash and our classic filter's m and k, to compare the filter cores alone.
 pub type FastbloomSameHash = Fastbloom<Xxh3Build>;
+
+/// [`FastbloomSameHash`] whose insert keeps an exact count of new keys, as bloomgate's does.
+pub type FastbloomSameHashCounted = Fastbloom<Xxh3BuildCounted>;
 
 /// One random SipHash key per run: every copy of a fill shares it, so the copies can be unioned.
 fn run_seed() -> u128 {
@@ -96,16 +117,32 @@ impl FastbloomFlavour for Xxh3Build {
     }
 }
 
+impl FastbloomFlavour for Xxh3BuildCounted {
+    const NAME: &'static str = "fastbloom-samehash-counted";
+    const COUNTS: bool = true;
+    fn make(plan: &Plan) -> fastbloom::BloomFilter<Self> {
+        fastbloom::BloomFilter::with_num_bits(plan.bits as usize)
+            .hasher(Xxh3BuildCounted)
+            .hashes(model::classic_best_k(plan.bits_per_item))
+    }
+    fn describe(k: u32) -> String {
+        format!("as fastbloom-samehash (k={k}), the timed insert counting the keys reported new (an exact item count, as bloomgate-classic keeps); classic")
+    }
+}
+
 impl<S: FastbloomFlavour> Contender for Fastbloom<S> {
     const NAME: &'static str = S::NAME;
     const FILL: Fill = Fill::Merge;
 
     fn empty(plan: &Plan) -> Result<Self, String> {
-        Ok(Fastbloom(S::make(plan)))
+        Ok(Fastbloom(S::make(plan), 0))
     }
 
     fn insert(&mut self, key: &Key) {
-        self.0.insert(key);
+        let present = self.0.insert(key);
+        if S::COUNTS {
+            self.1 += u64::from(!present);
+        }
     }
 
     /// Hashes ahead and prefetches the k words fastbloom 0.17 will set (its double hashing:

@@ -148,7 +148,7 @@ pub fn floor_for(floors: &[Floor], bytes: u64, pattern: &str) -> Option<f64> {
 pub fn print_table(title: &str, rows: &[Summary], floors: &[Floor], hash_ns: f64) {
     eprintln!("\n== {title}   (hash-only XXH3-128: {hash_ns:.2} ns/key)");
     eprintln!(
-        "{:<22} {:>10} {:>9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>7} {:>7}",
+        "{:<26} {:>10} {:>9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>7} {:>7}",
         "filter",
         "memory",
         "bits/it",
@@ -173,7 +173,7 @@ pub fn print_table(title: &str, rows: &[Summary], floors: &[Floor], hash_ns: f64
             _ => "-".into(),
         };
         eprintln!(
-            "{:<22} {:>10} {:>9.2} {:>7.2} {:>8.2} {:>8.2} {:>8.2} {:>8} {:>9.4} {:>9} {:>7} {:>7.2} {:>7}",
+            "{:<26} {:>10} {:>9.2} {:>7.2} {:>8.2} {:>8.2} {:>8.2} {:>8} {:>9.4} {:>9} {:>7} {:>7.2} {:>7}",
             s.filter,
             human_bytes(s.bytes),
             s.bits_per_item,

@@ -9,7 +9,7 @@
    inside RedisModuleCommandDispatcher under valgrind: independent of machine load. With
    --floor, a third server in the same binary runs scripts/module_floor.c (built here with cc):
    the four commands doing only the module API calls any implementation needs (open the key,
-   check its type, reply, replicate an add), no filter — the host's share of every figure.
+   check its type, reply, replicate a CF.ADD), no filter — the host's share of every figure.
    sketches — the same for CMS.INCRBY/QUERY, TOPK.ADD/QUERY, TDIGEST.ADD/QUANTILE in Redis 8.2.
 2. serve   — `bloomgate serve` against Redis 8.2 + RedisBloom 8, both with an append-only log
    fsynced every second: the server process' CPU time (user + system, all threads) per request

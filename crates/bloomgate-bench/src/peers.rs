@@ -105,12 +105,17 @@ impl FastbloomFlavour for fastbloom::DefaultHasher {
     }
 }
 
+/// fastbloom with `hasher` and our classic filter's m and k (the same-hash contenders).
+fn like_our_classic<H: BuildHasher>(plan: &Plan, hasher: H) -> fastbloom::BloomFilter<H> {
+    fastbloom::BloomFilter::with_num_bits(plan.bits as usize)
+        .hasher(hasher)
+        .hashes(model::classic_best_k(plan.bits_per_item))
+}
+
 impl FastbloomFlavour for Xxh3Build {
     const NAME: &'static str = "fastbloom-samehash";
     fn make(plan: &Plan) -> fastbloom::BloomFilter<Self> {
-        fastbloom::BloomFilter::with_num_bits(plan.bits as usize)
-            .hasher(Xxh3Build)
-            .hashes(model::classic_best_k(plan.bits_per_item))
+        like_our_classic(plan, Xxh3Build)
     }
     fn describe(k: u32) -> String {
         format!("same bits/item; XXH3-128 low word via hasher API; k={k} (as bloomgate-classic); classic")
@@ -121,9 +126,7 @@ impl FastbloomFlavour for Xxh3BuildCounted {
     const NAME: &'static str = "fastbloom-samehash-counted";
     const COUNTS: bool = true;
     fn make(plan: &Plan) -> fastbloom::BloomFilter<Self> {
-        fastbloom::BloomFilter::with_num_bits(plan.bits as usize)
-            .hasher(Xxh3BuildCounted)
-            .hashes(model::classic_best_k(plan.bits_per_item))
+        like_our_classic(plan, Xxh3BuildCounted)
     }
     fn describe(k: u32) -> String {
         format!("as fastbloom-samehash (k={k}), the timed insert counting the keys reported new (an exact item count, as bloomgate-classic keeps); classic")

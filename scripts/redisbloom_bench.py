@@ -245,8 +245,8 @@ def callgrind_per_call(binary, module, n):
 def interleaved(rb, ours, commands, args, cpu=False, extra=()):
     """Runs every command at -P 1 and -P 16 against both servers (and the `extra` ones, after
     them), `args.rounds` times, alternating which side goes first round by round. Returns
-    {(is ours, pipeline, command): [(requests/s, server CPU microseconds per request or
-    None)]}, and the extra servers' runs under (their name, pipeline, command)."""
+    {(server name, pipeline, command): [(requests/s, server CPU microseconds per request or
+    None)]}."""
     n1, n16 = int(100000 * args.scale), int(600000 * args.scale)
     runs = {}
     for rnd in range(args.rounds):
@@ -258,8 +258,7 @@ def interleaved(rb, ours, commands, args, cpu=False, extra=()):
                     before = s.cpu_ns() if cpu else 0
                     rps = benchmark(s.port, n, pipeline, command, key)
                     used = (s.cpu_ns() - before) / 1000 / n if cpu else None
-                    role = (s is ours) if s in order else s.name
-                    runs.setdefault((role, pipeline, command), []).append((rps, used))
+                    runs.setdefault((s.name, pipeline, command), []).append((rps, used))
     return runs
 
 
@@ -294,19 +293,23 @@ def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
             setup(s.client)
             s.client.call("CONFIG", "RESETSTAT")
         runs = interleaved(rb, ours, commands, args, extra=servers[2:])
-        rates = {k: [rps for rps, _ in v] for k, v in runs.items()}
-        stats = {s is ours: commandstats(s.client) for s in (rb, ours)}
-        floor_stats = commandstats(servers[2].client) if floor_so else {}
+        stats = {s.name: commandstats(s.client) for s in servers}
     finally:
         for s in servers:
             s.close()
+
+    def usec(server, command):
+        return stats[server.name].get(command, (0, 0))[1]
+
+    def rps(server, pipeline, command):
+        return sum(r for r, _ in runs[(server.name, pipeline, command)]) / args.rounds
+
     rows = []
     for command, _ in commands:
-        a, b = stats[False].get(command, (0, 0))[1], stats[True].get(command, (0, 0))[1]
+        a, b = usec(rb, command), usec(ours, command)
         row = [command, "%.3f" % a, "%.3f" % b, "%.2f" % ratio(b, a)]
         for pipeline in (1, 16):
-            ra = sum(rates[(False, pipeline, command)]) / args.rounds
-            rbm = sum(rates[(True, pipeline, command)]) / args.rounds
+            ra, rbm = rps(rb, pipeline, command), rps(ours, pipeline, command)
             row += ["%.0f" % ra, "%.0f" % rbm, "%.2f" % ratio(rbm, ra)]
         rows.append(row)
     table("module vs RedisBloom in %s (%d rounds, -c 50, -r 100000; usec = INFO commandstats "
@@ -316,15 +319,13 @@ def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
            "P16 RB", "P16 ours", "ratio"], rows)
     if floor_so:
         rows = []
-        floor_name = servers[2].name
+        floor = servers[2]
         for command, _ in commands:
-            a = stats[False].get(command, (0, 0))[1]
-            f = floor_stats.get(command, (0, 0))[1]
+            a, f = usec(rb, command), usec(floor, command)
             row = [command, "%.3f" % a, "%.3f" % f, "%.2f" % ratio(f, a)]
             for pipeline in (1, 16):
-                ra = sum(rates[(False, pipeline, command)]) / args.rounds
-                rf = sum(rates[(floor_name, pipeline, command)]) / args.rounds
-                row += ["%.0f" % rf, "%.2f" % ratio(rf, ra)]
+                rf = rps(floor, pipeline, command)
+                row += ["%.0f" % rf, "%.2f" % ratio(rf, rps(rb, pipeline, command))]
             rows.append(row)
         table("the module API's floor in %s (scripts/module_floor.c: key open, type check, reply, "
               "replication, no filter; same runs): usec per call and throughput, each against "
@@ -372,8 +373,8 @@ def serve_comparison(redis8, rb8, bloomgate, args):
     for pipeline in (1, 16):
         for command, _ in commands:
             mean = lambda d, k: sum(d[k]) / len(d[k])
-            ca, cb = mean(cpu, (False, pipeline, command)), mean(cpu, (True, pipeline, command))
-            ra, rbm = mean(rates, (False, pipeline, command)), mean(rates, (True, pipeline, command))
+            ca, cb = mean(cpu, (rb.name, pipeline, command)), mean(cpu, (ours.name, pipeline, command))
+            ra, rbm = mean(rates, (rb.name, pipeline, command)), mean(rates, (ours.name, pipeline, command))
             rows.append(["P%d %s" % (pipeline, command), "%.2f" % ca, "%.2f" % cb,
                          "%.2f" % ratio(cb, ca), "%.0f" % ra, "%.0f" % rbm, "%.2f" % ratio(rbm, ra)])
     table("bloomgate serve vs Redis 8.2 + RedisBloom (appendfsync everysec, -c 50; CPU = server "

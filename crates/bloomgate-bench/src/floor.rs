@@ -7,18 +7,28 @@
 //!   [`AHEAD`] reads early and prefetched, the way the filters' batched queries work. This is the
 //!   random-line *throughput* of the memory system: the floor a one-line query can approach when
 //!   queries overlap (`query_miss_batch` is judged against it).
+//! - `hashed`: the independent pattern plus, for read i, XXH3-128 (`KeyHash::of`, as the filters
+//!   hash) of the i-th of [`HASHED_KEYS`] 16-byte keys, folded into the sum; no address depends
+//!   on it. The floor of any batched query that must hash each key and read one random line:
+//!   on the development machine the hash's work does not overlap the memory stalls, so this is
+//!   about the independent floor plus the hash-only cost, not the larger of the two
+//!   (`query_miss_batch` is judged against it as well).
 //! - `dependent`: a pointer chase through a random cycle of all lines, each address read from the
 //!   previous line, so one miss at a time: the random-line *latency*, for reference (what a query
 //!   that cannot overlap with the next one pays).
 
-use crate::keys::mix;
+use crate::keys::{keys, mix, Key, Stream};
 use crate::timing::ns_per_op;
+use bloomgate::KeyHash;
 use std::ops::Range;
 
 const LINE_WORDS: usize = 8; // 64-byte lines of u64
 
 /// Reads in flight in the independent pattern: prefetch distance, in lines.
 pub const AHEAD: usize = 32;
+
+/// Keys cycled through by the hashed pattern (16 MiB of keys, like the bench's query sets).
+pub const HASHED_KEYS: usize = 1 << 20;
 
 /// A floor measurement: ns per line for one access pattern on a buffer of `bytes`.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -31,12 +41,16 @@ pub struct Floor {
 /// The library's prefetch hint, so the floor and the filters issue the same instruction.
 pub use bloomgate::prefetch;
 
-/// Measures both patterns on a fresh buffer of `bytes` (rounded up to whole lines), best of
+/// Measures the three patterns on a fresh buffer of `bytes` (rounded up to whole lines), best of
 /// `reps` runs of `reads` accesses each (fewer for the slow chase on large buffers).
-pub fn probe(bytes: u64, reads: usize, reps: u32) -> [Floor; 2] {
+pub fn probe(bytes: u64, reads: usize, reps: u32) -> [Floor; 3] {
     let lines = (bytes.div_ceil(64)).max(2) as usize;
     let buf = chase_buffer(lines);
     let independent = ns_per_op(reps, reads, |_, r| independent_reads(&buf, lines as u64, r));
+    let keys = keys(Stream::Absent, 0, HASHED_KEYS);
+    let hashed = ns_per_op(reps, reads, |_, r| {
+        hashed_reads(&buf, lines as u64, &keys, r)
+    });
     // The chase continues from block to block and restarts at line 0 with each repetition, so
     // block i covers the same lines in every repetition.
     let steps = reads.min(if bytes > (64 << 20) {
@@ -57,6 +71,11 @@ pub fn probe(bytes: u64, reads: usize, reps: u32) -> [Floor; 2] {
             bytes,
             pattern: "independent",
             ns_per_line: independent,
+        },
+        Floor {
+            bytes,
+            pattern: "hashed",
+            ns_per_line: hashed,
         },
         Floor {
             bytes,
@@ -109,6 +128,27 @@ fn independent_reads(buf: &[u64], lines: u64, reads: Range<usize>) -> u64 {
     sum
 }
 
+/// [`independent_reads`] with read i also hashing `keys[i % keys.len()]` the way the filters do
+/// (XXH3-128, seed 0), folded into the sum; the lines read are the same.
+fn hashed_reads(buf: &[u64], lines: u64, keys: &[Key], reads: Range<usize>) -> u64 {
+    let word_of = |i: usize| ((mix(i as u64) as u128 * lines as u128) >> 64) as usize * LINE_WORDS;
+    let mut ring = [0usize; AHEAD];
+    for j in reads.start..reads.start + AHEAD {
+        ring[j % AHEAD] = word_of(j);
+        prefetch(buf.as_ptr().wrapping_add(ring[j % AHEAD]));
+    }
+    let mut sum = 0u64;
+    for i in reads {
+        let ahead = word_of(i + AHEAD);
+        prefetch(buf.as_ptr().wrapping_add(ahead));
+        let slot = &mut ring[i % AHEAD];
+        let hash = KeyHash::of(&keys[i % keys.len()], 0).lo;
+        sum = sum.wrapping_add(buf[*slot + 1]) ^ hash;
+        *slot = ahead;
+    }
+    sum
+}
+
 /// `steps` loads from `line` on, each address read from the previous line; returns the last.
 fn pointer_chase(buf: &[u64], mut line: usize, steps: usize) -> usize {
     for _ in 0..steps {
@@ -123,9 +163,12 @@ mod tests {
 
     #[test]
     fn chase_is_one_cycle_and_numbers_are_sane() {
-        let [ind, dep] = probe(64 * 1000, 100_000, 1);
-        assert!(ind.ns_per_line > 0.0 && dep.ns_per_line > 0.0);
-        assert_eq!(ind.pattern, "independent");
+        let [ind, hashed, dep] = probe(64 * 1000, 100_000, 1);
+        assert!(ind.ns_per_line > 0.0 && hashed.ns_per_line > 0.0 && dep.ns_per_line > 0.0);
+        assert_eq!(
+            [ind.pattern, hashed.pattern, dep.pattern],
+            ["independent", "hashed", "dependent"]
+        );
         // A single cycle: after `lines` steps from line 0 we are back at line 0, not before.
         let lines = 1000usize;
         let buf = chase_buffer(lines);
@@ -145,5 +188,12 @@ mod tests {
             .map(|i| ((mix(i) as u128 * lines as u128) >> 64) as u64)
             .sum();
         assert_eq!(independent_reads(&buf, lines, 10..500), expected);
+        // The hashed pattern reads the same lines and folds in each key's hash.
+        let keys = keys(Stream::Absent, 0, 64);
+        let expected = (10..500usize).fold(0u64, |sum, i| {
+            let line = ((mix(i as u64) as u128 * lines as u128) >> 64) as u64;
+            sum.wrapping_add(line) ^ KeyHash::of(&keys[i % 64], 0).lo
+        });
+        assert_eq!(hashed_reads(&buf, lines, &keys, 10..500), expected);
     }
 }

@@ -297,15 +297,16 @@ fn hash_only_ns(keys: &[Key], reps: u32) -> f64 {
 
 /// Measures the floor for a buffer of `bytes` and reports it.
 fn probe_floor(run: &mut Run, bytes: u64) {
-    let [independent, dependent] = floor::probe(bytes, scaled(20_000_000) as usize, 3);
+    let [independent, hashed, dependent] = floor::probe(bytes, scaled(20_000_000) as usize, 3);
     eprintln!(
-        "  floor at {}: {:.2} ns/line independent ({} in flight), {:.1} ns/line dependent",
+        "  floor at {}: {:.2} ns/line independent ({} in flight), {:.2} hashing each key too, {:.1} ns/line dependent",
         report::human_bytes(bytes),
         independent.ns_per_line,
         floor::AHEAD,
+        hashed.ns_per_line,
         dependent.ns_per_line
     );
-    run.floors.extend([independent, dependent]);
+    run.floors.extend([independent, hashed, dependent]);
 }
 
 /// Runs the named contenders at one size, with the floor for a buffer of the filter's size;

@@ -9,7 +9,7 @@
 //! with `vpsllvq`, and tested against the block with two `vptest`; elsewhere a portable kernel
 //! computes bit-identical masks. Batched calls hash ahead and prefetch the block
 //! `LINES_IN_FLIGHT` (48) keys ahead, so out-of-cache filters approach the random-line-read floor.
-//! Measured (2 vCPU Zen 4 VM while other builds kept the load average at ~11, so absolute
+//! Measured (2 vCPU Zen 5 VM while other builds kept the load average at ~11, so absolute
 //! numbers are inflated and noisy; per-thread CPU time, 1M 16-byte keys at 10 bits/key,
 //! 10M absent-key queries, best of three): hash alone 3.9 ns; floor "hash + one random read in
 //! a same-size buffer" 7.7 ns; `contains` 24 ns; `contains_hash` 13 ns; `contains_batch`

@@ -8,7 +8,7 @@ use crate::hash::KeyHash;
 /// flight is prefetched `LINES_IN_FLIGHT / lines` keys ahead (48 keys for the one-line
 /// layouts, 24 for the classic one, see `BitLayout::lines`), so the memory system sees about
 /// the same number of outstanding misses whatever the layout. Tuned on the reference machine
-/// (Zen 4 VM, 256 MiB FastLocal and blocked filters, `bloomgate-bench --quick`, three
+/// (Zen 5 VM, 256 MiB FastLocal and blocked filters, `bloomgate-bench --quick`, three
 /// interleaved runs each): batched query ÷ the random-line floor 1.60–1.72 at 24 lines,
 /// 1.18–1.34 at 40, 1.24–1.34 at 48, 1.24–1.39 at 64, 1.17–1.76 at 96–128 (past the core's
 /// miss buffers the prefetches queue and the ring evicts its own lines).

@@ -46,10 +46,12 @@ pub use bloomgate::prefetch;
 pub fn probe(bytes: u64, reads: usize, reps: u32) -> [Floor; 3] {
     let lines = (bytes.div_ceil(64)).max(2) as usize;
     let buf = chase_buffer(lines);
-    let independent = ns_per_op(reps, reads, |_, r| independent_reads(&buf, lines as u64, r));
+    let independent = ns_per_op(reps, reads, |_, r| {
+        independent_reads(&buf, lines as u64, r, |_| 0)
+    });
     let keys = keys(Stream::Absent, 0, HASHED_KEYS);
     let hashed = ns_per_op(reps, reads, |_, r| {
-        hashed_reads(&buf, lines as u64, &keys, r)
+        independent_reads(&buf, lines as u64, r, hash_of(&keys))
     });
     // The chase continues from block to block and restarts at line 0 with each repetition, so
     // block i covers the same lines in every repetition.
@@ -108,8 +110,14 @@ fn chase_buffer(lines: usize) -> Vec<u64> {
 
 /// Reads one word from each of the random lines numbered by `reads` (line of read i: a hash of
 /// i, so no address depends on a load), prefetching the line of read i + [`AHEAD`] before reading
-/// that of read i; summed so that no read can be elided.
-fn independent_reads(buf: &[u64], lines: u64, reads: Range<usize>) -> u64 {
+/// that of read i; summed, with `also(i)` xored in, so that no read can be elided. `also` is the
+/// per-read work of the pattern (`|_| 0` for none: the xor compiles away).
+fn independent_reads(
+    buf: &[u64],
+    lines: u64,
+    reads: Range<usize>,
+    also: impl Fn(usize) -> u64,
+) -> u64 {
     let word_of = |i: usize| ((mix(i as u64) as u128 * lines as u128) >> 64) as usize * LINE_WORDS;
     // ring[j % AHEAD] holds the word of read j, for the AHEAD reads ahead of the current one.
     let mut ring = [0usize; AHEAD];
@@ -122,31 +130,16 @@ fn independent_reads(buf: &[u64], lines: u64, reads: Range<usize>) -> u64 {
         let ahead = word_of(i + AHEAD);
         prefetch(buf.as_ptr().wrapping_add(ahead));
         let slot = &mut ring[i % AHEAD];
-        sum = sum.wrapping_add(buf[*slot + 1]);
+        sum = sum.wrapping_add(buf[*slot + 1]) ^ also(i);
         *slot = ahead;
     }
     sum
 }
 
-/// [`independent_reads`] with read i also hashing `keys[i % keys.len()]` the way the filters do
-/// (XXH3-128, seed 0), folded into the sum; the lines read are the same.
-fn hashed_reads(buf: &[u64], lines: u64, keys: &[Key], reads: Range<usize>) -> u64 {
-    let word_of = |i: usize| ((mix(i as u64) as u128 * lines as u128) >> 64) as usize * LINE_WORDS;
-    let mut ring = [0usize; AHEAD];
-    for j in reads.start..reads.start + AHEAD {
-        ring[j % AHEAD] = word_of(j);
-        prefetch(buf.as_ptr().wrapping_add(ring[j % AHEAD]));
-    }
-    let mut sum = 0u64;
-    for i in reads {
-        let ahead = word_of(i + AHEAD);
-        prefetch(buf.as_ptr().wrapping_add(ahead));
-        let slot = &mut ring[i % AHEAD];
-        let hash = KeyHash::of(&keys[i % keys.len()], 0).lo;
-        sum = sum.wrapping_add(buf[*slot + 1]) ^ hash;
-        *slot = ahead;
-    }
-    sum
+/// The hashed pattern's per-read work: XXH3-128 of `keys[i % keys.len()]` the way the filters
+/// hash (seed 0), low word.
+fn hash_of(keys: &[Key]) -> impl Fn(usize) -> u64 + '_ {
+    move |i| KeyHash::of(&keys[i % keys.len()], 0).lo
 }
 
 /// `steps` loads from `line` on, each address read from the previous line; returns the last.
@@ -187,13 +180,16 @@ mod tests {
         let expected: u64 = (10..500u64)
             .map(|i| ((mix(i) as u128 * lines as u128) >> 64) as u64)
             .sum();
-        assert_eq!(independent_reads(&buf, lines, 10..500), expected);
+        assert_eq!(independent_reads(&buf, lines, 10..500, |_| 0), expected);
         // The hashed pattern reads the same lines and folds in each key's hash.
         let keys = keys(Stream::Absent, 0, 64);
         let expected = (10..500usize).fold(0u64, |sum, i| {
             let line = ((mix(i as u64) as u128 * lines as u128) >> 64) as u64;
             sum.wrapping_add(line) ^ KeyHash::of(&keys[i % 64], 0).lo
         });
-        assert_eq!(hashed_reads(&buf, lines, &keys, 10..500), expected);
+        assert_eq!(
+            independent_reads(&buf, lines, 10..500, hash_of(&keys)),
+            expected
+        );
     }
 }

@@ -129,10 +129,13 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
-/// The floor to compare a filter of `bytes` against: the probe on the nearest buffer size.
+/// The floor to compare a filter of `bytes` against: the probe on the nearest buffer size, the
+/// latest one when a size was probed more than once (`--bits` probes each size per group, and
+/// a group's table follows its own probe).
 pub fn floor_for(floors: &[Floor], bytes: u64, pattern: &str) -> Option<f64> {
     floors
         .iter()
+        .rev()
         .filter(|f| f.pattern == pattern)
         .min_by(|a, b| {
             let da = (a.bytes as f64 / bytes as f64).ln().abs();
@@ -195,5 +198,31 @@ pub fn print_table(title: &str, rows: &[Summary], floors: &[Floor], hash_ns: f64
     }
     for s in rows {
         eprintln!("  {:<20} {}", s.filter, s.config);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The nearest size wins; of two probes of one size, the later one (a group's own).
+    #[test]
+    fn floor_for_takes_the_nearest_size_and_the_latest_probe() {
+        let floor = |bytes, pattern, ns_per_line| Floor {
+            bytes,
+            pattern,
+            ns_per_line,
+        };
+        let floors = [
+            floor(1 << 20, "independent", 1.0),
+            floor(256 << 20, "independent", 6.7),
+            floor(256 << 20, "hashed", 8.3),
+            floor(256 << 20, "independent", 6.5),
+            floor(256 << 20, "hashed", 8.2),
+        ];
+        assert_eq!(floor_for(&floors, 1_250_000, "independent"), Some(1.0));
+        assert_eq!(floor_for(&floors, 256 << 20, "independent"), Some(6.5));
+        assert_eq!(floor_for(&floors, 200 << 20, "hashed"), Some(8.2));
+        assert_eq!(floor_for(&floors, 1 << 20, "dependent"), None);
     }
 }

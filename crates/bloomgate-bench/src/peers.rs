@@ -23,8 +23,10 @@ pub fn xxh3_lo(key: &[u8]) -> u64 {
 
 /// Hands fastbloom XXH3-128 (low word) through its hasher API. A `[u8; 16]` key reaches the
 /// hasher as a length prefix (ignored: all keys have one length) and one `write` of its bytes.
+/// `COUNTED` picks the contender: with it, the timed insert keeps an exact count of new keys
+/// (`fastbloom-samehash-counted`, see [`FastbloomFlavour::COUNTS`]).
 #[derive(Clone, Copy, Default)]
-pub struct Xxh3Build;
+pub struct Xxh3Build<const COUNTED: bool = false>;
 
 /// The hasher behind [`Xxh3Build`]: chains XXH3-128 over each written byte run.
 #[derive(Default)]
@@ -40,19 +42,7 @@ impl Hasher for Xxh3Hasher {
     }
 }
 
-impl BuildHasher for Xxh3Build {
-    type Hasher = Xxh3Hasher;
-    fn build_hasher(&self) -> Xxh3Hasher {
-        Xxh3Hasher(0)
-    }
-}
-
-/// [`Xxh3Build`] for the counting contender (`fastbloom-samehash-counted`): the same hash, a
-/// distinct type so that it is its own flavour.
-#[derive(Clone, Copy, Default)]
-pub struct Xxh3BuildCounted;
-
-impl BuildHasher for Xxh3BuildCounted {
+impl<const COUNTED: bool> BuildHasher for Xxh3Build<COUNTED> {
     type Hasher = Xxh3Hasher;
     fn build_hasher(&self) -> Xxh3Hasher {
         Xxh3Hasher(0)
@@ -80,7 +70,7 @@ pub struct Fastbloom<S = fastbloom::DefaultHasher>(fastbloom::BloomFilter<S>, u6
 pub type FastbloomSameHash = Fastbloom<Xxh3Build>;
 
 /// [`FastbloomSameHash`] whose insert keeps an exact count of new keys, as bloomgate's does.
-pub type FastbloomSameHashCounted = Fastbloom<Xxh3BuildCounted>;
+pub type FastbloomSameHashCounted = Fastbloom<Xxh3Build<true>>;
 
 /// One random SipHash key per run: every copy of a fill shares it, so the copies can be unioned.
 fn run_seed() -> u128 {
@@ -105,31 +95,25 @@ impl FastbloomFlavour for fastbloom::DefaultHasher {
     }
 }
 
-/// fastbloom with `hasher` and our classic filter's m and k (the same-hash contenders).
-fn like_our_classic<H: BuildHasher>(plan: &Plan, hasher: H) -> fastbloom::BloomFilter<H> {
-    fastbloom::BloomFilter::with_num_bits(plan.bits as usize)
-        .hasher(hasher)
-        .hashes(model::classic_best_k(plan.bits_per_item))
-}
-
-impl FastbloomFlavour for Xxh3Build {
-    const NAME: &'static str = "fastbloom-samehash";
+/// The same-hash contenders: fastbloom with our hash and our classic filter's m and k.
+impl<const COUNTED: bool> FastbloomFlavour for Xxh3Build<COUNTED> {
+    const NAME: &'static str = if COUNTED {
+        "fastbloom-samehash-counted"
+    } else {
+        "fastbloom-samehash"
+    };
+    const COUNTS: bool = COUNTED;
     fn make(plan: &Plan) -> fastbloom::BloomFilter<Self> {
-        like_our_classic(plan, Xxh3Build)
+        fastbloom::BloomFilter::with_num_bits(plan.bits as usize)
+            .hasher(Self)
+            .hashes(model::classic_best_k(plan.bits_per_item))
     }
     fn describe(k: u32) -> String {
-        format!("same bits/item; XXH3-128 low word via hasher API; k={k} (as bloomgate-classic); classic")
-    }
-}
-
-impl FastbloomFlavour for Xxh3BuildCounted {
-    const NAME: &'static str = "fastbloom-samehash-counted";
-    const COUNTS: bool = true;
-    fn make(plan: &Plan) -> fastbloom::BloomFilter<Self> {
-        like_our_classic(plan, Xxh3BuildCounted)
-    }
-    fn describe(k: u32) -> String {
-        format!("as fastbloom-samehash (k={k}), the timed insert counting the keys reported new (an exact item count, as bloomgate-classic keeps); classic")
+        if COUNTED {
+            format!("as fastbloom-samehash (k={k}), the timed insert counting the keys reported new (an exact item count, as bloomgate-classic keeps); classic")
+        } else {
+            format!("same bits/item; XXH3-128 low word via hasher API; k={k} (as bloomgate-classic); classic")
+        }
     }
 }
 

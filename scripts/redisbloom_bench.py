@@ -262,6 +262,13 @@ def interleaved(rb, ours, commands, args, cpu=False, extra=()):
     return runs
 
 
+def mean_run(runs, server, pipeline, command, field=0):
+    """The mean over rounds of one figure of `interleaved`'s runs for `server`: field 0 is
+    requests/s, 1 the server CPU microseconds per request."""
+    values = [run[field] for run in runs[(server.name, pipeline, command)]]
+    return sum(values) / len(values)
+
+
 def build_floor():
     """scripts/module_floor.c as a shared object in a temporary directory, or None (with the
     reason printed) when cc or the redis-module crate's redismodule.h is missing."""
@@ -301,15 +308,12 @@ def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
     def usec(server, command):
         return stats[server.name].get(command, (0, 0))[1]
 
-    def rps(server, pipeline, command):
-        return sum(r for r, _ in runs[(server.name, pipeline, command)]) / args.rounds
-
     rows = []
     for command, _ in commands:
         a, b = usec(rb, command), usec(ours, command)
         row = [command, "%.3f" % a, "%.3f" % b, "%.2f" % ratio(b, a)]
         for pipeline in (1, 16):
-            ra, rbm = rps(rb, pipeline, command), rps(ours, pipeline, command)
+            ra, rbm = mean_run(runs, rb, pipeline, command), mean_run(runs, ours, pipeline, command)
             row += ["%.0f" % ra, "%.0f" % rbm, "%.2f" % ratio(rbm, ra)]
         rows.append(row)
     table("module vs RedisBloom in %s (%d rounds, -c 50, -r 100000; usec = INFO commandstats "
@@ -324,8 +328,8 @@ def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
             a, f = usec(rb, command), usec(floor, command)
             row = [command, "%.3f" % a, "%.3f" % f, "%.2f" % ratio(f, a)]
             for pipeline in (1, 16):
-                rf = rps(floor, pipeline, command)
-                row += ["%.0f" % rf, "%.2f" % ratio(rf, rps(rb, pipeline, command))]
+                rf = mean_run(runs, floor, pipeline, command)
+                row += ["%.0f" % rf, "%.2f" % ratio(rf, mean_run(runs, rb, pipeline, command))]
             rows.append(row)
         table("the module API's floor in %s (scripts/module_floor.c: key open, type check, reply, "
               "replication, no filter; same runs): usec per call and throughput, each against "
@@ -364,17 +368,14 @@ def serve_comparison(redis8, rb8, bloomgate, args):
         # the part of every command's CPU that no command can save.
         commands = COMMANDS + ([("PING", "")] if args.floor else [])
         runs = interleaved(rb, ours, commands, args, cpu=True)
-        rates = {k: [rps for rps, _ in v] for k, v in runs.items()}
-        cpu = {k: [used for _, used in v] for k, v in runs.items()}
     finally:
         rb.close()
         ours.close()
     rows = []
     for pipeline in (1, 16):
         for command, _ in commands:
-            mean = lambda d, k: sum(d[k]) / len(d[k])
-            ca, cb = mean(cpu, (rb.name, pipeline, command)), mean(cpu, (ours.name, pipeline, command))
-            ra, rbm = mean(rates, (rb.name, pipeline, command)), mean(rates, (ours.name, pipeline, command))
+            ca, cb = (mean_run(runs, s, pipeline, command, field=1) for s in (rb, ours))
+            ra, rbm = (mean_run(runs, s, pipeline, command) for s in (rb, ours))
             rows.append(["P%d %s" % (pipeline, command), "%.2f" % ca, "%.2f" % cb,
                          "%.2f" % ratio(cb, ca), "%.0f" % ra, "%.0f" % rbm, "%.2f" % ratio(rbm, ra)])
     table("bloomgate serve vs Redis 8.2 + RedisBloom (appendfsync everysec, -c 50; CPU = server "

@@ -298,7 +298,7 @@ pub async fn serve(
         .await
         .unwrap_or(false);
     if !synced {
-        aof.shutdown();
+        stop_writer(&aof).await;
         bail!(
             "could not write the append-only log before exiting ({}); the writes that were \
              waiting for it were never acknowledged",
@@ -313,8 +313,21 @@ pub async fn serve(
     }
     let writer = aof.clone();
     let _ = tokio::task::spawn_blocking(move || writer.sync(Duration::from_secs(30))).await;
-    aof.shutdown();
+    stop_writer(&aof).await;
     Ok(())
+}
+
+/// Stops the append-only log's thread and waits for it (off the runtime), so that `run` returns
+/// with nothing left touching the data directory; a thread stuck in a write for 30 s is left
+/// behind with a warning.
+async fn stop_writer(aof: &Arc<AofWriter>) {
+    let writer = aof.clone();
+    let stopped = tokio::task::spawn_blocking(move || writer.shutdown(Duration::from_secs(30)))
+        .await
+        .unwrap_or(false);
+    if !stopped {
+        eprintln!("bloomgate: warning: the append-only log's thread did not stop within 30 s");
+    }
 }
 
 /// Background work every 100 ms: active expiry, fsync policy changes, and automatic snapshots

@@ -59,6 +59,8 @@ pub struct AofWriter {
     error: Mutex<Option<String>>,
     manifest: Mutex<Manifest>,
     dir: PathBuf,
+    /// The writer thread, joined by [`Self::shutdown`].
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 fn policy_code(p: FsyncPolicy) -> u8 {
@@ -121,11 +123,13 @@ impl AofWriter {
             error: Mutex::new(None),
             manifest: Mutex::new(manifest),
             dir: dir.to_path_buf(),
+            thread: Mutex::new(None),
         });
         let thread_writer = writer.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("aof-writer".into())
             .spawn(move || thread_writer.run())?;
+        *relock(&writer.thread) = Some(thread);
         Ok(writer)
     }
 
@@ -286,10 +290,26 @@ impl AofWriter {
     }
 
     /// Stops the thread once everything queued is written and fsynced (or at once if the disk
-    /// refuses: callers [`Self::sync`] first).
-    pub fn shutdown(&self) {
+    /// refuses: callers [`Self::sync`] first), and waits for it to finish, up to `timeout`:
+    /// what it still had to do includes work [`Self::sync`] does not wait for (a rotation
+    /// queued after the last record opens the next log and rewrites the manifest), and nothing
+    /// may touch the data directory once the server has returned. Blocks: call it off the
+    /// async runtime. Returns whether the thread finished (false: a write hung past `timeout`).
+    pub fn shutdown(&self, timeout: Duration) -> bool {
         relock(&self.queue).shutdown = true;
         self.wake.notify_one();
+        let Some(thread) = relock(&self.thread).take() else {
+            return true; // already joined
+        };
+        let deadline = Instant::now() + timeout;
+        while !thread.is_finished() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _ = thread.join();
+        true
     }
 
     fn run(&self) {
@@ -493,7 +513,7 @@ mod tests {
         assert!(!writer.write_through(seq), "under always the thread writes");
         assert!(acknowledged_soon(&writer, seq));
         assert!(*writer.synced.borrow() >= seq);
-        writer.shutdown();
+        assert!(writer.shutdown(Duration::from_secs(30)));
 
         let reloaded = load_default(&dir, false).unwrap();
         assert_eq!(reloaded.generation, generation + 1);
@@ -501,5 +521,35 @@ mod tests {
             panic!("the filter was not replayed")
         };
         assert_eq!(chain.items(), 3);
+    }
+
+    /// A rotation queued after the last record is not something `sync` waits for: `shutdown`
+    /// returns only once the thread has done it (next log open, manifest rewritten), so nothing
+    /// touches the directory afterwards (a server restarted on it at once saw the old thread's
+    /// `manifest.tmp`).
+    #[test]
+    fn shutdown_waits_for_a_queued_rotation() {
+        let dir = temp_dir("writer-rotation");
+        let loaded = load_default(&dir, false).unwrap();
+        let generation = loaded.generation;
+        let writer =
+            AofWriter::start(&dir, generation, FsyncPolicy::Everysec, loaded.manifest).unwrap();
+        writer.append(&add("a"));
+        assert!(writer.sync(Duration::from_secs(30)));
+        // Everything queued is fsynced already, so this `sync` returns at once, before the
+        // thread has seen the rotation: what `run` did after the final snapshot.
+        writer.rotate(generation + 1);
+        assert!(writer.sync(Duration::from_secs(30)));
+        assert!(writer.shutdown(Duration::from_secs(30)));
+        assert!(
+            aof_path(&dir, generation + 1).exists(),
+            "the rotation was not done"
+        );
+        assert!(!dir.join("manifest.tmp").exists());
+        assert_eq!(relock(&writer.manifest).last, generation + 1);
+        assert!(
+            writer.shutdown(Duration::from_secs(30)),
+            "a second call returns at once"
+        );
     }
 }

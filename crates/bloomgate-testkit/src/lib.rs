@@ -5,7 +5,8 @@
 //! crates using it are on different major versions of it); features add what needs more:
 //! `replies` (the BF/CF reply conformance suite, [`replies`], and the RedisBloom RDB fixture's
 //! checks, [`rdb_fixture`]), `server` (`bloomgate serve`
-//! in-process or as a process, [`server`]), `fuzz-core` / `fuzz-dialect` / `fuzz-server` (the fuzz targets'
+//! in-process or as a process, [`server`]), `postgres` (a throwaway PostgreSQL server,
+//! [`postgres`]), `fuzz-core` / `fuzz-dialect` / `fuzz-server` (the fuzz targets'
 //! checks, [`fuzz`]).
 
 #[cfg(any(
@@ -14,6 +15,8 @@
     feature = "fuzz-server"
 ))]
 pub mod fuzz;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "replies")]
 pub mod rdb_fixture;
 #[cfg(feature = "replies")]

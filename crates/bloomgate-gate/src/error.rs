@@ -6,6 +6,9 @@ pub enum Error {
     /// The SQLite store failed.
     #[error("sqlite store: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// The PostgreSQL store failed (connection, statement, or its statement timeout).
+    #[error("postgres store: {}", describe(.0))]
+    Postgres(postgres::Error),
     /// A Redis server (store or filters) answered an error or the connection failed.
     #[error("redis: {0}")]
     Redis(redis::RedisError),
@@ -34,6 +37,20 @@ impl From<redis::RedisError> for Error {
         } else {
             Error::Redis(err)
         }
+    }
+}
+
+impl From<postgres::Error> for Error {
+    fn from(err: postgres::Error) -> Self {
+        Error::Postgres(err)
+    }
+}
+
+/// `err` with its cause: the `postgres` crate's own message only names the kind ("db error").
+pub(crate) fn describe(err: &postgres::Error) -> String {
+    match std::error::Error::source(err) {
+        Some(cause) => format!("{err}: {cause}"),
+        None => err.to_string(),
     }
 }
 

@@ -1,0 +1,458 @@
+//! The exact store on a PostgreSQL server (14 or later): one table `seen (scope, item, seen_at)`
+//! keyed by PRIMARY KEY (scope, item), shared by every gate process that connects to it.
+//!
+//! URL: `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE&...]` (or `postgresql://`).
+//! Two parameters are the store's own ([`PgOptions`] gives their defaults): `prepared=false`
+//! and `statement_timeout=MS`; every other parameter is libpq's, read by the `postgres` crate
+//! (`connect_timeout` in seconds, `application_name`, `options`, `sslmode`, ...). This build has
+//! no TLS: `sslmode=disable` and `sslmode=prefer` (the default, which then connects without
+//! TLS) work, `sslmode=require` is refused when the store is opened rather than silently
+//! ignored; reach a server that demands TLS through a TLS tunnel or a local pooler.
+//!
+//! Connections: a small pool of `postgres::Client`s (taken idle or opened on demand, as
+//! [`crate::SqliteStore`]'s readers and the Redis pool are), rather than an `r2d2` pool: the
+//! store needs no pool size limit, health-check thread or wait queue, and dropping a broken
+//! connection is the one rule that matters. A call that fails because the connection is gone
+//! (the server restarted, a pooler or firewall closed it) empties the pool — its other idle
+//! connections are as stale — and runs once more on a new connection; every call is idempotent
+//! (upserts that keep the later time, deletes of old rows, reads), so that retry is safe. A
+//! connection whose call failed otherwise is dropped too, never reused mid-reply.
+//!
+//! Statements: each connection prepares its statements once and reuses them (one round trip per
+//! call). Behind a transaction pooler (PgBouncer's `pool_mode = transaction`), named prepared
+//! statements and session settings do not follow the client from one server connection to the
+//! next: there, `prepared=false` sends every call as an unnamed statement with its parameter
+//! types (`query_typed`: parse, bind and execute in the same round trip) and sets nothing on
+//! the session, so `statement_timeout` is not sent either — set it on the role or database
+//! (`ALTER ROLE ... SET statement_timeout = '5s'`) or use the pooler's `query_timeout`.
+//!
+//! Timeouts: [`PgOptions::connect_timeout`] bounds opening a connection (a stopped server fails
+//! at once, an unreachable one after the timeout); [`PgOptions::statement_timeout`] is set on
+//! each connection (`SET statement_timeout`), so the server cancels a call that runs longer. A
+//! server that accepts connections but never answers is not covered: the `postgres` crate has no
+//! client-side read timeout.
+//!
+//! Ids are u64 stored as BIGINT (the same bits, bit-cast to i64, as the SQLite store does).
+//! - `contains`: `item = ANY($2)` over the primary key, one round trip per batch.
+//! - `record`/`record_batch`: one statement per call (so one transaction): the rows travel as
+//!   three arrays and `unnest` them, duplicates within the batch are merged (`max`), and the
+//!   upsert only writes a row whose time is later (`ON CONFLICT ... DO UPDATE ... WHERE
+//!   seen.seen_at < excluded.seen_at`: a later time replaces an earlier one, an earlier one never
+//!   replaces a later one, and an unchanged row is not rewritten, so it leaves no dead tuple).
+//!   The rows are inserted in key order, so two concurrent batches lock shared keys in the same
+//!   order and cannot deadlock.
+//! - `load`: the scope's rows through the primary key, put in time order here.
+//! - `expire`: there is no index on `seen_at`. It would be updated by every upsert that moves a
+//!   time (and would make those updates non-HOT: a new entry in both indexes per update), to
+//!   serve one sweep per retention period. The sweep instead walks the heap in physical order,
+//!   [`EXPIRE_PAGES`] pages (about 5,000 rows) per statement, with a TID range scan
+//!   (PostgreSQL 14+): each page is read once per sweep, each statement is a short transaction
+//!   holding few row locks, and nothing restarts from the table's start (a `LIMIT`ed
+//!   `DELETE ... WHERE seen_at < $1` without an index would rescan the already-swept pages each
+//!   time). Nothing here was measured; rows that an upsert moves to an already-swept page during
+//!   the sweep wait for the next one.
+//! - `identity`: a random token in the `meta` table, created with the schema.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use postgres::config::SslMode;
+use postgres::types::{ToSql, Type};
+use postgres::{Client, NoTls, Row, Statement};
+
+use crate::error::describe;
+use crate::{Error, ExactStore, Result, Seen};
+
+/// How the store connects; a parameter in the URL overrides the field.
+#[derive(Clone, Debug)]
+pub struct PgOptions {
+    /// Longest wait to open a connection (URL: libpq's `connect_timeout`, in seconds).
+    pub connect_timeout: Duration,
+    /// The server cancels a statement that runs longer (`SET statement_timeout`; zero: no
+    /// limit). URL: `statement_timeout=MS`.
+    pub statement_timeout: Duration,
+    /// Named statements prepared once per connection (true), or unnamed statements for
+    /// transaction poolers (false). URL: `prepared=true|false`.
+    pub prepared: bool,
+}
+
+impl Default for PgOptions {
+    /// 5 s to connect, 5 s per statement, prepared statements.
+    fn default() -> Self {
+        PgOptions {
+            connect_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(5),
+            prepared: true,
+        }
+    }
+}
+
+/// Heap pages one expiry statement sweeps: at about 150 rows per 8 KiB page (a 48-byte tuple
+/// and its line pointer), about 5,000 rows.
+const EXPIRE_PAGES: u64 = 32;
+
+/// Serialises schema creation between processes (`CREATE TABLE IF NOT EXISTS` races otherwise).
+const SCHEMA_LOCK: i64 = 0x626c_6f6f_6d67_6174; // "bloomgat"
+
+/// The statements, each with its parameter types (given, not inferred: an unnamed statement
+/// is sent with them).
+#[derive(Clone, Copy)]
+enum Sql {
+    Contains,
+    Upsert,
+    Load,
+    ExpirePages,
+    Identity,
+    Pages,
+}
+
+impl Sql {
+    const COUNT: usize = 6;
+
+    fn text(self) -> &'static str {
+        match self {
+            Sql::Contains => {
+                "SELECT item FROM seen WHERE scope = $1 AND item = ANY($2) AND seen_at >= $3"
+            }
+            Sql::Upsert => {
+                "INSERT INTO seen (scope, item, seen_at)
+                 SELECT scope, item, max(seen_at) FROM unnest($1, $2, $3) AS r(scope, item, seen_at)
+                 GROUP BY scope, item ORDER BY scope, item
+                 ON CONFLICT (scope, item) DO UPDATE SET seen_at = excluded.seen_at
+                 WHERE seen.seen_at < excluded.seen_at"
+            }
+            Sql::Load => "SELECT item, seen_at FROM seen WHERE scope = $1 AND seen_at >= $2",
+            Sql::ExpirePages => {
+                "WITH gone AS (DELETE FROM seen WHERE ctid >= $1::text::tid AND ctid < $2::text::tid
+                 AND seen_at < $3 RETURNING 1) SELECT count(*) FROM gone"
+            }
+            Sql::Identity => "SELECT value FROM meta WHERE key = 'identity'",
+            Sql::Pages => "SELECT pg_relation_size('seen') / current_setting('block_size')::bigint",
+        }
+    }
+
+    fn types(self) -> Vec<Type> {
+        match self {
+            Sql::Contains => vec![Type::INT8, Type::INT8_ARRAY, Type::INT8],
+            Sql::Upsert => vec![Type::INT8_ARRAY; 3],
+            Sql::Load => vec![Type::INT8, Type::INT8],
+            Sql::ExpirePages => vec![Type::TEXT, Type::TEXT, Type::INT8],
+            Sql::Identity | Sql::Pages => Vec::new(),
+        }
+    }
+}
+
+/// One pooled connection and, in prepared mode, its statements (prepared on first use).
+struct Conn {
+    client: Client,
+    prepared: Option<[Option<Statement>; Sql::COUNT]>,
+}
+
+impl Conn {
+    fn query(
+        &mut self,
+        sql: Sql,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<Vec<Row>, postgres::Error> {
+        let Conn { client, prepared } = self;
+        match prepared {
+            Some(statements) => {
+                let slot = &mut statements[sql as usize];
+                let statement = match slot {
+                    Some(statement) => statement,
+                    None => slot.insert(client.prepare_typed(sql.text(), &sql.types())?),
+                };
+                client.query(&*statement, params)
+            }
+            None => {
+                let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+                    params.iter().copied().zip(sql.types()).collect();
+                client.query_typed(sql.text(), &typed)
+            }
+        }
+    }
+}
+
+/// PostgreSQL-backed [`ExactStore`] (see the module docs for the URL and the schema).
+pub struct PostgresStore {
+    config: postgres::Config,
+    prepared: bool,
+    /// `SET statement_timeout` on each new connection, in ms (None: not set).
+    statement_timeout_ms: Option<u128>,
+    idle: Mutex<Vec<Conn>>,
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?...]`), creating the
+    /// schema if it is missing, so a wrong address or credentials fail here. Parameters in the
+    /// URL override `options`.
+    pub fn connect(url: &str, options: PgOptions) -> Result<Self> {
+        let (config, options) = parse_url(url, options)?;
+        let store = PostgresStore {
+            config,
+            prepared: options.prepared,
+            statement_timeout_ms: (options.prepared && !options.statement_timeout.is_zero())
+                .then_some(options.statement_timeout.as_millis()),
+            idle: Mutex::new(Vec::new()),
+        };
+        let mut conn = store.open()?;
+        conn.client.batch_execute(&format!(
+            "BEGIN;
+             SELECT pg_advisory_xact_lock({SCHEMA_LOCK});
+             CREATE TABLE IF NOT EXISTS seen (
+                 scope   BIGINT NOT NULL,
+                 item    BIGINT NOT NULL,
+                 seen_at BIGINT NOT NULL,
+                 PRIMARY KEY (scope, item)
+             );
+             CREATE TABLE IF NOT EXISTS meta (
+                 key   TEXT PRIMARY KEY,
+                 value TEXT NOT NULL
+             );
+             INSERT INTO meta (key, value) VALUES ('identity', '{}') ON CONFLICT (key) DO NOTHING;
+             COMMIT;",
+            crate::store::random_token()
+        ))?;
+        store.put_back(conn);
+        Ok(store)
+    }
+
+    fn open(&self) -> Result<Conn> {
+        let mut client = self.config.connect(NoTls)?;
+        if let Some(ms) = self.statement_timeout_ms {
+            client.batch_execute(&format!("SET statement_timeout = {ms}"))?;
+        }
+        Ok(Conn {
+            client,
+            prepared: self.prepared.then(Default::default),
+        })
+    }
+
+    fn put_back(&self, conn: Conn) {
+        self.idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(conn);
+    }
+
+    /// Runs `f` on a pooled connection (see the module docs for when it runs twice).
+    fn with_conn<T>(
+        &self,
+        mut f: impl FnMut(&mut Conn) -> std::result::Result<T, postgres::Error>,
+    ) -> Result<T> {
+        let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let fresh = pooled.is_none();
+        let mut conn = match pooled {
+            Some(conn) => conn,
+            None => self.open()?,
+        };
+        match f(&mut conn) {
+            Ok(value) => {
+                self.put_back(conn);
+                Ok(value)
+            }
+            Err(err) if !fresh && connection_lost(&err) => {
+                drop(conn);
+                self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
+                let mut conn = self.open()?;
+                let value = f(&mut conn)?;
+                self.put_back(conn);
+                Ok(value)
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    fn upsert(&self, rows: impl ExactSizeIterator<Item = (u64, Seen)>) -> Result<()> {
+        if rows.len() == 0 {
+            return Ok(());
+        }
+        let (mut scopes, mut items, mut times) = (
+            Vec::with_capacity(rows.len()),
+            Vec::with_capacity(rows.len()),
+            Vec::with_capacity(rows.len()),
+        );
+        for (scope, s) in rows {
+            scopes.push(scope as i64);
+            items.push(s.item as i64);
+            times.push(s.at_ms as i64);
+        }
+        self.with_conn(|conn| conn.query(Sql::Upsert, &[&scopes, &items, &times]))?;
+        Ok(())
+    }
+}
+
+/// Splits the store's own parameters (`prepared`, `statement_timeout`) off `url` and hands the
+/// rest to the `postgres` crate's parser.
+fn parse_url(url: &str, mut options: PgOptions) -> Result<(postgres::Config, PgOptions)> {
+    let invalid = |what: String| Error::InvalidConfig(format!("postgres URL: {what}"));
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut rest = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "prepared" => {
+                options.prepared = match value {
+                    "true" | "on" | "1" => true,
+                    "false" | "off" | "0" => false,
+                    _ => return Err(invalid(format!("prepared={value}: expected true or false"))),
+                }
+            }
+            "statement_timeout" => {
+                let ms = value.parse().map_err(|_| {
+                    invalid(format!("statement_timeout={value}: expected milliseconds"))
+                })?;
+                options.statement_timeout = Duration::from_millis(ms);
+            }
+            _ => rest.push(pair),
+        }
+    }
+    let url = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err(invalid(format!(
+            "{url}: expected postgres:// or postgresql://"
+        )));
+    }
+    let mut config: postgres::Config = url.parse().map_err(|e| invalid(describe(&e)))?;
+    if !matches!(config.get_ssl_mode(), SslMode::Disable | SslMode::Prefer) {
+        return Err(invalid(
+            "sslmode=require: this build has no TLS support (use sslmode=disable or prefer, \
+             through a TLS tunnel if the network is not trusted)"
+                .to_owned(),
+        ));
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(options.connect_timeout);
+    }
+    Ok((config, options))
+}
+
+/// Whether `err` means the connection is gone (closed, reset, or the server shutting down), as
+/// opposed to a statement that failed on a live connection.
+fn connection_lost(err: &postgres::Error) -> bool {
+    if err.is_closed() {
+        return true;
+    }
+    match err.code() {
+        // 08: connection exception; 57P: the server is shutting down or restarting.
+        Some(code) => code.code().starts_with("08") || code.code().starts_with("57P"),
+        // No SQLSTATE: an I/O error on the socket.
+        None => true,
+    }
+}
+
+impl ExactStore for PostgresStore {
+    /// The random token the schema was created with (`meta`): a new database (or one whose
+    /// tables were dropped) is a new store.
+    fn identity(&self) -> Result<Option<String>> {
+        let rows = self.with_conn(|conn| conn.query(Sql::Identity, &[]))?;
+        Ok(rows.first().map(|row| row.get(0)))
+    }
+
+    fn contains(
+        &self,
+        scope: u64,
+        items: &[u64],
+        since_ms: u64,
+        out: &mut Vec<bool>,
+    ) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<i64> = items.iter().map(|&item| item as i64).collect();
+        let (scope, since) = (scope as i64, since_ms as i64);
+        let rows = self.with_conn(|conn| conn.query(Sql::Contains, &[&scope, &ids, &since]))?;
+        let found: HashSet<u64> = rows.iter().map(|row| row.get::<_, i64>(0) as u64).collect();
+        out.extend(items.iter().map(|item| found.contains(item)));
+        Ok(())
+    }
+
+    fn record(&self, scope: u64, seen: &[Seen]) -> Result<()> {
+        self.upsert(seen.iter().map(|&s| (scope, s)))
+    }
+
+    fn record_batch(&self, rows: &[(u64, Seen)]) -> Result<()> {
+        self.upsert(rows.iter().copied())
+    }
+
+    fn load(&self, scope: u64, since_ms: u64, out: &mut Vec<Seen>) -> Result<()> {
+        let (scope, since) = (scope as i64, since_ms as i64);
+        let rows = self.with_conn(|conn| conn.query(Sql::Load, &[&scope, &since]))?;
+        let start = out.len();
+        out.extend(rows.iter().map(|row| Seen {
+            item: row.get::<_, i64>(0) as u64,
+            at_ms: row.get::<_, i64>(1) as u64,
+        }));
+        out[start..].sort_unstable_by_key(|s| s.at_ms);
+        Ok(())
+    }
+
+    fn expire(&self, before_ms: u64) -> Result<u64> {
+        let pages: i64 = self.with_conn(|conn| conn.query(Sql::Pages, &[]))?[0].get(0);
+        let before = before_ms as i64;
+        let mut total = 0;
+        for first in (0..pages.max(0) as u64).step_by(EXPIRE_PAGES as usize) {
+            let (from, to) = (
+                format!("({first},0)"),
+                format!("({},0)", first + EXPIRE_PAGES),
+            );
+            let rows =
+                self.with_conn(|conn| conn.query(Sql::ExpirePages, &[&from, &to, &before]))?;
+            total += rows[0].get::<_, i64>(0) as u64;
+        }
+        Ok(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(url: &str) -> Result<(postgres::Config, PgOptions)> {
+        parse_url(url, PgOptions::default())
+    }
+
+    #[test]
+    fn the_url_takes_the_stores_parameters_and_passes_the_rest_on() {
+        let (config, options) =
+            parse("postgres://u:pw@db.example:6000/feed?prepared=false&application_name=gate&statement_timeout=250")
+                .unwrap();
+        assert!(!options.prepared);
+        assert_eq!(options.statement_timeout, Duration::from_millis(250));
+        assert_eq!(config.get_user(), Some("u"));
+        assert_eq!(config.get_password(), Some(&b"pw"[..]));
+        assert_eq!(config.get_dbname(), Some("feed"));
+        assert_eq!(config.get_ports(), [6000]);
+        assert_eq!(config.get_application_name(), Some("gate"));
+        assert_eq!(config.get_connect_timeout(), Some(&Duration::from_secs(5)));
+
+        let (config, options) = parse("postgresql://u@h/db?connect_timeout=2").unwrap();
+        assert!(options.prepared);
+        assert_eq!(config.get_connect_timeout(), Some(&Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn tls_requirements_and_bad_parameters_are_refused() {
+        for url in [
+            "postgres://u@h/db?sslmode=disable",
+            "postgres://u@h/db?sslmode=prefer",
+        ] {
+            parse(url).unwrap();
+        }
+        for (url, says) in [
+            ("postgres://u@h/db?sslmode=require", "no TLS support"),
+            ("postgres://u@h/db?prepared=maybe", "prepared=maybe"),
+            ("postgres://u@h/db?statement_timeout=5s", "milliseconds"),
+            ("postgres://u@h/db?no_such_option=1", "no_such_option"),
+            ("mysql://u@h/db", "expected postgres://"),
+        ] {
+            let err = parse(url).unwrap_err().to_string();
+            assert!(err.contains(says), "{url}: {err}");
+        }
+    }
+}

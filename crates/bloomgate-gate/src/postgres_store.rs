@@ -263,24 +263,6 @@ impl PostgresStore {
             Err(err) => Err(err.into()),
         }
     }
-
-    fn upsert(&self, rows: impl ExactSizeIterator<Item = (u64, Seen)>) -> Result<()> {
-        if rows.len() == 0 {
-            return Ok(());
-        }
-        let (mut scopes, mut items, mut times) = (
-            Vec::with_capacity(rows.len()),
-            Vec::with_capacity(rows.len()),
-            Vec::with_capacity(rows.len()),
-        );
-        for (scope, s) in rows {
-            scopes.push(scope as i64);
-            items.push(s.item as i64);
-            times.push(s.at_ms as i64);
-        }
-        self.with_conn(|conn| conn.query(Sql::Upsert, &[&scopes, &items, &times]))?;
-        Ok(())
-    }
 }
 
 /// Splits the store's own parameters (`prepared`, `statement_timeout`) off `url` and hands the
@@ -354,18 +336,12 @@ impl ExactStore for PostgresStore {
         Ok(rows.first().map(|row| row.get(0)))
     }
 
-    fn contains(
-        &self,
-        scope: u64,
-        items: &[u64],
-        since_ms: u64,
-        out: &mut Vec<bool>,
-    ) -> Result<()> {
+    fn contains(&self, scope: u64, items: &[u64], since: u64, out: &mut Vec<bool>) -> Result<()> {
         if items.is_empty() {
             return Ok(());
         }
         let ids: Vec<i64> = items.iter().map(|&item| item as i64).collect();
-        let (scope, since) = (scope as i64, since_ms as i64);
+        let (scope, since) = (scope as i64, since as i64);
         let rows = self.with_conn(|conn| conn.query(Sql::Contains, &[&scope, &ids, &since]))?;
         let found: HashSet<u64> = rows.iter().map(|row| row.get::<_, i64>(0) as u64).collect();
         out.extend(items.iter().map(|item| found.contains(item)));
@@ -373,11 +349,20 @@ impl ExactStore for PostgresStore {
     }
 
     fn record(&self, scope: u64, seen: &[Seen]) -> Result<()> {
-        self.upsert(seen.iter().map(|&s| (scope, s)))
+        let rows: Vec<(u64, Seen)> = seen.iter().map(|&s| (scope, s)).collect();
+        self.record_batch(&rows)
     }
 
+    /// One statement for all rows: the columns travel as three arrays.
     fn record_batch(&self, rows: &[(u64, Seen)]) -> Result<()> {
-        self.upsert(rows.iter().copied())
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let scopes: Vec<i64> = rows.iter().map(|&(scope, _)| scope as i64).collect();
+        let items: Vec<i64> = rows.iter().map(|(_, s)| s.item as i64).collect();
+        let times: Vec<i64> = rows.iter().map(|(_, s)| s.at_ms as i64).collect();
+        self.with_conn(|conn| conn.query(Sql::Upsert, &[&scopes, &items, &times]))?;
+        Ok(())
     }
 
     fn load(&self, scope: u64, since_ms: u64, out: &mut Vec<Seen>) -> Result<()> {

@@ -24,7 +24,8 @@ use std::mem::{align_of, size_of, ManuallyDrop};
 use std::sync::atomic::AtomicU64;
 
 use super::layout::{BitLayout, Geometry, StorageUnit};
-use super::prefetch::{advise_huge_pages, prefetch, rolling};
+use super::local::{self, BlockTest, Kernel};
+use super::prefetch::advise_huge_pages;
 use super::Bloom;
 use crate::codec::FilterKind;
 use crate::hash::{fast_range, KeyHash, BLOCK_WORDS};
@@ -52,23 +53,18 @@ pub struct Blocked(Kernel);
 /// A Bloom filter whose keys each set k bits inside one 512-bit block.
 pub type BlockedBloomFilter = Bloom<Blocked>;
 
-/// Which block kernel a filter uses. Both give bit-identical results.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kernel {
-    Portable,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
+/// The blocked layout's calls into its block kernels, dispatched on the kernel chosen for this
+/// CPU.
+trait BlockedKernel {
+    /// The key's bits inside its block.
+    fn mask(self, hi: u64, hashes: u32) -> [u64; BLOCK_WORDS];
+    /// Whether all of the key's bits are set.
+    fn contains(self, blocks: &[Block], g: Geometry, h: KeyHash) -> bool;
+    /// Sets the key's bits; returns whether they were all set already.
+    fn insert(self, blocks: &mut [Block], g: Geometry, h: KeyHash) -> bool;
 }
 
-impl Kernel {
-    fn detect() -> Kernel {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            return Kernel::Avx2;
-        }
-        Kernel::Portable
-    }
-
+impl BlockedKernel for Kernel {
     /// The key's bits inside its block.
     #[inline]
     fn mask(self, hi: u64, hashes: u32) -> [u64; BLOCK_WORDS] {
@@ -214,17 +210,13 @@ impl BitLayout for Blocked {
     }
 
     #[inline]
-    fn probes(self, g: Geometry, h: KeyHash, mut visit: impl FnMut(usize, u64) -> bool) -> bool {
-        let first = Self::home(g, h) * BLOCK_WORDS;
-        let mask = self.0.mask(h.hi, g.hashes);
-        mask.iter()
-            .enumerate()
-            .all(|(w, &m)| m == 0 || visit(first + w, m))
+    fn probes(self, g: Geometry, h: KeyHash, visit: impl FnMut(usize, u64) -> bool) -> bool {
+        local::visit_block_mask(Self::home(g, h), self.0.mask(h.hi, g.hashes), visit)
     }
 
     #[inline(always)]
     fn prefetch(self, words: *const u64, g: Geometry, h: KeyHash) {
-        prefetch(words.wrapping_add(Self::home(g, h) * BLOCK_WORDS));
+        local::prefetch_block::<Self>(words, g, h);
     }
 
     /// Block index = `fast_range(lo, blocks)` (see `crate::hash`).
@@ -254,8 +246,7 @@ impl BitLayout for Blocked {
         total / blocks.len() as f64
     }
 
-    /// Hashes ahead and prefetches every block (one line per key); the AVX2 loop is compiled
-    /// with AVX2 enabled so the kernel inlines into it.
+    /// The one-block pipeline of `local` (hash ahead, prefetch every block, one line per key).
     #[inline(always)]
     fn contains_batch(
         self,
@@ -265,25 +256,21 @@ impl BitLayout for Blocked {
         hash_at: impl Fn(usize) -> KeyHash,
         out: &mut Vec<bool>,
     ) {
-        out.reserve(count);
-        match self.0 {
-            Kernel::Portable => {
-                let base = blocks.as_ptr();
-                rolling(
-                    count,
-                    1,
-                    hash_at,
-                    |h| prefetch(base.wrapping_add(Self::home(g, h))),
-                    |h| {
-                        let block = &blocks[Self::home(g, h)];
-                        out.push(portable::contains(block, h.hi, g.hashes));
-                    },
-                );
-            }
-            // SAFETY: Avx2 is only chosen when the CPU reports AVX2 (Kernel::detect).
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { avx2::contains_batch(blocks, g, count, hash_at, out) },
-        }
+        local::contains_batch::<Self>(self.0, blocks, g, count, hash_at, out);
+    }
+}
+
+/// The block tests the batched query pipeline calls.
+impl BlockTest for Blocked {
+    #[inline(always)]
+    fn block_contains_portable(block: &Block, h: KeyHash, hashes: u32) -> bool {
+        portable::contains(block, h.hi, hashes)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn block_contains_avx2(block: &Block, h: KeyHash, hashes: u32) -> bool {
+        avx2::contains(block, h.hi, hashes)
     }
 }
 
@@ -495,28 +482,6 @@ mod avx2 {
         _mm256_store_si256(words, _mm256_or_si256(low, first));
         _mm256_store_si256(words.add(1), _mm256_or_si256(high, second));
         present
-    }
-
-    /// Batched contains over prehashed or raw keys, compiled with AVX2 so the kernel inlines.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn contains_batch(
-        blocks: &[Block],
-        g: Geometry,
-        count: usize,
-        hash_at: impl Fn(usize) -> KeyHash,
-        out: &mut Vec<bool>,
-    ) {
-        let base = blocks.as_ptr();
-        super::rolling(
-            count,
-            1,
-            hash_at,
-            |h| super::prefetch(base.wrapping_add(Blocked::home(g, h))),
-            |h| out.push(contains(&blocks[Blocked::home(g, h)], h.hi, g.hashes)),
-        );
     }
 }
 

@@ -1,5 +1,6 @@
 //! The filter types. The bit filters are one generic filter ([`Bloom`], and [`ConcurrentBloom`]
 //! for `&self` inserts) over small layout policies ([`BitLayout`]: [`Classic`], [`Blocked`], [`FastLocal`]);
+//! the two one-block layouts share their kernel choice and batched pipeline (`local`);
 //! the other kinds (counting, scalable, cuckoo, windowed) each have their own file and reuse
 //! `bits`, `hash`, `params` and `codec`.
 
@@ -11,6 +12,7 @@ mod counting;
 mod cuckoo;
 mod fastlocal;
 pub mod layout;
+mod local;
 mod prefetch;
 mod scalable;
 mod windowed;

@@ -5,7 +5,8 @@ mod core_fpr;
 
 use bloomgate::{BlockedBloomFilter, Error, FilterCodec, KeyHash, Layout, Params};
 use core_fpr::{
-    absent_key, assert_fpr_within_tolerance, exact_blocked_fpr, present_key, trial_seed,
+    absent_key, assert_fpr_across_sizes, assert_fpr_within_tolerance, exact_blocked_fpr,
+    present_key, trial_seed,
 };
 use proptest::prelude::*;
 
@@ -43,19 +44,19 @@ fn model(params: Params) -> f64 {
 /// for several n and bits per key, including k = 16 (two probes per word) at 24 bits/key.
 #[test]
 fn fpr_matches_model_across_sizes() {
-    for (n, bits_per_key, trials) in [
-        (1_000u64, 10u64, 100u64),
-        (100_000, 6, 2),
-        (100_000, 16, 4),
-        (1_000_000, 10, 1),
-        (100_000, 24, 8),
-    ] {
-        let params = Params::for_bits(Layout::Blocked, n * bits_per_key, n).unwrap();
-        let queries = 2_000_000 / trials;
-        let fp = false_positives(params, trials, queries);
-        let label = format!("blocked n={n} {bits_per_key} bits/key k={}", params.hashes);
-        assert_fpr_within_tolerance(&label, fp, trials * queries, model(params));
-    }
+    assert_fpr_across_sizes(
+        "blocked",
+        Layout::Blocked,
+        &[
+            (1_000, 10, 100),
+            (100_000, 6, 2),
+            (100_000, 16, 4),
+            (1_000_000, 10, 1),
+            (100_000, 24, 8),
+        ],
+        false_positives,
+        model,
+    );
 }
 
 /// The headline number: 10 bits/key, k = 8 — about 1.05%, below split-block's 1.26%.

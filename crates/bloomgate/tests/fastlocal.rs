@@ -9,7 +9,9 @@ use bloomgate::hash::{KeyHash, GOLDEN32_POWERS};
 use bloomgate::{
     ConcurrentFastLocalBloomFilter, Error, FastLocalBloomFilter, FilterCodec, Layout, Params,
 };
-use core_fpr::{absent_key, assert_fpr_within_tolerance, present_key, trial_seed};
+use core_fpr::{
+    absent_key, assert_fpr_across_sizes, assert_fpr_within_tolerance, present_key, trial_seed,
+};
 use proptest::prelude::*;
 
 /// Builds `trials` filters (independent seeds) of `params.items` keys and queries
@@ -81,21 +83,18 @@ fn ten_bits_per_key_beats_blocked() {
 /// FPR within tolerance of the model across sizes, bits per key and k (two rounds at 24).
 #[test]
 fn fpr_matches_model_across_sizes() {
-    for (n, bits_per_key, trials) in [
-        (100_000u64, 6u64, 2u64),
-        (100_000, 16, 4),
-        (100_000, 24, 8),
-        (20_000, 10, 10),
-    ] {
-        let params = Params::for_bits(Layout::FastLocal, n * bits_per_key, n).unwrap();
-        let queries = 2_000_000 / trials;
-        let fp = false_positives(params, trials, queries);
-        let label = format!(
-            "fastlocal n={n} {bits_per_key} bits/key k={}",
-            params.hashes
-        );
-        assert_fpr_within_tolerance(&label, fp, trials * queries, params.fpr());
-    }
+    assert_fpr_across_sizes(
+        "fastlocal",
+        Layout::FastLocal,
+        &[
+            (100_000, 6, 2),
+            (100_000, 16, 4),
+            (100_000, 24, 8),
+            (20_000, 10, 10),
+        ],
+        false_positives,
+        |params| params.fpr(),
+    );
 }
 
 /// Sizing for a target rate meets it and needs fewer bits than the blocked layout.

@@ -1,5 +1,5 @@
 //! Shared helpers of the classic/blocked/concurrent tests: disjoint key sets, exact small-filter
-//! models, the stated FPR tolerance, and the API tests both plain bit filters must pass
+//! models, the stated FPR tolerance (and the across-sizes test built on it), and the API tests both plain bit filters must pass
 //! ([`plain_bit_filter_tests!`]).
 #![allow(dead_code)] // each test file uses a subset
 
@@ -34,6 +34,26 @@ pub fn assert_fpr_within_tolerance(label: &str, false_positives: u64, queries: u
         "{label}: {false_positives} false positives, expected {expected:.1} ± {tolerance:.1} \
          (measured {measured:.6}, model {model:.6})"
     );
+}
+
+/// The FPR test of one layout across sizes: for each `(n, bits per key, trials)` case, sizes a
+/// filter with `Params::for_bits`, counts the false positives of `trials` filters on
+/// `2_000_000 / trials` absent keys each (`false_positives(params, trials, queries_each)`), and
+/// holds them to [`assert_fpr_within_tolerance`] of `model(params)`.
+pub fn assert_fpr_across_sizes(
+    name: &str,
+    layout: bloomgate::Layout,
+    cases: &[(u64, u64, u64)],
+    false_positives: impl Fn(bloomgate::Params, u64, u64) -> u64,
+    model: impl Fn(bloomgate::Params) -> f64,
+) {
+    for &(n, bits_per_key, trials) in cases {
+        let params = bloomgate::Params::for_bits(layout, n * bits_per_key, n).unwrap();
+        let queries = 2_000_000 / trials;
+        let fp = false_positives(params, trials, queries);
+        let label = format!("{name} n={n} {bits_per_key} bits/key k={}", params.hashes);
+        assert_fpr_within_tolerance(&label, fp, trials * queries, model(params));
+    }
 }
 
 /// Distribution of the number of distinct positions hit by `draws` uniform draws from `m`.

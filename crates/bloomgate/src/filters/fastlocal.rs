@@ -10,7 +10,7 @@
 //! `vptest`; the whole query, block choice included, is one `#[target_feature]` function called
 //! once. Inserts and the portable kernel build the block's 8-word mask in scalar code.
 
-use super::blocked::Block;
+use super::block::Block;
 use super::layout::{BitLayout, Geometry};
 use super::local::{self, BlockTest, Kernel};
 use super::Bloom;

@@ -8,7 +8,7 @@
 //! and the closure that calls the layout's block test is written inside it, so the kernel
 //! inlines into the loop exactly as when each layout had its own copy.
 
-use super::blocked::Block;
+use super::block::Block;
 use super::layout::{BitLayout, Geometry};
 use super::prefetch::{prefetch, rolling};
 use crate::hash::{KeyHash, BLOCK_WORDS};

@@ -25,6 +25,20 @@ const _: () = assert!(size_of::<AtomicBlock>() == size_of::<Block>());
 const _: () = assert!(align_of::<AtomicBlock>() == align_of::<Block>());
 const _: () = assert!(size_of::<Block>() == BLOCK_WORDS * size_of::<u64>());
 
+impl Block {
+    /// Whether every bit of `mask` is set in the block (the portable kernels' test): the
+    /// missing bits of all words OR-ed together, one branch at the end.
+    #[inline(always)]
+    pub(super) fn has_all(&self, mask: [u64; BLOCK_WORDS]) -> bool {
+        let missing = self
+            .0
+            .iter()
+            .zip(mask)
+            .fold(0, |acc, (w, m)| acc | (m & !w));
+        missing == 0
+    }
+}
+
 /// Blocks: the store is a `Vec<Block>` allocated onto huge pages before first touch.
 impl StorageUnit for Block {
     type Store = Vec<Block>;

@@ -201,13 +201,7 @@ mod portable {
 
     #[inline(always)]
     pub(super) fn contains(block: &Block, hi: u64, hashes: u32) -> bool {
-        let mask = mask(hi, hashes);
-        let missing = block
-            .0
-            .iter()
-            .zip(mask)
-            .fold(0, |acc, (w, m)| acc | (m & !w));
-        missing == 0
+        block.has_all(mask(hi, hashes))
     }
 
     #[inline(always)]

@@ -69,13 +69,7 @@ fn home(g: Geometry, lo: u64) -> usize {
 /// Whether every bit of the key's mask is set in `block` (portable kernel).
 #[inline(always)]
 fn block_contains(block: &Block, lo: u64, hashes: u32) -> bool {
-    let mask = KeyHash { lo, hi: 0 }.local_mask(hashes);
-    let missing = block
-        .0
-        .iter()
-        .zip(mask)
-        .fold(0, |acc, (w, m)| acc | (m & !w));
-    missing == 0
+    block.has_all(KeyHash { lo, hi: 0 }.local_mask(hashes))
 }
 
 /// The single-key query of the portable kernel, out of line.

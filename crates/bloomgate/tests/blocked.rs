@@ -5,29 +5,14 @@ mod core_fpr;
 
 use bloomgate::{BlockedBloomFilter, Error, FilterCodec, KeyHash, Layout, Params};
 use core_fpr::{
-    absent_key, assert_fpr_across_sizes, assert_fpr_within_tolerance, exact_blocked_fpr,
-    present_key, trial_seed,
+    absent_key, assert_fpr_across_sizes, assert_fpr_within_tolerance, batched_false_positives,
+    exact_blocked_fpr, present_key,
 };
 use proptest::prelude::*;
 
-/// Builds `trials` filters (independent seeds) of `params.items` keys and queries
-/// `queries_each` absent keys per filter (batched); returns the false positives.
+/// The false positives of `trials` filters (see `core_fpr::batched_false_positives`).
 fn false_positives(params: Params, trials: u64, queries_each: u64) -> u64 {
-    let present: Vec<[u8; 16]> = (0..params.items).map(present_key).collect();
-    let absent: Vec<[u8; 16]> = (0..queries_each).map(absent_key).collect();
-    let mut fp = 0;
-    let mut out = Vec::new();
-    for trial in 0..trials {
-        let mut f = BlockedBloomFilter::with_params(params, trial_seed(trial)).unwrap();
-        f.insert_batch(&present);
-        out.clear();
-        f.contains_batch(&present, &mut out);
-        assert!(out.iter().all(|&b| b), "false negative");
-        out.clear();
-        f.contains_batch(&absent, &mut out);
-        fp += out.iter().filter(|&&b| b).count() as u64;
-    }
-    fp
+    batched_false_positives::<bloomgate::Blocked>(params, trials, queries_each)
 }
 
 /// Model FPR: exact binomial-load model for k ≤ 8 when blocks are few (Poisson is then loose),

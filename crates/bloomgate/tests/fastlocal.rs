@@ -10,29 +10,13 @@ use bloomgate::{
     ConcurrentFastLocalBloomFilter, Error, FastLocalBloomFilter, FilterCodec, Layout, Params,
 };
 use core_fpr::{
-    absent_key, assert_fpr_across_sizes, assert_fpr_within_tolerance, present_key, trial_seed,
+    assert_fpr_across_sizes, assert_fpr_within_tolerance, batched_false_positives, present_key,
 };
 use proptest::prelude::*;
 
-/// Builds `trials` filters (independent seeds) of `params.items` keys and queries
-/// `queries_each` absent keys per filter, single and batched; returns the false positives.
+/// The false positives of `trials` filters (see `core_fpr::batched_false_positives`).
 fn false_positives(params: Params, trials: u64, queries_each: u64) -> u64 {
-    let present: Vec<[u8; 16]> = (0..params.items).map(present_key).collect();
-    let absent: Vec<[u8; 16]> = (0..queries_each).map(absent_key).collect();
-    let mut fp = 0;
-    let mut out = Vec::new();
-    for trial in 0..trials {
-        let mut f = FastLocalBloomFilter::with_params(params, trial_seed(trial)).unwrap();
-        f.insert_batch(&present);
-        assert!(present.iter().all(|k| f.contains(k)), "false negative");
-        out.clear();
-        f.contains_batch(&absent, &mut out);
-        let batch = out.iter().filter(|&&b| b).count() as u64;
-        let single = absent.iter().filter(|k| f.contains(k)).count() as u64;
-        assert_eq!(batch, single, "batched and single answers differ");
-        fp += batch;
-    }
-    fp
+    batched_false_positives::<bloomgate::FastLocal>(params, trials, queries_each)
 }
 
 /// Probe positions of "hello world" (seed 0): `lo` = 0xa99b8775cc15b6c7, probe hash

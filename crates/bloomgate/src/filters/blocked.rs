@@ -18,7 +18,8 @@
 //! and prefetching matter more than the arithmetic.
 //!
 //! Large filters are allocated zeroed and advised onto transparent huge pages before first
-//! touch (`advise_huge_pages`): with 4 KiB pages every random probe also misses the TLB.
+//! touch (`advise_huge_pages`, in `block.rs` with the [`Block`] unit itself): with 4 KiB pages
+//! every random probe also misses the TLB.
 
 use super::block::Block;
 use super::layout::{BitLayout, Geometry};
@@ -243,19 +244,7 @@ mod avx2 {
 
     /// Row `a`: shift counts OR-ed into words 0..8 when only `a` probes of a round are active.
     /// A count of 64 makes `vpsllvq` produce 0, so inactive words get no bit.
-    static INACTIVE: [[u64; 8]; 9] = {
-        let mut table = [[0u64; 8]; 9];
-        let mut active = 0;
-        while active <= 8 {
-            let mut word = active;
-            while word < 8 {
-                table[active][word] = 64;
-                word += 1;
-            }
-            active += 1;
-        }
-        table
-    };
+    static INACTIVE: [[u64; 8]; 9] = crate::filters::local::inactive_lanes!(u64, 64);
 
     /// The key's mask as two 256-bit halves (words 0..4 and 4..8). One `vpmulld` gives the
     /// eight products of a round in the lanes of [`LANE_SALTS`]; each 64-bit lane then holds

@@ -182,19 +182,7 @@ mod avx2 {
     /// Row `a`: shift counts OR-ed into each lane when only `a` lanes of a round are active.
     /// A count of 32 makes `vpsllvd` produce 0, so inactive lanes test no bit.
     /// A `const`, not a `static`: addressed directly, not through the GOT.
-    const INACTIVE: [[u32; 8]; 9] = {
-        let mut table = [[0u32; 8]; 9];
-        let mut active = 0;
-        while active <= 8 {
-            let mut lane = active;
-            while lane < 8 {
-                table[active][lane] = 32;
-                lane += 1;
-            }
-            active += 1;
-        }
-        table
-    };
+    const INACTIVE: [[u32; 8]; 9] = crate::filters::local::inactive_lanes!(u32, 32);
 
     /// The probes `start..start + 8` (those below `hashes`) of the key that are clear in the
     /// block halves `low`, `high`: zero when all are set.

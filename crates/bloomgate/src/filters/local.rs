@@ -47,6 +47,29 @@ pub(super) trait BlockTest: BitLayout<Unit = Block> {
     unsafe fn block_contains_avx2(block: &Block, h: KeyHash, hashes: u32) -> bool;
 }
 
+/// The AVX2 kernels' table of shift counts for a last, partial round of eight probes: row `a`
+/// holds 0 in lanes `0..a` and `$off` in lanes `a..8`, a count for which the variable shift
+/// (`vpsllvq` on `$t = u64` lanes, `vpsllvd` on `u32`) yields 0, so inactive lanes set or test
+/// no bit. Evaluated at compile time into each kernel's `static` or `const`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! inactive_lanes {
+    ($t:ty, $off:expr) => {{
+        let mut table: [[$t; 8]; 9] = [[0; 8]; 9];
+        let mut active = 0;
+        while active <= 8 {
+            let mut lane = active;
+            while lane < 8 {
+                table[active][lane] = $off;
+                lane += 1;
+            }
+            active += 1;
+        }
+        table
+    }};
+}
+#[cfg(target_arch = "x86_64")]
+pub(super) use inactive_lanes;
+
 /// Visits the set words of a key's 512-bit `mask` in block `block` as (word index, bit mask)
 /// pairs over the filter's word view, stopping at the first visit that returns false (the
 /// [`BitLayout::probes`] of both layouts).

@@ -5,7 +5,7 @@
 //! `insert` is timed on a sample of further keys ([`Sampled`]).
 
 use crate::keys::{for_each_chunk, Key, Stream};
-use crate::report::{Row, Summary};
+use crate::results::{Row, Summary};
 use crate::timing::{ns_per_op, BlockTimes, BLOCK};
 use std::hint::black_box;
 use std::ops::Range;
@@ -14,6 +14,7 @@ use std::time::Instant;
 /// How a contender is sized at one point of the run.
 #[derive(Clone, Copy, Debug)]
 pub struct Plan {
+    /// Keys inserted.
     pub items: u64,
     /// Filter size in bits for contenders that take a size; the others get `target_fpr`.
     pub bits: u64,
@@ -60,6 +61,7 @@ pub trait Contender: Sized + Send {
     /// Contender name as it appears in the JSON (`bloomgate-blocked`, `fastbloom`, ...).
     const NAME: &'static str;
 
+    /// How the contender can be filled (key by key by default).
     const FILL: Fill = Fill::Insert;
 
     /// An empty filter sized for `plan`.
@@ -96,6 +98,7 @@ pub trait Contender: Sized + Send {
     /// Bytes actually allocated for the structure.
     fn memory_bytes(&self) -> usize;
 
+    /// Whether the filter says it holds `key`: the operation timed as `query_hit` / `query_miss`.
     fn contains(&self, key: &Key) -> bool;
 
     /// Batched membership of `keys` into `out`; `false` when the contender has no batch API.
@@ -137,7 +140,9 @@ pub fn build_by_insert<F>(
 /// keeping each block's faster half (the best-per-block rule with fresh keys in each half).
 #[derive(Clone, Copy, Debug)]
 pub struct Sampled {
+    /// Keys in each of the two timed halves.
     pub sample: u64,
+    /// Threads that fill the untimed part, for contenders that can merge copies.
     pub threads: usize,
 }
 
@@ -223,9 +228,13 @@ fn build_sampled<C: Contender>(plan: &Plan, sampled: Sampled) -> Result<(C, f64,
 
 /// Query keys for one size: a sample of present keys and ≥ 1M absent keys.
 pub struct Probes {
+    /// Present keys, for the hit queries.
     pub hit: Vec<Key>,
+    /// Absent keys, for the miss queries and the FPR.
     pub miss: Vec<Key>,
+    /// Repetitions of each timed query pass (best per block kept).
     pub reps: u32,
+    /// Builds per contender (the fastest kept).
     pub build_reps: u32,
     /// Build large filters the [`Sampled`] way (contenders that can be filled key by key).
     pub sampled: Option<Sampled>,
@@ -246,6 +255,7 @@ pub fn batch_ns(reps: u32, keys: &[Key], mut batch: impl FnMut(&[Key], &mut Vec<
     })
 }
 
+/// How many of `keys` `filter` says it contains (each key through `black_box`).
 pub fn count_contained<C: Contender>(filter: &C, keys: &[Key]) -> u64 {
     let mut found = 0u64;
     for key in keys {
@@ -312,23 +322,6 @@ pub fn measure<C: Contender>(plan: &Plan, probes: &Probes) -> Result<(Vec<Row>, 
         Some(note) => format!("{}; {note}", filter.config()),
         None => filter.config(),
     };
-    let row = |op: &'static str, ns: f64, fpr: Option<f64>| Row {
-        filter: C::NAME.to_string(),
-        config: config.clone(),
-        op,
-        items,
-        bits_per_item,
-        ns_per_op: ns,
-        fpr,
-    };
-    let mut rows = vec![
-        row("insert", insert_ns, None),
-        row("query_hit", hit_ns, None),
-        row("query_miss", miss_ns, Some(fpr)),
-    ];
-    if let Some(ns) = batch_ns {
-        rows.push(row("query_miss_batch", ns, Some(fpr)));
-    }
     let summary = Summary {
         filter: C::NAME,
         config,
@@ -342,7 +335,7 @@ pub fn measure<C: Contender>(plan: &Plan, probes: &Probes) -> Result<(Vec<Row>, 
         fpr,
         model_fpr: filter.model_fpr(items),
     };
-    Ok((rows, summary))
+    Ok((summary.rows(items), summary))
 }
 
 #[cfg(test)]

@@ -33,8 +33,11 @@ pub const HASHED_KEYS: usize = 1 << 20;
 /// A floor measurement: ns per line for one access pattern on a buffer of `bytes`.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Floor {
+    /// Size of the buffer read.
     pub bytes: u64,
+    /// The access pattern: `independent`, `hashed` or `dependent`.
     pub pattern: &'static str,
+    /// Time per cache line read.
     pub ns_per_line: f64,
 }
 

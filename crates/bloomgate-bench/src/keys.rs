@@ -1,7 +1,7 @@
 //! Deterministic benchmark keys: 16 random bytes per key, computed from (stream, index) so that any
 //! slice of a key set can be regenerated on the fly in fixed-size chunks (a 1B-key set never has
 //! to sit in memory) and every contender sees exactly the same keys. Also username-like keys of
-//! varied length for the primer's "100M usernames" headline.
+//! varied length for the "100M usernames" headline.
 
 /// One benchmark key: 16 bytes, like a UUID or a hashed username.
 pub type Key = [u8; 16];
@@ -12,7 +12,9 @@ pub const CHUNK: usize = 1 << 20;
 /// Which key population: keys that are inserted, or keys that never are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stream {
+    /// Keys that are inserted.
     Present = 0,
+    /// Keys that never are (the FPR and miss-query keys).
     Absent = 1,
 }
 
@@ -106,6 +108,7 @@ pub struct Username {
 }
 
 impl Username {
+    /// The username of key `index` of `stream`.
     pub fn new(stream: Stream, index: u64) -> Username {
         let pick = mix(index ^ 0x05E5_A11E);
         let word = NAME_WORDS[(pick % 16) as usize];

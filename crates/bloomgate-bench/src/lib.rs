@@ -2,6 +2,7 @@
 //! report, plots), shared by the `bloomgate-bench` binary and the Criterion micro-benchmarks.
 
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod contender;
 pub mod floor;
@@ -11,6 +12,7 @@ pub mod ours;
 pub mod peers;
 pub mod plots;
 pub mod report;
+pub mod results;
 pub mod sweep;
 pub mod timing;
 

@@ -1,10 +1,10 @@
 //! bloomgate-bench: bloomgate side by side with the best Rust filters and with the machine's
-//! memory floor, on identical keys in one run, so ratios hold on a noisy machine (issue 3).
+//! memory floor, on identical keys in one run, so ratios hold on a noisy machine.
 //!
 //! `cargo run --release -p bloomgate-bench -- [--quick] [--json] [--plots DIR] [--sweep]
 //! [--only NAME,...] [--bits B,...]`
 //! - default (full, ≈ 30 min on 2 cores): every contender at 1M, 10M and 100M items, the four
-//!   Bloom contenders that scale at a 1 GiB filter, the primer's headline cases (100M usernames
+//!   Bloom contenders that scale at a 1 GiB filter, the headline cases (100M usernames
 //!   at 1%, 1B keys at 1% built in parallel) and the accuracy sweep;
 //! - `--quick` (< 4 min on 2 cores): every contender at 1M items, and the four Bloom contenders
 //!   that scale at a 256 MiB filter, with the floor;
@@ -19,12 +19,13 @@
 
 #![forbid(unsafe_code)]
 
-use bloomgate_bench::{contender, floor, keys, ours, peers, plots, report, sweep, timing};
+use bloomgate_bench::{contender, floor, keys, ours, peers, plots, report, results, sweep, timing};
 
 use contender::{measure, Contender, Plan, Probes, Sampled};
 use floor::Floor;
 use keys::{keys, present_sample, usernames, Key, Stream};
-use report::{Document, Group, Machine, Row, Summary};
+use report::{Document, Group, Machine};
+use results::{Row, Summary};
 use std::path::PathBuf;
 use sweep::SweepPoint;
 
@@ -66,8 +67,8 @@ const LARGE: &[&str] = &[
     "sbbf-rs",
 ];
 
-/// Bits per item of the timed comparisons unless `--bits` says otherwise (the issue's 1M-keys
-/// target is at 10 bits/item).
+/// Bits per item of the timed comparisons unless `--bits` says otherwise (the 1M-key
+/// comparison is judged at 10 bits/item).
 const BITS_PER_ITEM: f64 = 10.0;
 
 /// A contender is skipped at a size when its projected time there exceeds this: build time at
@@ -427,7 +428,7 @@ fn headline_table(run: &mut Run, title: &str, results: Vec<(Vec<Row>, Summary)>,
     run.groups.push(Group { summaries, hash_ns });
 }
 
-/// The primer's headline cases at 1%: 100M usernames in about 120 MB (memory and build time),
+/// The headline cases at 1%: 100M usernames in about 120 MB (memory and build time),
 /// and 1B keys in about 1.2 GB built in parallel on every core (build time and FPR).
 fn run_headlines(run: &mut Run) {
     let items = scaled(100_000_000);

@@ -1,5 +1,5 @@
 //! False-positive-rate models per filter layout, used to draw the model curves and to judge each
-//! measured point. Formulas (anchors.md):
+//! measured point. Formulas:
 //! - classic: p = (1 − e^(−kn/m))^k;
 //! - blocked (block of B bits, one block per key): p = Σ_j Pois(j; n·B/m) · (1 − (1 − 1/B)^(k·j))^k —
 //!   blocks load unevenly, so the classic formula is optimistic for them;

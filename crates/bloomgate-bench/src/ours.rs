@@ -1,11 +1,11 @@
 //! bloomgate's own filters as contenders, sized with `Params::for_bits` (the same bits per item as
 //! the peers, best k for the layout) and hashed with XXH3-128 (seed 0). The four Bloom filters
 //! share one generic adapter ([`Ours`]); the scalable and cuckoo filters, sized by FPR, have
-//! their own. Also the primer's headline builds: 100M usernames and 1B keys in parallel.
+//! their own. Also the headline builds: 100M usernames and 1B keys in parallel.
 
 use crate::contender::{Contender, Fill, Plan, Probes};
 use crate::keys::{for_each_chunk, Key, Stream, Username, CHUNK};
-use crate::report::{Row, Summary};
+use crate::results::{Row, Summary};
 use crate::timing::ns_per_op;
 use bloomgate::{
     BitLayout, BlockedBloomFilter, Bloom, BloomFilter, ConcurrentBloom, ConcurrentBloomFilter,
@@ -25,12 +25,15 @@ fn describe(p: &Params) -> String {
 
 /// What [`Ours`] needs from a bloomgate Bloom filter sized by [`Params`].
 pub trait Native: Sized + Send {
+    /// The contender name.
     const NAME: &'static str;
+    /// The layout it is sized for with `Params::for_bits`.
     const LAYOUT: Layout;
     /// Appended to the shared `config` text.
     const NOTE: &'static str = "";
     /// `Fill::Merge` when the filter has `union`.
     const FILL: Fill = Fill::Insert;
+    /// An empty filter with these parameters.
     fn make(p: Params) -> bloomgate::Result<Self>;
     /// Generic over the key type (not `&[u8]`), as every peer's adapter is, so that a
     /// fixed-size key reaches the hash with its length known at compile time in both.
@@ -39,19 +42,24 @@ pub trait Native: Sized + Send {
     fn add_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
         keys.iter().for_each(|key| self.add(key));
     }
+    /// Whether the filter says it holds `key`.
     fn has<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool;
     /// `false` without a batch query.
     fn has_batch<K: AsRef<[u8]>>(&self, _keys: &[K], _out: &mut Vec<bool>) -> bool {
         false
     }
+    /// ORs `other` into `self`; an error for filters without `union`.
     fn merge(&mut self, _other: &Self) -> bloomgate::Result<()> {
         Err(bloomgate::Error::InvalidParameter(format!(
             "{} has no union",
             Self::NAME
         )))
     }
+    /// The filter's parameters.
     fn params(&self) -> &Params;
+    /// Bytes of memory the filter uses.
     fn bytes(&self) -> usize;
+    /// Memory the build would need, to skip sizes that cannot fit.
     fn memory_estimate(plan: &Plan) -> u64 {
         plan.bits / 8
     }
@@ -142,24 +150,35 @@ impl Named for bloomgate::FastLocal {
     const CONCURRENT: &'static str = "bloomgate-concurrent-fastlocal";
 }
 
+/// The [`Native`] methods each bloomgate filter below forwards to its own methods of the same
+/// meaning: the constructor with the default seed, insert, contains and the parameters.
+macro_rules! forward_native {
+    () => {
+        fn make(p: Params) -> bloomgate::Result<Self> {
+            Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
+        }
+        #[inline]
+        fn add<K: AsRef<[u8]> + ?Sized>(&mut self, key: &K) {
+            self.insert(key);
+        }
+        #[inline]
+        fn has<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
+            self.contains(key)
+        }
+        fn params(&self) -> &Params {
+            self.params()
+        }
+    };
+}
+
 /// Every layout's plain filter: one generic adapter over the library's generic filter.
 impl<L: Named> Native for Bloom<L> {
     const NAME: &'static str = L::PLAIN;
     const LAYOUT: Layout = L::LAYOUT;
     const FILL: Fill = Fill::Merge;
-    fn make(p: Params) -> bloomgate::Result<Self> {
-        Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
-    }
-    #[inline]
-    fn add<K: AsRef<[u8]> + ?Sized>(&mut self, key: &K) {
-        self.insert(key);
-    }
+    forward_native!();
     fn add_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
         self.insert_batch(keys);
-    }
-    #[inline]
-    fn has<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
-        self.contains(key)
     }
     fn has_batch<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut Vec<bool>) -> bool {
         self.contains_batch(keys, out);
@@ -167,9 +186,6 @@ impl<L: Named> Native for Bloom<L> {
     }
     fn merge(&mut self, other: &Self) -> bloomgate::Result<()> {
         self.union(other)
-    }
-    fn params(&self) -> &Params {
-        self.params()
     }
     fn bytes(&self) -> usize {
         self.memory_bytes()
@@ -181,22 +197,9 @@ impl<L: Named> Native for ConcurrentBloom<L> {
     const NAME: &'static str = L::CONCURRENT;
     const LAYOUT: Layout = L::LAYOUT;
     const NOTE: &'static str = "; atomic words, 1 thread";
-    fn make(p: Params) -> bloomgate::Result<Self> {
-        Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
-    }
-    #[inline]
-    fn add<K: AsRef<[u8]> + ?Sized>(&mut self, key: &K) {
-        self.insert(key);
-    }
+    forward_native!();
     fn add_batch<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
         self.insert_batch(keys);
-    }
-    #[inline]
-    fn has<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
-        self.contains(key)
-    }
-    fn params(&self) -> &Params {
-        self.params()
     }
     fn bytes(&self) -> usize {
         self.params().bytes() as usize
@@ -207,20 +210,7 @@ impl Native for CountingBloomFilter {
     const NAME: &'static str = "bloomgate-counting";
     const LAYOUT: Layout = Layout::Classic;
     const NOTE: &'static str = "; 4-bit counters (m counters = classic m)";
-    fn make(p: Params) -> bloomgate::Result<Self> {
-        Self::with_params(p, bloomgate::hash::DEFAULT_SEED)
-    }
-    #[inline]
-    fn add<K: AsRef<[u8]> + ?Sized>(&mut self, key: &K) {
-        self.insert(key);
-    }
-    #[inline]
-    fn has<K: AsRef<[u8]> + ?Sized>(&self, key: &K) -> bool {
-        self.contains(key)
-    }
-    fn params(&self) -> &Params {
-        self.params()
-    }
+    forward_native!();
     fn bytes(&self) -> usize {
         self.memory_bytes()
     }
@@ -384,21 +374,6 @@ fn headline_rows(
     let bytes = params.bytes();
     let bits_per_item = bytes as f64 * 8.0 / items as f64;
     let insert_ns = build.as_nanos() as f64 / items as f64;
-    let row = |op: &'static str, ns: f64, fpr: Option<f64>| Row {
-        filter: name.to_string(),
-        config: config.clone(),
-        op,
-        items,
-        bits_per_item,
-        ns_per_op: ns,
-        fpr,
-    };
-    let rows = vec![
-        row("insert", insert_ns, None),
-        row("query_hit", q.hit_ns, None),
-        row("query_miss", q.miss_ns, Some(q.fpr)),
-        row("query_miss_batch", q.batch_ns, Some(q.fpr)),
-    ];
     let summary = Summary {
         filter: name,
         config,
@@ -412,17 +387,20 @@ fn headline_rows(
         fpr: q.fpr,
         model_fpr: Some(params.fpr_at(items)),
     };
-    (rows, summary)
+    (summary.rows(items), summary)
 }
 
 /// Present and absent usernames to query a username filter with.
 pub struct NameProbes {
+    /// Present usernames, for the hit queries.
     pub hit: Vec<Username>,
+    /// Absent usernames, for the miss queries and the FPR.
     pub miss: Vec<Username>,
+    /// Repetitions of each timed query pass (best per block kept).
     pub reps: u32,
 }
 
-/// The primer's first headline for one layout: `items` usernames (`user_123`-like strings of
+/// The first headline for one layout: `items` usernames (`user_123`-like strings of
 /// varied length, [`Username`]) at `fpr`, sized by `Params::for_items`, built on one thread with the
 /// batch insert over 1M-name chunks (name generation excluded from the build time).
 pub fn usernames<F: Native>(
@@ -467,7 +445,7 @@ pub fn usernames<F: Native>(
     Ok(headline_rows(F::NAME, config, &params, items, build, q))
 }
 
-/// The primer's second headline: a blocked filter sized for `items` at `fpr`, built over every
+/// The second headline: a blocked filter sized for `items` at `fpr`, built over every
 /// core by `BlockedBloomFilter::insert_parallel` (hash in parallel, each thread writes its own
 /// block range) fed 1M-key chunks generated on the fly (a 1B-key set never sits in memory).
 /// Build time = time inside `insert_parallel` (key generation excluded); the wall time with

@@ -52,11 +52,13 @@ impl<const COUNTED: bool> BuildHasher for Xxh3Build<COUNTED> {
 /// What differs between the fastbloom contenders: the hasher, how k is chosen, and whether the
 /// timed insert uses its "was it there" answer.
 pub trait FastbloomFlavour: BuildHasher + Send + Sized {
+    /// The contender name.
     const NAME: &'static str;
     /// The timed insert counts the keys fastbloom reports as new, as an exact item count needs
     /// (bloomgate's filters keep one: `len()`); otherwise the answer is dropped, as most users
     /// do, and the compiler skips reading the probed words.
     const COUNTS: bool = false;
+    /// An empty fastbloom filter for `plan`, with this hasher.
     fn make(plan: &Plan) -> fastbloom::BloomFilter<Self>;
     /// `config` text for k hashes.
     fn describe(k: u32) -> String;

@@ -175,7 +175,7 @@ fn query_vs_size(path: &Path, groups: &[Group], floors: &[Floor]) -> PlotResult 
         .map(|f| (mib(f.bytes), f.ns_per_line))
         .collect();
     floor.sort_by(|a, b| a.0.total_cmp(&b.0));
-    // The single-query floor of anchors.md: hash the key, then one random line read.
+    // The single-query floor: hash the key, then one random line read.
     let hash_ns = groups
         .iter()
         .map(|g| g.hash_ns)
@@ -247,7 +247,7 @@ fn query_vs_size(path: &Path, groups: &[Group], floors: &[Floor]) -> PlotResult 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::Summary;
+    use crate::results::Summary;
 
     fn summary(filter: &'static str, bytes: u64, miss_ns: f64, batch_ns: Option<f64>) -> Summary {
         Summary {

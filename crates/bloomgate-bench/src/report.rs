@@ -1,55 +1,38 @@
-//! Results: the JSON object of issue 3 (`machine`, `results`, `floor`) on stdout and a
+//! Results: one JSON object (`machine`, `results`, `floor`) on stdout and a
 //! human-readable table on stderr, with each query cost as a ratio to the memory floor.
 
 use crate::floor::Floor;
+use crate::results::{Row, Summary};
+use crate::sweep::SweepPoint;
 use serde::Serialize;
-
-/// One JSON result row: one contender, one size, one operation.
-#[derive(Clone, Debug, Serialize)]
-pub struct Row {
-    pub filter: String,
-    pub config: String,
-    pub op: &'static str,
-    pub items: u64,
-    pub bits_per_item: f64,
-    pub ns_per_op: f64,
-    pub fpr: Option<f64>,
-}
-
-/// One table line: everything measured for one contender at one size.
-#[derive(Clone, Debug)]
-pub struct Summary {
-    pub filter: &'static str,
-    pub config: String,
-    pub bytes: u64,
-    pub bits_per_item: f64,
-    pub build_s: f64,
-    pub insert_ns: f64,
-    pub hit_ns: f64,
-    pub miss_ns: f64,
-    pub batch_ns: Option<f64>,
-    pub fpr: f64,
-    pub model_fpr: Option<f64>,
-}
 
 /// One table: a size with its contenders' summaries and the hash-only cost.
 pub struct Group {
+    /// One line per contender.
     pub summaries: Vec<Summary>,
+    /// The hash-only cost per key (XXH3-128).
     pub hash_ns: f64,
 }
 
 /// The machine the numbers come from.
 #[derive(Clone, Debug, Serialize)]
 pub struct Machine {
+    /// The CPU model, from /proc/cpuinfo (`unknown` elsewhere).
     pub cpu: String,
+    /// Threads the machine can run at once.
     pub cores: usize,
+    /// Total memory, from /proc/meminfo (0 elsewhere).
     pub memory_bytes: u64,
+    /// `rustc --version`, when rustc is on the PATH.
     pub rustc: Option<String>,
+    /// When the run started, UTC.
     pub date: String,
+    /// The run's mode: `full`, `quick` or `sweep`.
     pub mode: &'static str,
 }
 
 impl Machine {
+    /// This machine, for a run in `mode`.
     pub fn detect(mode: &'static str) -> Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu = cpuinfo
@@ -109,12 +92,15 @@ fn utc_now() -> String {
 /// The whole JSON document.
 #[derive(Debug, Serialize)]
 pub struct Document<'a> {
+    /// The machine the numbers come from.
     pub machine: &'a Machine,
+    /// One row per contender, size and operation.
     pub results: &'a [Row],
+    /// The memory-floor probes.
     pub floor: &'a [Floor],
     /// The accuracy sweep, when one ran (full and `--sweep` modes).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sweep: Option<&'a [crate::sweep::SweepPoint]>,
+    pub sweep: Option<&'a [SweepPoint]>,
 }
 
 /// Formats `bytes` as KiB/MiB/GiB.
@@ -146,9 +132,10 @@ pub fn floor_for(floors: &[Floor], bytes: u64, pattern: &str) -> Option<f64> {
 }
 
 /// Prints the result table for one size group on stderr. `hash_ns` is the hash-only cost per key;
-/// `miss/fl` = query_miss ÷ (hash-only + independent floor at the filter's size), the in-cache
-/// floor of anchors.md; `bat/fl` = query_miss_batch ÷ independent floor; `bat/fh` =
-/// query_miss_batch ÷ hashed floor (the same reads, each key hashed too).
+/// `miss/fl` = query_miss ÷ (hash-only + independent floor at the filter's size), the
+/// single-query floor (hash the key, then one random line read); `bat/fl` = query_miss_batch ÷
+/// independent floor; `bat/fh` = query_miss_batch ÷ hashed floor (the same reads, each key
+/// hashed too).
 pub fn print_table(title: &str, rows: &[Summary], floors: &[Floor], hash_ns: f64) {
     eprintln!("\n== {title}   (hash-only XXH3-128: {hash_ns:.2} ns/key)");
     eprintln!(

@@ -1,6 +1,6 @@
 //! Accuracy sweep: measured FPR against the model for every Bloom contender across bits per item
-//! 4…24 and at power-of-two sizes — where hashing pitfalls (anchors.md §pitfalls 2–7) show up as
-//! measured rates far above the model.
+//! 4…24 and at power-of-two sizes — where a flaw in how a filter hashes or places its probes shows
+//! up as measured rates far above the model.
 
 use crate::contender::{Contender, Plan};
 use crate::keys::Key;
@@ -9,12 +9,17 @@ use serde::Serialize;
 /// One measured point of the sweep.
 #[derive(Clone, Debug, Serialize)]
 pub struct SweepPoint {
+    /// The contender's name.
     pub filter: &'static str,
+    /// Keys inserted.
     pub items: u64,
     /// Allocated bits per item.
     pub bits_per_item: f64,
+    /// Whether the filter was sized to a power-of-two number of bits.
     pub power_of_two_bits: bool,
+    /// The measured false-positive rate.
     pub fpr: f64,
+    /// The rate the contender's model predicts, where it has one.
     pub model_fpr: Option<f64>,
     /// Absent keys probed.
     pub probes: u64,

@@ -31,6 +31,7 @@ impl BlockTimes {
         }
     }
 
+    /// The time of all blocks together.
     pub fn total(&self) -> Duration {
         self.0.iter().sum()
     }

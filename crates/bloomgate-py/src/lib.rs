@@ -13,6 +13,8 @@
 //! and `BloomFilter.add` skip the lock when no other thread is using it (they hold the GIL
 //! throughout).
 
+#![deny(missing_docs)]
+
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};

@@ -85,8 +85,8 @@ def test_bad_parameters_are_value_errors(make):
     ],
 )
 def test_filters_larger_than_memory_are_memory_errors(make):
-    # 117 GB and more: past any machine CI runs on. Refused before allocating (issue 23: the
-    # interpreter used to abort), one line naming the size and how to ask for less.
+    # 117 GB and more: past any machine CI runs on. Refused before allocating (the
+    # interpreter used to abort on the failed allocation), one line naming the size and how to ask for less.
     with pytest.raises(MemoryError) as raised:
         make()
     message = str(raised.value)

@@ -28,7 +28,7 @@
 //! [`crate::params::MAX_HASHES`]. The eight multiplies of a round are independent, which is what
 //! lets the AVX2 kernel in `filters/blocked.rs` compute all of them with one `vpmulld`.
 //! Measured at exactly 10 bits/key, k = 8: 1.055% false positives on 10M absent keys (model
-//! 1.049%), vs 1.26% for the 256-bit split-block layout (anchors.md); sized for 1% (10.1
+//! 1.049%), vs 1.26% for the 256-bit split-block layout; sized for 1% (10.1
 //! bits/key): 0.997% on 5M absent keys with 10M items (`tests/blocked.rs`).
 
 //!

@@ -5,28 +5,14 @@ mod core_fpr;
 
 use bloomgate::{BlockedBloomFilter, Error, FilterCodec, KeyHash, Layout, Params};
 use core_fpr::{
-    absent_key, assert_fpr_within_tolerance, exact_blocked_fpr, present_key, trial_seed,
+    absent_key, assert_fpr_across_sizes, assert_fpr_within_tolerance, batched_false_positives,
+    exact_blocked_fpr, present_key,
 };
 use proptest::prelude::*;
 
-/// Builds `trials` filters (independent seeds) of `params.items` keys and queries
-/// `queries_each` absent keys per filter (batched); returns the false positives.
+/// The false positives of `trials` filters (see `core_fpr::batched_false_positives`).
 fn false_positives(params: Params, trials: u64, queries_each: u64) -> u64 {
-    let present: Vec<[u8; 16]> = (0..params.items).map(present_key).collect();
-    let absent: Vec<[u8; 16]> = (0..queries_each).map(absent_key).collect();
-    let mut fp = 0;
-    let mut out = Vec::new();
-    for trial in 0..trials {
-        let mut f = BlockedBloomFilter::with_params(params, trial_seed(trial)).unwrap();
-        f.insert_batch(&present);
-        out.clear();
-        f.contains_batch(&present, &mut out);
-        assert!(out.iter().all(|&b| b), "false negative");
-        out.clear();
-        f.contains_batch(&absent, &mut out);
-        fp += out.iter().filter(|&&b| b).count() as u64;
-    }
-    fp
+    batched_false_positives::<bloomgate::Blocked>(params, trials, queries_each)
 }
 
 /// Model FPR: exact binomial-load model for k ≤ 8 when blocks are few (Poisson is then loose),
@@ -43,19 +29,19 @@ fn model(params: Params) -> f64 {
 /// for several n and bits per key, including k = 16 (two probes per word) at 24 bits/key.
 #[test]
 fn fpr_matches_model_across_sizes() {
-    for (n, bits_per_key, trials) in [
-        (1_000u64, 10u64, 100u64),
-        (100_000, 6, 2),
-        (100_000, 16, 4),
-        (1_000_000, 10, 1),
-        (100_000, 24, 8),
-    ] {
-        let params = Params::for_bits(Layout::Blocked, n * bits_per_key, n).unwrap();
-        let queries = 2_000_000 / trials;
-        let fp = false_positives(params, trials, queries);
-        let label = format!("blocked n={n} {bits_per_key} bits/key k={}", params.hashes);
-        assert_fpr_within_tolerance(&label, fp, trials * queries, model(params));
-    }
+    assert_fpr_across_sizes(
+        "blocked",
+        Layout::Blocked,
+        &[
+            (1_000, 10, 100),
+            (100_000, 6, 2),
+            (100_000, 16, 4),
+            (1_000_000, 10, 1),
+            (100_000, 24, 8),
+        ],
+        false_positives,
+        model,
+    );
 }
 
 /// The headline number: 10 bits/key, k = 8 — about 1.05%, below split-block's 1.26%.

@@ -5,7 +5,8 @@ mod core_fpr;
 
 use bloomgate::{BloomFilter, Error, FilterCodec, Layout, Params};
 use core_fpr::{
-    absent_key, assert_fpr_within_tolerance, exact_classic_fpr, present_key, trial_seed,
+    absent_key, assert_fpr_across_sizes, assert_fpr_within_tolerance, exact_classic_fpr,
+    present_key, trial_seed,
 };
 use proptest::prelude::*;
 
@@ -33,27 +34,24 @@ fn false_positives(params: Params, trials: u64, queries_each: u64) -> u64 {
 /// model for several n and bits per key.
 #[test]
 fn fpr_matches_model_across_sizes() {
-    for (n, bits_per_key, trials) in [
-        (1_000u64, 10u64, 200u64),
-        (100_000, 8, 2),
-        (100_000, 16, 4),
-        (1_000_000, 10, 1),
-    ] {
-        let params = Params::for_bits(Layout::Classic, n * bits_per_key, n).unwrap();
-        let queries = 2_000_000 / trials;
-        let model = if params.hashes as u64 * n <= 20_000 {
-            exact_classic_fpr(params.bits, params.hashes, n)
-        } else {
-            params.fpr()
-        };
-        let fp = false_positives(params, trials, queries);
-        assert_fpr_within_tolerance(
-            &format!("n={n} {bits_per_key} bits/key k={}", params.hashes),
-            fp,
-            trials * queries,
-            model,
-        );
-    }
+    assert_fpr_across_sizes(
+        "classic",
+        Layout::Classic,
+        &[
+            (1_000, 10, 200),
+            (100_000, 8, 2),
+            (100_000, 16, 4),
+            (1_000_000, 10, 1),
+        ],
+        false_positives,
+        |params| {
+            if params.hashes as u64 * params.items <= 20_000 {
+                exact_classic_fpr(params.bits, params.hashes, params.items)
+            } else {
+                params.fpr()
+            }
+        },
+    );
 }
 
 /// Power-of-two m with k = 1..=8 and a sparse filter: plain double hashing with multiply-shift

@@ -1,5 +1,5 @@
 //! Cuckoo filter: no false negatives under any sequence of inserts, legal removes and
-//! round-trips; FPR against the model; the space and load targets.
+//! round-trips; FPR against the model; the space and load targets of the design.
 
 use bloomgate::codec::FilterCodec;
 use bloomgate::{CuckooFilter, Error, KeyHash};

@@ -9,28 +9,14 @@ use bloomgate::hash::{KeyHash, GOLDEN32_POWERS};
 use bloomgate::{
     ConcurrentFastLocalBloomFilter, Error, FastLocalBloomFilter, FilterCodec, Layout, Params,
 };
-use core_fpr::{absent_key, assert_fpr_within_tolerance, present_key, trial_seed};
+use core_fpr::{
+    assert_fpr_across_sizes, assert_fpr_within_tolerance, batched_false_positives, present_key,
+};
 use proptest::prelude::*;
 
-/// Builds `trials` filters (independent seeds) of `params.items` keys and queries
-/// `queries_each` absent keys per filter, single and batched; returns the false positives.
+/// The false positives of `trials` filters (see `core_fpr::batched_false_positives`).
 fn false_positives(params: Params, trials: u64, queries_each: u64) -> u64 {
-    let present: Vec<[u8; 16]> = (0..params.items).map(present_key).collect();
-    let absent: Vec<[u8; 16]> = (0..queries_each).map(absent_key).collect();
-    let mut fp = 0;
-    let mut out = Vec::new();
-    for trial in 0..trials {
-        let mut f = FastLocalBloomFilter::with_params(params, trial_seed(trial)).unwrap();
-        f.insert_batch(&present);
-        assert!(present.iter().all(|k| f.contains(k)), "false negative");
-        out.clear();
-        f.contains_batch(&absent, &mut out);
-        let batch = out.iter().filter(|&&b| b).count() as u64;
-        let single = absent.iter().filter(|k| f.contains(k)).count() as u64;
-        assert_eq!(batch, single, "batched and single answers differ");
-        fp += batch;
-    }
-    fp
+    batched_false_positives::<bloomgate::FastLocal>(params, trials, queries_each)
 }
 
 /// Probe positions of "hello world" (seed 0): `lo` = 0xa99b8775cc15b6c7, probe hash
@@ -81,21 +67,18 @@ fn ten_bits_per_key_beats_blocked() {
 /// FPR within tolerance of the model across sizes, bits per key and k (two rounds at 24).
 #[test]
 fn fpr_matches_model_across_sizes() {
-    for (n, bits_per_key, trials) in [
-        (100_000u64, 6u64, 2u64),
-        (100_000, 16, 4),
-        (100_000, 24, 8),
-        (20_000, 10, 10),
-    ] {
-        let params = Params::for_bits(Layout::FastLocal, n * bits_per_key, n).unwrap();
-        let queries = 2_000_000 / trials;
-        let fp = false_positives(params, trials, queries);
-        let label = format!(
-            "fastlocal n={n} {bits_per_key} bits/key k={}",
-            params.hashes
-        );
-        assert_fpr_within_tolerance(&label, fp, trials * queries, params.fpr());
-    }
+    assert_fpr_across_sizes(
+        "fastlocal",
+        Layout::FastLocal,
+        &[
+            (100_000, 6, 2),
+            (100_000, 16, 4),
+            (100_000, 24, 8),
+            (20_000, 10, 10),
+        ],
+        false_positives,
+        |params| params.fpr(),
+    );
 }
 
 /// Sizing for a target rate meets it and needs fewer bits than the blocked layout.

@@ -10,6 +10,7 @@ one; batch calls (``update``, ``contains_many``, ``save``, ``load``) release the
 hash and probe.
 """
 
+from . import _bloomgate
 from ._bloomgate import (
     BloomFilter,
     CountingBloomFilter,
@@ -21,13 +22,6 @@ from ._bloomgate import (
     load,
 )
 
-__all__ = [
-    "BloomFilter",
-    "CountingBloomFilter",
-    "CuckooFilter",
-    "FilterFullError",
-    "ScalableBloomFilter",
-    "WindowedBloomFilter",
-    "from_bytes",
-    "load",
-]
+# The extension lists the names it registers; the stub (__init__.pyi) states the same list
+# statically for type checkers.
+__all__ = sorted(_bloomgate.__all__)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import sys
 import time
 from typing import Callable, List, Optional
@@ -45,77 +46,84 @@ class Contender:
         self.note = note
 
 
-def contenders() -> List[Contender]:
-    out = []
-    import bloomgate
+def _update(f, keys) -> None:
+    """The batch add of the packages whose filters have ``update``."""
+    f.update(keys)
 
-    for layout in ("classic", "blocked", "fastlocal"):
-        out.append(Contender(
+
+def _bits_attribute(name: str) -> Callable:
+    """``nbytes`` of a filter whose attribute ``name`` is its size in bits."""
+    return lambda f: getattr(f, name) / 8
+
+
+def _bloomgate(bloomgate) -> List[Contender]:
+    return [
+        Contender(
             f"bloomgate {layout}",
             lambda n, layout=layout: bloomgate.BloomFilter(n, FPR, layout=layout),
-            add_batch=lambda f, keys: f.update(keys),
+            add_batch=_update,
             query_batch=lambda f, keys: f.contains_many(keys),
-            nbytes=lambda f: f.bits / 8,
+            nbytes=_bits_attribute("bits"),
             note="XXH3-128 of the UTF-8 bytes (stable, CLI files)",
-        ))
-    try:
-        import rbloom
+        )
+        for layout in ("classic", "blocked", "fastlocal")
+    ]
 
-        out.append(Contender(
-            "rbloom",
-            lambda n: rbloom.Bloom(n, FPR),
-            add_batch=lambda f, keys: f.update(keys),
-            nbytes=lambda f: f.size_in_bits / 8,
-            note="default hash: Python's hash(), per-process for str",
-        ))
-        out.append(Contender(
-            "rbloom + sha256 hash_func",
-            lambda n: rbloom.Bloom(n, FPR, hash_func=stable_hash),
-            add_batch=lambda f, keys: f.update(keys),
-            nbytes=lambda f: f.size_in_bits / 8,
-            slow=True,
-            note="the stable hash of rbloom's README (needed to save/load)",
-        ))
-    except ImportError:
-        pass
-    try:
-        import fastbloom_rs
 
-        out.append(Contender(
-            "fastbloom-rs",
-            lambda n: fastbloom_rs.BloomFilter(n, FPR),
-            add_batch=lambda f, keys: f.add_str_batch(keys),
-            query_batch=lambda f, keys: f.contains_str_batch(keys),
-            nbytes=lambda f: len(f.get_bytes()),
-            query=lambda f: f.contains,
-            note="add/contains (type-dispatching); *_str_batch for batches",
-        ))
-    except ImportError:
-        pass
-    try:
-        import pybloomfilter
+def _rbloom(rbloom) -> List[Contender]:
+    return [
+        Contender("rbloom", lambda n: rbloom.Bloom(n, FPR), add_batch=_update,
+                  nbytes=_bits_attribute("size_in_bits"),
+                  note="default hash: Python's hash(), per-process for str"),
+        Contender("rbloom + sha256 hash_func", lambda n: rbloom.Bloom(n, FPR, hash_func=stable_hash),
+                  add_batch=_update, nbytes=_bits_attribute("size_in_bits"), slow=True,
+                  note="the stable hash of rbloom's README (needed to save/load)"),
+    ]
 
-        out.append(Contender(
-            "pybloomfiltermmap3",
-            lambda n: pybloomfilter.BloomFilter(n, FPR),
-            add_batch=lambda f, keys: f.update(keys),
-            nbytes=lambda f: f.num_bits / 8,
-            note="anonymous mmap (no file)",
-        ))
-    except ImportError:
-        pass
-    try:
-        import pybloom_live
 
-        out.append(Contender(
-            "pybloom-live",
-            lambda n: pybloom_live.BloomFilter(n, FPR),
-            nbytes=lambda f: f.num_bits / 8,
-            slow=True,
-            note="pure Python",
-        ))
-    except ImportError:
-        pass
+def _fastbloom_rs(fastbloom_rs) -> List[Contender]:
+    return [Contender(
+        "fastbloom-rs",
+        lambda n: fastbloom_rs.BloomFilter(n, FPR),
+        add_batch=lambda f, keys: f.add_str_batch(keys),
+        query_batch=lambda f, keys: f.contains_str_batch(keys),
+        nbytes=lambda f: len(f.get_bytes()),
+        query=lambda f: f.contains,
+        note="add/contains (type-dispatching); *_str_batch for batches",
+    )]
+
+
+def _pybloomfilter(pybloomfilter) -> List[Contender]:
+    return [Contender("pybloomfiltermmap3", lambda n: pybloomfilter.BloomFilter(n, FPR),
+                      add_batch=_update, nbytes=_bits_attribute("num_bits"),
+                      note="anonymous mmap (no file)")]
+
+
+def _pybloom_live(pybloom_live) -> List[Contender]:
+    return [Contender("pybloom-live", lambda n: pybloom_live.BloomFilter(n, FPR),
+                      nbytes=_bits_attribute("num_bits"), slow=True, note="pure Python")]
+
+
+# The other packages' contenders, by import name, in table order; a package that is not
+# installed is skipped.
+OPTIONAL_PACKAGES = [
+    ("rbloom", _rbloom),
+    ("fastbloom_rs", _fastbloom_rs),
+    ("pybloomfilter", _pybloomfilter),
+    ("pybloom_live", _pybloom_live),
+]
+
+
+def contenders() -> List[Contender]:
+    import bloomgate
+
+    out = _bloomgate(bloomgate)
+    for module, package_contenders in OPTIONAL_PACKAGES:
+        try:
+            package = importlib.import_module(module)
+        except ImportError:
+            continue
+        out.extend(package_contenders(package))
     return out
 
 

@@ -18,32 +18,16 @@
 //! and prefetching matter more than the arithmetic.
 //!
 //! Large filters are allocated zeroed and advised onto transparent huge pages before first
-//! touch (`advise_huge_pages`): with 4 KiB pages every random probe also misses the TLB.
+//! touch (`advise_huge_pages`, in `block.rs` with the [`Block`] unit itself): with 4 KiB pages
+//! every random probe also misses the TLB.
 
-use std::mem::{align_of, size_of, ManuallyDrop};
-use std::sync::atomic::AtomicU64;
-
-use super::layout::{BitLayout, Geometry, StorageUnit};
-use super::prefetch::{advise_huge_pages, prefetch, rolling};
+use super::block::Block;
+use super::layout::{BitLayout, Geometry};
+use super::local::{self, BlockTest, Kernel};
 use super::Bloom;
 use crate::codec::FilterKind;
 use crate::hash::{fast_range, KeyHash, BLOCK_WORDS};
 use crate::params::Layout;
-
-/// One 512-bit block, aligned to a cache line: the storage unit of the blocked layout.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(C, align(64))]
-pub struct Block(pub [u64; BLOCK_WORDS]);
-
-/// One 512-bit block of atomics; same size, alignment and bit layout as [`Block`] (the unit of
-/// the concurrent blocked filter).
-#[derive(Debug, Default)]
-#[repr(C, align(64))]
-pub struct AtomicBlock(pub [AtomicU64; BLOCK_WORDS]);
-
-const _: () = assert!(size_of::<AtomicBlock>() == size_of::<Block>());
-const _: () = assert!(align_of::<AtomicBlock>() == align_of::<Block>());
-const _: () = assert!(size_of::<Block>() == BLOCK_WORDS * size_of::<u64>());
 
 /// The blocked layout policy; its value is the block kernel chosen for this CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,23 +36,18 @@ pub struct Blocked(Kernel);
 /// A Bloom filter whose keys each set k bits inside one 512-bit block.
 pub type BlockedBloomFilter = Bloom<Blocked>;
 
-/// Which block kernel a filter uses. Both give bit-identical results.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kernel {
-    Portable,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
+/// The blocked layout's calls into its block kernels, dispatched on the kernel chosen for this
+/// CPU.
+trait BlockedKernel {
+    /// The key's bits inside its block.
+    fn mask(self, hi: u64, hashes: u32) -> [u64; BLOCK_WORDS];
+    /// Whether all of the key's bits are set.
+    fn contains(self, blocks: &[Block], g: Geometry, h: KeyHash) -> bool;
+    /// Sets the key's bits; returns whether they were all set already.
+    fn insert(self, blocks: &mut [Block], g: Geometry, h: KeyHash) -> bool;
 }
 
-impl Kernel {
-    fn detect() -> Kernel {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            return Kernel::Avx2;
-        }
-        Kernel::Portable
-    }
-
+impl BlockedKernel for Kernel {
     /// The key's bits inside its block.
     #[inline]
     fn mask(self, hi: u64, hashes: u32) -> [u64; BLOCK_WORDS] {
@@ -106,90 +85,6 @@ impl Kernel {
     }
 }
 
-/// Blocks: the store is a `Vec<Block>` allocated onto huge pages before first touch.
-impl StorageUnit for Block {
-    type Store = Vec<Block>;
-    type Atomic = AtomicBlock;
-    const WORDS: usize = BLOCK_WORDS;
-
-    fn zeroed(count: usize) -> Vec<Block> {
-        zeroed_blocks(count)
-    }
-
-    fn units(store: &Vec<Block>) -> &[Block] {
-        store
-    }
-
-    fn units_mut(store: &mut Vec<Block>) -> &mut [Block] {
-        store
-    }
-
-    fn into_vec(store: Vec<Block>) -> Vec<Block> {
-        store
-    }
-
-    fn from_vec(units: Vec<Block>) -> Vec<Block> {
-        units
-    }
-
-    fn words(units: &[Block]) -> &[u64] {
-        // SAFETY: Block is repr(C) around [u64; 8] with no padding (asserted above), so a slice
-        // of n blocks is exactly 8n contiguous, initialised, suitably aligned u64s.
-        unsafe {
-            std::slice::from_raw_parts(units.as_ptr().cast::<u64>(), units.len() * BLOCK_WORDS)
-        }
-    }
-
-    fn words_mut(units: &mut [Block]) -> &mut [u64] {
-        // SAFETY: as in `words`; the exclusive borrow of `units` makes the view unique.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                units.as_mut_ptr().cast::<u64>(),
-                units.len() * BLOCK_WORDS,
-            )
-        }
-    }
-
-    fn into_atomic(units: Vec<Block>) -> Vec<AtomicBlock> {
-        let mut units = ManuallyDrop::new(units);
-        // SAFETY: AtomicBlock and Block have the same size and alignment (asserted above) and
-        // u64 → AtomicU64 is a valid reinterpretation (same size and bit validity); the plain
-        // Vec is never dropped, so ownership of the allocation moves exactly once.
-        unsafe {
-            Vec::from_raw_parts(
-                units.as_mut_ptr().cast::<AtomicBlock>(),
-                units.len(),
-                units.capacity(),
-            )
-        }
-    }
-
-    fn from_atomic(units: Vec<AtomicBlock>) -> Vec<Block> {
-        let mut units = ManuallyDrop::new(units);
-        // SAFETY: as in `into_atomic`, the other way; we own the Vec, so no other thread can
-        // access the atomics while they become plain words.
-        unsafe {
-            Vec::from_raw_parts(
-                units.as_mut_ptr().cast::<Block>(),
-                units.len(),
-                units.capacity(),
-            )
-        }
-    }
-
-    fn atomic_words(units: &[AtomicBlock]) -> &[AtomicU64] {
-        // SAFETY: AtomicBlock is repr(C) around [AtomicU64; 8] with no padding (same size as
-        // Block, asserted above), so n blocks are 8n contiguous, initialised AtomicU64s; the
-        // shared borrow is carried over unchanged.
-        unsafe {
-            std::slice::from_raw_parts(
-                units.as_ptr().cast::<AtomicU64>(),
-                units.len() * BLOCK_WORDS,
-            )
-        }
-    }
-}
-
 impl BitLayout for Blocked {
     type Unit = Block;
     const LAYOUT: Layout = Layout::Blocked;
@@ -214,17 +109,13 @@ impl BitLayout for Blocked {
     }
 
     #[inline]
-    fn probes(self, g: Geometry, h: KeyHash, mut visit: impl FnMut(usize, u64) -> bool) -> bool {
-        let first = Self::home(g, h) * BLOCK_WORDS;
-        let mask = self.0.mask(h.hi, g.hashes);
-        mask.iter()
-            .enumerate()
-            .all(|(w, &m)| m == 0 || visit(first + w, m))
+    fn probes(self, g: Geometry, h: KeyHash, visit: impl FnMut(usize, u64) -> bool) -> bool {
+        local::visit_block_mask(Self::home(g, h), self.0.mask(h.hi, g.hashes), visit)
     }
 
     #[inline(always)]
     fn prefetch(self, words: *const u64, g: Geometry, h: KeyHash) {
-        prefetch(words.wrapping_add(Self::home(g, h) * BLOCK_WORDS));
+        local::prefetch_block::<Self>(words, g, h);
     }
 
     /// Block index = `fast_range(lo, blocks)` (see `crate::hash`).
@@ -254,8 +145,7 @@ impl BitLayout for Blocked {
         total / blocks.len() as f64
     }
 
-    /// Hashes ahead and prefetches every block (one line per key); the AVX2 loop is compiled
-    /// with AVX2 enabled so the kernel inlines into it.
+    /// The one-block pipeline of `local` (hash ahead, prefetch every block, one line per key).
     #[inline(always)]
     fn contains_batch(
         self,
@@ -265,25 +155,21 @@ impl BitLayout for Blocked {
         hash_at: impl Fn(usize) -> KeyHash,
         out: &mut Vec<bool>,
     ) {
-        out.reserve(count);
-        match self.0 {
-            Kernel::Portable => {
-                let base = blocks.as_ptr();
-                rolling(
-                    count,
-                    1,
-                    hash_at,
-                    |h| prefetch(base.wrapping_add(Self::home(g, h))),
-                    |h| {
-                        let block = &blocks[Self::home(g, h)];
-                        out.push(portable::contains(block, h.hi, g.hashes));
-                    },
-                );
-            }
-            // SAFETY: Avx2 is only chosen when the CPU reports AVX2 (Kernel::detect).
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { avx2::contains_batch(blocks, g, count, hash_at, out) },
-        }
+        local::contains_batch::<Self>(self.0, blocks, g, count, hash_at, out);
+    }
+}
+
+/// The block tests the batched query pipeline calls.
+impl BlockTest for Blocked {
+    #[inline(always)]
+    fn block_contains_portable(block: &Block, h: KeyHash, hashes: u32) -> bool {
+        portable::contains(block, h.hi, hashes)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn block_contains_avx2(block: &Block, h: KeyHash, hashes: u32) -> bool {
+        avx2::contains(block, h.hi, hashes)
     }
 }
 
@@ -316,13 +202,7 @@ mod portable {
 
     #[inline(always)]
     pub(super) fn contains(block: &Block, hi: u64, hashes: u32) -> bool {
-        let mask = mask(hi, hashes);
-        let missing = block
-            .0
-            .iter()
-            .zip(mask)
-            .fold(0, |acc, (w, m)| acc | (m & !w));
-        missing == 0
+        block.has_all(mask(hi, hashes))
     }
 
     #[inline(always)]
@@ -364,19 +244,7 @@ mod avx2 {
 
     /// Row `a`: shift counts OR-ed into words 0..8 when only `a` probes of a round are active.
     /// A count of 64 makes `vpsllvq` produce 0, so inactive words get no bit.
-    static INACTIVE: [[u64; 8]; 9] = {
-        let mut table = [[0u64; 8]; 9];
-        let mut active = 0;
-        while active <= 8 {
-            let mut word = active;
-            while word < 8 {
-                table[active][word] = 64;
-                word += 1;
-            }
-            active += 1;
-        }
-        table
-    };
+    static INACTIVE: [[u64; 8]; 9] = crate::filters::local::inactive_lanes!(u64, 64);
 
     /// The key's mask as two 256-bit halves (words 0..4 and 4..8). One `vpmulld` gives the
     /// eight products of a round in the lanes of [`LANE_SALTS`]; each 64-bit lane then holds
@@ -495,51 +363,6 @@ mod avx2 {
         _mm256_store_si256(words, _mm256_or_si256(low, first));
         _mm256_store_si256(words.add(1), _mm256_or_si256(high, second));
         present
-    }
-
-    /// Batched contains over prehashed or raw keys, compiled with AVX2 so the kernel inlines.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn contains_batch(
-        blocks: &[Block],
-        g: Geometry,
-        count: usize,
-        hash_at: impl Fn(usize) -> KeyHash,
-        out: &mut Vec<bool>,
-    ) {
-        let base = blocks.as_ptr();
-        super::rolling(
-            count,
-            1,
-            hash_at,
-            |h| super::prefetch(base.wrapping_add(Blocked::home(g, h))),
-            |h| out.push(contains(&blocks[Blocked::home(g, h)], h.hi, g.hashes)),
-        );
-    }
-}
-
-/// `count` zeroed blocks, advised onto huge pages before any page is touched. Not
-/// `alloc_zeroed`: for 64-byte alignment the system allocator zeroes with memset itself, which
-/// touches every page before the advice (measured: 6 MiB of 126 MiB on huge pages that way,
-/// all of it this way).
-fn zeroed_blocks(count: usize) -> Vec<Block> {
-    if count == 0 {
-        return Vec::new();
-    }
-    let layout = std::alloc::Layout::array::<Block>(count).expect("size validated by Params");
-    // SAFETY: layout has non-zero size (count > 0, Block is 64 bytes).
-    let ptr = unsafe { std::alloc::alloc(layout) }.cast::<Block>();
-    if ptr.is_null() {
-        std::alloc::handle_alloc_error(layout);
-    }
-    advise_huge_pages(ptr, layout.size());
-    // SAFETY: ptr is a fresh allocation of exactly Layout::array::<Block>(count) (what Vec uses
-    // for capacity `count`); it is fully zeroed here, and all-zero bytes are a valid Block.
-    unsafe {
-        std::ptr::write_bytes(ptr, 0, count);
-        Vec::from_raw_parts(ptr, count, count)
     }
 }
 

@@ -10,12 +10,12 @@
 //! `vptest`; the whole query, block choice included, is one `#[target_feature]` function called
 //! once. Inserts and the portable kernel build the block's 8-word mask in scalar code.
 
-use super::blocked::Block;
+use super::block::Block;
 use super::layout::{BitLayout, Geometry};
-use super::prefetch::{prefetch, rolling};
+use super::local::{self, BlockTest, Kernel};
 use super::Bloom;
 use crate::codec::FilterKind;
-use crate::hash::{fast_range, KeyHash, BLOCK_WORDS, GOLDEN32_POWERS};
+use crate::hash::{fast_range, KeyHash, GOLDEN32_POWERS};
 use crate::params::Layout;
 
 /// The FastLocal layout policy; its value is the query kernel chosen for this CPU.
@@ -25,24 +25,16 @@ pub struct FastLocal(Kernel);
 /// A Bloom filter whose keys each set k bits anywhere inside one 512-bit block.
 pub type FastLocalBloomFilter = Bloom<FastLocal>;
 
-/// Which query kernel a filter uses. Both give the same answers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kernel {
-    Portable,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
+/// The FastLocal layout's calls into its kernels, dispatched on the kernel chosen for this CPU.
+trait FastLocalKernel {
+    /// Sets the bits of the key whose hash has low half `lo`; returns whether they were all
+    /// set already.
+    fn insert(self, blocks: &mut [Block], g: Geometry, lo: u64) -> bool;
+    /// Whether all of the bits of the key whose hash has low half `lo` are set.
+    fn contains(self, blocks: &[Block], g: Geometry, lo: u64) -> bool;
 }
 
-impl Kernel {
-    fn detect() -> Kernel {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            return Kernel::Avx2;
-        }
-        Kernel::Portable
-    }
-
-    /// The whole single-key query as one call (see `Blocked`'s kernel for why).
+impl FastLocalKernel for Kernel {
     /// The single-key insert, dispatched like [`Self::contains`].
     #[inline(always)]
     fn insert(self, blocks: &mut [Block], g: Geometry, lo: u64) -> bool {
@@ -77,13 +69,7 @@ fn home(g: Geometry, lo: u64) -> usize {
 /// Whether every bit of the key's mask is set in `block` (portable kernel).
 #[inline(always)]
 fn block_contains(block: &Block, lo: u64, hashes: u32) -> bool {
-    let mask = KeyHash { lo, hi: 0 }.local_mask(hashes);
-    let missing = block
-        .0
-        .iter()
-        .zip(mask)
-        .fold(0, |acc, (w, m)| acc | (m & !w));
-    missing == 0
+    block.has_all(KeyHash { lo, hi: 0 }.local_mask(hashes))
 }
 
 /// The single-key query of the portable kernel, out of line.
@@ -133,17 +119,13 @@ impl BitLayout for FastLocal {
     }
 
     #[inline]
-    fn probes(self, g: Geometry, h: KeyHash, mut visit: impl FnMut(usize, u64) -> bool) -> bool {
-        let first = home(g, h.lo) * BLOCK_WORDS;
-        let mask = h.local_mask(g.hashes);
-        mask.iter()
-            .enumerate()
-            .all(|(w, &m)| m == 0 || visit(first + w, m))
+    fn probes(self, g: Geometry, h: KeyHash, visit: impl FnMut(usize, u64) -> bool) -> bool {
+        local::visit_block_mask(home(g, h.lo), h.local_mask(g.hashes), visit)
     }
 
     #[inline(always)]
     fn prefetch(self, words: *const u64, g: Geometry, h: KeyHash) {
-        prefetch(words.wrapping_add(home(g, h.lo) * BLOCK_WORDS));
+        local::prefetch_block::<Self>(words, g, h);
     }
 
     #[inline(always)]
@@ -163,8 +145,7 @@ impl BitLayout for FastLocal {
         total / blocks.len() as f64
     }
 
-    /// Hashes ahead and prefetches every block; the AVX2 loop is compiled with AVX2 enabled so
-    /// the kernel inlines into it.
+    /// The one-block pipeline of `local` (hash ahead, prefetch every block, one line per key).
     #[inline(always)]
     fn contains_batch(
         self,
@@ -174,47 +155,34 @@ impl BitLayout for FastLocal {
         hash_at: impl Fn(usize) -> KeyHash,
         out: &mut Vec<bool>,
     ) {
-        out.reserve(count);
-        match self.0 {
-            Kernel::Portable => {
-                let base = blocks.as_ptr();
-                rolling(
-                    count,
-                    1,
-                    hash_at,
-                    |h| prefetch(base.wrapping_add(home(g, h.lo))),
-                    |h| out.push(block_contains(&blocks[home(g, h.lo)], h.lo, g.hashes)),
-                );
-            }
-            // SAFETY: Avx2 is only chosen when the CPU reports AVX2 (Kernel::detect).
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx2 => unsafe { avx2::contains_batch(blocks, g, count, hash_at, out) },
-        }
+        local::contains_batch::<Self>(self.0, blocks, g, count, hash_at, out);
+    }
+}
+
+/// The block tests the batched query pipeline calls.
+impl BlockTest for FastLocal {
+    #[inline(always)]
+    fn block_contains_portable(block: &Block, h: KeyHash, hashes: u32) -> bool {
+        block_contains(block, h.lo, hashes)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn block_contains_avx2(block: &Block, h: KeyHash, hashes: u32) -> bool {
+        avx2::block_contains(block, h.lo, hashes)
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{home, Block, Geometry};
-    use crate::hash::{fast_range, KeyHash, GOLDEN32_POWERS};
+    use super::Block;
+    use crate::hash::{fast_range, GOLDEN32_POWERS};
     use std::arch::x86_64::*;
 
     /// Row `a`: shift counts OR-ed into each lane when only `a` lanes of a round are active.
     /// A count of 32 makes `vpsllvd` produce 0, so inactive lanes test no bit.
     /// A `const`, not a `static`: addressed directly, not through the GOT.
-    const INACTIVE: [[u32; 8]; 9] = {
-        let mut table = [[0u32; 8]; 9];
-        let mut active = 0;
-        while active <= 8 {
-            let mut lane = active;
-            while lane < 8 {
-                table[active][lane] = 32;
-                lane += 1;
-            }
-            active += 1;
-        }
-        table
-    };
+    const INACTIVE: [[u32; 8]; 9] = crate::filters::local::inactive_lanes!(u32, 32);
 
     /// The probes `start..start + 8` (those below `hashes`) of the key that are clear in the
     /// block halves `low`, `high`: zero when all are set.
@@ -259,7 +227,7 @@ mod avx2 {
     /// The CPU must support AVX2; `hashes ≤ 64`.
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn block_contains(block: &Block, lo: u64, hashes: u32) -> bool {
+    pub(super) unsafe fn block_contains(block: &Block, lo: u64, hashes: u32) -> bool {
         // Block is repr(align(64)), so both 32-byte halves are aligned for vmovdqa.
         let words = block.0.as_ptr().cast::<__m256i>();
         let low = _mm256_load_si256(words);
@@ -318,28 +286,6 @@ mod avx2 {
         _mm256_store_si256(words, _mm256_or_si256(low, low_mask));
         _mm256_store_si256(words.add(1), _mm256_or_si256(high, high_mask));
         present
-    }
-
-    /// Batched contains over prehashed or raw keys, compiled with AVX2 so the kernel inlines.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn contains_batch(
-        blocks: &[Block],
-        g: Geometry,
-        count: usize,
-        hash_at: impl Fn(usize) -> KeyHash,
-        out: &mut Vec<bool>,
-    ) {
-        let base = blocks.as_ptr();
-        super::rolling(
-            count,
-            1,
-            hash_at,
-            |h| super::prefetch(base.wrapping_add(home(g, h.lo))),
-            |h| out.push(block_contains(&blocks[home(g, h.lo)], h.lo, g.hashes)),
-        );
     }
 }
 

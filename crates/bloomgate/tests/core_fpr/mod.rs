@@ -1,5 +1,5 @@
 //! Shared helpers of the classic/blocked/concurrent tests: disjoint key sets, exact small-filter
-//! models, the stated FPR tolerance, and the API tests both plain bit filters must pass
+//! models, the stated FPR tolerance (and the across-sizes test built on it), and the API tests both plain bit filters must pass
 //! ([`plain_bit_filter_tests!`]).
 #![allow(dead_code)] // each test file uses a subset
 
@@ -34,6 +34,56 @@ pub fn assert_fpr_within_tolerance(label: &str, false_positives: u64, queries: u
         "{label}: {false_positives} false positives, expected {expected:.1} ± {tolerance:.1} \
          (measured {measured:.6}, model {model:.6})"
     );
+}
+
+/// Builds `trials` filters of layout `L` (independent seeds) holding `params.items` present keys
+/// (batch insert), checks that every one is found (batched and one by one), and queries
+/// `queries_each` absent keys per filter batched and one by one, whose answers must agree;
+/// returns the false positives.
+pub fn batched_false_positives<L: bloomgate::BitLayout>(
+    params: bloomgate::Params,
+    trials: u64,
+    queries_each: u64,
+) -> u64 {
+    let present: Vec<[u8; 16]> = (0..params.items).map(present_key).collect();
+    let absent: Vec<[u8; 16]> = (0..queries_each).map(absent_key).collect();
+    let mut fp = 0;
+    let mut out = Vec::new();
+    for trial in 0..trials {
+        let mut f = bloomgate::Bloom::<L>::with_params(params, trial_seed(trial)).unwrap();
+        f.insert_batch(&present);
+        out.clear();
+        f.contains_batch(&present, &mut out);
+        assert!(out.iter().all(|&b| b), "false negative (batched)");
+        assert!(present.iter().all(|k| f.contains(k)), "false negative");
+        out.clear();
+        f.contains_batch(&absent, &mut out);
+        let batch = out.iter().filter(|&&b| b).count() as u64;
+        let single = absent.iter().filter(|k| f.contains(k)).count() as u64;
+        assert_eq!(batch, single, "batched and single answers differ");
+        fp += batch;
+    }
+    fp
+}
+
+/// The FPR test of one layout across sizes: for each `(n, bits per key, trials)` case, sizes a
+/// filter with `Params::for_bits`, counts the false positives of `trials` filters on
+/// `2_000_000 / trials` absent keys each (`false_positives(params, trials, queries_each)`), and
+/// holds them to [`assert_fpr_within_tolerance`] of `model(params)`.
+pub fn assert_fpr_across_sizes(
+    name: &str,
+    layout: bloomgate::Layout,
+    cases: &[(u64, u64, u64)],
+    false_positives: impl Fn(bloomgate::Params, u64, u64) -> u64,
+    model: impl Fn(bloomgate::Params) -> f64,
+) {
+    for &(n, bits_per_key, trials) in cases {
+        let params = bloomgate::Params::for_bits(layout, n * bits_per_key, n).unwrap();
+        let queries = 2_000_000 / trials;
+        let fp = false_positives(params, trials, queries);
+        let label = format!("{name} n={n} {bits_per_key} bits/key k={}", params.hashes);
+        assert_fpr_within_tolerance(&label, fp, trials * queries, model(params));
+    }
 }
 
 /// Distribution of the number of distinct positions hit by `draws` uniform draws from `m`.

@@ -7,8 +7,9 @@ use super::host::{wrong_arity, Args, Ctx, Host, Outcome, Propagate};
 use super::info::CommandInfo;
 use crate::reply::Reply;
 
-/// How a table entry's command runs against a host `H`: the dialect's [`Command`]s run against
-/// any host; a host's own handler type (the server's) implements it for that host.
+/// How a table entry's command runs against a host `H`: the dialect's
+/// [`Command`](super::Command)s run against any host; a host's own handler type (the server's)
+/// implements it for that host.
 pub trait Handler<H: Host + ?Sized> {
     /// Runs the command; reports changes and rewrites through `ctx`.
     fn call(&self, ctx: &mut Ctx<H>, args: &Args) -> Reply;

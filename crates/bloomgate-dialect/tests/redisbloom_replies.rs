@@ -254,7 +254,8 @@ fn item_09_cf_loadchunk_errors() {
         cf_header(0, 32, 1, 2, 40000),  // expansion 40000
         cf_header(0, 32, 0, 2, 1),      // no sub-filter
         cf_header(0, 1 << 32, 1, 1, 1), // RedisBloom's own forged header: 2^32 one-slot buckets
-        cf_header(0, 1 << 40, 1, 4, 1), // 2^40 buckets: a forged header like this once crashed the host
+        // 2^40 buckets: a forged header like this once crashed the host.
+        cf_header(0, 1 << 40, 1, 4, 1),
     ] {
         assert_eq!(
             load(&mut h, cmd, "x", "1", bad),

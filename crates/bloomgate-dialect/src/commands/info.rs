@@ -89,8 +89,8 @@ pub struct CommandInfo<C = Command> {
     /// What Redis knows the command by ([`flags`]).
     pub flags: Flags,
     /// Redis arity: N = exactly N arguments (with the name), -N = at least N. Checked by
-    /// [`execute`](crate::commands::execute) before the handler runs (as Redis checks a registered arity first); handlers
-    /// add their own stricter checks.
+    /// [`execute`](crate::commands::execute) before the handler runs (as Redis checks a
+    /// registered arity first); handlers add their own stricter checks.
     pub arity: i32,
     /// First key argument (1-based).
     pub first_key: i32,

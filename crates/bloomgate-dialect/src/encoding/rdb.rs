@@ -12,8 +12,8 @@
 //! Loading never trusts a size (the rule of [`crate::budget`]): the fields are turned into a
 //! SCANDUMP header and validated by the same code as `LOADCHUNK`; every string buffer is read
 //! and must have exactly the length the header implies (so the claimed sizes are backed by the
-//! payload); the shape is admitted against the source's [`Allowance`](crate::budget::Allowance); only then is the value
-//! allocated.
+//! payload); the shape is admitted against the source's
+//! [`Allowance`](crate::budget::Allowance); only then is the value allocated.
 
 use crate::budget::{Admitted, Shape};
 use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};

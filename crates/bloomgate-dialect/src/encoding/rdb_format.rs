@@ -1,7 +1,7 @@
 //! Redis' own serialization of module values — what `DUMP` returns, `RESTORE` and `MIGRATE`
 //! carry and RDB files hold — so RedisBloom's data moves into bloomgate (and back) without a
-//! Redis in between. [`crate::encoding::rdb`] knows RedisBloom's field order; this module knows how Redis
-//! frames those fields:
+//! Redis in between. [`rdb`](super::rdb) knows RedisBloom's field order; this module knows how
+//! Redis frames those fields:
 //!
 //! - lengths (6/14/32/64-bit) and strings (raw, integer-encoded, LZF-compressed), read with every
 //!   length checked against the remaining input and a byte budget before anything is allocated;
@@ -12,7 +12,7 @@
 //!   version and the CRC64 (Jones, reflected, as Redis computes it) of everything before it.
 //!
 //! Pure data: the reader works over any `std::io::Read` (a payload in memory, an RDB file being
-//! streamed by the CLI) whose length the caller states.
+//! streamed by [`rdb_file`](super::rdb_file)) whose length the caller states.
 
 use std::io::Read;
 

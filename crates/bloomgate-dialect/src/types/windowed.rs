@@ -513,8 +513,8 @@ impl WindowedFilter {
 
 /// A windowed filter's header, validated (every generation's declared bytes are whole links of
 /// its growth schedule) without allocating anything: its total bytes and chunk plan. Only
-/// [`DialectType::from_shape`](crate::value::DialectType::from_shape) allocates (each generation an empty filter of its declared
-/// shape, until its chunk arrives).
+/// [`DialectType::from_shape`](crate::value::DialectType::from_shape) allocates (each
+/// generation an empty filter of its declared shape, until its chunk arrives).
 #[derive(Debug)]
 pub struct WindowedShape {
     pub(crate) header: Vec<u8>,

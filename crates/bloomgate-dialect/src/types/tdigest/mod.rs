@@ -21,7 +21,8 @@
 //!   special cases for singleton centroids and the tails toward min and max.
 //!
 //! The digest is written from these facts; arrays are allocated only after their size has been
-//! checked against the memory budget (see [`TDigest::with_compression`]).
+//! checked against the memory budget (see [`TDigest::with_compression`]). Its saved form — the
+//! RDB field order and `bloomgate serve`'s dump stream — is in `saved.rs`.
 
 use crate::budget::{Admitted, Allowance, Shape};
 use crate::types::cow::allocation_size;

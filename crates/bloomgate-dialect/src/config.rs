@@ -125,7 +125,8 @@ impl Config {
 mod tests {
     use super::*;
 
-    /// Item 15 of issue 12: RedisBloom's module-config wording for every setting.
+    /// RedisBloom's module-config wording for every setting (a refusal a client compares
+    /// against RedisBloom's).
     #[test]
     fn refusals_use_module_config_wording() {
         let mut c = Config::default();

@@ -1,12 +1,21 @@
 //! The RedisBloom dialect, written once and hosted twice.
 //!
 //! Everything that makes bloomgate a drop-in for RedisBloom lives here, with no I/O, no runtime
-//! and no notion of a connection: the bit-exact values ([`sbchain::BloomChain`],
-//! [`cuckoo::CuckooChain`], [`murmur`]), their SCANDUMP/LOADCHUNK and RDB encodings ([`value`],
-//! [`rdb`], and Redis' framing of them in `DUMP` payloads and RDB files: [`rdb_format`]), the `bf-*`/`cf-*` settings ([`config`]) and the BF.*/CF.* command semantics —
-//! argument parsing in RedisBloom's order, errors word for word, replies, and what a write must
-//! replicate or log ([`commands`]). Beside them, our own extension: time-windowed filters
-//! ([`windowed`], the `WF.*` commands).
+//! and no notion of a connection:
+//!
+//! - [`types`]: the bit-exact values of every RedisBloom type — the scalable Bloom chain (BF),
+//!   the cuckoo filter (CF), the Count-Min sketch (CMS), Top-K (TOPK), the t-digest (TDIGEST) —
+//!   and our own extension, the time-windowed filter (WF), each with its SCANDUMP/LOADCHUNK
+//!   dump stream;
+//! - [`value`]: [`Value`], one of those types, and [`DialectType`], what hosts use to handle
+//!   any of them (type name, memory, dump stream, RDB fields) without matching on the kind;
+//! - [`encoding`]: how values travel as bytes — RedisBloom's RDB field orders, Redis' framing
+//!   of module values in `DUMP` payloads and RDB files, LZF, RedisBloom's MurmurHash;
+//! - [`budget`]: the one rule for allocating from untrusted sizes (validate, admit, allocate);
+//! - [`config`]: the `bf-*`/`cf-*` settings; [`num`]: number parsing as Redis parses;
+//! - [`commands`]: the command model and the BF/CF/CMS/TOPK/TDIGEST/WF commands — argument
+//!   parsing in RedisBloom's order, errors word for word, replies ([`reply`]), and what a
+//!   write must replicate or log.
 //!
 //! Two hosts run it: `bloomgate serve` (`bloomgate-server`, its own keyspace and persistence) and
 //! the Redis/Valkey module (`bloomgate-module`, Redis' keyspace, RDB and replication). A host
@@ -17,21 +26,11 @@
 pub mod budget;
 pub mod commands;
 pub mod config;
-pub mod countmin;
-pub mod cow;
-pub mod cuckoo;
-mod flat_chunks;
-pub mod lzf;
-pub mod murmur;
+pub mod encoding;
 pub mod num;
-pub mod rdb;
-pub mod rdb_format;
 pub mod reply;
-pub mod sbchain;
-pub mod tdigest;
-pub mod topk;
+pub mod types;
 pub mod value;
-pub mod windowed;
 
 pub use commands::{execute, Host, Outcome};
 pub use config::Config;

@@ -6,9 +6,9 @@
 use bloomgate_testkit::fuzz::payload_check;
 
 use bloomgate_dialect::budget::Allowance;
-use bloomgate_dialect::cuckoo::{CuckooChain, CuckooParams};
-use bloomgate_dialect::rdb_format::dump_payload;
-use bloomgate_dialect::sbchain::BloomChain;
+use bloomgate_dialect::encoding::rdb_format::dump_payload;
+use bloomgate_dialect::types::cuckoo::{CuckooChain, CuckooParams};
+use bloomgate_dialect::types::sbchain::BloomChain;
 use bloomgate_dialect::Value;
 
 fn values() -> Vec<Value> {

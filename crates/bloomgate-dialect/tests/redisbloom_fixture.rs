@@ -2,7 +2,7 @@
 //! RedisBloom 2.4.23) decode into values whose SCANDUMP sequence is RedisBloom's, and encode
 //! back to the same payload byte for byte (LZF-compressed strings included).
 
-use bloomgate_dialect::rdb_format::{dump_payload, restore_payload};
+use bloomgate_dialect::encoding::rdb_format::{dump_payload, restore_payload};
 
 fn fixture() -> serde_json::Value {
     let path = concat!(

@@ -406,7 +406,7 @@ fn tdigest_dump_restore_and_forged_payloads() {
         let mut b = body.to_vec();
         edit(&mut b);
         b.extend_from_slice(&footer[..2]);
-        let crc = bloomgate_dialect::rdb_format::crc64(0, &b);
+        let crc = bloomgate_dialect::encoding::rdb_format::crc64(0, &b);
         b.extend_from_slice(&crc.to_le_bytes());
         b
     };

@@ -19,10 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use bloomgate_dialect::rdb::RdbSink;
-use bloomgate_dialect::rdb_format::{
+use bloomgate_dialect::encoding::rdb_format::{
     crc64, opcode, write_len, write_string, Length, ModuleWriter, RdbReader,
 };
+use bloomgate_dialect::encoding::rdb_io::RdbSink;
 use bloomgate_dialect::value::Kind;
 use redis::Value;
 use support::{have_redis, module_path, temp_dir};
@@ -992,7 +992,7 @@ fn payload_fields_round_trip() {
     w.save_unsigned(5);
     w.save_double(0.25);
     w.save_string(b"hello");
-    let id = bloomgate_dialect::rdb_format::module_type_id("MBbloom--", 4).unwrap();
+    let id = bloomgate_dialect::encoding::rdb_format::module_type_id("MBbloom--", 4).unwrap();
     let fields = vec![Field::U(5), Field::D(0.25), Field::S(b"hello".to_vec())];
     let payload = seal(&module_body(id, &fields));
     assert_eq!(split_payload(&payload), (id, fields));

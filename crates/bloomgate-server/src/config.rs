@@ -268,27 +268,34 @@ pub fn parse_memory(s: &str) -> Option<u64> {
     n.checked_mul(mul)
 }
 
-/// CONFIG parameter names, in CONFIG GET order.
-pub const CONFIG_NAMES: [&str; 18] = [
-    "bf-error-rate",
-    "bf-initial-size",
-    "bf-expansion-factor",
-    "cf-bucket-size",
-    "cf-initial-size",
-    "cf-max-iterations",
-    "cf-expansion-factor",
-    "cf-max-expansions",
-    "maxmemory",
-    "maxmemory-policy",
-    "appendonly",
-    "appendfsync",
-    "requirepass",
-    "dir",
-    "bind",
-    "port",
-    "save",
-    "databases",
-];
+/// CONFIG parameter names, in CONFIG GET order: the dialect's `bf-*`/`cf-*` settings (its one
+/// list, [`bloomgate_dialect::Config::NAMES`]), then the server's own.
+pub const CONFIG_NAMES: [&str; 18] = {
+    const DIALECT: [&str; 8] = bloomgate_dialect::Config::NAMES;
+    const OWN: [&str; 10] = [
+        "maxmemory",
+        "maxmemory-policy",
+        "appendonly",
+        "appendfsync",
+        "requirepass",
+        "dir",
+        "bind",
+        "port",
+        "save",
+        "databases",
+    ];
+    let mut all = [""; 18];
+    let mut i = 0;
+    while i < all.len() {
+        all[i] = if i < DIALECT.len() {
+            DIALECT[i]
+        } else {
+            OWN[i - DIALECT.len()]
+        };
+        i += 1;
+    }
+    all
+};
 
 /// The value `CONFIG GET` shows for `name` (one of [`CONFIG_NAMES`]).
 pub fn config_value(c: &Config, name: &str) -> String {

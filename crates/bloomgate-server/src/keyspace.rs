@@ -1,6 +1,6 @@
 //! The keyspace: keys → values (the dialect's, or a Redis string) with optional expiry, memory accounting and the key
 //! modification tracking WATCH needs. A value's large arrays are copy-on-write segments (see
-//! `bloomgate_dialect::cow`), so a snapshot clones values in O(keys) without copying their
+//! `bloomgate_dialect::types::cow`), so a snapshot clones values in O(keys) without copying their
 //! bits, and a writer copies only a segment a snapshot still holds.
 //!
 //! Memory: an entry is 56 bytes in the table (boxed key, inline value, expiry), and accounting
@@ -14,7 +14,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bloomgate_dialect::cow::allocation_size;
+use bloomgate_dialect::types::cow::allocation_size;
 pub use bloomgate_dialect::Value;
 
 /// A point-in-time copy of the keyspace (values share their segments with the live keyspace).

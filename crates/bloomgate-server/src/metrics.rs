@@ -48,7 +48,7 @@ impl Latency {
 /// `1 - fill_i^k_i` (fill = set bits / bits), so FPR ≈ 1 - Π_i (1 - fill_i^k_i). O(links): each
 /// link keeps its set-bit count as writes happen, so a scrape never walks filter bits under the
 /// store lock.
-fn chain_health(chain: &bloomgate_dialect::sbchain::BloomChain) -> (f64, f64) {
+fn chain_health(chain: &bloomgate_dialect::types::sbchain::BloomChain) -> (f64, f64) {
     let mut miss_all = 1.0;
     let (mut ones, mut bits) = (0u64, 0u64);
     for link in chain.links() {

@@ -1,5 +1,6 @@
-//! BF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (see
-//! `shared/reference/redisbloom.md`). [`super::execute`] checks each command's table arity;
+//! BF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (implemented
+//! from RedisBloom's documented behaviour and observed replies, not its source).
+//! [`super::execute`] checks each command's table arity;
 //! a handler checks only what is stricter than the table (RESERVE, INFO and DEBUG counts,
 //! INSERT's ITEMS).
 
@@ -11,7 +12,7 @@ use super::{
 use crate::config::MAX_ERROR_RATE;
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
-use crate::sbchain::{AddError, BloomChain};
+use crate::types::sbchain::{AddError, BloomChain};
 use crate::value::Value;
 use crate::ERR_NOT_FOUND;
 
@@ -650,11 +651,11 @@ mod tests {
         inconsistent[28..36].copy_from_slice(&(bytes * 8).to_le_bytes());
         assert_eq!(
             h.run_args(&load(inconsistent)),
-            err(crate::sbchain::ERR_BAD_DATA)
+            err(crate::types::sbchain::ERR_BAD_DATA)
         );
         // Capacity 2^30 at the link's error rate: a consistent 1.4 GB link, over the budget.
         let capacity = 1u64 << 30;
-        let sizing = crate::sbchain::LinkSizing::new(capacity, 0.005).unwrap();
+        let sizing = crate::types::sbchain::LinkSizing::new(capacity, 0.005).unwrap();
         header[20..28].copy_from_slice(&sizing.bytes.to_le_bytes());
         header[28..36].copy_from_slice(&sizing.bits.to_le_bytes());
         header[64..72].copy_from_slice(&capacity.to_le_bytes());

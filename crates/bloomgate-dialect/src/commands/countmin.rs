@@ -2,12 +2,12 @@
 //! checked first ([`super::execute`]); a handler checks what is stricter (INCRBY's pairs).
 
 use super::{
-    flags::*, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs, Host,
-    KEY_ONLY,
+    flags::*, sketch_table, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
+    Host, KEY_ONLY, N_ITEMS,
 };
-use crate::countmin::CountMin;
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
+use crate::types::countmin::CountMin;
 use crate::value::DialectType as _;
 
 /// RedisBloom's missing-key error for every CMS command but the creations.
@@ -51,87 +51,24 @@ const MERGE_ARGS: &[Arg] = &[
     .optional(),
 ];
 
-/// The CMS.* command table: RedisBloom 8.2's arities, flags, ACL categories and documentation.
+/// The CMS.* command table: RedisBloom 8.2's arities, flags, ACL categories and documentation
+/// (it files the creations and INFO under `@fast` without the `fast` flag).
 pub fn commands() -> Vec<CommandInfo> {
-    // RedisBloom files the creations and INFO under `@fast` without the `fast` flag.
-    let cms = |name, command, flags, arity, docs| spec(name, command, flags, "cms", arity, docs);
-    let cms_fast =
-        |name, command, flags, arity, docs| spec(name, command, flags, "fast cms", arity, docs);
-    const N_ITEMS: &str = "O(n) where n is the number of items";
-    vec![
-        cms_fast(
-            "CMS.INITBYDIM",
-            Command::CmsInitbydim,
-            WRITE | DENYOOM,
-            4,
-            Some(Docs::sketch(
-                "Initializes a Count-Min Sketch to dimensions specified by user",
-                "O(1)",
-                true,
-                DIM_ARGS,
-            )),
-        ),
-        cms_fast(
-            "CMS.INITBYPROB",
-            Command::CmsInitbyprob,
-            WRITE | DENYOOM,
-            4,
-            Some(Docs::sketch(
-                "Initializes a Count-Min Sketch to accommodate requested tolerances.",
-                "O(1)",
-                true,
-                PROB_ARGS,
-            )),
-        ),
-        cms(
-            "CMS.INCRBY",
-            Command::CmsIncrby,
-            WRITE | DENYOOM,
-            -4,
-            Some(Docs::sketch(
-                "Increases the count of one or more items by increment",
-                N_ITEMS,
-                true,
-                INCRBY_ARGS,
-            )),
-        ),
-        cms(
-            "CMS.QUERY",
-            Command::CmsQuery,
-            READONLY,
-            -3,
-            Some(Docs::sketch(
-                "Returns the count for one or more items in a sketch",
-                N_ITEMS,
-                false,
-                QUERY_ARGS,
-            )),
-        ),
-        cms(
-            "CMS.MERGE",
-            Command::CmsMerge,
-            WRITE | DENYOOM,
-            -4,
-            Some(Docs::sketch(
-                "Merges several sketches into one sketch",
-                "O(n) where n is the number of sketches",
-                true,
-                MERGE_ARGS,
-            )),
-        ),
-        cms_fast(
-            "CMS.INFO",
-            Command::CmsInfo,
-            READONLY,
-            2,
-            Some(Docs::sketch(
-                "Returns information about a sketch",
-                "O(1)",
-                false,
-                KEY_ONLY,
-            )),
-        ),
-    ]
+    sketch_table! { "cms";
+        fast "CMS.INITBYDIM", CmsInitbydim, WRITE | DENYOOM, 4, true, DIM_ARGS, "O(1)",
+            "Initializes a Count-Min Sketch to dimensions specified by user";
+        fast "CMS.INITBYPROB", CmsInitbyprob, WRITE | DENYOOM, 4, true, PROB_ARGS, "O(1)",
+            "Initializes a Count-Min Sketch to accommodate requested tolerances.";
+        slow "CMS.INCRBY", CmsIncrby, WRITE | DENYOOM, -4, true, INCRBY_ARGS, N_ITEMS,
+            "Increases the count of one or more items by increment";
+        slow "CMS.QUERY", CmsQuery, READONLY, -3, false, QUERY_ARGS, N_ITEMS,
+            "Returns the count for one or more items in a sketch";
+        slow "CMS.MERGE", CmsMerge, WRITE | DENYOOM, -4, true, MERGE_ARGS,
+            "O(n) where n is the number of sketches",
+            "Merges several sketches into one sketch";
+        fast "CMS.INFO", CmsInfo, READONLY, 2, false, KEY_ONLY, "O(1)",
+            "Returns information about a sketch";
+    }
 }
 
 /// Creates the sketch after RedisBloom's checks: the key must not exist (whatever it holds),

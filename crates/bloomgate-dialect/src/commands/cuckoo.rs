@@ -1,5 +1,6 @@
-//! CF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (see
-//! `shared/reference/redisbloom.md`). [`super::execute`] checks each command's table arity;
+//! CF.* commands with RedisBloom's exact replies, errors and option-parsing quirks (implemented
+//! from RedisBloom's documented behaviour and observed replies, not its source).
+//! [`super::execute`] checks each command's table arity;
 //! a handler checks only what is stricter than the table (RESERVE's pairs, COMPACT and DEBUG
 //! counts, INSERT's ITEMS).
 
@@ -7,12 +8,12 @@ use super::{
     flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
     Host, KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE,
 };
-use crate::cuckoo::{
+use crate::num::{is, parse_i64};
+use crate::reply::Reply;
+use crate::types::cuckoo::{
     CuckooChain, CuckooParams, InsertError, MAX_BUCKET_SIZE, MAX_CAPACITY, MAX_EXPANSION,
     MAX_ITERATIONS,
 };
-use crate::num::{is, parse_i64};
-use crate::reply::Reply;
 use crate::value::DialectType as _;
 use crate::{ERR_NOT_FOUND, ERR_OOM};
 

@@ -12,7 +12,7 @@ use super::{flags::*, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInf
 use super::{Host, KEY_ONLY};
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
-use crate::tdigest::{TDigest, DEFAULT_COMPRESSION, I64_LIMIT};
+use crate::types::tdigest::{TDigest, DEFAULT_COMPRESSION, I64_LIMIT};
 use crate::value::DialectType;
 
 const ERR_MISSING: &str = "ERR T-Digest: key does not exist";
@@ -471,7 +471,7 @@ fn merge_key<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     into: &mut TDigest,
     key: &[u8],
-) -> Result<(), crate::tdigest::Overflow> {
+) -> Result<(), crate::types::tdigest::Overflow> {
     let Ok(Some(from)) = ctx.typed_quiet::<TDigest>(key) else {
         return Ok(());
     };

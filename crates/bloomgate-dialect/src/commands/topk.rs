@@ -3,12 +3,12 @@
 //! arguments, INCRBY's pairs, LIST's optional WITHCOUNT).
 
 use super::{
-    flags::*, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs, Host,
-    KEY_ONLY,
+    flags::*, sketch_table, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
+    Host, KEY_ONLY, N_ITEMS,
 };
 use crate::num::{parse_f64, parse_i64};
 use crate::reply::Reply;
-use crate::topk::TopK;
+use crate::types::topk::TopK;
 use crate::value::DialectType as _;
 
 /// RedisBloom's missing-key error.
@@ -57,107 +57,34 @@ const LIST_ARGS: &[Arg] = &[
         .optional(),
 ];
 
-/// The TOPK.* command table: RedisBloom 8.2's arities, flags, ACL categories and documentation.
+/// The TOPK.* command table: RedisBloom 8.2's arities, flags, ACL categories and documentation
+/// (it files RESERVE and INFO under `@fast` without the `fast` flag).
 pub fn commands() -> Vec<CommandInfo> {
-    // RedisBloom files RESERVE and INFO under `@fast` without the `fast` flag.
-    let topk = |name, command, flags, arity, docs| spec(name, command, flags, "topk", arity, docs);
-    let topk_fast =
-        |name, command, flags, arity, docs| spec(name, command, flags, "fast topk", arity, docs);
-    const N_ITEMS: &str = "O(n) where n is the number of items";
-    vec![
-        topk_fast(
-            "TOPK.RESERVE",
-            Command::TopkReserve,
-            WRITE | DENYOOM,
-            -3,
-            Some(Docs::sketch(
-                "Initializes a Top-K sketch with specified parameters",
-                "O(1)",
-                true,
-                RESERVE_ARGS,
-            )),
-        ),
-        topk(
-            "TOPK.ADD",
-            Command::TopkAdd,
-            WRITE | DENYOOM,
-            -3,
-            Some(Docs::sketch(
-                "Adds an item to a Top-k sketch. Multiple items can be added at the same time.",
-                "O(n * k) where n is the number of items and k is the depth",
-                true,
-                ITEMS_ARGS,
-            )),
-        ),
-        topk(
-            "TOPK.INCRBY",
-            Command::TopkIncrby,
-            WRITE | DENYOOM,
-            -4,
-            Some(Docs::sketch(
-                "Increases the count of one or more items by increment",
-                "O(n * k * incr) where n is the number of items, k is the depth and incr is \
-                 the increment",
-                true,
-                INCRBY_ARGS,
-            )),
-        ),
-        topk(
-            "TOPK.QUERY",
-            Command::TopkQuery,
-            READONLY,
-            -3,
-            Some(Docs::sketch(
-                "Checks whether one or more items are in a sketch",
-                N_ITEMS,
-                false,
-                ITEMS_ARGS,
-            )),
-        ),
-        topk(
-            "TOPK.COUNT",
-            Command::TopkCount,
-            READONLY,
-            -3,
-            Some(Docs {
-                history: &[(
-                    "2.4.0",
-                    "As of Bloom version 2.4, this command is regarded as deprecated. The count \
-                     value is not a representative of the number of appearances of an item",
-                )],
-                ..Docs::sketch(
-                    "Return the count for one or more items are in a sketch",
-                    N_ITEMS,
-                    false,
-                    ITEMS_ARGS,
-                )
-            }),
-        ),
-        topk(
-            "TOPK.LIST",
-            Command::TopkList,
-            READONLY,
-            -2,
-            Some(Docs::sketch(
-                "Return the full list of items in Top-K sketch.",
-                "O(k*log(k)) where k is the value of top-k",
-                false,
-                LIST_ARGS,
-            )),
-        ),
-        topk_fast(
-            "TOPK.INFO",
-            Command::TopkInfo,
-            READONLY,
-            2,
-            Some(Docs::sketch(
-                "Returns information about a sketch",
-                "O(1)",
-                false,
-                KEY_ONLY,
-            )),
-        ),
-    ]
+    sketch_table! { "topk";
+        fast "TOPK.RESERVE", TopkReserve, WRITE | DENYOOM, -3, true, RESERVE_ARGS, "O(1)",
+            "Initializes a Top-K sketch with specified parameters";
+        slow "TOPK.ADD", TopkAdd, WRITE | DENYOOM, -3, true, ITEMS_ARGS,
+            "O(n * k) where n is the number of items and k is the depth",
+            "Adds an item to a Top-k sketch. Multiple items can be added at the same time.";
+        slow "TOPK.INCRBY", TopkIncrby, WRITE | DENYOOM, -4, true, INCRBY_ARGS,
+            "O(n * k * incr) where n is the number of items, k is the depth and incr is \
+             the increment",
+            "Increases the count of one or more items by increment";
+        slow "TOPK.QUERY", TopkQuery, READONLY, -3, false, ITEMS_ARGS, N_ITEMS,
+            "Checks whether one or more items are in a sketch";
+        slow "TOPK.COUNT", TopkCount, READONLY, -3, false, ITEMS_ARGS, N_ITEMS,
+            "Return the count for one or more items are in a sketch",
+            history &[(
+                "2.4.0",
+                "As of Bloom version 2.4, this command is regarded as deprecated. The count \
+                 value is not a representative of the number of appearances of an item",
+            )];
+        slow "TOPK.LIST", TopkList, READONLY, -2, false, LIST_ARGS,
+            "O(k*log(k)) where k is the value of top-k",
+            "Return the full list of items in Top-K sketch.";
+        fast "TOPK.INFO", TopkInfo, READONLY, 2, false, KEY_ONLY, "O(1)",
+            "Returns information about a sketch";
+    }
 }
 
 /// An item as RedisBloom replies it: a C string, so only the bytes before a NUL.

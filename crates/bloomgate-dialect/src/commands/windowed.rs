@@ -1,6 +1,6 @@
 //! WF.* — time-windowed filters ("has this key been seen in the last N windows?"), our own
 //! command family beside RedisBloom's (it never changes BF.*/CF.* behaviour). Semantics and the
-//! dump format are documented in [`crate::windowed`].
+//! dump format are documented in [`crate::types::windowed`].
 //!
 //! | command | reply |
 //! |---|---|
@@ -17,7 +17,7 @@
 //! Every write replicates and logs as `WF.INSERT key ... AT <its time> ITEMS ...`, so replay
 //! and replicas rebuild the same bytes whatever their clocks say. An `AT` time a full retention
 //! (generations × window) or more ahead of the server's clock is refused
-//! ([`crate::windowed::ERR_FUTURE`]): such a write would kill every generation live now.
+//! ([`crate::types::windowed::ERR_FUTURE`]): such a write would kill every generation live now.
 
 use super::{
     add_each, flags::*, load_chunk, probe, spec, wrong_arity, Arg, ArgKind, Args, Command,
@@ -26,8 +26,8 @@ use super::{
 };
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
+use crate::types::windowed::{AddError, WindowParams, WindowedFilter};
 use crate::value::DialectType as _;
-use crate::windowed::{AddError, WindowParams, WindowedFilter};
 use crate::ERR_NOT_FOUND;
 
 const KEY_TIME_ITEMS: &[Arg] = &[
@@ -668,7 +668,7 @@ mod tests {
     fn write_times_are_bounded_by_one_retention() {
         let mut h = Harness::new();
         h.now_ms = 10_500;
-        let future = err(crate::windowed::ERR_FUTURE);
+        let future = err(crate::types::windowed::ERR_FUTURE);
         let far = "WF.INSERT w WINDOW 1000 GENERATIONS 3 AT 9223372036854775807 ITEMS future";
         assert_eq!(h.run(far), future);
         assert!(h.keys.is_empty(), "nothing created");

@@ -270,6 +270,8 @@ impl Replay for Replayer {
 pub(crate) mod testing {
     //! A store and an authenticated RESP2 session for unit tests.
     use super::*;
+    pub use bloomgate_dialect::commands::testing::err;
+    use bloomgate_dialect::commands::testing::words;
 
     /// A store and one session.
     pub struct Harness {
@@ -287,20 +289,12 @@ pub(crate) mod testing {
 
         /// Runs a command given as space-separated words.
         pub fn run(&mut self, line: &str) -> Reply {
-            let args: Vec<Vec<u8>> = line
-                .split_whitespace()
-                .map(|w| w.as_bytes().to_vec())
-                .collect();
-            self.run_args(&args)
+            self.run_args(&words(line))
         }
 
         pub fn run_args(&mut self, args: &[Vec<u8>]) -> Reply {
             execute(&mut self.store, &mut self.session, args, false).reply
         }
-    }
-
-    pub fn err(msg: &str) -> Reply {
-        Reply::error(msg)
     }
 }
 

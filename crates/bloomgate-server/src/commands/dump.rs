@@ -1,12 +1,12 @@
 //! DUMP and RESTORE (and RESTORE-ASKING, which `MIGRATE` sends to cluster nodes), with Redis'
 //! payload format for RedisBloom's types and for strings (RDB type 0): a `DUMP` taken from Redis + RedisBloom restores here,
 //! ours restores there, and `MIGRATE` from a Redis holding BF/CF keys lands in `bloomgate serve`.
-//! The payload codec is the dialect's ([`bloomgate_dialect::rdb_format`]); this module is
+//! The payload codec is the dialect's ([`bloomgate_dialect::encoding::rdb_format`]); this module is
 //! Redis' command semantics: option parsing, the order of checks, the errors word for word, and
 //! an AOF record that replays to the same key (the payload with an absolute expiry).
 
 use bloomgate_dialect::commands::flags::*;
-use bloomgate_dialect::rdb_format::{
+use bloomgate_dialect::encoding::rdb_format::{
     dump_payload, dump_string_payload, restore_any_payload, PayloadError, Restored,
 };
 

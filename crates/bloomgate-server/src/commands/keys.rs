@@ -2,7 +2,7 @@
 //! FLUSHDB/FLUSHALL, DBSIZE, MEMORY USAGE) with Redis' replies and errors.
 
 use bloomgate_dialect::commands::flags::*;
-use bloomgate_dialect::murmur::murmur64a;
+use bloomgate_dialect::encoding::murmur::murmur64a;
 
 use super::host::{
     command, is, parse_i64, text, Args, Ctx, ServerCommand, ERR_NOT_INTEGER, ERR_SYNTAX,

@@ -312,7 +312,7 @@ fn info(ctx: &mut Ctx, args: &Args) -> Reply {
                 format!("rdb_bgsave_in_progress:{}", u8::from(p.bgsave_in_progress)),
                 format!(
                     "cow_copied_bytes_total:{}",
-                    bloomgate_dialect::cow::copied_bytes()
+                    bloomgate_dialect::types::cow::copied_bytes()
                 ),
                 format!("rdb_last_save_time:{}", p.last_save_unix),
                 format!("rdb_last_bgsave_status:{}", if p.last_bgsave_ok { "ok" } else { "err" }),

@@ -12,7 +12,9 @@
 //! Errors are fine; panics, allocations past the budget and non-round-tripping dumps are not.
 
 use bloomgate_dialect::budget::Allowance;
-use bloomgate_dialect::rdb_format::{crc64, dump_payload, restore_payload, DUMP_RDB_VERSION};
+use bloomgate_dialect::encoding::rdb_format::{
+    crc64, dump_payload, restore_payload, DUMP_RDB_VERSION,
+};
 use bloomgate_dialect::value::Kind;
 
 /// Bytes a fuzzed value may allocate.

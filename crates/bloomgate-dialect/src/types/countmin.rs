@@ -5,12 +5,12 @@
 //! order (64-bit signed products and sums, per cell and for the totals) before any counter is
 //! written, so a refused merge changes nothing.
 //!
-//! Hosts persist a sketch as its RDB fields ([`crate::rdb`]) or, in `bloomgate serve`'s
+//! Hosts persist a sketch as its RDB fields ([`crate::encoding::rdb`]) or, in `bloomgate serve`'s
 //! snapshots, as a dump stream of our own: a 24-byte header (width, depth, total; little
 //! endian) and the counters' bytes in chunks.
 
-use crate::cow::{allocation_size, CowArray};
-use crate::murmur::murmur2;
+use crate::encoding::murmur::murmur2;
+use crate::types::cow::{allocation_size, CowArray};
 
 /// Dump header: width, depth, total (u64 little endian each).
 pub const HEADER_LEN: usize = 24;
@@ -212,12 +212,13 @@ impl CountMin {
     /// The dump's chunks after the header: `(iterator, length)`, the iterator being the byte
     /// offset just past the chunk plus one.
     pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        crate::flat_chunks::plan(4 * self.width * self.depth)
+        crate::encoding::chunks::plan(4 * self.width * self.depth)
     }
 
     /// Writes back the chunk that [`Self::chunk_plan`] lists as ending at `iter`.
     pub fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
-        let start = crate::flat_chunks::start(iter, data.len()).ok_or("bad Count-Min chunk")?;
+        let start =
+            crate::encoding::chunks::start(iter, data.len()).ok_or("bad Count-Min chunk")?;
         if self.write_cells(start, data) {
             Ok(())
         } else {

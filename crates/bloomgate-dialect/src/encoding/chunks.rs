@@ -1,20 +1,29 @@
-//! SCANDUMP chunks of a value whose dump body is one flat byte array (Count-Min counters, Top-K
-//! buckets): pieces of at most [`CHUNK_BYTES`], each returned with the byte offset just past it
-//! plus one as its iterator (RedisBloom's convention for these types).
+//! How a dump body is cut into SCANDUMP chunks: pieces of at most [`CHUNK_BYTES`], each
+//! returned with the byte offset just past it plus one as its iterator (RedisBloom's
+//! convention), never crossing a part of the body (a Bloom link, a cuckoo sub-filter). A flat
+//! body (Count-Min counters, Top-K buckets) is one part.
 
 /// The largest chunk SCANDUMP returns.
 pub(crate) const CHUNK_BYTES: u64 = 16 * 1024 * 1024;
 
-/// `(iterator, length)` of each chunk of a `total`-byte body.
-pub(crate) fn plan(total: u64) -> Vec<(i64, u64)> {
+/// `(iterator, length)` of each chunk of a body made of parts of these lengths, in order.
+pub(crate) fn plan_parts(parts: impl IntoIterator<Item = u64>) -> Vec<(i64, u64)> {
     let mut plan = Vec::new();
-    let mut at = 0;
-    while at < total {
-        let len = (total - at).min(CHUNK_BYTES);
-        at += len;
-        plan.push((at as i64 + 1, len));
+    let mut end = 1i64;
+    for mut left in parts {
+        while left > 0 {
+            let len = left.min(CHUNK_BYTES);
+            end += len as i64;
+            plan.push((end, len));
+            left -= len;
+        }
     }
     plan
+}
+
+/// `(iterator, length)` of each chunk of a flat `total`-byte body.
+pub(crate) fn plan(total: u64) -> Vec<(i64, u64)> {
+    plan_parts([total])
 }
 
 /// The body offset where a chunk of `len` bytes returned with `iter` starts, if `iter` can be

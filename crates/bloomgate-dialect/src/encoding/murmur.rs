@@ -39,9 +39,36 @@ pub fn murmur64a(key: &[u8], seed: u64) -> u64 {
     h
 }
 
+/// MurmurHash2, 32-bit (Austin Appleby's original, public domain), the hash RedisBloom's
+/// Count-Min Sketch and Top-K index with (row `i` uses seed `i`; Top-K's fingerprint uses
+/// seed 1919): 4-byte little-endian blocks, the 1..3 tail bytes, then the final mix.
+pub fn murmur2(key: &[u8], seed: u32) -> u32 {
+    const M2: u32 = 0x5bd1e995;
+    // The length enters as a C `int`: only its low 32 bits matter.
+    let mut h = seed ^ key.len() as u32;
+    let mut blocks = key.chunks_exact(4);
+    for block in &mut blocks {
+        let mut k = u32::from_le_bytes(block.try_into().expect("4-byte block"));
+        k = k.wrapping_mul(M2);
+        k ^= k >> 24;
+        k = k.wrapping_mul(M2);
+        h = h.wrapping_mul(M2) ^ k;
+    }
+    let tail = blocks.remainder();
+    if !tail.is_empty() {
+        for (i, &byte) in tail.iter().enumerate().rev() {
+            h ^= u32::from(byte) << (8 * i);
+        }
+        h = h.wrapping_mul(M2);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M2);
+    h ^ (h >> 15)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::murmur64a;
+    use super::{murmur2, murmur64a};
 
     /// Vectors published in Apache Kudu's `TestMurmurHash` (MurmurHash2 64-bit = MurmurHash64A),
     /// covering a short tail, a 7-byte tail and one full block plus a tail with a seed.
@@ -83,38 +110,6 @@ mod tests {
         // h = 0 ^ (0 * m) = 0 and the avalanche keeps 0 at 0.
         assert_eq!(murmur64a(b"", 0), 0);
     }
-}
-
-/// MurmurHash2, 32-bit (Austin Appleby's original, public domain), the hash RedisBloom's
-/// Count-Min Sketch and Top-K index with (row `i` uses seed `i`; Top-K's fingerprint uses
-/// seed 1919): 4-byte little-endian blocks, the 1..3 tail bytes, then the final mix.
-pub fn murmur2(key: &[u8], seed: u32) -> u32 {
-    const M2: u32 = 0x5bd1e995;
-    // The length enters as a C `int`: only its low 32 bits matter.
-    let mut h = seed ^ key.len() as u32;
-    let mut blocks = key.chunks_exact(4);
-    for block in &mut blocks {
-        let mut k = u32::from_le_bytes(block.try_into().expect("4-byte block"));
-        k = k.wrapping_mul(M2);
-        k ^= k >> 24;
-        k = k.wrapping_mul(M2);
-        h = h.wrapping_mul(M2) ^ k;
-    }
-    let tail = blocks.remainder();
-    if !tail.is_empty() {
-        for (i, &byte) in tail.iter().enumerate().rev() {
-            h ^= u32::from(byte) << (8 * i);
-        }
-        h = h.wrapping_mul(M2);
-    }
-    h ^= h >> 13;
-    h = h.wrapping_mul(M2);
-    h ^ (h >> 15)
-}
-
-#[cfg(test)]
-mod murmur2_tests {
-    use super::murmur2;
 
     /// Vectors of the 32-bit MurmurHash2 computed with Austin Appleby's public-domain reference
     /// code (empty input, tails of one and three bytes, blocks plus a tail with a seed).

@@ -1,9 +1,9 @@
-//! Issue 12's divergences, each pinned to the reply a live RedisBloom 8.2 gives for the same
-//! command sequence (numbered as in the issue).
+//! Divergences from RedisBloom found by comparing replies, each pinned to the reply a live
+//! RedisBloom 8.2 gives for the same command sequence (numbered in the order they were found).
 
-use super::testing::*;
-use crate::reply::Reply;
-use crate::value::Value;
+use bloomgate_dialect::commands::testing::*;
+use bloomgate_dialect::reply::Reply;
+use bloomgate_dialect::value::Value;
 
 const WRONG_ARITY_BF_RESERVE: &str = "ERR wrong number of arguments for 'bf.reserve' command";
 const CF_RANGE: &str = "Capacity must be in the range [2 * BUCKETSIZE, 1073741824]";
@@ -246,7 +246,7 @@ fn item_09_cf_loadchunk_errors() {
     h.run("BF.ADD b a");
     assert_eq!(
         load(&mut h, cmd, "b", "1", good.clone()),
-        err(crate::ERR_WRONGTYPE)
+        err(bloomgate_dialect::ERR_WRONGTYPE)
     );
     for bad in [
         cf_header(0, 32, 1, 0, 1),      // bucket size 0
@@ -254,7 +254,8 @@ fn item_09_cf_loadchunk_errors() {
         cf_header(0, 32, 1, 2, 40000),  // expansion 40000
         cf_header(0, 32, 0, 2, 1),      // no sub-filter
         cf_header(0, 1 << 32, 1, 1, 1), // RedisBloom's own forged header: 2^32 one-slot buckets
-        cf_header(0, 1 << 40, 1, 4, 1), // issue 23's crash: 2^40 buckets
+        // 2^40 buckets: a forged header like this once crashed the host.
+        cf_header(0, 1 << 40, 1, 4, 1),
     ] {
         assert_eq!(
             load(&mut h, cmd, "x", "1", bad),
@@ -320,7 +321,7 @@ fn item_10_headers_redisbloom_accepts() {
     growth[16..20].copy_from_slice(&32768u32.to_le_bytes());
     assert_eq!(load(&mut h, "BF.LOADCHUNK", "g", "1", growth), Reply::ok());
     h.memory_limit = 2 << 20;
-    assert_eq!(h.run("BF.ADD g a"), err(crate::ERR_OOM));
+    assert_eq!(h.run("BF.ADD g a"), err(bloomgate_dialect::ERR_OOM));
     assert!(matches!(h.keys.get(&b"g"[..]), Some(Value::Bloom(c)) if c.links().len() == 1));
 }
 
@@ -330,7 +331,10 @@ fn item_11_bf_scandump_key_first() {
     let mut h = Harness::new();
     h.run("CF.ADD c a");
     assert_eq!(h.run("BF.SCANDUMP missing abc"), err("ERR not found"));
-    assert_eq!(h.run("BF.SCANDUMP c abc"), err(crate::ERR_WRONGTYPE));
+    assert_eq!(
+        h.run("BF.SCANDUMP c abc"),
+        err(bloomgate_dialect::ERR_WRONGTYPE)
+    );
     h.run("BF.ADD b a");
     assert_eq!(
         h.run("BF.SCANDUMP b abc"),
@@ -410,7 +414,7 @@ fn item_18_missing_maxiterations_value() {
 /// 16. The metadata COMMAND INFO / DOCS report.
 #[test]
 fn item_16_command_metadata() {
-    use super::lookup;
+    use bloomgate_dialect::commands::lookup;
     let add = lookup(b"bf.add").unwrap();
     assert_eq!(add.arity, 3);
     assert_eq!(add.flag_names(), ["write", "denyoom", "module"]);
@@ -420,7 +424,7 @@ fn item_16_command_metadata() {
     assert_eq!(exists.acl_categories(), ["read", "fast", "cuckoo"]);
     let card = lookup(b"bf.card").unwrap();
     assert_eq!(card.docs.as_ref().unwrap().since, "2.4.4");
-    let arities: Vec<(&str, i32)> = super::table()
+    let arities: Vec<(&str, i32)> = bloomgate_dialect::commands::table()
         .iter()
         .filter(|c| {
             ["BF.", "CF.", "TDIGEST."]

@@ -1,7 +1,7 @@
 //! Redis' own serialization of module values — what `DUMP` returns, `RESTORE` and `MIGRATE`
 //! carry and RDB files hold — so RedisBloom's data moves into bloomgate (and back) without a
-//! Redis in between. [`crate::rdb`] knows RedisBloom's field order; this module knows how Redis
-//! frames those fields:
+//! Redis in between. [`rdb`](super::rdb) knows RedisBloom's field order; this module knows how
+//! Redis frames those fields:
 //!
 //! - lengths (6/14/32/64-bit) and strings (raw, integer-encoded, LZF-compressed), read with every
 //!   length checked against the remaining input and a byte budget before anything is allocated;
@@ -12,12 +12,12 @@
 //!   version and the CRC64 (Jones, reflected, as Redis computes it) of everything before it.
 //!
 //! Pure data: the reader works over any `std::io::Read` (a payload in memory, an RDB file being
-//! streamed by the CLI) whose length the caller states.
+//! streamed by [`rdb_file`](super::rdb_file)) whose length the caller states.
 
 use std::io::Read;
 
 use crate::budget::{Allowance, Buffer};
-use crate::rdb::{RdbError, RdbSink, RdbSource};
+use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
 use crate::value::{Kind, Value};
 
 /// RDB object type of a plain string (`RDB_TYPE_STRING`).
@@ -128,7 +128,7 @@ pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
         }
     }
     if s.len() > 20 {
-        if let Some(compressed) = crate::lzf::compress(s, s.len() - 4) {
+        if let Some(compressed) = crate::encoding::lzf::compress(s, s.len() - 4) {
             out.push(0xc0 | ENC_LZF);
             write_len(out, compressed.len() as u64);
             write_len(out, s.len() as u64);
@@ -432,12 +432,12 @@ impl<R: Read> RdbReader<R> {
                 if compressed_len > self.remaining {
                     return Err(RdbError::Truncated);
                 }
-                if len > compressed_len.saturating_mul(crate::lzf::MAX_EXPANSION) {
+                if len > compressed_len.saturating_mul(crate::encoding::lzf::MAX_EXPANSION) {
                     return Err(invalid("LZF length beyond what its input can expand to"));
                 }
                 let compressed = self.bytes(compressed_len)?;
                 self.charge(len)?;
-                let out = crate::lzf::decompress(&compressed, len as usize)
+                let out = crate::encoding::lzf::decompress(&compressed, len as usize)
                     .ok_or_else(|| invalid("invalid LZF compressed string"))?;
                 self.allowance.release(compressed_len);
                 Ok(out)
@@ -523,8 +523,8 @@ impl<R: Read> RdbSource for RdbReader<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cuckoo::{CuckooChain, CuckooParams};
-    use crate::sbchain::BloomChain;
+    use crate::types::cuckoo::{CuckooChain, CuckooParams};
+    use crate::types::sbchain::BloomChain;
 
     #[test]
     fn crc64_matches_redis_test_vector() {

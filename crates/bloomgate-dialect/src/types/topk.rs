@@ -14,8 +14,8 @@
 //! answers — on a replica fed the same commands, and after `bloomgate serve` restarts (its
 //! snapshot keeps the generator's state).
 
-use crate::cow::{allocation_size, CowArray};
-use crate::murmur::murmur2;
+use crate::encoding::murmur::murmur2;
+use crate::types::cow::{allocation_size, CowArray};
 
 /// The fingerprint's hash seed.
 const FINGERPRINT_SEED: u32 = 1919;
@@ -428,12 +428,12 @@ impl TopK {
     /// The dump's bucket chunks: `(iterator, length)`, the iterator being the byte offset just
     /// past the chunk plus one.
     pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        crate::flat_chunks::plan(BUCKET_BYTES * u64::from(self.width) * u64::from(self.depth))
+        crate::encoding::chunks::plan(BUCKET_BYTES * u64::from(self.width) * u64::from(self.depth))
     }
 
     /// Writes back the chunk that [`Self::chunk_plan`] lists as ending at `iter`.
     pub fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
-        let start = crate::flat_chunks::start(iter, data.len()).ok_or("bad Top-K chunk")?;
+        let start = crate::encoding::chunks::start(iter, data.len()).ok_or("bad Top-K chunk")?;
         if self.write_buckets(start, data) {
             Ok(())
         } else {

@@ -1,8 +1,10 @@
-//! RedisBloom's RDB encoding of its two module types, as a sequence of typed fields.
+//! RedisBloom's RDB encoding of its module types (Bloom, cuckoo, Count-Min, Top-K) and of our
+//! windowed filter, as sequences of typed fields; the t-digest's is with its type
+//! ([`crate::types::tdigest`]).
 //!
 //! Redis saves a module value as a stream of unsigned integers, doubles and string buffers
-//! written through the module API; RedisBloom's field order (see "Module data types and RDB
-//! encoding" in `shared/reference/redisbloom.md`) is what lets an RDB file, a `DUMP` payload or a
+//! written through the module API; RedisBloom's field order (its documented RDB encoding of each
+//! module data type) is what lets an RDB file, a `DUMP` payload or a
 //! full sync move between RedisBloom and bloomgate. This module knows the order; the host supplies
 //! the field I/O ([`RdbSink`], [`RdbSource`]): the module through Redis' `RedisModule_Save*` /
 //! `RedisModule_Load*`, the server through its own encoder of Redis' module-value format.
@@ -10,72 +12,22 @@
 //! Loading never trusts a size (the rule of [`crate::budget`]): the fields are turned into a
 //! SCANDUMP header and validated by the same code as `LOADCHUNK`; every string buffer is read
 //! and must have exactly the length the header implies (so the claimed sizes are backed by the
-//! payload); the shape is admitted against the source's [`Allowance`]; only then is the value
-//! allocated.
+//! payload); the shape is admitted against the source's
+//! [`Allowance`](crate::budget::Allowance); only then is the value allocated.
 
-use crate::budget::{Admitted, Allowance, OverBudget, Shape};
-use crate::countmin::CountMin;
-use crate::cuckoo::{self, CuckooChain};
-use crate::sbchain::BloomChain;
-use crate::topk::TopK;
+use crate::budget::{Admitted, Shape};
+use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use crate::types::countmin::CountMin;
+use crate::types::cuckoo::{self, CuckooChain};
+use crate::types::sbchain::BloomChain;
+use crate::types::topk::TopK;
+use crate::types::windowed::WindowedFilter;
 use crate::value::DialectType;
-use crate::windowed::WindowedFilter;
-
-/// Receives a value's fields in order.
-pub trait RdbSink {
-    /// An unsigned integer field.
-    fn save_unsigned(&mut self, value: u64);
-    /// A double field.
-    fn save_double(&mut self, value: f64);
-    /// A string buffer field.
-    fn save_string(&mut self, value: &[u8]);
-}
-
-/// Supplies a value's fields in order.
-pub trait RdbSource {
-    /// The next unsigned integer field.
-    fn load_unsigned(&mut self) -> Result<u64, RdbError>;
-    /// The next double field.
-    fn load_double(&mut self) -> Result<f64, RdbError>;
-    /// The next string buffer; a source that can check a length before allocating refuses one
-    /// longer than `max_len`.
-    fn load_string(&mut self, max_len: u64) -> Result<Vec<u8>, RdbError>;
-    /// What values read from this source may allocate: every shape is admitted against it
-    /// before allocation. No default: each source states its budget (a host's memory budget,
-    /// or [`Allowance::unlimited`] where a caller has sized the input itself).
-    fn allowance(&mut self) -> &mut Allowance;
-}
 
 /// Admits `shape` against `input`'s allowance.
 fn admit<S: Shape>(input: &mut impl RdbSource, shape: S) -> Result<Admitted<S>, RdbError> {
     input.allowance().admit(shape).map_err(RdbError::OverBudget)
 }
-
-/// Why a value could not be loaded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RdbError {
-    /// The field stream ended early or a field had the wrong type.
-    Truncated,
-    /// The fields describe an invalid filter (the reason, in LOADCHUNK's words or ours).
-    Invalid(String),
-    /// This encoding version is newer than the reader knows.
-    UnknownEncoding(i32),
-    /// A valid value larger than the memory budget allows.
-    OverBudget(OverBudget),
-}
-
-impl std::fmt::Display for RdbError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RdbError::Truncated => f.write_str("truncated or mistyped module value"),
-            RdbError::Invalid(why) => write!(f, "invalid module value: {why}"),
-            RdbError::UnknownEncoding(v) => write!(f, "unknown encoding version {v}"),
-            RdbError::OverBudget(o) => write!(f, "refused: {o}"),
-        }
-    }
-}
-
-impl std::error::Error for RdbError {}
 
 fn invalid(why: impl Into<String>) -> RdbError {
     RdbError::Invalid(why.into())
@@ -317,7 +269,7 @@ pub fn load_countmin(input: &mut impl RdbSource, encver: i32) -> Result<CountMin
     if encver != CountMin::ENCODING_VERSION {
         return Err(RdbError::UnknownEncoding(encver));
     }
-    let mut header = Vec::with_capacity(crate::countmin::HEADER_LEN);
+    let mut header = Vec::with_capacity(crate::types::countmin::HEADER_LEN);
     for _ in 0..3 {
         header.extend_from_slice(&input.load_unsigned()?.to_le_bytes());
     }
@@ -344,14 +296,16 @@ pub fn save_topk(topk: &TopK, out: &mut impl RdbSink) {
     out.save_unsigned(u64::from(topk.width()));
     out.save_unsigned(u64::from(topk.depth()));
     out.save_double(topk.decay());
-    let buckets = crate::topk::BUCKET_BYTES * u64::from(topk.width()) * u64::from(topk.depth());
+    let buckets =
+        crate::types::topk::BUCKET_BYTES * u64::from(topk.width()) * u64::from(topk.depth());
     out.save_string(&topk.bucket_bytes(0, buckets));
     // An item is a C string there: what follows a NUL byte is not saved.
     let saved = |item: &[u8]| -> Vec<u8> {
         let end = item.iter().position(|&b| b == 0).unwrap_or(item.len());
         item[..end].to_vec()
     };
-    let mut heap = Vec::with_capacity(topk.heap().len() * crate::topk::HEAP_ENTRY_BYTES as usize);
+    let mut heap =
+        Vec::with_capacity(topk.heap().len() * crate::types::topk::HEAP_ENTRY_BYTES as usize);
     let mut items = Vec::with_capacity(topk.heap().len());
     for entry in topk.heap() {
         let mut item = entry.item.as_deref().map(saved).unwrap_or_default();
@@ -374,7 +328,7 @@ pub fn save_topk(topk: &TopK, out: &mut impl RdbSink) {
 /// exactly the size they imply. Items are the heap strings without their last (NUL) byte; a
 /// one-byte string is a slot never filled. The decay generator starts from its seed.
 pub fn load_topk(input: &mut impl RdbSource, encver: i32) -> Result<TopK, RdbError> {
-    use crate::topk::{HeapEntry, BUCKET_BYTES, HEAP_ENTRY_BYTES};
+    use crate::types::topk::{HeapEntry, BUCKET_BYTES, HEAP_ENTRY_BYTES};
     if encver != TopK::ENCODING_VERSION {
         return Err(RdbError::UnknownEncoding(encver));
     }
@@ -428,7 +382,8 @@ pub fn load_topk(input: &mut impl RdbSource, encver: i32) -> Result<TopK, RdbErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cuckoo::CuckooParams;
+    use crate::budget::{Allowance, OverBudget};
+    use crate::types::cuckoo::CuckooParams;
 
     /// Fields as a list, for round trips without a Redis.
     struct Fields {
@@ -529,7 +484,7 @@ mod tests {
 
     #[test]
     fn windowed_round_trip_keeps_dump_bytes() {
-        let params = crate::windowed::WindowParams {
+        let params = crate::types::windowed::WindowParams {
             error: 0.01,
             capacity: 50,
             window_ms: 1000,

@@ -5,9 +5,9 @@
 //! `record.py` beside it). The sequences come from a seed through splitmix64 and integer-only
 //! formatting, written the same way in `gen.py` there and here.
 
-use super::testing::Harness;
-use crate::rdb_format::{crc64, dump_payload};
-use crate::reply::{format_double, Reply};
+use bloomgate_dialect::commands::testing::Harness;
+use bloomgate_dialect::encoding::rdb_format::{crc64, dump_payload};
+use bloomgate_dialect::reply::{format_double, Reply};
 
 /// splitmix64, as `gen.py` has it.
 struct Rng(u64);
@@ -220,7 +220,7 @@ fn same(got: &str, want: &str) -> bool {
 
 #[test]
 fn random_sequences_answer_as_redisbloom_8_bit_for_bit() {
-    let fixture = include_str!("../../../../tests/fixtures/tdigest/redisbloom8-replies.txt");
+    let fixture = include_str!("../../../tests/fixtures/tdigest/redisbloom8-replies.txt");
     let mut expected = fixture.lines().filter(|l| !l.starts_with('#')).peekable();
     let mut seeds = 0;
     let mut compared = 0;

@@ -60,6 +60,21 @@ fn hash_index(h: u32) -> usize {
     ((h >> (24 - HLOG)).wrapping_sub(h.wrapping_mul(5)) as usize) & (HSIZE - 1)
 }
 
+/// Copies one literal byte to `out[op]`, then, when the run reaches [`MAX_LIT`], writes its
+/// length byte before it and starts the next run; `None` if `out` has no room.
+#[inline(always)]
+fn push_literal(out: &mut [u8], op: &mut usize, lit: &mut usize, byte: u8) -> Option<()> {
+    *lit += 1;
+    *out.get_mut(*op)? = byte;
+    *op += 1;
+    if *lit == MAX_LIT {
+        out[*op - *lit - 1] = (*lit - 1) as u8;
+        *lit = 0;
+        *op += 1;
+    }
+    Some(())
+}
+
 /// Compresses `input` into at most `max_out` bytes as liblzf does; `None` if it does not fit
 /// (Redis then stores the string raw).
 pub fn compress(input: &[u8], max_out: usize) -> Option<Vec<u8>> {
@@ -143,30 +158,16 @@ pub fn compress(input: &[u8], max_out: usize) -> Option<Vec<u8>> {
             if op >= max_out {
                 return None;
             }
-            lit += 1;
-            out[op] = input[ip];
-            op += 1;
+            push_literal(&mut out, &mut op, &mut lit, input[ip])?;
             ip += 1;
-            if lit == MAX_LIT {
-                out[op - lit - 1] = (lit - 1) as u8;
-                lit = 0;
-                op += 1;
-            }
         }
     }
     if op + 3 > max_out {
         return None;
     }
     while ip < in_len {
-        lit += 1;
-        *out.get_mut(op)? = input[ip];
-        op += 1;
+        push_literal(&mut out, &mut op, &mut lit, input[ip])?;
         ip += 1;
-        if lit == MAX_LIT {
-            out[op - lit - 1] = (lit - 1) as u8;
-            lit = 0;
-            op += 1;
-        }
     }
     *out.get_mut(op - lit - 1)? = (lit as u8).wrapping_sub(1);
     op -= usize::from(lit == 0);

@@ -4,7 +4,7 @@
 //! `CF.SCANDUMP` bytes move between RedisBloom and bloomgate unchanged. The core's native
 //! [`bloomgate::CuckooFilter`] is a different, more accurate design; nothing is shared.
 //!
-//! Implemented from the facts in `shared/reference/redisbloom.md`, not from RedisBloom's source.
+//! Implemented from RedisBloom's documented formats and observed behaviour, not from its source.
 //!
 //! Hashing: `h = MurmurHash64A(item, 0)`, `fp = h % 255 + 1` (0 marks an empty slot),
 //! `i1 = h`, `i2 = i1 ^ (fp × 0x5bd1e995)`; a sub-filter of `n` buckets (a power of two) uses
@@ -15,8 +15,8 @@
 //! them and a write copies only the segment it changes.
 
 use crate::budget::{Admitted, Allowance, Shape};
-use crate::cow::CowArray;
-use crate::murmur::murmur64a;
+use crate::encoding::murmur::murmur64a;
+use crate::types::cow::CowArray;
 
 /// The multiplier that turns a fingerprint into the bucket offset of its alternate.
 const ALT_MULTIPLIER: u64 = 0x5bd1e995;
@@ -28,7 +28,7 @@ const SUB_FILTER_OVERHEAD: u64 = 16;
 /// u16 maxIterations, u16 expansion`, packed little-endian.
 pub const HEADER_LEN: usize = 38;
 /// SCANDUMP chunks never exceed 16 MiB and never cross a sub-filter boundary.
-pub const MAX_SCANDUMP_CHUNK: u64 = 16 * 1024 * 1024;
+pub const MAX_SCANDUMP_CHUNK: u64 = crate::encoding::chunks::CHUNK_BYTES;
 /// Compaction runs after a delete once deletes exceed this share of the stored items.
 const COMPACT_DELETE_RATIO: f64 = 0.10;
 
@@ -501,7 +501,7 @@ impl CuckooChain {
     /// allocator size classes), for memory accounting.
     pub fn heap_bytes(&self) -> u64 {
         let table = self.filters.capacity() * size_of::<SubFilter>();
-        crate::cow::allocation_size(table as u64)
+        crate::types::cow::allocation_size(table as u64)
             + self
                 .filters
                 .iter()
@@ -568,18 +568,7 @@ impl CuckooChain {
     /// Where each SCANDUMP chunk ends, `(iterator returned with it, length)`, without copying
     /// any slots: what walking [`Self::dump_chunk`] from iterator 1 returns.
     pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        let mut plan = Vec::new();
-        let mut iter = 1i64;
-        for f in &self.filters {
-            let mut left = f.slots.len() as u64;
-            while left > 0 {
-                let len = left.min(MAX_SCANDUMP_CHUNK);
-                iter += len as i64;
-                plan.push((iter, len));
-                left -= len;
-            }
-        }
-        plan
+        crate::encoding::chunks::plan_parts(self.filters.iter().map(|f| f.slots.len() as u64))
     }
 
     /// A SCANDUMP header's validated shape (see `parse_header`), before anything is allocated.

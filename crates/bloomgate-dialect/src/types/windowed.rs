@@ -511,6 +511,30 @@ impl WindowedFilter {
     }
 }
 
+/// A windowed filter's header, validated (every generation's declared bytes are whole links of
+/// its growth schedule) without allocating anything: its total bytes and chunk plan. Only
+/// [`DialectType::from_shape`](crate::value::DialectType::from_shape) allocates (each
+/// generation an empty filter of its declared shape, until its chunk arrives).
+#[derive(Debug)]
+pub struct WindowedShape {
+    pub(crate) header: Vec<u8>,
+    pub(crate) bytes: u64,
+    pub(crate) plan: Vec<(i64, u64)>,
+}
+
+impl WindowedShape {
+    /// `(iterator, length)` of each generation's chunk, as the header declares them.
+    pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
+        self.plan.clone()
+    }
+}
+
+impl crate::budget::Shape for WindowedShape {
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -771,7 +795,7 @@ mod tests {
     /// dumps and RDB values did not change.
     #[test]
     fn dumps_are_unchanged_since_the_dialect_had_its_own_filter() {
-        let golden = include_bytes!("../tests/golden/wf-dump-v1.bin");
+        let golden = include_bytes!("../../tests/golden/wf-dump-v1.bin");
         let mut parts = Vec::new();
         let mut rest = &golden[..];
         while !rest.is_empty() {

@@ -1,0 +1,60 @@
+//! Running a table entry against a host: the [`Handler`] trait and [`execute`], which checks
+//! the arity, runs the handler and decides, once for every command of every host, what the
+//! outcome propagates.
+
+use super::flags;
+use super::host::{wrong_arity, Args, Ctx, Host, Outcome, Propagate};
+use super::info::CommandInfo;
+use crate::reply::Reply;
+
+/// How a table entry's command runs against a host `H`: the dialect's
+/// [`Command`](super::Command)s run against any host; a host's own handler type (the server's)
+/// implements it for that host.
+pub trait Handler<H: Host + ?Sized> {
+    /// Runs the command; reports changes and rewrites through `ctx`.
+    fn call(&self, ctx: &mut Ctx<H>, args: &Args) -> Reply;
+}
+
+/// Runs `info`'s command with `args` (its name first) against `host`: the arity check, the
+/// handler, and what the outcome propagates — decided here, once, for every command of every
+/// host: nothing unless the command is a write (or runs queued commands, EXEC) that reported a
+/// change; then its rewrite if it made one, else the command as sent.
+pub fn execute<H: Host + ?Sized, C: Handler<H>>(
+    host: &mut H,
+    info: &CommandInfo<C>,
+    args: &Args,
+) -> Outcome {
+    if !info.arity_ok(args.len()) {
+        return Outcome {
+            reply: wrong_arity(info.name),
+            dirty: 0,
+            propagate: Propagate::Nothing,
+        };
+    }
+    let mut ctx = Ctx {
+        host,
+        dirty: 0,
+        rewrite: None,
+        allowance: None,
+    };
+    let reply = info.command.call(&mut ctx, args);
+    let Ctx {
+        host,
+        dirty,
+        rewrite,
+        allowance,
+    } = ctx;
+    if let Some(spent) = allowance.map(|a| a.spent()).filter(|&s| s > 0) {
+        host.charge(spent);
+    }
+    let propagate = if !info.flags.intersects(flags::WRITE | flags::RUNS_QUEUED) || dirty == 0 {
+        Propagate::Nothing
+    } else {
+        rewrite.map_or(Propagate::Verbatim, Propagate::Commands)
+    };
+    Outcome {
+        reply,
+        dirty,
+        propagate,
+    }
+}

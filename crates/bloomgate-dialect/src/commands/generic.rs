@@ -1,0 +1,117 @@
+//! Handler pieces generic over the value type, shared by the filter families: EXISTS and
+//! MEXISTS, typed probes of a key, the add-each-item loop of the ADD/INSERT commands, and
+//! LOADCHUNK.
+
+use super::host::{Args, Ctx, Host};
+use crate::budget::Allowance;
+use crate::num::parse_i64;
+use crate::reply::Reply;
+use crate::value::DialectType;
+use crate::{ERR_NOT_FOUND, ERR_OOM};
+
+/// EXISTS `key item` over filters of type `T` (0 for a missing key or another type, as
+/// [`probe`] answers), without the array MEXISTS builds.
+pub(super) fn exists<T: DialectType, H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    args: &Args,
+    contains: impl Fn(&T, &[u8]) -> bool,
+) -> Reply {
+    let filter = ctx.typed::<T>(args[1]).ok().flatten();
+    Reply::Bool(filter.is_some_and(|f| contains(f, args[2])))
+}
+
+/// MEXISTS `key item...` over filters of type `T`.
+pub(super) fn mexists<T: DialectType, H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    args: &Args,
+    contains: impl Fn(&T, &[u8]) -> bool,
+) -> Reply {
+    Reply::Array(probe(ctx, args[1], &args[2..], contains))
+}
+
+/// Whether the filter of type `T` at `key` contains each of `items`: 0 for every item when the
+/// key is missing or holds another type (EXISTS never answers WRONGTYPE, as in RedisBloom).
+pub(crate) fn probe<T: DialectType, H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    items: &Args,
+    contains: impl Fn(&T, &[u8]) -> bool,
+) -> Vec<Reply> {
+    let filter = ctx.typed::<T>(key).ok().flatten();
+    items
+        .iter()
+        .map(|item| Reply::Bool(filter.is_some_and(|f| contains(f, item))))
+        .collect()
+}
+
+/// Adds `items` in order to the filter of type `T` at `key` (which must exist), one Bool reply
+/// per item, stopping at the first error (its message is the last reply), as MADD and INSERT
+/// reply. The items newly added count as changes.
+pub(crate) fn add_each<T: DialectType, H: Host + ?Sized, E: Copy>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    items: &Args,
+    add: impl Fn(&mut T, &[u8], &mut Allowance) -> Result<bool, E>,
+    message: impl Fn(E) -> &'static str,
+) -> Vec<Reply> {
+    let mut replies = Vec::with_capacity(items.len());
+    let mut added = 0;
+    let mut allowance = None;
+    for item in items {
+        match ctx.update_lazily(
+            key,
+            &mut allowance,
+            |filter: &mut T, a| add(filter, item, a),
+            |e| message(*e) == ERR_OOM,
+        ) {
+            Ok(new) => {
+                added += u64::from(new);
+                replies.push(Reply::Bool(new));
+            }
+            Err(e) => {
+                replies.push(Reply::error(message(e)));
+                break;
+            }
+        }
+    }
+    if let Some(allowance) = allowance {
+        ctx.set_allowance(allowance);
+    }
+    ctx.changed(added);
+    replies
+}
+
+/// BF.LOADCHUNK / CF.LOADCHUNK `key iter data`: iterator 1 on a missing key creates the filter
+/// from a dump header — validated into a shape, admitted against the memory budget, then
+/// allocated; later iterators write chunks into an existing filter. `bad_iter` is the family's
+/// wording for a non-numeric iterator.
+pub(crate) fn load_chunk<T: DialectType, H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    args: &Args,
+    bad_iter: &'static str,
+) -> Reply {
+    let Some(iter) = parse_i64(args[2]) else {
+        return Reply::error(bad_iter);
+    };
+    let (key, data) = (args[1], args[3]);
+    let result = match ctx.typed::<T>(key) {
+        Err(reply) => return reply,
+        Ok(None) if iter == 1 => match T::shape(data) {
+            Err(msg) => Err(msg),
+            Ok(shape) => match ctx.admit(shape) {
+                Err(reply) => return reply,
+                Ok(admitted) => T::from_shape(admitted).map(|filter| {
+                    ctx.create(key, filter.into_value());
+                }),
+            },
+        },
+        Ok(None) => Err(ERR_NOT_FOUND),
+        Ok(Some(_)) => ctx
+            .update(key, |f: &mut T| f.load_chunk(iter, data))
+            .map(|()| ctx.changed(1)),
+    };
+    match result {
+        Ok(()) => Reply::ok(),
+        Err(msg) => Reply::error(msg),
+    }
+}

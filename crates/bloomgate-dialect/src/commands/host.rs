@@ -1,0 +1,265 @@
+//! What a command runs against: the [`Host`] trait a host implements (protocol, settings,
+//! memory budget, typed access to keys), the [`Ctx`] a handler gets over it (typed lookups with
+//! RedisBloom's errors, the memory allowance, changes and rewrites), and the [`Outcome`] of a
+//! command.
+
+use crate::budget::{Admitted, Allowance, Shape};
+use crate::config::Config;
+use crate::reply::Reply;
+use crate::value::{DialectType, Value};
+use crate::{ERR_OOM, ERR_WRONGTYPE};
+
+/// Command arguments, the command name first.
+pub type Args<'a> = [&'a [u8]];
+
+/// A key holds a value that is not one of the dialect's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WrongType;
+
+/// What a command runs against.
+pub trait Host {
+    /// The calling client's protocol version (2 or 3).
+    fn proto(&self) -> u8;
+    /// The `bf-*` / `cf-*` settings in force.
+    fn config(&self) -> &Config;
+    /// Bytes new allocations may take now (under `maxmemory`, or what the machine can hold).
+    /// Asked at most once per command: the command's [`Allowance`] is charged from there.
+    fn memory_budget(&self) -> u64;
+    /// Called after a command with the bytes it admitted (and so allocated), for hosts that
+    /// cache their budget between commands.
+    fn charge(&mut self, bytes: u64) {
+        let _ = bytes;
+    }
+    /// The value at `key`: `Ok(None)` if missing, `Err(WrongType)` for a non-dialect value.
+    fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType>;
+    /// Mutable [`Host::value`]; the host accounts for the change after the command.
+    fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType>;
+    /// Stores `value` at `key`, which the command has just found missing.
+    fn create(&mut self, key: &[u8], value: Value);
+    /// The value at `key` for a read that changes it in place without that being a write (a
+    /// t-digest merges its buffer before answering, as RedisBloom's does on reads): nothing is
+    /// replicated, logged or signalled to WATCH, and its memory does not change. Hosts that
+    /// can reach the value without opening the key for writing override this.
+    fn value_quiet(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
+        self.value_mut(key)
+    }
+    /// The time commands see, in Unix milliseconds (time-windowed filters). Hosts with a
+    /// simulated clock override it.
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    }
+}
+
+/// What to send to replicas and the log after a command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Propagate {
+    /// The command changed nothing.
+    Nothing,
+    /// The command as it was sent.
+    Verbatim,
+    /// These commands instead (each a full argument list), applied atomically.
+    Commands(Vec<Vec<Vec<u8>>>),
+}
+
+impl Propagate {
+    /// The commands to replicate or log for a command that was sent as `args`.
+    pub fn into_commands<A: AsRef<[u8]>>(self, args: &[A]) -> Vec<Vec<Vec<u8>>> {
+        match self {
+            Propagate::Nothing => Vec::new(),
+            Propagate::Verbatim => vec![args.iter().map(|a| a.as_ref().to_vec()).collect()],
+            Propagate::Commands(commands) => commands,
+        }
+    }
+}
+
+/// The result of one command.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The reply to send.
+    pub reply: Reply,
+    /// Changes made (Redis' `dirty` increment).
+    pub dirty: u64,
+    /// What to replicate / log.
+    pub propagate: Propagate,
+}
+
+/// What a handler sees: the host plus the command's bookkeeping.
+pub struct Ctx<'a, H: Host + ?Sized> {
+    pub(super) host: &'a mut H,
+    pub(super) dirty: u64,
+    pub(super) rewrite: Option<Vec<Vec<Vec<u8>>>>,
+    /// The memory budget when first asked, charged with what the command admitted since.
+    pub(super) allowance: Option<Allowance>,
+}
+
+impl<H: Host + ?Sized> std::ops::Deref for Ctx<'_, H> {
+    type Target = H;
+    /// The host itself, for a host's own commands (the server's natives reach its state here).
+    fn deref(&self) -> &H {
+        self.host
+    }
+}
+
+impl<H: Host + ?Sized> std::ops::DerefMut for Ctx<'_, H> {
+    fn deref_mut(&mut self) -> &mut H {
+        self.host
+    }
+}
+
+impl<H: Host + ?Sized> Ctx<'_, H> {
+    /// The settings in force.
+    pub fn config(&self) -> &Config {
+        self.host.config()
+    }
+
+    /// The calling client's protocol version.
+    pub fn proto(&self) -> u8 {
+        self.host.proto()
+    }
+
+    /// Bytes new allocations may still take in this command.
+    pub fn budget(&self) -> u64 {
+        self.allowance
+            .map_or_else(|| self.host.memory_budget(), |a| a.left())
+    }
+
+    /// The command's allowance: the host's memory budget when first asked, less what the
+    /// command admitted since. A handler that hands it to a filter (growth on write) gives it
+    /// back with [`Ctx::set_allowance`].
+    pub fn allowance(&mut self) -> Allowance {
+        *self
+            .allowance
+            .get_or_insert_with(|| Allowance::new(self.host.memory_budget()))
+    }
+
+    /// Runs `change` on the filter at `key` (which the command has just found with type `T`)
+    /// with the command's allowance — but asks the host for it only if the change needs memory:
+    /// first with an allowance of nothing, and if that fails for want of memory (`out_of_memory`:
+    /// the change then allocated and altered nothing, as every growth admits before it
+    /// allocates), again with the real one. Most writes allocate nothing, so most commands never
+    /// read the memory budget. `allowance` holds the real one once asked, across calls.
+    pub fn update_lazily<T: DialectType, R, E>(
+        &mut self,
+        key: &[u8],
+        allowance: &mut Option<Allowance>,
+        change: impl Fn(&mut T, &mut Allowance) -> Result<R, E>,
+        out_of_memory: impl Fn(&E) -> bool,
+    ) -> Result<R, E> {
+        if let Some(real) = allowance {
+            return self.update(key, |filter: &mut T| change(filter, real));
+        }
+        let mut nothing = Allowance::new(0);
+        match self.update(key, |filter: &mut T| change(filter, &mut nothing)) {
+            Err(e) if out_of_memory(&e) => {
+                let real = allowance.insert(self.allowance());
+                self.update(key, |filter: &mut T| change(filter, real))
+            }
+            done => done,
+        }
+    }
+
+    /// Stores the allowance back after a filter charged it.
+    pub fn set_allowance(&mut self, allowance: Allowance) {
+        self.allowance = Some(allowance);
+    }
+
+    /// Admits `shape` against the command's allowance, or refuses with Redis' OOM error.
+    pub fn admit<S: Shape>(&mut self, shape: S) -> Result<Admitted<S>, Reply> {
+        let mut allowance = self.allowance();
+        let admitted = allowance.admit(shape).map_err(|_| Reply::error(ERR_OOM));
+        self.set_allowance(allowance);
+        admitted
+    }
+
+    /// The host's clock, in Unix milliseconds.
+    pub fn now_ms(&self) -> u64 {
+        self.host.now_ms()
+    }
+
+    /// Records `n` changes to the keyspace.
+    pub fn changed(&mut self, n: u64) {
+        self.dirty += n;
+    }
+
+    /// Replicate and log `commands` instead of the command as sent.
+    pub fn propagate_as(&mut self, commands: Vec<Vec<Vec<u8>>>) {
+        self.rewrite = Some(commands);
+    }
+
+    /// The filter of type `T` at `key`: `Ok(None)` if missing, WRONGTYPE if another type.
+    pub fn typed<T: DialectType>(&mut self, key: &[u8]) -> Result<Option<&T>, Reply> {
+        match self.host.value(key) {
+            Ok(Some(value)) => T::of(value).map(Some).ok_or_else(wrongtype),
+            Ok(None) => Ok(None),
+            Err(WrongType) => Err(wrongtype()),
+        }
+    }
+
+    /// The filter of type `T` at `key`, or the error `missing` if there is none.
+    pub fn existing<T: DialectType>(
+        &mut self,
+        key: &[u8],
+        missing: &'static str,
+    ) -> Result<&T, Reply> {
+        self.typed(key)?.ok_or_else(|| Reply::error(missing))
+    }
+
+    /// [`Ctx::typed`] for a read that changes the value in place (see [`Host::value_quiet`]).
+    pub fn typed_quiet<T: DialectType>(&mut self, key: &[u8]) -> Result<Option<&mut T>, Reply> {
+        match self.host.value_quiet(key) {
+            Ok(Some(value)) => T::of_mut(value).map(Some).ok_or_else(wrongtype),
+            Ok(None) => Ok(None),
+            Err(WrongType) => Err(wrongtype()),
+        }
+    }
+
+    /// Replaces the value at an existing `key` (same type) and counts the change.
+    pub fn replace(&mut self, key: &[u8], value: Value) {
+        if let Ok(Some(slot)) = self.host.value_mut(key) {
+            *slot = value;
+        }
+        self.changed(1);
+    }
+
+    /// Whether `key` holds any value (a dialect one or not).
+    pub fn key_exists(&mut self, key: &[u8]) -> bool {
+        !matches!(self.host.value(key), Ok(None))
+    }
+
+    /// Mutable [`Ctx::typed`].
+    pub fn typed_mut<T: DialectType>(&mut self, key: &[u8]) -> Result<Option<&mut T>, Reply> {
+        match self.host.value_mut(key) {
+            Ok(Some(value)) => T::of_mut(value).map(Some).ok_or_else(wrongtype),
+            Ok(None) => Ok(None),
+            Err(WrongType) => Err(wrongtype()),
+        }
+    }
+
+    /// Runs `f` on the filter at `key`, which the command has just found with type `T`.
+    pub fn update<T: DialectType, R>(&mut self, key: &[u8], f: impl FnOnce(&mut T) -> R) -> R {
+        match self.typed_mut(key) {
+            Ok(Some(filter)) => f(filter),
+            _ => unreachable!("the caller found the key with this type"),
+        }
+    }
+
+    /// Stores a new filter at a missing `key` and counts the change.
+    pub fn create(&mut self, key: &[u8], value: Value) {
+        self.host.create(key, value);
+        self.changed(1);
+    }
+}
+
+fn wrongtype() -> Reply {
+    Reply::error(ERR_WRONGTYPE)
+}
+
+/// Redis' wrong-arity error (lower-case command name).
+pub fn wrong_arity(name: &str) -> Reply {
+    Reply::error(format!(
+        "ERR wrong number of arguments for '{}' command",
+        name.to_lowercase()
+    ))
+}

@@ -1,0 +1,443 @@
+//! The command table's entry type, [`CommandInfo`]: name, arity, flags, key positions, ACL
+//! categories, documentation (`COMMAND INFO` / `COMMAND DOCS`) and a handler — for the
+//! dialect's commands the [`Command`] enum; the argument shapes the families' documentation
+//! shares; [`spec`], the one-key module command every family declares with.
+
+use super::flags::{self, Flags, ACL_CATEGORIES};
+
+/// Which handler a command runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Command {
+    BfReserve,
+    BfAdd,
+    BfMadd,
+    BfInsert,
+    BfExists,
+    BfMexists,
+    BfCard,
+    BfInfo,
+    BfScandump,
+    BfLoadchunk,
+    BfDebug,
+    CfReserve,
+    CfAdd,
+    CfAddnx,
+    CfInsert,
+    CfInsertnx,
+    CfExists,
+    CfMexists,
+    CfCount,
+    CfDel,
+    CfCompact,
+    CfInfo,
+    CfDebug,
+    CfScandump,
+    CfLoadchunk,
+    WfReserve,
+    WfAdd,
+    WfMadd,
+    WfInsert,
+    WfExists,
+    WfMexists,
+    WfMexistsat,
+    WfCard,
+    WfInfo,
+    WfScandump,
+    WfLoadchunk,
+    TdCreate,
+    TdReset,
+    TdAdd,
+    TdMerge,
+    TdMin,
+    TdMax,
+    TdQuantile,
+    TdCdf,
+    TdRank,
+    TdRevrank,
+    TdByrank,
+    TdByrevrank,
+    TdTrimmedMean,
+    TdInfo,
+    CmsInitbydim,
+    CmsInitbyprob,
+    CmsIncrby,
+    CmsQuery,
+    CmsMerge,
+    CmsInfo,
+    TopkReserve,
+    TopkAdd,
+    TopkIncrby,
+    TopkQuery,
+    TopkCount,
+    TopkList,
+    TopkInfo,
+}
+
+/// A command's metadata and handler: the one command table entry type of every host. The
+/// dialect's entries (`CommandInfo<Command>`) are the same for both hosts (registration,
+/// COMMAND INFO / DOCS, ACL, routing) and RedisBloom 8.2's: arity, flags, key spec and
+/// documentation as `COMMAND INFO` and `COMMAND DOCS` report them there. A host with commands of
+/// its own (the server) uses the same type with its own handler type `C`, and runs every entry
+/// through [`execute`](crate::commands::execute) (see [`Handler`](crate::commands::Handler)).
+#[derive(Clone, Debug)]
+pub struct CommandInfo<C = Command> {
+    /// Upper-case name.
+    pub name: &'static str,
+    /// The handler.
+    pub command: C,
+    /// What Redis knows the command by ([`flags`]).
+    pub flags: Flags,
+    /// Redis arity: N = exactly N arguments (with the name), -N = at least N. Checked by
+    /// [`execute`](crate::commands::execute) before the handler runs (as Redis checks a
+    /// registered arity first); handlers add their own stricter checks.
+    pub arity: i32,
+    /// First key argument (1-based).
+    pub first_key: i32,
+    /// Last key argument.
+    pub last_key: i32,
+    /// Step between keys.
+    pub step: i32,
+    /// ACL categories beyond those the flags imply (`@read`/`@write`, `@admin`/`@dangerous`,
+    /// `@fast`/`@slow`), space-separated as `RedisModule_SetCommandACLCategories` takes them: a
+    /// dialect family's own (`bloom`, `cuckoo`, `windowed`), or Redis' for a server command
+    /// (`keyspace dangerous`, `connection`, …); may be empty.
+    pub category: &'static str,
+    /// Documentation; `None` for the commands RedisBloom registers without any (BF.DEBUG,
+    /// CF.DEBUG, CF.COMPACT), which also keep Redis' default arity -1.
+    pub docs: Option<Docs>,
+}
+
+/// What `COMMAND DOCS` shows and the key spec `COMMAND INFO` shows.
+#[derive(Clone, Debug)]
+pub struct Docs {
+    /// One-line summary.
+    pub summary: &'static str,
+    /// Time complexity.
+    pub complexity: &'static str,
+    /// RedisBloom version that introduced the command.
+    pub since: &'static str,
+    /// The key spec's notes.
+    pub key_notes: &'static str,
+    /// Whether the key spec is `RW` (else `RO`).
+    pub key_rw: bool,
+    /// The arguments, in order.
+    pub args: &'static [Arg],
+    /// `COMMAND DOCS`' history: `(version, change)` pairs.
+    pub history: &'static [(&'static str, &'static str)],
+}
+
+impl Docs {
+    /// The documentation of a RedisBloom command that dates from 1.0.0 (every one it documents
+    /// but BF.CARD; override `since` with struct update syntax).
+    pub const fn redisbloom(
+        summary: &'static str,
+        complexity: &'static str,
+        key_notes: &'static str,
+        key_rw: bool,
+        args: &'static [Arg],
+    ) -> Docs {
+        Docs {
+            summary,
+            complexity,
+            since: "1.0.0",
+            key_notes,
+            key_rw,
+            args,
+            history: &[],
+        }
+    }
+
+    /// The documentation of a sketch command (CMS.*, TOPK.*: since 2.0.0, no key notes).
+    pub const fn sketch(
+        summary: &'static str,
+        complexity: &'static str,
+        key_rw: bool,
+        args: &'static [Arg],
+    ) -> Docs {
+        Docs {
+            since: "2.0.0",
+            ..Docs::redisbloom(summary, complexity, "", key_rw, args)
+        }
+    }
+}
+
+/// One documented argument.
+#[derive(Debug)]
+pub struct Arg {
+    /// Argument name.
+    pub name: &'static str,
+    /// Its type.
+    pub kind: ArgKind,
+    /// The literal token that introduces it, if any.
+    pub token: Option<&'static str>,
+    /// May be left out.
+    pub optional: bool,
+    /// May repeat.
+    pub multiple: bool,
+    /// Sub-arguments of a block / one-of.
+    pub sub: &'static [Arg],
+}
+
+/// Redis' argument types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum ArgKind {
+    Key,
+    String,
+    Integer,
+    Double,
+    PureToken,
+    Block,
+    OneOf,
+}
+
+/// `key`: the argument list of the commands that take only a key.
+pub(super) const KEY_ONLY: &[Arg] = &[Arg::key()];
+/// `key item`.
+pub(super) const KEY_ITEM: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String)];
+/// `key item...`.
+pub(super) const KEY_ITEMS: &[Arg] = &[Arg::key(), Arg::plain("item", ArgKind::String).multiple()];
+/// `key iterator` (SCANDUMP).
+pub(super) const KEY_ITER: &[Arg] = &[Arg::key(), Arg::plain("iterator", ArgKind::Integer)];
+/// `key iterator data` (LOADCHUNK).
+pub(super) const KEY_ITER_DATA: &[Arg] = &[
+    Arg::key(),
+    Arg::plain("iterator", ArgKind::Integer),
+    Arg::plain("data", ArgKind::String),
+];
+
+/// `[EXPANSION expansion]`.
+pub(super) const EXPANSION_OPTION: Arg = Arg::group(
+    "expansion",
+    ArgKind::Block,
+    &[Arg::plain("expansion", ArgKind::Integer)],
+)
+.token("EXPANSION")
+.optional();
+/// `[CAPACITY capacity]`.
+pub(super) const CAPACITY_OPTION: Arg = Arg::group(
+    "capacity",
+    ArgKind::Block,
+    &[Arg::plain("capacity", ArgKind::Integer)],
+)
+.token("CAPACITY")
+.optional();
+/// `[ERROR error]`.
+pub(super) const ERROR_OPTION: Arg = Arg::group(
+    "error",
+    ArgKind::Block,
+    &[Arg::plain("error", ArgKind::Double)],
+)
+.token("ERROR")
+.optional();
+/// `[NOCREATE]`.
+pub(super) const NOCREATE: Arg = Arg::plain("nocreate", ArgKind::PureToken)
+    .token("NOCREATE")
+    .optional();
+
+impl ArgKind {
+    /// The name `COMMAND DOCS` uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            ArgKind::Key => "key",
+            ArgKind::String => "string",
+            ArgKind::Integer => "integer",
+            ArgKind::Double => "double",
+            ArgKind::PureToken => "pure-token",
+            ArgKind::Block => "block",
+            ArgKind::OneOf => "oneof",
+        }
+    }
+}
+
+impl Arg {
+    /// A required argument without a token.
+    pub const fn plain(name: &'static str, kind: ArgKind) -> Self {
+        Self {
+            name,
+            kind,
+            token: None,
+            optional: false,
+            multiple: false,
+            sub: &[],
+        }
+    }
+
+    /// `key`.
+    pub const fn key() -> Self {
+        Self::plain("key", ArgKind::Key)
+    }
+
+    /// The same argument, optional.
+    pub const fn optional(self) -> Self {
+        Self {
+            optional: true,
+            ..self
+        }
+    }
+
+    /// The same argument, repeatable.
+    pub const fn multiple(self) -> Self {
+        Self {
+            multiple: true,
+            ..self
+        }
+    }
+
+    /// The same argument, introduced by `token`.
+    pub const fn token(self, token: &'static str) -> Self {
+        Self {
+            token: Some(token),
+            ..self
+        }
+    }
+
+    /// A block / one-of of `sub`.
+    pub const fn group(name: &'static str, kind: ArgKind, sub: &'static [Arg]) -> Self {
+        Self {
+            sub,
+            ..Self::plain(name, kind)
+        }
+    }
+}
+
+/// The name the module registers under (`COMMAND DOCS`' `module` field).
+pub const MODULE_NAME: &str = "bf";
+
+impl<C> CommandInfo<C> {
+    /// Lower-case name, as Redis lists module commands.
+    pub fn lower_name(&self) -> String {
+        self.name.to_ascii_lowercase()
+    }
+
+    /// The same metadata with the handler `f` makes of this one's (a host listing the
+    /// dialect's commands in its own table).
+    pub fn map<D>(&self, f: impl FnOnce(&C) -> D) -> CommandInfo<D> {
+        CommandInfo {
+            name: self.name,
+            command: f(&self.command),
+            flags: self.flags,
+            arity: self.arity,
+            first_key: self.first_key,
+            last_key: self.last_key,
+            step: self.step,
+            category: self.category,
+            docs: self.docs.clone(),
+        }
+    }
+
+    /// The flag names as `COMMAND INFO` lists them: a module command's as Redis lists them
+    /// (`write`, `readonly`, `denyoom`, `module`, then `fast`), a server command's in Redis'
+    /// order of its own flags.
+    pub fn flag_names(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = flags::NAMES
+            .iter()
+            .filter(|(f, _)| self.flags.contains(*f))
+            .map(|(_, n)| *n)
+            .collect();
+        if self.flags.contains(flags::MODULE) {
+            // Redis puts `module` before `fast` for a module command.
+            if let Some(fast) = names.iter().position(|&n| n == "fast") {
+                names.remove(fast);
+                names.push("fast");
+            }
+        }
+        names
+    }
+
+    /// ACL categories without the `@`, in Redis' order ([`ACL_CATEGORIES`]): those implied by
+    /// the flags (`read` / `write`, `admin` and `dangerous`, `fast` / `slow`) and the declared
+    /// [`CommandInfo::category`] ones, then a module's own categories.
+    pub fn acl_categories(&self) -> Vec<&'static str> {
+        let mut cats = Vec::new();
+        if self.flags.contains(flags::READONLY) {
+            cats.push("read");
+        }
+        if self.flags.contains(flags::WRITE) {
+            cats.push("write");
+        }
+        if self.flags.contains(flags::ADMIN) {
+            cats.extend(["admin", "dangerous"]);
+        }
+        // RedisBloom sets a module command's categories apart from its flags: CMS.INITBYDIM
+        // is `write deny-oom`, yet `@write @fast @cms` (its category says `fast cms`).
+        let fast = self.flags.contains(flags::FAST)
+            || self.category.split_ascii_whitespace().any(|c| c == "fast");
+        cats.push(if fast { "fast" } else { "slow" });
+        for c in self.category.split_ascii_whitespace() {
+            if !cats.contains(&c) {
+                cats.push(c);
+            }
+        }
+        let rank = |c: &str| {
+            ACL_CATEGORIES
+                .iter()
+                .position(|&r| r == c)
+                .unwrap_or(ACL_CATEGORIES.len())
+        };
+        cats.sort_by_key(|c| rank(c));
+        cats
+    }
+
+    /// Whether `argc` arguments (with the name) satisfy [`CommandInfo::arity`].
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i64;
+        let arity = i64::from(self.arity);
+        if arity >= 0 {
+            argc == arity
+        } else {
+            argc >= -arity
+        }
+    }
+}
+
+/// A one-key module command (keys at argument 1).
+pub(crate) fn spec(
+    name: &'static str,
+    command: Command,
+    flags: Flags,
+    category: &'static str,
+    arity: i32,
+    docs: Option<Docs>,
+) -> CommandInfo {
+    CommandInfo {
+        name,
+        command,
+        flags: flags | flags::MODULE,
+        arity,
+        first_key: 1,
+        last_key: 1,
+        step: 1,
+        category,
+        docs,
+    }
+}
+
+/// Complexity of a command over the items it names.
+pub(super) const N_ITEMS: &str = "O(n) where n is the number of items";
+
+/// The table of a sketch family (CMS, TOPK), one row per command: `fast` or `slow` (`fast`
+/// where RedisBloom files the command under `@fast` without the `fast` flag), name, [`Command`]
+/// variant, flags, arity, whether the key is written, the argument shapes, the complexity and
+/// the summary (documented since 2.0.0, [`Docs::sketch`]), optionally a `history`.
+macro_rules! sketch_table {
+    ($category:literal; $($fast:ident $name:literal, $command:ident, $flags:expr, $arity:literal,
+        $key_rw:literal, $args:expr, $complexity:expr, $summary:literal
+        $(, history $history:expr)?;)*) => {
+        vec![$(spec(
+            $name,
+            Command::$command,
+            $flags,
+            sketch_table!(@category $fast $category),
+            $arity,
+            Some(Docs {
+                $(history: $history,)?
+                ..Docs::sketch($summary, $complexity, $key_rw, $args)
+            }),
+        )),*]
+    };
+    (@category fast $category:literal) => { concat!("fast ", $category) };
+    (@category slow $category:literal) => { $category };
+}
+pub(super) use sketch_table;

@@ -1,0 +1,109 @@
+//! Test support, not part of the dialect's API: a minimal host over a map ([`Harness`]), so
+//! command semantics are tested without a server (the dialect's unit and integration tests),
+//! and what every host's test harness shares ([`words`], [`err`]).
+
+use super::*;
+use crate::config::Config;
+use crate::reply::Reply;
+use crate::value::Value;
+use std::collections::HashMap;
+
+/// Keys, settings and a budget; `memory_limit` 0 means unlimited.
+pub struct Harness {
+    /// The `bf-*`/`cf-*` settings.
+    pub config: Config,
+    /// The client's protocol version (2 or 3).
+    pub proto: u8,
+    /// Bytes the values may take in all (0: unlimited).
+    pub memory_limit: u64,
+    /// The keyspace.
+    pub keys: HashMap<Vec<u8>, Value>,
+    /// Keys holding a non-dialect value (a string, say).
+    pub foreign: Vec<Vec<u8>>,
+    /// The last command's outcome.
+    pub last: Option<Outcome>,
+    /// The simulated clock.
+    pub now_ms: u64,
+}
+
+impl Host for Harness {
+    fn proto(&self) -> u8 {
+        self.proto
+    }
+    fn config(&self) -> &Config {
+        &self.config
+    }
+    fn memory_budget(&self) -> u64 {
+        let used: u64 = self.keys.values().map(Value::memory).sum();
+        match self.memory_limit {
+            0 => u64::MAX,
+            limit => limit.saturating_sub(used),
+        }
+    }
+    fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType> {
+        if self.foreign.iter().any(|k| k == key) {
+            return Err(WrongType);
+        }
+        Ok(self.keys.get(key))
+    }
+    fn value_mut(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
+        if self.foreign.iter().any(|k| k == key) {
+            return Err(WrongType);
+        }
+        Ok(self.keys.get_mut(key))
+    }
+    fn create(&mut self, key: &[u8], value: Value) {
+        self.keys.insert(key.to_vec(), value);
+    }
+    fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+}
+
+impl Default for Harness {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Harness {
+    /// An empty keyspace with default settings, RESP2, no memory limit, the clock at 0.
+    pub fn new() -> Self {
+        Self {
+            config: Config::default(),
+            proto: 2,
+            memory_limit: 0,
+            keys: HashMap::new(),
+            foreign: Vec::new(),
+            last: None,
+            now_ms: 0,
+        }
+    }
+
+    /// Runs a command given as space-separated words.
+    pub fn run(&mut self, line: &str) -> Reply {
+        self.run_args(&words(line))
+    }
+
+    /// Runs a command given as its arguments, the name first (a dialect command's).
+    pub fn run_args(&mut self, args: &[Vec<u8>]) -> Reply {
+        let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        let info = lookup(args[0]).expect("a dialect command");
+        let outcome = execute(self, info, &args);
+        let reply = outcome.reply.clone();
+        self.last = Some(outcome);
+        reply
+    }
+}
+
+/// A command line's space-separated words, as a command's arguments.
+pub fn words(line: &str) -> Vec<Vec<u8>> {
+    line.split_whitespace()
+        .map(|w| w.as_bytes().to_vec())
+        .collect()
+}
+
+/// The error reply `msg`.
+pub fn err(msg: &str) -> Reply {
+    Reply::error(msg)
+}

@@ -10,16 +10,21 @@
 //! through snapshots. `bloomgate demo feed` (in the CLI crate) reproduces the feed-service case
 //! study on a real store; docs/gate.md describes the design and its measurements.
 //!
-//! Layout: [`Gate`] (`gate.rs`) answers requests; `core.rs` owns the exact side (store, cache,
+//! Layout: [`Gate`] (`gate.rs`) answers requests, configured by the plain data in `config.rs`
+//! ([`GateConfig`], [`LifecycleConfig`], ...); `core.rs` owns the exact side (store, cache,
 //! pending overlay); the filters are a `FilterBackend` (`backend.rs`): none, local
-//! (`lifecycle.rs`, with `snapshot.rs` and the cold-path rule in `costs.rs`) or remote
-//! (`remote.rs`); the recorder (`recorder.rs`) commits served items.
+//! (`lifecycle.rs`, its build jobs and queue in `build_queue.rs`, with `snapshot.rs` and the
+//! cold-path rule in `costs.rs`) or remote (`remote.rs`); the recorder (`recorder.rs`) commits
+//! served items. Stores implement [`ExactStore`] (`store.rs`, `sqlite_store.rs`,
+//! `redis_store.rs`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod backend;
+mod build_queue;
 mod cache;
+mod config;
 mod core;
 mod costs;
 mod error;
@@ -38,8 +43,8 @@ mod store;
 pub use cache::{SeenCache, Ticket};
 pub use costs::INLINE_FACTOR;
 pub use error::{Error, Result};
-pub use gate::{FilterMode, Gate, GateConfig, Persistence, Policy, Timeouts};
-pub use lifecycle::LifecycleConfig;
+pub use config::{FilterMode, GateConfig, LifecycleConfig, Persistence, Policy, Timeouts};
+pub use gate::Gate;
 pub use metrics::{Histogram, Metrics};
 pub use recorder::{BATCH_ROWS, QUEUE_REQUESTS};
 pub use redis_store::RedisStore;

@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+use bloomgate::memory::human_bytes;
+
 use super::{FeedConfig, RUN_RETENTIONS};
 
 /// One mode's results, in the shape of the case study's.
@@ -167,14 +169,6 @@ pub struct FeedReport {
     pub verify: ModeResult,
     /// Filter "maybe" answers trusted.
     pub trust: ModeResult,
-}
-
-fn human_bytes(bytes: u64) -> String {
-    match bytes {
-        0 => "0".to_owned(),
-        b if b < 1 << 20 => format!("{:.1} KiB", b as f64 / 1024.0),
-        b => format!("{:.1} MiB", b as f64 / (1 << 20) as f64),
-    }
 }
 
 impl FeedReport {

@@ -37,16 +37,16 @@ mod recorder;
 mod redis_pool;
 mod redis_store;
 mod remote;
-mod snapshot;
 pub mod sim;
+mod snapshot;
 mod sqlite_store;
 mod store;
 mod url;
 
 pub use cache::{SeenCache, Ticket};
+pub use config::{FilterMode, GateConfig, LifecycleConfig, Persistence, Policy, Timeouts};
 pub use costs::INLINE_FACTOR;
 pub use error::{Error, Result};
-pub use config::{FilterMode, GateConfig, LifecycleConfig, Persistence, Policy, Timeouts};
 pub use gate::Gate;
 pub use metrics::{Histogram, Metrics};
 pub use recorder::{BATCH_ROWS, QUEUE_REQUESTS};

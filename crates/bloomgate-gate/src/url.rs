@@ -175,7 +175,11 @@ mod tests {
 
     #[test]
     fn store_urls_parse_and_print_back() {
-        for spec in ["sqlite:/tmp/feed.db", "sqlite:feed", "redis://127.0.0.1:6379/2"] {
+        for spec in [
+            "sqlite:/tmp/feed.db",
+            "sqlite:feed",
+            "redis://127.0.0.1:6379/2",
+        ] {
             let url: StoreUrl = spec.parse().unwrap();
             assert_eq!(url.to_string(), spec);
         }

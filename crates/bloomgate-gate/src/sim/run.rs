@@ -49,80 +49,55 @@ fn open_store(config: &FeedConfig, mode: &str, fresh: bool) -> anyhow::Result<Bo
     })
 }
 
-/// The gate counters a mode's results are computed from, read at phase boundaries.
-#[derive(Clone, Copy, Default)]
-struct Counters {
-    requests: u64,
-    exact_lookups: u64,
-    store_reads: u64,
-    recorded_rows: u64,
-    record_batches: u64,
-    history_loads: u64,
-    rotations: u64,
-    rebuilds: u64,
-    evictions: u64,
-    builds_inline: u64,
-    build_waits: u64,
-    restored_filters: u64,
-    catch_ups: u64,
+/// Declares `Counters` with one `u64` per named gate counter (each named as its field of
+/// [`Metrics`]), read with `of` and combined field by field with `minus` and `plus`.
+macro_rules! counters {
+    ($($field:ident),* $(,)?) => {
+        /// The gate counters a mode's results are computed from, read at phase boundaries.
+        #[derive(Clone, Copy, Default)]
+        struct Counters {
+            $($field: u64,)*
+        }
+
+        impl Counters {
+            fn of(metrics: &Metrics) -> Self {
+                Counters {
+                    $($field: metrics.$field.load(Ordering::Relaxed),)*
+                }
+            }
+
+            fn minus(self, o: Self) -> Self {
+                Counters {
+                    $($field: self.$field - o.$field,)*
+                }
+            }
+
+            fn plus(self, o: Self) -> Self {
+                Counters {
+                    $($field: self.$field + o.$field,)*
+                }
+            }
+        }
+    };
 }
 
+counters!(
+    requests,
+    exact_lookups,
+    store_reads,
+    recorded_rows,
+    record_batches,
+    history_loads,
+    rotations,
+    rebuilds,
+    evictions,
+    builds_inline,
+    build_waits,
+    restored_filters,
+    catch_ups,
+);
+
 impl Counters {
-    fn of(metrics: &Metrics) -> Self {
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        Counters {
-            requests: load(&metrics.requests),
-            exact_lookups: load(&metrics.exact_lookups),
-            store_reads: load(&metrics.store_reads),
-            recorded_rows: load(&metrics.recorded_rows),
-            record_batches: load(&metrics.record_batches),
-            history_loads: load(&metrics.history_loads),
-            rotations: load(&metrics.rotations),
-            rebuilds: load(&metrics.rebuilds),
-            evictions: load(&metrics.evictions),
-            builds_inline: load(&metrics.builds_inline),
-            build_waits: load(&metrics.build_waits),
-            restored_filters: load(&metrics.restored_filters),
-            catch_ups: load(&metrics.catch_ups),
-        }
-    }
-
-    fn minus(self, o: Self) -> Self {
-        Counters {
-            requests: self.requests - o.requests,
-            exact_lookups: self.exact_lookups - o.exact_lookups,
-            store_reads: self.store_reads - o.store_reads,
-            recorded_rows: self.recorded_rows - o.recorded_rows,
-            record_batches: self.record_batches - o.record_batches,
-            history_loads: self.history_loads - o.history_loads,
-            rotations: self.rotations - o.rotations,
-            rebuilds: self.rebuilds - o.rebuilds,
-            evictions: self.evictions - o.evictions,
-            builds_inline: self.builds_inline - o.builds_inline,
-            build_waits: self.build_waits - o.build_waits,
-            restored_filters: self.restored_filters - o.restored_filters,
-            catch_ups: self.catch_ups - o.catch_ups,
-        }
-    }
-
-    fn plus(self, o: Self) -> Self {
-        Counters {
-            requests: self.requests + o.requests,
-            exact_lookups: self.exact_lookups + o.exact_lookups,
-            store_reads: self.store_reads + o.store_reads,
-            recorded_rows: self.recorded_rows + o.recorded_rows,
-            record_batches: self.record_batches + o.record_batches,
-            history_loads: self.history_loads + o.history_loads,
-            rotations: self.rotations + o.rotations,
-            rebuilds: self.rebuilds + o.rebuilds,
-            evictions: self.evictions + o.evictions,
-            builds_inline: self.builds_inline + o.builds_inline,
-            build_waits: self.build_waits + o.build_waits,
-            restored_filters: self.restored_filters + o.restored_filters,
-            catch_ups: self.catch_ups + o.catch_ups,
-        }
-    }
-
     fn lookups_per_request(&self) -> f64 {
         self.exact_lookups as f64 / self.requests.max(1) as f64
     }
@@ -137,10 +112,9 @@ fn open_gate(
 ) -> anyhow::Result<Arc<Gate>> {
     let mode = mode_name(policy);
     // Remote filters' keys are unique per run, so filters left by an earlier run are never read.
-    let filters = config.filters.mode(format!(
-        "bloomgate:demo:{}:{mode}:bf:",
-        std::process::id()
-    ));
+    let filters = config
+        .filters
+        .mode(format!("bloomgate:demo:{}:{mode}:bf:", std::process::id()));
     let gate = Gate::new(
         store,
         GateConfig {
@@ -517,7 +491,10 @@ fn serve_request(
 
 /// Serves `GET /metrics` (Prometheus text) for whichever mode is running, on a background
 /// thread that lives as long as the process (503 before the first mode's gate exists).
-pub(super) fn serve_metrics(addr: SocketAddr, slot: Arc<Mutex<Option<Arc<Gate>>>>) -> anyhow::Result<()> {
+pub(super) fn serve_metrics(
+    addr: SocketAddr,
+    slot: Arc<Mutex<Option<Arc<Gate>>>>,
+) -> anyhow::Result<()> {
     let listener =
         TcpListener::bind(addr).with_context(|| format!("binding metrics listener on {addr}"))?;
     bloomgate_metrics::spawn(listener, move || {

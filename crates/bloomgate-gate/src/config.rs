@@ -146,6 +146,21 @@ pub struct LifecycleConfig {
 }
 
 impl LifecycleConfig {
+    /// Retention `retention_ms` over `generations` generations, each scope's filter at a 1%
+    /// false-positive rate rebuilt past 2%, 1.5× headroom over its history, at least 64 items
+    /// per generation, and all filters within 256 MiB.
+    pub fn new(retention_ms: u64, generations: usize) -> Self {
+        LifecycleConfig {
+            retention_ms,
+            generations,
+            fpr: 0.01,
+            fpr_budget: 0.02,
+            headroom: 1.5,
+            min_items_per_generation: 64,
+            memory_budget_bytes: 256 << 20,
+        }
+    }
+
     /// W = ⌈R/(G−1)⌉, the smallest window with (G−1)·W ≥ R.
     pub fn generation_window_ms(&self) -> u64 {
         self.retention_ms.div_ceil(self.generations as u64 - 1)

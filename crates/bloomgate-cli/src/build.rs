@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use bloomgate::any::AnyFilter;
 use bloomgate::hash::DEFAULT_SEED;
+use bloomgate::memory::human_bytes;
 use bloomgate::{
     BitLayout, Blocked, Bloom, Classic, CountingBloomFilter, CuckooFilter, FastLocal, Layout,
     Params, ScalableBloomFilter,
@@ -15,7 +16,7 @@ use bloomgate::{DEFAULT_GROWTH, DEFAULT_TIGHTENING};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::input::{open_input, write_atomically, Lines};
-use crate::units::{human_bytes, parse_bits, parse_count, parse_probability};
+use crate::units::{parse_bits, parse_count, parse_probability};
 
 /// Inputs at least this large get a progress indicator on a terminal.
 const PROGRESS_THRESHOLD_LINES: usize = 1_000_000;

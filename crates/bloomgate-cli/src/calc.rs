@@ -2,10 +2,11 @@
 //! sufficient subset of items, FPR, bits and hashes; the missing values are solved for.
 
 use anyhow::{bail, Result};
+use bloomgate::memory::human_bytes;
 use bloomgate::params::{Params, MAX_BITS};
 use serde_json::json;
 
-use crate::units::{human_bytes, parse_bits, parse_count, parse_probability};
+use crate::units::{parse_bits, parse_count, parse_probability};
 use crate::LayoutArg;
 
 #[derive(clap::Args)]

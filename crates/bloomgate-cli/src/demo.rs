@@ -1,9 +1,11 @@
-//! `bloomgate demo …`: reproducible demonstrations. The work is in [`crate::feed`]; this file
-//! only parses flags and prints.
+//! `bloomgate demo …`: reproducible demonstrations. The work is in the gate crate's simulation
+//! ([`bloomgate_gate::sim`]); this file parses flags, draws progress bars and prints.
 
 use std::net::SocketAddr;
 
-use crate::feed::{run_feed, FeedConfig, FilterSpec, StoreSpec};
+use bloomgate_gate::sim::{run_feed, FeedConfig, Progress, Stage};
+use bloomgate_gate::{FilterUrl, StoreUrl};
+use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -39,11 +41,11 @@ struct FeedArgs {
     concurrency: Option<usize>,
     /// Exact store: sqlite:PATH or redis://HOST:PORT [default: sqlite in the temp dir]
     #[arg(long)]
-    store: Option<StoreSpec>,
+    store: Option<StoreUrl>,
     /// Scope filters: local, resp://HOST:PORT (a bloomgate server, or Redis with the module) or
     /// redis+cluster://HOST:PORT[,HOST:PORT...] (a Redis Cluster with the module).
     #[arg(long, default_value = "local")]
-    filters: FilterSpec,
+    filters: FilterUrl,
     /// Fixed delay added to every store query, in microseconds (models a networked store).
     #[arg(long, default_value_t = 0)]
     store_latency_us: u64,
@@ -94,10 +96,38 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         filter_memory_bytes: args.filter_memory_kib.saturating_mul(1024),
         ..defaults
     };
-    let report = run_feed(&config)?;
+    let report = run_feed(&config, &Bars)?;
     eprint!("{}", report.table());
     if args.json {
         println!("{}", report.json());
     }
     Ok(())
+}
+
+/// The simulation's stages as progress bars on stderr.
+struct Bars;
+
+struct Bar(ProgressBar);
+
+impl Progress for Bars {
+    type Stage = Bar;
+    fn start(&self, name: String, len: u64) -> Bar {
+        let bar = ProgressBar::new(len);
+        bar.set_style(
+            ProgressStyle::with_template("{msg:>22} [{bar:40}] {pos}/{len} ({eta})")
+                .expect("static template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(name);
+        Bar(bar)
+    }
+}
+
+impl Stage for Bar {
+    fn step(&self) {
+        self.0.inc(1);
+    }
+    fn finish(self) {
+        self.0.finish_and_clear();
+    }
 }

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use bloomgate::any::AnyFilter;
 
 /// Opens `path` for reading; `-` is stdin.
@@ -79,6 +79,29 @@ fn memchr_newlines(data: &[u8]) -> Vec<usize> {
         .enumerate()
         .filter_map(|(i, &b)| (b == b'\n').then_some(i))
         .collect()
+}
+
+/// A filter file and the keys to ask it about: arguments, then one per line of `--input`
+/// (`query`, `remove`; each words the help of `filter` and `keys` its own way).
+#[derive(clap::Args)]
+pub struct FilterKeys {
+    /// Filter file.
+    pub filter: PathBuf,
+    /// Keys.
+    pub keys: Vec<String>,
+    /// More keys, one per line (`-` for stdin).
+    #[arg(long, short = 'i')]
+    pub input: Option<PathBuf>,
+}
+
+impl FilterKeys {
+    /// The filter, once there is a key to ask it about.
+    pub fn load(&self) -> Result<AnyFilter> {
+        if self.keys.is_empty() && self.input.is_none() {
+            bail!("no keys: give keys as arguments or --input PATH|-");
+        }
+        load_filter(&self.filter)
+    }
 }
 
 /// Loads a filter file of any kind.

@@ -8,7 +8,6 @@ use clap::{Parser, Subcommand};
 mod build;
 mod calc;
 mod demo;
-mod feed;
 mod import_rdb;
 mod info;
 mod input;

@@ -1,34 +1,26 @@
 //! `bloomgate query`: asks a filter file about keys given as arguments and/or one per line.
 
 use std::io::Write;
-use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use serde_json::json;
 
-use crate::input::{for_each_line, load_filter, open_input, with_stdout};
+use crate::input::{for_each_line, open_input, with_stdout, FilterKeys};
 
 #[derive(clap::Args)]
+#[command(mut_arg("keys", |a| a.help("Keys to look up")))]
 pub struct Args {
-    /// Filter file.
-    filter: PathBuf,
-    /// Keys to look up.
-    keys: Vec<String>,
-    /// More keys, one per line (`-` for stdin).
-    #[arg(long, short = 'i')]
-    input: Option<PathBuf>,
+    #[command(flatten)]
+    target: FilterKeys,
     /// Print only `{"queried": N, "present": P}`.
     #[arg(long)]
     count: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    if args.keys.is_empty() && args.input.is_none() {
-        bail!("no keys: give keys as arguments or --input PATH|-");
-    }
-    let filter = load_filter(&args.filter)?;
+    let filter = args.target.load()?;
     let (mut queried, mut present) = (0u64, 0u64);
-    let input = args.input.as_deref().map(open_input).transpose()?;
+    let input = args.target.input.as_deref().map(open_input).transpose()?;
     let mut failure = None;
     with_stdout(|out| {
         let mut answer = |key: &[u8], out: &mut dyn Write| -> std::io::Result<()> {
@@ -41,7 +33,7 @@ pub fn run(args: Args) -> Result<()> {
             }
             Ok(())
         };
-        for key in &args.keys {
+        for key in &args.target.keys {
             answer(key.as_bytes(), out)?;
         }
         if let Some(reader) = input {

@@ -5,31 +5,24 @@
 //! definitely absent at its turn, the file is left untouched and the command fails naming that
 //! key. Only a fully successful batch is written back, atomically (temp file + rename).
 
-use std::path::PathBuf;
-
 use anyhow::{anyhow, bail, Result};
 use bloomgate::codec::FilterKind;
 use bloomgate::Error;
 use serde_json::json;
 
-use crate::input::{for_each_line, load_filter, open_input, with_stdout, write_atomically};
+use crate::input::{for_each_line, open_input, with_stdout, write_atomically, FilterKeys};
 
 #[derive(clap::Args)]
+#[command(mut_arg("filter", |a| a.help("Filter file (counting or cuckoo); rewritten in place")))]
+#[command(mut_arg("keys", |a| a.help("Keys to remove")))]
 pub struct Args {
-    /// Filter file (counting or cuckoo); rewritten in place.
-    filter: PathBuf,
-    /// Keys to remove.
-    keys: Vec<String>,
-    /// More keys, one per line (`-` for stdin).
-    #[arg(long, short = 'i')]
-    input: Option<PathBuf>,
+    #[command(flatten)]
+    target: FilterKeys,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    if args.keys.is_empty() && args.input.is_none() {
-        bail!("no keys: give keys as arguments or --input PATH|-");
-    }
-    let mut filter = load_filter(&args.filter)?;
+    let args = args.target;
+    let mut filter = args.load()?;
     if !matches!(filter.kind(), FilterKind::Counting | FilterKind::Cuckoo) {
         bail!(
             "{} is a {} filter, which cannot remove keys; only counting and cuckoo filters can",

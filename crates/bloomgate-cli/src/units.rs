@@ -1,6 +1,7 @@
 //! Parsing of human-friendly numbers on the command line: probabilities as `0.01`, `1%` or
 //! `1/1000`; counts as `1000000`, `1e6` or `1_000_000`; bit sizes as `8388608`, `64MiB` or `1GB`
-//! (byte suffixes are converted to bits). Also the inverse: printing byte counts for humans.
+//! (byte suffixes are converted to bits). Byte counts are printed with the core's
+//! `bloomgate::memory::human_bytes`.
 
 use anyhow::{bail, Context, Result};
 
@@ -93,22 +94,6 @@ pub fn parse_bits(text: &str) -> Result<u64> {
     Ok(bits.ceil() as u64)
 }
 
-/// `123456789` bytes → `117.7 MiB`.
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,7 +126,5 @@ mod tests {
         assert_eq!(parse_bits("1KB").unwrap(), 8000);
         assert!(parse_bits("12 furlongs").is_err());
         assert!(parse_bits("0").is_err());
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(12), "12 B");
     }
 }

@@ -105,13 +105,9 @@ fn gate_metrics() -> String {
             Policy::Verify,
             FilterMode::Local,
             LifecycleConfig {
-                retention_ms: 1_000,
-                generations: 3,
-                fpr: 0.01,
-                fpr_budget: 0.02,
-                headroom: 1.5,
                 min_items_per_generation: 8,
                 memory_budget_bytes: 1 << 20,
+                ..LifecycleConfig::new(1_000, 3)
             },
         ),
     )

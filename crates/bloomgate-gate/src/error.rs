@@ -28,6 +28,15 @@ pub enum Error {
     /// The local filters' snapshot could not be written.
     #[error("filter snapshot: {0}")]
     Snapshot(String),
+    /// A store named by URL could not be opened or emptied (`crate::StoreUrl::open`).
+    #[error("{action}")]
+    Open {
+        /// What was being done: `opening PATH`, `removing FILE`, `connecting to URL`.
+        action: String,
+        /// Why it failed.
+        #[source]
+        cause: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl From<redis::RedisError> for Error {

@@ -2,135 +2,17 @@
 //! it?" (not seen within the retention window), using its filter back-end, the cache and the
 //! exact store according to the policy, and counting everything the metrics report.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::backend::{FilterBackend, NoFilters, Probe};
+use crate::config::{FilterMode, GateConfig, Policy};
 use crate::core::Core;
-use crate::lifecycle::{LifecycleConfig, LocalFilters};
+use crate::lifecycle::LocalFilters;
 use crate::recorder::Recorder;
 use crate::remote::RemoteFilters;
 use crate::{ExactStore, Metrics, Result, Seen};
-
-/// What the gate does with a filter "maybe".
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    /// No filter: every candidate goes to the exact path (cache, then store). The baseline.
-    Exact,
-    /// A "maybe" goes to the exact path; answers are exact.
-    Verify,
-    /// A "maybe" counts as seen: no exact lookups, over-filtering at the filter's FPR.
-    Trust,
-}
-
-/// Where the scope filters live.
-#[derive(Clone, Debug)]
-pub enum FilterMode {
-    /// In this process, within the lifecycle's memory budget.
-    Local,
-    /// On a bloomgate server or Redis with the bloomgate module: `resp://HOST:PORT`, or a Redis
-    /// Cluster running the module: `redis+cluster://HOST:PORT[,HOST:PORT...]`.
-    Remote {
-        /// The server's (or the cluster's seed nodes') address.
-        url: String,
-        /// Every filter key starts with this (one key per scope: `{prefix}{scope}`).
-        key_prefix: String,
-    },
-}
-
-/// Connect and read/write timeouts of every Redis connection the gate opens (remote filters and
-/// the Redis store). A connection that times out is dropped, never reused mid-reply.
-///
-/// What a timeout does: on the remote filters, the request falls back to the exact path (its
-/// candidates all read "maybe" and go to the store, under verify *and* trust: the store is the
-/// truth, a slow accelerator must not turn into wrong answers) and
-/// `bloomgate_filter_errors_total` counts it; on the Redis store, the call fails with
-/// [`crate::Error::Timeout`] (there is nothing behind the store to fall back to).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Timeouts {
-    /// Longest wait for a TCP connection (and the server's first reply).
-    pub connect: Duration,
-    /// Longest wait for one read or one write on an open connection.
-    pub io: Duration,
-}
-
-impl Default for Timeouts {
-    /// 1 s to connect, 1 s per read or write: far above a healthy server's round trip, far
-    /// below what a request can afford to hang.
-    fn default() -> Self {
-        Timeouts {
-            connect: Duration::from_secs(1),
-            io: Duration::from_secs(1),
-        }
-    }
-}
-
-/// Persistence of local filters across restarts (see `snapshot`).
-#[derive(Clone, Debug)]
-pub struct Persistence {
-    /// Directory holding the filters' snapshot file (created if missing).
-    pub dir: PathBuf,
-    /// Writes a snapshot this often while the gate runs (and always at shutdown); `None`: only
-    /// at shutdown.
-    pub every: Option<Duration>,
-    /// On restart a scope's filter catches up with the store rows seen at or after its
-    /// high-water mark minus this much, to cover records whose request clock ran behind another
-    /// request's for the same scope (see docs/gate.md).
-    pub clock_slack_ms: u64,
-}
-
-impl Persistence {
-    /// Snapshots in `dir` every 60 s and at shutdown, with a 60 s clock slack.
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Persistence {
-            dir: dir.into(),
-            every: Some(Duration::from_secs(60)),
-            clock_slack_ms: 60_000,
-        }
-    }
-}
-
-/// Everything a gate is configured with.
-#[derive(Clone, Debug)]
-pub struct GateConfig {
-    /// What a filter "maybe" leads to.
-    pub policy: Policy,
-    /// Where the scope filters live (ignored under [`Policy::Exact`]).
-    pub filters: FilterMode,
-    /// Retention, generations, sizing and the memory budget of the scope filters.
-    pub lifecycle: LifecycleConfig,
-    /// (scope, item) answers the LRU cache holds.
-    pub cache_capacity: usize,
-    /// Trust mode verifies every N-th request's "maybe" answers against the store to estimate
-    /// over-filtering (0 = never).
-    pub trust_sample_every: u64,
-    /// Background threads building local filters (0: one per available core).
-    pub build_threads: usize,
-    /// Local filters only: persist them here and load them on start.
-    pub persistence: Option<Persistence>,
-    /// Timeouts of the remote filters' connections.
-    pub timeouts: Timeouts,
-}
-
-impl GateConfig {
-    /// A configuration with the given policy, filters and lifecycle, a 100,000-entry cache,
-    /// trust sampling every 64th request, automatic build threads, no persistence and the
-    /// default timeouts.
-    pub fn new(policy: Policy, filters: FilterMode, lifecycle: LifecycleConfig) -> Self {
-        GateConfig {
-            policy,
-            filters,
-            lifecycle,
-            cache_capacity: 100_000,
-            trust_sample_every: 64,
-            build_threads: 0,
-            persistence: None,
-            timeouts: Timeouts::default(),
-        }
-    }
-}
 
 /// The membership gate over one exact store.
 ///

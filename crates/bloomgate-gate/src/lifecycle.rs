@@ -9,7 +9,8 @@
 //! generations a live filter would have had; items recorded after it exists are inserted live.
 //!
 //! The cold path: a scope's first use creates its build job and queues it for the builder pool
-//! (busiest scopes first: each request that finds the job still queued raises its priority).
+//! (`build_queue`; busiest scopes first: each request that finds the job still queued raises its
+//! priority).
 //! The request itself then builds the filter (or waits for the build already running) when the
 //! build is cheaper than the exact-path lookups it saves (the rule and its measurements are in
 //! `costs`); otherwise it takes the exact path and the pool builds. A rebuild (saturation,
@@ -27,8 +28,7 @@
 //! answers. Catch-ups are build jobs like any other (one store query each), queued busiest
 //! scope first, and a request for a scope still waiting runs its catch-up itself.
 
-use std::cmp::Ordering as CmpOrdering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -37,60 +37,14 @@ use std::time::Instant;
 use bloomgate::{FilterCodec, WindowConfig, WindowedBloomFilter};
 
 use crate::backend::{FilterBackend, HistorySource, Probe};
+use crate::build_queue::{BuildQueue, BuildSlot};
+use crate::config::{GateConfig, LifecycleConfig, Persistence};
 use crate::core::Core;
-use crate::gate::{GateConfig, Persistence};
 use crate::metrics::{FilterGauges, Metrics, SATURATION_BOUNDS};
 use crate::snapshot::{self, Fingerprint};
 use crate::{Error, Result};
 
 const SHARDS: usize = 64;
-
-/// How scope filters follow the product's retention rule and share memory.
-#[derive(Clone, Debug)]
-pub struct LifecycleConfig {
-    /// R: an item counts as seen for this long after it was last seen (ms).
-    pub retention_ms: u64,
-    /// G ≥ 2 generations; the generation window is W = ⌈R / (G−1)⌉.
-    pub generations: usize,
-    /// Target false-positive rate of one scope's filter (all generations together).
-    pub fpr: f64,
-    /// Rebuild a filter from the store once its estimated FPR exceeds this.
-    pub fpr_budget: f64,
-    /// Capacity per generation = expected items per generation × headroom.
-    pub headroom: f64,
-    /// Floor on capacity per generation (new or quiet scopes).
-    pub min_items_per_generation: u64,
-    /// All scopes' filters together stay within this many bytes: the least recently used are
-    /// dropped (local) or deleted (remote) and rebuilt from the store on next use.
-    pub memory_budget_bytes: u64,
-}
-
-impl LifecycleConfig {
-    /// W = ⌈R/(G−1)⌉, the smallest window with (G−1)·W ≥ R.
-    pub fn generation_window_ms(&self) -> u64 {
-        self.retention_ms.div_ceil(self.generations as u64 - 1)
-    }
-
-    pub(crate) fn validate(&self) -> Result<()> {
-        let bad = |what: &str| Err(Error::InvalidConfig(what.to_owned()));
-        if self.generations < 2 {
-            return bad("generations must be at least 2 (one is always being filled)");
-        }
-        if self.retention_ms == 0 {
-            return bad("retention must be positive");
-        }
-        let rates_ok = self.fpr > 0.0 && self.fpr <= self.fpr_budget && self.fpr_budget < 1.0;
-        if !rates_ok {
-            return bad("need 0 < fpr <= fpr_budget < 1");
-        }
-        if !(self.headroom >= 1.0 && self.headroom.is_finite())
-            || self.min_items_per_generation == 0
-        {
-            return bad("need headroom >= 1 and min_items_per_generation >= 1");
-        }
-        Ok(())
-    }
-}
 
 /// One scope's filter state.
 struct ScopeFilter {
@@ -181,164 +135,6 @@ impl ScopeFilter {
             ),
         }
         true
-    }
-}
-
-/// A (re)build or catch-up of one scope, claimed by exactly one thread (a builder or the
-/// request that needs it); others wait for it.
-struct BuildSlot {
-    scope: u64,
-    now_ms: u64,
-    previous_capacity: Option<u64>,
-    state: Mutex<SlotState>,
-    done: Condvar,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum SlotState {
-    Queued,
-    Running,
-    Done,
-}
-
-impl BuildSlot {
-    fn new(scope: u64, now_ms: u64, previous_capacity: Option<u64>) -> Arc<Self> {
-        Arc::new(BuildSlot {
-            scope,
-            now_ms,
-            previous_capacity,
-            state: Mutex::new(SlotState::Queued),
-            done: Condvar::new(),
-        })
-    }
-
-    fn lock(&self) -> MutexGuard<'_, SlotState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Takes the job if nobody has: the caller must run it and then call `finish`.
-    fn claim(&self) -> bool {
-        let mut state = self.lock();
-        let free = *state == SlotState::Queued;
-        if free {
-            *state = SlotState::Running;
-        }
-        free
-    }
-
-    fn finish(&self) {
-        *self.lock() = SlotState::Done;
-        self.done.notify_all();
-    }
-
-    fn wait(&self) {
-        let mut state = self.lock();
-        while *state != SlotState::Done {
-            state = self.done.wait(state).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-}
-
-/// Queued jobs, highest demand first (then oldest). A job whose demand rises is pushed again;
-/// the stale entry is skipped when popped (its claim fails).
-struct Queued {
-    demand: u64,
-    seq: u64,
-    slot: Arc<BuildSlot>,
-}
-
-impl PartialEq for Queued {
-    fn eq(&self, other: &Self) -> bool {
-        (self.demand, self.seq) == (other.demand, other.seq)
-    }
-}
-impl Eq for Queued {}
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Queued {
-    fn cmp(&self, other: &Self) -> CmpOrdering {
-        self.demand
-            .cmp(&other.demand)
-            .then(other.seq.cmp(&self.seq))
-    }
-}
-
-#[derive(Default)]
-struct QueueState {
-    heap: BinaryHeap<Queued>,
-    seq: u64,
-    /// Jobs created and not finished (queued or running, wherever).
-    outstanding: u64,
-    stopped: bool,
-}
-
-/// The builder pool's work queue.
-#[derive(Default)]
-struct BuildQueue {
-    state: Mutex<QueueState>,
-    ready: Condvar,
-    idle: Condvar,
-}
-
-impl BuildQueue {
-    fn lock(&self) -> MutexGuard<'_, QueueState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Queues a new job (counted until `finished`), or re-queues one whose demand rose.
-    fn push(&self, slot: &Arc<BuildSlot>, demand: u64, new: bool) {
-        let mut state = self.lock();
-        if new {
-            state.outstanding += 1;
-        }
-        state.seq += 1;
-        let seq = state.seq;
-        state.heap.push(Queued {
-            demand,
-            seq,
-            slot: slot.clone(),
-        });
-        drop(state);
-        self.ready.notify_one();
-    }
-
-    /// The next job a builder should try to claim; None once stopped.
-    fn pop(&self) -> Option<Arc<BuildSlot>> {
-        let mut state = self.lock();
-        loop {
-            if state.stopped {
-                return None;
-            }
-            if let Some(queued) = state.heap.pop() {
-                return Some(queued.slot);
-            }
-            state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    fn finished(&self) {
-        let mut state = self.lock();
-        state.outstanding -= 1;
-        if state.outstanding == 0 {
-            self.idle.notify_all();
-        }
-    }
-
-    /// Waits until every job created so far has finished.
-    fn flush(&self) {
-        let mut state = self.lock();
-        while state.outstanding > 0 && !state.stopped {
-            state = self.idle.wait(state).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    fn stop(&self) {
-        self.lock().stopped = true;
-        self.ready.notify_all();
-        self.idle.notify_all();
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use redis::Connection;
 
-use crate::gate::Timeouts;
+use crate::config::Timeouts;
 use crate::Result;
 
 /// What opens the pool's connections: one server with timeouts (the store), or the remote

@@ -45,8 +45,7 @@ use redis::cluster::{cluster_pipe, ClusterClient, ClusterClientBuilder, ClusterC
 use redis::{Connection, ConnectionLike, FromRedisValue, RedisResult, Value};
 
 use crate::backend::{FilterBackend, HistorySource, Probe};
-use crate::gate::Timeouts;
-use crate::lifecycle::LifecycleConfig;
+use crate::config::{LifecycleConfig, Timeouts};
 use crate::metrics::{FilterGauges, Metrics, SATURATION_BOUNDS};
 use crate::redis_pool::{Connector, RedisPool};
 use crate::{Result, Seen};

@@ -273,13 +273,9 @@ mod tests {
 
     fn lifecycle() -> LifecycleConfig {
         LifecycleConfig {
-            retention_ms: 1_000,
-            generations: 3,
-            fpr: 0.01,
-            fpr_budget: 0.02,
-            headroom: 1.5,
             min_items_per_generation: 16,
             memory_budget_bytes: 1 << 20,
+            ..LifecycleConfig::new(1_000, 3)
         }
     }
 

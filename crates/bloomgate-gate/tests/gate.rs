@@ -19,13 +19,9 @@ fn lifecycle(
     memory_budget_bytes: u64,
 ) -> LifecycleConfig {
     LifecycleConfig {
-        retention_ms,
-        generations,
-        fpr: 0.01,
-        fpr_budget: 0.02,
-        headroom: 1.5,
         min_items_per_generation: min_capacity,
         memory_budget_bytes,
+        ..LifecycleConfig::new(retention_ms, generations)
     }
 }
 

@@ -4,6 +4,6 @@
 # resident memory during a BGSAVE of a 138 MB filter, and the temp file a killed BGSAVE leaves.
 # Bounded (fixed counts, deadlines); about a minute. Needs redis-py (.ci/setup installs it).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 cargo build --release -q -p bloomgate-cli
-exec python3 scripts/memory_bench.py "$@"
+exec python3 scripts/bench/memory_bench.py "$@"

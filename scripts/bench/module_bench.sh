@@ -4,7 +4,7 @@
 # redis-benchmark on loopback at pipeline 1 and 16. Same process, same network path, same client:
 # the ratio is the cost of our command against Redis's own hash-table set.
 #
-# Usage: scripts/module_bench.sh [path/to/libbloomgate_module.so] [requests at -P 1] [requests at -P 16]
+# Usage: scripts/bench/module_bench.sh [path/to/libbloomgate_module.so] [requests at -P 1] [requests at -P 16]
 #        (defaults: target/release/libbloomgate_module.so, 200000, 1000000)
 # Each measurement is `redis-benchmark -p PORT -c 50 -n N -P P -r 100000 -q CMD key __rand_int__`;
 # the commands run interleaved (PING as the request-path ceiling, SADD, BF.ADD, CF.ADD, SISMEMBER,

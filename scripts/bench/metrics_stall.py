@@ -8,19 +8,21 @@ again while another thread scrapes `/metrics` back to back. Prints the latency p
 both phases, the worst one, and the scrape durations. A scrape holds the store lock for as long
 as it takes to read every key's counters: it must add no stall above 1 ms.
 
-    python3 scripts/metrics_stall.py --bin target/release/bloomgate [--mb 500] [--seconds 10]
+    python3 scripts/bench/metrics_stall.py --bin target/release/bloomgate [--mb 500] [--seconds 10]
 """
 
 import argparse
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import multiprocessing
 import time
 import urllib.request
 
-from resp_client import Resp, free_port
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from bgtest import Resp, free_port  # noqa: E402  (scripts/lib, found from this file)
 
 
 def percentiles(samples):

@@ -1,6 +1,9 @@
 """The scripts' shared pieces: a minimal RESP2 client (standard library only, nothing between
-the clock and the server) and a free loopback port. Imported by the scripts beside it
-(`python3 scripts/x.py` puts this directory on the path)."""
+the clock and the server) and a free loopback port. A script elsewhere under scripts/ imports it
+after putting this directory on its path, relative to its own file, so it runs from any cwd:
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+"""
 
 import socket
 

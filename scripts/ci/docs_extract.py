@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns the runnable blocks of one Markdown file into one bash script (scripts/docs_check.sh).
+"""Turns the runnable blocks of one Markdown file into one bash script (scripts/ci/docs_check.sh).
 
 usage: docs_extract.py FILE.md OUT.sh PORTS_OUT
 

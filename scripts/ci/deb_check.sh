@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs a bloomgate .deb with dpkg and uses it as an operator would (root; run by
-# scripts/package_check.sh): the binary, the user, the data directory, the conffile and the
+# scripts/ci/package_check.sh): the binary, the user, the data directory, the conffile and the
 # hardened unit are where they belong; the unit's ExecStart, run as the package's user from its
 # WorkingDirectory, serves redis-cli and Prometheus, keeps its data across a restart and stops
 # cleanly; an upgrade keeps a changed conffile; remove and purge clean up. Ports come from the
 # environment (BLOOMGATE_PORT, BLOOMGATE_METRICS_ADDR override the config file), so the
 # package's config is run as shipped otherwise.
 #
-#   bash scripts/deb_check.sh target/debian/bloomgate_0.1.0-1_amd64.deb
+#   bash scripts/ci/deb_check.sh target/debian/bloomgate_0.1.0-1_amd64.deb
 set -euo pipefail
 deb=$(realpath "$1")
 fail() { echo "deb_check: $*" >&2; exit 1; }

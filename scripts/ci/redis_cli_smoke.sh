@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test: redis-cli against `bloomgate serve` (BF.* and CF.* replies and errors, keyspace, INFO,
 # pipelining via --pipe, SAVE and restart).
-# Usage: scripts/redis_cli_smoke.sh [path/to/bloomgate]   (default target/release/bloomgate)
+# Usage: scripts/ci/redis_cli_smoke.sh [path/to/bloomgate]   (default target/release/bloomgate)
 # Needs redis-cli (apt-get install -y redis-tools). Exits non-zero on any mismatch.
 set -euo pipefail
 

@@ -6,7 +6,7 @@
 # -c 500) the two servers are measured interleaved: BF.ADD, SADD, CF.ADD, BF.EXISTS, SISMEMBER,
 # CF.EXISTS. Request counts are sized so the whole run stays within about 4 minutes.
 #
-# Usage: scripts/server_bench.sh [path/to/bloomgate] [scale]   (default: target/release, 1)
+# Usage: scripts/bench/server_bench.sh [path/to/bloomgate] [scale]   (default: target/release, 1)
 #   scale multiplies every request count (0.2 for a quick look).
 # Prints one line per measurement: req/s, p50 and p99 latency (ms, from redis-benchmark --csv),
 # the server's CPU time per request (user + system over all its threads, from /proc: the figure

@@ -7,7 +7,7 @@
    command; throughput, and the server-side microseconds per call from INFO commandstats (the
    time inside the command, no network). With --callgrind, also the instructions per call
    inside RedisModuleCommandDispatcher under valgrind: independent of machine load. With
-   --floor, a third server in the same binary runs scripts/module_floor.c (built here with cc):
+   --floor, a third server in the same binary runs scripts/bench/module_floor.c (built here with cc):
    the four commands doing only the module API calls any implementation needs (open the key,
    check its type, reply, replicate a CF.ADD), no filter — the host's share of every figure.
    sketches — the same for CMS.INCRBY/QUERY, TOPK.ADD/QUERY, TDIGEST.ADD/QUANTILE in Redis 8.2.
@@ -27,7 +27,7 @@ with a message (a clone without RedisBloom skips them all and exits 0). Redis 8.
 --redis8 or $REDIS8_SERVER, Redis 7.0 from --redis7 or $REDIS7_SERVER (default: `redis-server` on
 PATH if it is 7.x). The module and binary default to target/release.
 
-Usage: scripts/redisbloom_bench.py [--only module,sketches,serve,bgsave] [--scale 1.0] [--rounds 2]
+Usage: scripts/bench/redisbloom_bench.py [--only module,sketches,serve,bgsave] [--scale 1.0] [--rounds 2]
            [--callgrind] [--floor] [--redisbloom DIR] [--redis8 PATH] [--redis7 PATH]
            [--module target/release/libbloomgate_module.so] [--bloomgate target/release/bloomgate]
 Prints the load average at start and end: on a shared machine, prefer the same-run ratios and
@@ -46,7 +46,8 @@ import tempfile
 import threading
 import time
 
-from resp_client import Resp, free_port
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from bgtest import Resp, free_port  # noqa: E402  (scripts/lib, found from this file)
 
 COMMANDS = [("BF.ADD", "bf"), ("BF.EXISTS", "bf"), ("CF.ADD", "cf"), ("CF.EXISTS", "cf")]
 # The other three RedisBloom types (issue 22): (command, its arguments after the name).
@@ -270,7 +271,7 @@ def mean_run(runs, server, pipeline, command, field=0):
 
 
 def build_floor():
-    """scripts/module_floor.c as a shared object in a temporary directory, or None (with the
+    """scripts/bench/module_floor.c as a shared object in a temporary directory, or None (with the
     reason printed) when cc or the redis-module crate's redismodule.h is missing."""
     cc = shutil.which("cc") or shutil.which("gcc")
     home = os.environ.get("CARGO_HOME", os.path.expanduser("~/.cargo"))
@@ -331,7 +332,7 @@ def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
                 rf = mean_run(runs, floor, pipeline, command)
                 row += ["%.0f" % rf, "%.2f" % ratio(rf, mean_run(runs, rb, pipeline, command))]
             rows.append(row)
-        table("the module API's floor in %s (scripts/module_floor.c: key open, type check, reply, "
+        table("the module API's floor in %s (scripts/bench/module_floor.c: key open, type check, reply, "
               "replication, no filter; same runs): usec per call and throughput, each against "
               "RedisBloom's — no module can beat these ratios" % label,
               ["command", "usec RB", "usec floor", "floor/RB", "P1 floor", "floor/RB",
@@ -467,7 +468,7 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--callgrind", action="store_true", help="also count instructions per call")
     p.add_argument("--floor", action="store_true",
-                   help="also run scripts/module_floor.c (the module API's own cost) beside them")
+                   help="also run scripts/bench/module_floor.c (the module API's own cost) beside them")
     p.add_argument("--redisbloom", default=os.environ.get("REDISBLOOM_DIR"))
     p.add_argument("--redis8", default=os.environ.get("REDIS8_SERVER", "/tmp/bloomgate-peer/bin/redis-server"))
     p.add_argument("--redis7", default=os.environ.get("REDIS7_SERVER", shutil.which("redis-server") or ""))

@@ -12,17 +12,15 @@ as it takes to read every key's counters: it must add no stall above 1 ms.
 """
 
 import argparse
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import multiprocessing
+import os
+import sys
 import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from bgtest import Resp, free_port  # noqa: E402  (scripts/lib, found from this file)
+import bgtest  # noqa: E402  (scripts/lib, found from this file)
+from bgtest import Resp  # noqa: E402
 
 
 def percentiles(samples):
@@ -69,19 +67,11 @@ def main():
     ap.add_argument("--items", type=int, default=1_000_000, help="items per filter")
     args = ap.parse_args()
 
-    port, mport = free_port(), free_port()
-    data = tempfile.mkdtemp(prefix="bloomgate-stall-")
-    server = subprocess.Popen(
-        [args.bin, "serve", "--port", str(port), "--dir", data,
-         "--metrics-addr", "127.0.0.1:%d" % mport],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    mport = bgtest.free_port()
+    server = bgtest.Server(bgtest.serve_argv(args.bin, "--metrics-addr", "127.0.0.1:%d" % mport),
+                           prefix="bloomgate-stall-")
+    port = server.port
     try:
-        for _ in range(500):
-            try:
-                Resp(port).call("PING")
-                break
-            except OSError:
-                time.sleep(0.02)
         c = Resp(port)
         # 11.04 bits per item at the first link's 0.5%: capacity for mb/5 MB per filter.
         capacity = int(args.mb * 1e6 / 5 * 8 / 11.04)
@@ -114,9 +104,7 @@ def main():
               % (s["n"], s["p50"], s["p99"], s["max"]))
         print("load average: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
     finally:
-        server.terminate()
-        server.wait()
-        shutil.rmtree(data, ignore_errors=True)
+        server.close("terminate")
 
 
 if __name__ == "__main__":

@@ -43,11 +43,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from bgtest import Resp, free_port  # noqa: E402  (scripts/lib, found from this file)
+import bgtest  # noqa: E402  (scripts/lib, found from this file)
+from bgtest import Resp  # noqa: E402
 
 COMMANDS = [("BF.ADD", "bf"), ("BF.EXISTS", "bf"), ("CF.ADD", "cf"), ("CF.EXISTS", "cf")]
 # The other three RedisBloom types (issue 22): (command, its arguments after the name).
@@ -63,44 +63,17 @@ def loadavg():
         return " ".join(f.read().split()[:3])
 
 
-class Server:
-    """A server process on a free port, stopped (and its directory removed) on close."""
+class Server(bgtest.Server):
+    """A named server (`bgtest.Server`: a free port, its own directory, ready once it answers
+    PING) with a RESP client, and the /proc figures the tables read."""
 
-    def __init__(self, name, argv_for_port, cwd=None):
+    def __init__(self, name, argv):
         self.name = name
-        self.port = free_port()
-        self.dir = tempfile.mkdtemp(prefix="bloomgate-rbbench-")
-        argv = argv_for_port(self.port, self.dir)
-        self.log = open(os.path.join(self.dir, "server.log"), "wb")
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd)
-        deadline = time.time() + 60
-        while True:
-            try:
-                if Resp(self.port, 5).call("PING") == "PONG":
-                    break
-            except OSError:
-                pass
-            except RuntimeError as e:  # -LOADING: the dataset is still being read
-                if "LOADING" not in str(e):
-                    raise
-            if self.proc.poll() is not None or time.time() > deadline:
-                self.close()
-                raise RuntimeError("%s did not start: %s" % (name, self.tail()))
-            time.sleep(0.1)
-        self.client = Resp(self.port)
-        # PING answers while a dataset loads; wait until commands do.
-        while b"loading:1" in self.client.call("INFO", "persistence"):
-            if time.time() > deadline:
-                self.close()
-                raise RuntimeError("%s still loading" % name)
-            time.sleep(0.1)
-
-    def tail(self):
         try:
-            with open(os.path.join(self.dir, "server.log"), "rb") as f:
-                return f.read()[-2000:].decode(errors="replace")
-        except OSError:
-            return ""
+            super().__init__(argv, prefix="bloomgate-rbbench-")
+        except RuntimeError as e:
+            raise RuntimeError("%s did not start: %s" % (name, e)) from None
+        self.client = Resp(self.port)
 
     def cpu_ns(self):
         """CPU time (user + system) of every thread alive now, in nanoseconds."""
@@ -114,37 +87,9 @@ class Server:
                 pass
         return total
 
-    def status(self, field):
-        with open("/proc/%d/status" % self.proc.pid) as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-        return 0
-
     def reset_peak(self):
         with open("/proc/%d/clear_refs" % self.proc.pid, "w") as f:
             f.write("5")
-
-    def close(self):
-        if self.proc.poll() is None:
-            try:
-                Resp(self.port, 5).send("SHUTDOWN", "NOSAVE")
-            except OSError:
-                pass
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def redis_server(binary, module, *extra):
-    def argv(port, d):
-        return [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", d, "--save", "",
-                "--appendonly", "no", "--loadmodule", module, *extra]
-    return argv
 
 
 def benchmark(port, n, pipeline, command, key):
@@ -195,52 +140,36 @@ def table(title, header, rows):
 
 def callgrind_per_call(binary, module, n):
     """Instructions per call inside RedisModuleCommandDispatcher, per command, under valgrind."""
-    d = tempfile.mkdtemp(prefix="bloomgate-callgrind-")
-    port = free_port()
-    out = os.path.join(d, "cg.out")
-    proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, "--collect-atstart=no",
-         "--toggle-collect=RedisModuleCommandDispatcher", binary, "--port", str(port),
-         "--bind", "127.0.0.1", "--dir", d, "--save", "", "--appendonly", "no",
-         "--loadmodule", module], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def argv(port, d):
+        return ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + os.path.join(d, "cg.out"),
+                "--collect-atstart=no", "--toggle-collect=RedisModuleCommandDispatcher",
+                *bgtest.redis_argv(binary, module)(port, d)]
+    server = bgtest.Server(argv, prefix="bloomgate-callgrind-", seconds=120)
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                c = Resp(port, 30)
-                c.call("PING")
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.3)
-        setup_filters(c)
+        port, pid = server.port, server.proc.pid
+        setup_filters(Resp(port, 30))
         result = {}
         for command, key in COMMANDS:
             subprocess.run(["redis-benchmark", "-p", str(port), "-c", "1", "-n", "2000", "-P", "16",
                             "-r", "100000", "-q", command, key, "__rand_int__"],
                            capture_output=True, check=True)
-            subprocess.run(["callgrind_control", "-z", str(proc.pid)], capture_output=True)
+            subprocess.run(["callgrind_control", "-z", str(pid)], capture_output=True)
             subprocess.run(["redis-benchmark", "-p", str(port), "-c", "1", "-n", str(n), "-P", "16",
                             "-r", "100000", "-q", command, key, "__rand_int__"],
                            capture_output=True, check=True)
-            subprocess.run(["callgrind_control", "-d", command, str(proc.pid)], capture_output=True)
-        c.send("SHUTDOWN", "NOSAVE")
-        proc.wait(60)
-        for f in os.listdir(d):
+            subprocess.run(["callgrind_control", "-d", command, str(pid)], capture_output=True)
+        server.stop(seconds=60)
+        for f in os.listdir(server.dir):
             if not f.startswith("cg.out."):
                 continue
-            text = open(os.path.join(d, f)).read()
+            text = open(os.path.join(server.dir, f)).read()
             trigger = re.search(r"^desc: Trigger: dump (\S+)", text, re.M)
             summary = re.search(r"^summary: (\d+)", text, re.M)
             if trigger and summary:
                 result[trigger.group(1)] = int(summary.group(1)) / n
         return result
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(d, ignore_errors=True)
+        server.close("kill")
 
 
 def interleaved(rb, ours, commands, args, cpu=False, extra=()):
@@ -291,11 +220,11 @@ def build_floor():
 def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
                       setup=setup_filters):
     floor_so = args.floor_so if commands is COMMANDS else None
-    servers = [Server("%s + RedisBloom" % label, redis_server(binary, rb_so))]
+    servers = [Server("%s + RedisBloom" % label, bgtest.redis_argv(binary, rb_so))]
     try:
-        servers.append(Server("%s + bloomgate" % label, redis_server(binary, module)))
+        servers.append(Server("%s + bloomgate" % label, bgtest.redis_argv(binary, module)))
         if floor_so:
-            servers.append(Server("%s + floor" % label, redis_server(binary, floor_so)))
+            servers.append(Server("%s + floor" % label, bgtest.redis_argv(binary, floor_so)))
         rb, ours = servers[0], servers[1]
         for s in servers:
             setup(s.client)
@@ -358,10 +287,10 @@ def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
 
 
 def serve_comparison(redis8, rb8, bloomgate, args):
-    rb = Server("Redis 8.2 + RedisBloom", redis_server(
+    rb = Server("Redis 8.2 + RedisBloom", bgtest.redis_argv(
         redis8, rb8, "--appendonly", "yes", "--appendfsync", "everysec"))
-    ours = Server("bloomgate serve", lambda port, d: [
-        bloomgate, "serve", "--port", str(port), "--dir", d, "--appendfsync", "everysec"])
+    ours = Server("bloomgate serve", bgtest.serve_argv(
+        bloomgate, "--appendfsync", "everysec"))
     try:
         for s in (rb, ours):
             setup_filters(s.client)
@@ -431,14 +360,14 @@ def bgsave_run(server, writes, interval_ms):
 
 def bgsave_comparison(redis8, rb8, bloomgate, args):
     rows = []
-    ours = Server("bloomgate serve", lambda port, d: [
-        bloomgate, "serve", "--port", str(port), "--dir", d, "--appendfsync", "everysec"])
+    ours = Server("bloomgate serve", bgtest.serve_argv(
+        bloomgate, "--appendfsync", "everysec"))
     try:
         rows.append(bgsave_run(ours, 1000, 1.0))
     finally:
         ours.close()
     if redis8 and rb8:
-        rb = Server("Redis 8.2 + RedisBloom", redis_server(redis8, rb8))
+        rb = Server("Redis 8.2 + RedisBloom", bgtest.redis_argv(redis8, rb8))
         try:
             rows.append(bgsave_run(rb, 1000, 1.0))
         except (RuntimeError, OSError) as e:

@@ -15,9 +15,9 @@ fail() { echo "deb_check: $*" >&2; exit 1; }
 if dpkg-query -W -f='${Status}' bloomgate 2>/dev/null | grep -q 'install ok installed'; then
   fail "a bloomgate package is already installed here: not replacing it (dpkg -P bloomgate first)"
 fi
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(free_port)
-mport=$(free_port)
+# Free ports, and waiting until the service answers PING (scripts/lib).
+bgtest=$(dirname "$(realpath "$0")")/../lib/bgtest.py
+{ read -r port; read -r mport; } < <(python3 "$bgtest" free-port 2)
 server=""
 cleanup() {
   [ -n "$server" ] && kill -9 "$server" 2>/dev/null || true
@@ -52,12 +52,7 @@ start_service() {  # the unit's command, as its user, from its directory
       env BLOOMGATE_PORT="$port" \
       BLOOMGATE_METRICS_ADDR="127.0.0.1:$mport" "${exec_start[@]}") 2>"$log" &
   server=$!
-  for _ in $(seq 1 300); do
-    [ "$(redis-cli -p "$port" PING 2>/dev/null)" = PONG ] && return 0
-    kill -0 "$server" 2>/dev/null || { cat "$log"; fail "the service exited at start"; }
-    sleep 0.1
-  done
-  cat "$log"; fail "the service did not answer PING"
+  python3 "$bgtest" wait "$port" --pid "$server" --seconds 30 || { cat "$log"; fail "the service did not start"; }
 }
 log=$(mktemp)
 echo "-- ${exec_start[*]} (as bloomgate, port $port)"

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Memory and snapshot rows of issue 16 for `bloomgate serve` (run by scripts/bench/memory_bench.sh).
+"""BENCHMARKS.md's memory and snapshot rows for `bloomgate serve` (run by
+scripts/bench/memory_bench.sh).
 
 1. Bytes per key: resident memory (VmRSS) before and after 100,000 default `BF.ADD key item`
    (pipelined through redis-py), divided by the key count; `used_memory` (INFO memory) and the

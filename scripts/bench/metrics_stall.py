@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Does a /metrics scrape stall commands? (issue 23, part 5)
+"""Does a /metrics scrape stall commands? (BENCHMARKS.md's `/metrics` stall row)
 
 Starts `bloomgate serve` with a metrics listener, loads a dataset of Bloom filters (default
 500 MB: five 100 MB filters with a million items each, so every page of their bits is written),

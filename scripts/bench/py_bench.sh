@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python benchmark (issue 17): builds the bloomgate wheel, installs it with rbloom,
+# The Python benchmark (BENCHMARKS.md's Python rows): builds the bloomgate wheel, installs it with rbloom,
 # pybloom-live, pybloomfiltermmap3 and fastbloom-rs from PyPI into its own virtualenv
 # (target/py-bench-venv), and runs `python -m bloomgate.bench`. Arguments go to the benchmark
 # (default: --items 1000000 --items 10000000 --markdown).

@@ -50,7 +50,7 @@ import bgtest  # noqa: E402  (scripts/lib, found from this file)
 from bgtest import Resp  # noqa: E402
 
 COMMANDS = [("BF.ADD", "bf"), ("BF.EXISTS", "bf"), ("CF.ADD", "cf"), ("CF.EXISTS", "cf")]
-# The other three RedisBloom types (issue 22): (command, its arguments after the name).
+# The other three RedisBloom types (CMS, Top-K, t-digest): (command, its arguments after the name).
 SKETCH_COMMANDS = [
     ("CMS.INCRBY", "cms __rand_int__ 1"), ("CMS.QUERY", "cms __rand_int__"),
     ("TOPK.ADD", "topk __rand_int__"), ("TOPK.QUERY", "topk __rand_int__"),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What a user installs, checked as a user gets it (run by scripts/ci/test.sh after the test suite):
-#   1. cargo deny --offline check: advisories (RustSec database from ../shared/advisory-db, placed
-#      by .ci/setup; skipped with a note where absent), licences, duplicate versions, sources;
+#   1. cargo deny --offline check: advisories (the RustSec database .ci/setup places from CI's
+#      bundle; skipped with a note where absent), licences, duplicate versions, sources;
 #   2. cargo package --workspace --locked, with verification (each publishable crate builds from
 #      its packaged sources);
 #   3. the Debian package (cargo deb, one release build shared with the docs check): installed
@@ -23,7 +23,7 @@ db=${CARGO_HOME:-$HOME/.cargo}/advisory-dbs/advisory-db-3157b0e258782691
 if [ -d "$db/.git" ]; then
   cargo deny --offline --log-level error check
 else
-  echo "NOTE: no RustSec database at $db (it comes from ../shared/advisory-db, placed by .ci/setup);"
+  echo "NOTE: no RustSec database at $db (.ci/setup places it from CI's bundle);"
   echo "      checking bans, licenses and sources only, advisories skipped"
   cargo deny --offline --log-level error check bans licenses sources
 fi

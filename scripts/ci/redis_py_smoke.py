@@ -156,7 +156,7 @@ def run_cf(r):
 
 
 def run_redisbloom_82(r):
-    """Issue 12: RedisBloom 8.2's metadata, errors and ACLs as redis-py sees them."""
+    """RedisBloom 8.2's metadata, errors and ACLs as redis-py sees them."""
     raw = r.execute_command("COMMAND", "INFO", "bf.add")
     if isinstance(raw, dict):  # parsed by newer redis-py
         arity, cats = raw["bf.add"]["arity"], raw["bf.add"]["acl_categories"]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Mutation fuzzing of the module inside Debian's redis-server (issue 23): mutated DUMP payloads,
-# LOADCHUNK streams and RDB files for every registered type, under an address-space limit; the
-# server must never die. The default size runs in the test suite; --long runs ten times more.
+# Mutation fuzzing of the module inside Debian's redis-server (forged values once crashed it):
+# mutated DUMP payloads, LOADCHUNK streams and RDB files for every registered type, under an
+# address-space limit; the server must never die. The default size runs in the test suite; --long runs ten times more.
 #
 # Usage: scripts/fuzz/fuzz_redis.sh [--long] [--seed N]
 set -euo pipefail

@@ -118,7 +118,7 @@ def during_bgsave(s, key, size, what):
     copied = cow_bytes(s.r) - cow0
     peak = peak[0]
     lat.sort()
-    pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1e3  # noqa: E731
+    pct = lambda q: bgtest.percentile(lat, q) * 1e3  # noqa: E731
     print(f"BGSAVE of a {size / 1e6:.0f} MB filter, {what}: {len(lat)} BF.ADD, "
           f"p50 {pct(0.5):.3f} ms, p99 {pct(0.99):.3f} ms, max {lat[-1] * 1e3:.1f} ms; "
           f"peak RSS {peak / 1e6:.1f} MB vs {before / 1e6:.1f} MB before (ratio "

@@ -25,7 +25,7 @@ from bgtest import Resp  # noqa: E402
 
 def percentiles(samples):
     s = sorted(samples)
-    pick = lambda q: s[min(len(s) - 1, int(q * len(s)))]
+    pick = lambda q: bgtest.percentile(s, q)  # noqa: E731
     return {
         "n": len(s),
         "p50": pick(0.50),

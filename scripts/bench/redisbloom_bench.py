@@ -352,7 +352,7 @@ def bgsave_run(server, writes, interval_ms):
     saved = time.perf_counter() - start
     peak = server.status("VmHWM")
     latencies.sort()
-    pct = lambda p: latencies[min(len(latencies) - 1, int(len(latencies) * p))]
+    pct = lambda p: bgtest.percentile(latencies, p)  # noqa: E731
     return [server.name, "%.0f" % (size / 1e6), "%.2f" % saved, "~%d" % during,
             "%.2f" % pct(0.5), "%.2f" % pct(0.99), "%.2f" % latencies[-1],
             "%.0f" % (before / 1e6), "%.0f" % (peak / 1e6), "%.3f" % (peak / before)]

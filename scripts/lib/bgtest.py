@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The scripts' shared helpers (standard library only): free loopback ports, a minimal RESP2
-client (nothing between the clock and the server), waiting until a server answers PING, and a
-server process on a free port in its own directory, stopped (and the directory removed) on close.
+client (nothing between the clock and the server), waiting until a server answers PING, a
+server process on a free port in its own directory, stopped (and the directory removed) on close,
+and the benchmarks' percentile of a sorted list.
 
 A Python script elsewhere under scripts/ imports it after putting this directory on its path,
 relative to its own file, so it runs from any cwd:
@@ -109,6 +110,12 @@ class Resp:
 
     def close(self):
         self.sock.close()
+
+
+def percentile(ordered, q):
+    """The `q` quantile (0 to 1) of the sorted, non-empty list `ordered`: its element at index
+    q * len, the last one for q = 1."""
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def running(proc):

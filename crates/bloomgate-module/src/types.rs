@@ -1,7 +1,7 @@
-//! The `MBbloom--`, `MBbloomCF`, `CMSk-TYPE` and `TopK-TYPE` module data types, registered
-//! under RedisBloom's names and encoding versions so Redis loads RedisBloom's RDB files, `DUMP`
-//! payloads and full syncs into this module (and back); and `BGwindowF`, our time-windowed
-//! filters (`WF.*`).
+//! The `MBbloom--`, `MBbloomCF`, `CMSk-TYPE`, `TopK-TYPE` and `TDIS-TYPE` module data types,
+//! registered under RedisBloom's names and encoding versions so Redis loads RedisBloom's RDB
+//! files, `DUMP` payloads and full syncs into this module (and back); and `BGwindowF`, our
+//! time-windowed filters (`WF.*`).
 //!
 //! Each key holds a boxed dialect [`Value`]. RDB save/load go through the dialect's field order
 //! ([`RdbSink`] / [`RdbSource`] over `RedisModuleIO`); loading follows the dialect's budget rule

@@ -142,6 +142,15 @@ impl Lcg {
     }
 }
 
+/// The bytes random glob subjects and patterns are drawn from: every metacharacter, letters of
+/// both cases, and bytes above ASCII.
+const GLOB_BYTES: &[u8] = b"ab]-^\\[*?Az\x80\xff";
+
+/// Fixed test inputs as owned byte strings (random ones are added to them).
+fn owned(cases: &[&[u8]]) -> Vec<Vec<u8>> {
+    cases.iter().map(|c| c.to_vec()).collect()
+}
+
 #[test]
 fn glob_matches_as_redis_keys_does() {
     let Some(redis) = start("oracle-glob") else {
@@ -149,8 +158,7 @@ fn glob_matches_as_redis_keys_does() {
     };
     let mut c = Conn::open(redis.port);
     let mut rng = Lcg(7);
-    let subject_bytes = b"ab]-^\\[*?Az\x80\xff";
-    let mut subjects: BTreeSet<Vec<u8>> = [
+    let mut subjects: BTreeSet<Vec<u8>> = owned(&[
         &b""[..],
         b"hello",
         b"hallo",
@@ -170,18 +178,16 @@ fn glob_matches_as_redis_keys_does() {
         b"\x80",
         b"\xff",
         b"bf-error-rate",
-    ]
-    .iter()
-    .map(|s| s.to_vec())
+    ])
+    .into_iter()
     .collect();
     while subjects.len() < 120 {
-        subjects.insert(rng.word(subject_bytes, 5));
+        subjects.insert(rng.word(GLOB_BYTES, 5));
     }
     for s in &subjects {
         assert_eq!(c.call(&[b"SET", s, b"1"]), R::Simple("OK".into()));
     }
-    let pattern_bytes = b"ab]-^\\[*?Az\x80\xff";
-    let mut patterns: Vec<Vec<u8>> = [
+    let mut patterns: Vec<Vec<u8>> = owned(&[
         &b"*"[..],
         b"**",
         b"h?llo",
@@ -209,12 +215,9 @@ fn glob_matches_as_redis_keys_does() {
         b"*a*",
         b"?*",
         b"*?",
-    ]
-    .iter()
-    .map(|p| p.to_vec())
-    .collect();
+    ]);
     while patterns.len() < 1500 {
-        let p = rng.word(pattern_bytes, 6);
+        let p = rng.word(GLOB_BYTES, 6);
         if !p.is_empty() {
             patterns.push(p);
         }
@@ -244,7 +247,7 @@ fn nocase_glob_matches_as_redis_command_list_does() {
     let mut c = Conn::open(redis.port);
     let names = c.call(&[b"COMMAND", b"LIST"]).strings();
     let mut rng = Lcg(11);
-    let mut patterns: Vec<Vec<u8>> = [
+    let mut patterns: Vec<Vec<u8>> = owned(&[
         &b"CONFIG*"[..],
         b"Config|G*",
         b"*[A-C]*",
@@ -256,10 +259,7 @@ fn nocase_glob_matches_as_redis_command_list_does() {
         b"[C-c]*",
         b"[a-Z]*",
         b"[\\C]*",
-    ]
-    .iter()
-    .map(|p| p.to_vec())
-    .collect();
+    ]);
     while patterns.len() < 400 {
         let mut p = rng.word(b"aBcEsgT*?[]-^|", 5);
         p.push(b'*');
@@ -295,7 +295,7 @@ fn inline_splits_as_redis_does() {
     let Some(redis) = start("oracle-inline") else {
         return;
     };
-    let mut lines: Vec<Vec<u8>> = [
+    let mut lines: Vec<Vec<u8>> = owned(&[
         &b"a\x0cb"[..],
         b"\"a\"\x0bb",
         b"a\"b c\"",
@@ -315,10 +315,7 @@ fn inline_splits_as_redis_does() {
         b"\"\\xZZ\"",
         b"x\"y\"z",
         b"\t\t",
-    ]
-    .iter()
-    .map(|l| l.to_vec())
-    .collect();
+    ]);
     let mut rng = Lcg(3);
     while lines.len() < 400 {
         lines.push(rng.word(b"ab \t\x0b\x0c\r\"'\\x4fnq\xff", 9));

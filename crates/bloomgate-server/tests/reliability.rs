@@ -1,10 +1,11 @@
-//! The reliability suite of the server (issue 13): server processes (the test binary runs
-//! itself as one, see `bloomgate_testkit::server`), real signals, a real full disk. kill -9 and SIGTERM loops under pipelined load (`always` and `everysec`: no
-//! acknowledged write lost, no false negative), a full disk (MISCONF, reads keep working, no
-//! temp file left, recovery by itself), the log corruption matrix against the binary (cuts at
-//! and inside records load the whole records; damage refuses naming file and offset;
-//! `--repair-log`), a missing snapshot or log part refused, client limits (maxclients, the
-//! open-file reserve, pre-AUTH limits) and the protected-mode rules.
+//! The reliability suite of the server: what only server processes (the test binary runs itself
+//! as one, see `bloomgate_testkit::server`), real signals and a real full disk can show. kill -9
+//! and SIGTERM loops under pipelined load (`always` and `everysec`: no acknowledged write lost,
+//! no false negative), a full disk (MISCONF, reads keep working, no temp file left, recovery by
+//! itself), the log corruption matrix against the binary (cuts at and inside records load the
+//! whole records; damage refuses naming file and offset; `--repair-log`), a missing snapshot or
+//! log part refused, client limits (maxclients, the open-file reserve, pre-AUTH limits) and the
+//! protected-mode rules.
 //!
 //! Bounded short form by default; `BLOOMGATE_RELIABILITY_LONG=1` runs more rounds.
 //! `BLOOMGATE_TEST_BIN=path` runs the suite against another build (e.g. an older release, to

@@ -167,7 +167,7 @@ fn keyspace_server_and_transactions() {
     assert_eq!(cmd(c, "DBSIZE"), int(0));
 }
 
-/// Issue 12: RedisBloom 8.2's replies through the real binary and the `redis` crate —
+/// RedisBloom 8.2's replies through the real binary and the `redis` crate —
 /// registered arity first, range wording, command metadata, CONFIG SET wording and ACLs.
 #[test]
 fn redisbloom_82_metadata_errors_and_acl() {

@@ -1,13 +1,14 @@
 //! Test-only helpers shared by the integration tests of several crates (a dev-dependency, never
 //! published): start a server process on a free 127.0.0.1 port, wait until it answers PING
-//! (i.e. it finished loading), kill it on drop; start Debian's `redis-server` that way; scratch
-//! directories. The core speaks raw RESP for the PING so that it needs no `redis` crate (the
-//! crates using it are on different major versions of it); features add what needs more:
-//! `replies` (the BF/CF reply conformance suite, [`replies`], and the RedisBloom RDB fixture's
-//! checks, [`rdb_fixture`]), `server` (`bloomgate serve`
-//! in-process or as a process, [`server`]), `postgres` (a throwaway PostgreSQL server,
-//! [`postgres`]), `fuzz-core` / `fuzz-dialect` / `fuzz-server` (the fuzz targets'
-//! checks, [`fuzz`]).
+//! (i.e. it finished loading), kill it on drop; start Debian's `redis-server` that way; a proxy
+//! that can freeze to look like a hung server; scratch directories. The core speaks raw RESP for
+//! the PING so that it needs no `redis` crate (the crates using it are on different major
+//! versions of it); features add what needs more: `replies` (the BF/CF reply conformance suite,
+//! `replies`, and the RedisBloom RDB fixture's checks, `rdb_fixture`), `server` (`bloomgate
+//! serve` in-process or as a process, `server`), `postgres` (a throwaway PostgreSQL server,
+//! `postgres`), `fuzz-core` / `fuzz-dialect` / `fuzz-server` (the fuzz targets' checks, `fuzz`).
+
+#![deny(missing_docs)]
 
 #[cfg(any(
     feature = "fuzz-core",
@@ -66,6 +67,7 @@ pub fn ping(port: u16, password: Option<&str>) -> bool {
 /// A server child process listening on `port` of 127.0.0.1, killed (SIGKILL) on drop.
 pub struct Process {
     child: Child,
+    /// The port it listens on.
     pub port: u16,
 }
 

@@ -17,6 +17,7 @@ pub fn connect(port: u16) -> redis::Connection {
         .unwrap()
 }
 
+/// A command given as space-separated words.
 pub fn build(line: &str) -> redis::Cmd {
     let mut words = line.split(' ');
     let mut c = redis::cmd(words.next().unwrap());
@@ -26,6 +27,7 @@ pub fn build(line: &str) -> redis::Cmd {
     c
 }
 
+/// Runs a command given as space-separated words; panics on an error reply.
 pub fn cmd(con: &mut redis::Connection, line: &str) -> Value {
     build(line)
         .query::<Value>(con)
@@ -49,10 +51,13 @@ pub fn wire_error(e: &redis::RedisError) -> String {
     }
 }
 
+/// An integer reply.
 pub fn int(v: i64) -> Value {
     Value::Int(v)
 }
 
+/// Sends `request` as raw bytes to 127.0.0.1:`port` and returns every byte the server sends
+/// back until it closes the connection (or 10 s pass without a byte).
 pub fn raw_exchange(port: u16, request: &[u8]) -> Vec<u8> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

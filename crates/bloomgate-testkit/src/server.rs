@@ -20,7 +20,7 @@ use bloomgate_server::{FsyncPolicy, Options};
 
 use crate::{ping, Process};
 
-/// Set in a server child: its `bloomgate serve` flags, separated by [`SEPARATOR`].
+/// Set in a server child: its `bloomgate serve` flags, separated by the unit separator (U+001F).
 pub const CHILD_ENV: &str = "BLOOMGATE_TEST_SERVE_CHILD";
 /// The test a test binary runs a server child through: every test file that starts servers
 /// with [`Server::process`] has `#[test] fn serve_child() { bloomgate_testkit::server::serve_child() }`.

@@ -166,7 +166,7 @@ mod tests {
         Reply::Array(names.iter().map(|n| Reply::Simple((*n).into())).collect())
     }
 
-    /// Issue 12 item 16: COMMAND INFO bf.add as RedisBloom 8.2 registers it.
+    /// COMMAND INFO bf.add as RedisBloom 8.2 registers it.
     #[test]
     fn command_info_of_a_dialect_command() {
         let mut h = Harness::new();

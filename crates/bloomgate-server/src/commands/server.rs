@@ -532,7 +532,7 @@ mod tests {
     use super::*;
     use crate::commands::dispatch::testing::*;
 
-    /// Issue 12 item 15: RedisBloom's module-config wording inside Redis' CONFIG SET error.
+    /// RedisBloom 8.2's module-config wording inside Redis' CONFIG SET error.
     #[test]
     fn config_set_refusals_use_module_config_wording() {
         let mut h = Harness::new();
@@ -576,8 +576,8 @@ mod tests {
         }
     }
 
-    /// Issue 13: a subnormal error rate, removing the password of an exposed server, and DEBUG
-    /// while `enable-debug-command` is off are refused.
+    /// Unsafe settings are refused: a subnormal error rate, removing the password of an exposed
+    /// server, and DEBUG while `enable-debug-command` is off.
     #[test]
     fn unsafe_settings_refused() {
         let mut h = Harness::new();

@@ -302,6 +302,12 @@ mod tests {
         store.run(line)
     }
 
+    /// The dialect value under `key` in a snapshot's entries.
+    pub(super) fn value_in<'a>(entries: &'a Snapshot, key: &[u8]) -> &'a Value {
+        let (_, entry) = entries.iter().find(|(k, _)| k == key).unwrap();
+        entry.data.dialect().unwrap()
+    }
+
     /// A Bloom chain at `k` and a grown, partly deleted cuckoo filter at `c`.
     fn store_with(items: usize) -> Keys {
         let mut store = Keys::default();
@@ -321,23 +327,13 @@ mod tests {
         write_snapshot(&dir, &store.db.snapshot(), 7).unwrap();
         let (gen, entries) = read_snapshot(&dir.join(SNAPSHOT_FILE)).unwrap();
         assert_eq!(gen, 7);
-        let loaded = |key: &[u8]| {
-            entries
-                .iter()
-                .find(|(k, _)| k == key)
-                .unwrap()
-                .1
-                .data
-                .dialect()
-                .unwrap()
-        };
         let (Value::Bloom(chain), Some(Value::Bloom(original))) =
-            (loaded(b"k"), store.db.value(b"k", 0))
+            (value_in(&entries, b"k"), store.db.value(b"k", 0))
         else {
             panic!()
         };
         let (Value::Cuckoo(cuckoo), Some(Value::Cuckoo(original_cuckoo))) =
-            (loaded(b"c"), store.db.value(b"c", 0))
+            (value_in(&entries, b"c"), store.db.value(b"c", 0))
         else {
             panic!()
         };
@@ -418,6 +414,7 @@ mod tests {
 mod point_in_time {
     use std::sync::{Arc, Mutex};
 
+    use super::tests::value_in;
     use super::*;
     use crate::persistence::testing::Keys;
     use crate::resp::Reply;
@@ -502,19 +499,8 @@ mod point_in_time {
         }
         // Nothing acknowledged before the copy is missing from it; nothing acknowledged at all
         // is missing from the live keyspace.
-        let value = |entries: &Snapshot, key: &[u8]| {
-            entries
-                .iter()
-                .find(|(k, _)| k == key)
-                .unwrap()
-                .1
-                .data
-                .dialect()
-                .unwrap()
-                .clone()
-        };
         let (Value::Bloom(saved), Value::Cuckoo(saved_cf)) =
-            (value(&loaded, b"big"), value(&loaded, b"cf"))
+            (value_in(&loaded, b"big"), value_in(&loaded, b"cf"))
         else {
             panic!()
         };

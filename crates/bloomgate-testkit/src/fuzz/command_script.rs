@@ -23,7 +23,9 @@ const MAX_SCANDUMP_STEPS: usize = 1 << 20;
 /// Which command family a script drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
+    /// BF.* (a scalable Bloom filter).
     Bloom,
+    /// CF.* (a cuckoo filter).
     Cuckoo,
 }
 
@@ -53,7 +55,9 @@ pub enum Iter {
 /// One decoded LOADCHUNK.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Load {
+    /// Its iterator argument.
     pub iter: Iter,
+    /// Its data argument.
     pub data: Vec<u8>,
 }
 
@@ -62,6 +66,7 @@ pub struct Load {
 pub struct Script {
     /// RESP3 session (changes INFO reply shapes).
     pub resp3: bool,
+    /// The LOADCHUNKs, in order.
     pub loads: Vec<Load>,
 }
 
@@ -147,13 +152,16 @@ impl<'a> Input<'a> {
 
 /// A store with maxmemory set and an authenticated session, as a connection would have.
 pub struct Client {
+    /// The keyspace and settings.
     pub store: Store,
+    /// The one connection's state.
     pub session: Session,
     /// Every command run and its reply, in order.
     pub transcript: Vec<(Vec<Vec<u8>>, Reply)>,
 }
 
 impl Client {
+    /// An empty store under [`MAXMEMORY`], its session speaking RESP3 when `resp3`.
     pub fn new(resp3: bool) -> Self {
         let config = Config {
             maxmemory: MAXMEMORY,
@@ -168,6 +176,7 @@ impl Client {
         }
     }
 
+    /// Runs one command through the server's dispatch and records it in the transcript.
     pub fn run(&mut self, args: &[&[u8]]) -> Reply {
         let args: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
         let reply = execute(&mut self.store, &mut self.session, &args, false).reply;

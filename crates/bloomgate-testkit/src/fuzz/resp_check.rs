@@ -16,7 +16,9 @@ pub const BYTEWISE_MAX: usize = 4096;
 /// What one parse produced: the commands in order, then the error that stopped it, if any.
 #[derive(Debug, Default, PartialEq)]
 pub struct Parsed {
+    /// Each command's arguments.
     pub commands: Vec<Vec<Vec<u8>>>,
+    /// The protocol error that stopped the parse, if one did.
     pub error: Option<ProtocolError>,
 }
 

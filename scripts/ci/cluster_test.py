@@ -33,7 +33,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,6 +43,9 @@ import traceback
 import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from bgtest import port_free, wait_ready  # noqa: E402  (scripts/lib, found from this file)
 
 KEYS = 1000  # half BF, half CF
 ITEMS_PER_KEY = 100  # 100,000 items in all
@@ -136,16 +138,10 @@ class Cluster:
         ]
         args += ["--loadmodule", self.module]
         self.procs[port] = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            if self.procs[port].poll() is not None:
-                raise RuntimeError(f"redis-server on {port} exited: {self.log_tail(port)}")
-            try:
-                if node(port).ping():
-                    return
-            except (redis.ConnectionError, redis.BusyLoadingError):
-                time.sleep(0.05)
-        raise RuntimeError(f"redis-server on {port} did not answer PING")
+        try:
+            wait_ready(port, self.procs[port], 20)
+        except RuntimeError as e:
+            raise RuntimeError(f"redis-server on {port}: {e}: {self.log_tail(port)}") from None
 
     def kill9(self, port):
         p = self.procs.pop(port)
@@ -174,15 +170,6 @@ class Cluster:
 
     def live(self):
         return sorted(self.procs)
-
-
-def port_free(p):
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", p))
-            return True
-        except OSError:
-            return False
 
 
 def node(port):
@@ -553,54 +540,64 @@ def slots_of(port):
 GATE_LIMIT_S = 120
 
 
+def gate_demo(cluster, bloomgate, root, what, users, history, requests, db, *extra):
+    """`bloomgate demo feed` with its per-user filters in the cluster (two masters as seeds) and
+    its history in SQLite file `db`: the parsed JSON report, or None after a failed check that it
+    exits 0 (`what` names the run)."""
+    seed = ",".join(f"127.0.0.1:{p}" for p in cluster.ports[:2])
+    cmd = [bloomgate, "demo", "feed", "--users", str(users), "--history", str(history),
+           "--requests", str(requests), "--concurrency", "2", "--json",
+           "--filters", f"redis+cluster://{seed}", *extra,
+           "--store", f"sqlite:{os.path.join(root, db)}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=GATE_LIMIT_S)
+    check(f"gate: {what} exits 0", r.returncode == 0, r.stderr[-2000:])
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def gate_keys_by_master(cluster):
+    """The gate demo's filter keys in the cluster, by master port."""
+    view = nodes_view(cluster.ports[0])
+    return {p: list(node(p).scan_iter(match="bloomgate:demo:*", count=1000))
+            for p, v in view.items() if v[1] == "master"}
+
+
+def delete_gate_keys(gate_keys):
+    """Deletes what `gate_keys_by_master` found (the later phases check their own keys only)."""
+    for p, ks in gate_keys.items():
+        for k in ks:
+            node(p).delete(k)
+
+
 def phase_gate(cluster, bloomgate, root):
     """The gate's remote filters on the cluster: every mode shows no duplicate, and the per-user
     filter keys (one per scope, slot by key) live on more than one master."""
-    seed = ",".join(f"127.0.0.1:{p}" for p in cluster.ports[:2])
-    cmd = [bloomgate, "demo", "feed", "--users", "40", "--history", "60", "--requests", "400",
-           "--concurrency", "2", "--json", "--filters", f"redis+cluster://{seed}",
-           "--store", f"sqlite:{os.path.join(root, 'gate-history.db')}"]
     t = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=GATE_LIMIT_S)
-    check("gate: demo feed --filters redis+cluster:// exits 0", r.returncode == 0, r.stderr[-2000:])
-    if r.returncode != 0:
+    report = gate_demo(cluster, bloomgate, root, "demo feed --filters redis+cluster://",
+                       40, 60, 400, "gate-history.db")
+    if report is None:
         return
-    report = json.loads(r.stdout)
     for mode in ["exact", "verify", "trust"]:
         m = report["modes"][mode]
         check(f"gate: {mode} mode: 400 requests, 0 duplicates shown",
               m["requests"] == 400 and m["duplicates_shown"] == 0, str(m))
-    view = nodes_view(cluster.ports[0])
-    gate_keys = {p: list(node(p).scan_iter(match="bloomgate:demo:*", count=1000))
-                 for p, v in view.items() if v[1] == "master"}
+    gate_keys = gate_keys_by_master(cluster)
     per_master = {p: len(k) for p, k in gate_keys.items()}
     check("gate: WF filter keys on more than one master",
           sum(1 for n in per_master.values() if n > 0) > 1, str(per_master))
-    for p, ks in gate_keys.items():  # the later phases check their own keys only
-        for k in ks:
-            node(p).delete(k)
+    delete_gate_keys(gate_keys)
     print(f"     (gate demo in {time.time() - t:.1f}s; filter keys per master {per_master})", flush=True)
 
     # Remote builds and evictions: 20 users whose filters do not all fit in 12 KiB.
-    cmd = [bloomgate, "demo", "feed", "--users", "20", "--history", "30", "--requests", "2000",
-           "--concurrency", "2", "--json", "--filters", f"redis+cluster://{seed}",
-           "--filter-memory-kib", "12",
-           "--store", f"sqlite:{os.path.join(root, 'gate-evict.db')}"]
     t = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=GATE_LIMIT_S)
-    check("gate: demo feed with a 12 KiB filter budget exits 0", r.returncode == 0, r.stderr[-2000:])
-    if r.returncode != 0:
+    report = gate_demo(cluster, bloomgate, root, "demo feed with a 12 KiB filter budget",
+                       20, 30, 2000, "gate-evict.db", "--filter-memory-kib", "12")
+    if report is None:
         return
-    report = json.loads(r.stdout)
     for mode in ["verify", "trust"]:
         m = report["modes"][mode]
         check(f"gate: {mode} mode under a tiny budget: filters evicted and built again, 0 duplicates",
               m["duplicates_shown"] == 0 and m["evictions"] > 0 and m["history_loads"] > 20, str(m))
-    view = nodes_view(cluster.ports[0])
-    for p, v in view.items():
-        if v[1] == "master":
-            for k in node(p).scan_iter(match="bloomgate:demo:*", count=1000):
-                node(p).delete(k)
+    delete_gate_keys(gate_keys_by_master(cluster))
     print(f"     (gate eviction demo in {time.time() - t:.1f}s)", flush=True)
 
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The Python wheel as a user installs it: the abi3 manylinux wheel (built by maturin --release;
-# reused from scripts/python_tests.sh when it is there) installed with its `numpy` extra into a
+# reused from scripts/ci/python_tests.sh when it is there) installed with its `numpy` extra into a
 # fresh virtualenv, with no Rust toolchain on PATH, then the package's pytest suite run from
 # outside the source tree (so `import bloomgate` is the installed wheel).
 # $1: the bloomgate CLI for the file round trips (default: target/release, else target/debug).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 repo=$PWD
 bin=${1:-}
 [ -n "$bin" ] || for b in target/release/bloomgate target/debug/bloomgate; do [ -x "$b" ] && { bin=$repo/$b; break; }; done

@@ -4,7 +4,7 @@
 # redis-benchmark on loopback at pipeline 1 and 16. Same process, same network path, same client:
 # the ratio is the cost of our command against Redis's own hash-table set.
 #
-# Usage: scripts/module_bench.sh [path/to/libbloomgate_module.so] [requests at -P 1] [requests at -P 16]
+# Usage: scripts/bench/module_bench.sh [path/to/libbloomgate_module.so] [requests at -P 1] [requests at -P 16]
 #        (defaults: target/release/libbloomgate_module.so, 200000, 1000000)
 # Each measurement is `redis-benchmark -p PORT -c 50 -n N -P P -r 100000 -q CMD key __rand_int__`;
 # the commands run interleaved (PING as the request-path ceiling, SADD, BF.ADD, CF.ADD, SISMEMBER,
@@ -16,13 +16,13 @@ MODULE=$(realpath "${1:-target/release/libbloomgate_module.so}")
 N1=${2:-200000}
 N16=${3:-1000000}
 D=$(mktemp -d /tmp/bloomgate-modulebench-XXXX)
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+BGTEST=$(dirname "$0")/../lib/bgtest.py   # free ports, waiting for PING
+PORT=$(python3 "$BGTEST" free-port)
 redis-server --port "$PORT" --bind 127.0.0.1 --dir "$D" --save "" --appendonly no \
     --loadmodule "$MODULE" >"$D/log" 2>&1 &
 PID=$!
 trap 'rc=$?; [ $rc -ne 0 ] && { echo "module_bench failed ($rc); redis log:"; tail -20 "$D/log"; }; kill $PID 2>/dev/null; wait 2>/dev/null; rm -rf "$D"' EXIT
-for _ in $(seq 1 100); do redis-cli -p "$PORT" PING >/dev/null 2>&1 && break; sleep 0.1; done
-redis-cli -p "$PORT" PING >/dev/null || { cat "$D/log"; exit 1; }
+python3 "$BGTEST" wait "$PORT" --pid "$PID" --seconds 10 || { cat "$D/log"; exit 1; }
 # Sized for the 100,000 distinct items -r 100000 draws, so no filter scales or fills up.
 redis-cli -p "$PORT" BF.RESERVE bf 0.01 200000 >/dev/null
 redis-cli -p "$PORT" CF.RESERVE cf 200000 >/dev/null

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs a bloomgate .deb with dpkg and uses it as an operator would (root; run by
-# scripts/package_check.sh): the binary, the user, the data directory, the conffile and the
+# scripts/ci/package_check.sh): the binary, the user, the data directory, the conffile and the
 # hardened unit are where they belong; the unit's ExecStart, run as the package's user from its
 # WorkingDirectory, serves redis-cli and Prometheus, keeps its data across a restart and stops
 # cleanly; an upgrade keeps a changed conffile; remove and purge clean up. Ports come from the
 # environment (BLOOMGATE_PORT, BLOOMGATE_METRICS_ADDR override the config file), so the
 # package's config is run as shipped otherwise.
 #
-#   bash scripts/deb_check.sh target/debian/bloomgate_0.1.0-1_amd64.deb
+#   bash scripts/ci/deb_check.sh target/debian/bloomgate_0.1.0-1_amd64.deb
 set -euo pipefail
 deb=$(realpath "$1")
 fail() { echo "deb_check: $*" >&2; exit 1; }
@@ -15,9 +15,9 @@ fail() { echo "deb_check: $*" >&2; exit 1; }
 if dpkg-query -W -f='${Status}' bloomgate 2>/dev/null | grep -q 'install ok installed'; then
   fail "a bloomgate package is already installed here: not replacing it (dpkg -P bloomgate first)"
 fi
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(free_port)
-mport=$(free_port)
+# Free ports, and waiting until the service answers PING (scripts/lib).
+bgtest=$(dirname "$(realpath "$0")")/../lib/bgtest.py
+{ read -r port; read -r mport; } < <(python3 "$bgtest" free-port 2)
 server=""
 cleanup() {
   [ -n "$server" ] && kill -9 "$server" 2>/dev/null || true
@@ -52,12 +52,7 @@ start_service() {  # the unit's command, as its user, from its directory
       env BLOOMGATE_PORT="$port" \
       BLOOMGATE_METRICS_ADDR="127.0.0.1:$mport" "${exec_start[@]}") 2>"$log" &
   server=$!
-  for _ in $(seq 1 300); do
-    [ "$(redis-cli -p "$port" PING 2>/dev/null)" = PONG ] && return 0
-    kill -0 "$server" 2>/dev/null || { cat "$log"; fail "the service exited at start"; }
-    sleep 0.1
-  done
-  cat "$log"; fail "the service did not answer PING"
+  python3 "$bgtest" wait "$port" --pid "$server" --seconds 30 || { cat "$log"; fail "the service did not start"; }
 }
 log=$(mktemp)
 echo "-- ${exec_start[*]} (as bloomgate, port $port)"

@@ -6,7 +6,7 @@
 # -c 500) the two servers are measured interleaved: BF.ADD, SADD, CF.ADD, BF.EXISTS, SISMEMBER,
 # CF.EXISTS. Request counts are sized so the whole run stays within about 4 minutes.
 #
-# Usage: scripts/server_bench.sh [path/to/bloomgate] [scale]   (default: target/release, 1)
+# Usage: scripts/bench/server_bench.sh [path/to/bloomgate] [scale]   (default: target/release, 1)
 #   scale multiplies every request count (0.2 for a quick look).
 # Prints one line per measurement: req/s, p50 and p99 latency (ms, from redis-benchmark --csv),
 # the server's CPU time per request (user + system over all its threads, from /proc: the figure
@@ -16,9 +16,8 @@ set -euo pipefail
 BIN=${1:-target/release/bloomgate}
 SCALE=${2:-1}
 D=$(mktemp -d /tmp/bloomgate-serverbench-XXXX)
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-BG=$(port)
-RS=$(port)
+BGTEST=$(dirname "$0")/../lib/bgtest.py   # free ports, waiting for PING
+{ read -r BG; read -r RS; } < <(python3 "$BGTEST" free-port 2)
 mkdir -p "$D/bg" "$D/rs"
 "$BIN" serve --port "$BG" --dir "$D/bg" --appendfsync everysec >/dev/null 2>&1 &
 BG_PID=$!
@@ -26,9 +25,8 @@ redis-server --port "$RS" --bind 127.0.0.1 --dir "$D/rs" --save "" --appendonly 
     --appendfsync everysec --maxclients 1000 >/dev/null 2>&1 &
 RS_PID=$!
 trap 'kill $BG_PID $RS_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$D"' EXIT
-for p in "$BG" "$RS"; do
-    for _ in $(seq 1 100); do redis-cli -p "$p" PING >/dev/null 2>&1 && break; sleep 0.1; done
-done
+python3 "$BGTEST" wait "$BG" --pid "$BG_PID" --seconds 10
+python3 "$BGTEST" wait "$RS" --pid "$RS_PID" --seconds 10
 redis-cli -p "$BG" BF.RESERVE bench 0.01 1000000 >/dev/null
 redis-cli -p "$BG" CF.RESERVE cbench 2000000 >/dev/null
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) vCPUs; redis-benchmark shares them)"

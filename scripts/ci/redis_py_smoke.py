@@ -10,13 +10,12 @@ Exits non-zero on any mismatch.
 """
 import argparse
 import os
-import socket
-import subprocess
 import sys
-import tempfile
-import time
 
 import redis
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import bgtest  # noqa: E402  (scripts/lib, found from this file)
 
 failures = []
 
@@ -39,27 +38,13 @@ def expect_error(name, fn, text):
     print(f"FAIL {name}: no error")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(binary):
-    data = tempfile.mkdtemp(prefix="bloomgate-pysmoke-")
+    """`bloomgate serve` on a free port (another process may take it first: five tries)."""
     for _ in range(5):
-        port = free_port()
-        proc = subprocess.Popen([binary, "serve", "--port", str(port), "--dir", data],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 30
-        while time.time() < deadline and proc.poll() is None:
-            try:
-                if redis.Redis(port=port).ping():
-                    return proc, port
-            except (redis.ConnectionError, redis.BusyLoadingError):
-                time.sleep(0.05)
-        proc.kill()
-        proc.wait()
+        try:
+            return bgtest.Server(bgtest.serve_argv(binary), prefix="bloomgate-pysmoke-", seconds=30)
+        except RuntimeError as e:
+            print(e)
     sys.exit("could not start bloomgate serve")
 
 
@@ -171,7 +156,7 @@ def run_cf(r):
 
 
 def run_redisbloom_82(r):
-    """Issue 12: RedisBloom 8.2's metadata, errors and ACLs as redis-py sees them."""
+    """RedisBloom 8.2's metadata, errors and ACLs as redis-py sees them."""
     raw = r.execute_command("COMMAND", "INFO", "bf.add")
     if isinstance(raw, dict):  # parsed by newer redis-py
         arity, cats = raw["bf.add"]["arity"], raw["bf.add"]["acl_categories"]
@@ -204,10 +189,11 @@ def main():
     ap.add_argument("--bin", default=os.path.join("target", "release", "bloomgate"))
     ap.add_argument("--port", type=int)
     args = ap.parse_args()
-    proc = None
+    server = None
     port = args.port
     if port is None:
-        proc, port = start_server(args.bin)
+        server = start_server(args.bin)
+        port = server.port
     try:
         r = redis.Redis(port=port)
         run(r)
@@ -223,10 +209,9 @@ def main():
         cfinfo3 = r3.cf().info("c")
         check("resp3 cf info size", cfinfo3.get("Size", cfinfo3.get(b"Size")), 1080)
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=30)
-            check("clean shutdown on SIGTERM", proc.returncode, 0)
+        if server is not None:
+            check("clean shutdown on SIGTERM", server.stop("terminate"), 0)
+            server.close()
     if failures:
         print(f"{len(failures)} failure(s)")
         sys.exit(1)

@@ -3,7 +3,7 @@
 # it into a virtualenv (target/py-venv), and runs its pytest suite, including the file round
 # trips with the `bloomgate` CLI binary given as $1 (default target/debug/bloomgate).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=${1:-target/debug/bloomgate}
 venv=target/py-venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"

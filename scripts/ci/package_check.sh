@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# What a user installs, checked as a user gets it (run by scripts/test.sh after the test suite):
-#   1. cargo deny --offline check: advisories (RustSec database from ../shared/advisory-db, placed
-#      by .ci/setup; skipped with a note where absent), licences, duplicate versions, sources;
+# What a user installs, checked as a user gets it (run by scripts/ci/test.sh after the test suite):
+#   1. cargo deny --offline check: advisories (the RustSec database .ci/setup places from CI's
+#      bundle; skipped with a note where absent), licences, duplicate versions, sources;
 #   2. cargo package --workspace --locked, with verification (each publishable crate builds from
 #      its packaged sources);
 #   3. the Debian package (cargo deb, one release build shared with the docs check): installed
@@ -12,7 +12,7 @@
 #      toolchain on PATH, running the Python package's tests there.
 # Each part prints one `package: <part> ok` line; the script ends with `package: N passed, 0 failed`.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 repo=$PWD
 passed=0
 ok() { echo "package: $1 ok"; passed=$((passed + 1)); }
@@ -23,7 +23,7 @@ db=${CARGO_HOME:-$HOME/.cargo}/advisory-dbs/advisory-db-3157b0e258782691
 if [ -d "$db/.git" ]; then
   cargo deny --offline --log-level error check
 else
-  echo "NOTE: no RustSec database at $db (it comes from ../shared/advisory-db, placed by .ci/setup);"
+  echo "NOTE: no RustSec database at $db (.ci/setup places it from CI's bundle);"
   echo "      checking bans, licenses and sources only, advisories skipped"
   cargo deny --offline --log-level error check bans licenses sources
 fi
@@ -52,12 +52,12 @@ dpkg-deb --contents "$deb" | awk '{print $6}'
 if [ "$(id -u)" != 0 ] || ! command -v dpkg >/dev/null 2>&1; then
   echo "NOTE: not root (or no dpkg): the .deb was built but not installed"
 else
-  bash scripts/deb_check.sh "$deb"
+  bash scripts/ci/deb_check.sh "$deb"
 fi
 ok "debian package"
 
 echo "== abi3 wheel in a fresh virtualenv without a Rust toolchain"
-bash scripts/wheel_check.sh
+bash scripts/ci/wheel_check.sh
 ok "wheel"
 
 echo "package: $passed passed, 0 failed"

@@ -2,12 +2,12 @@
 # The test suite: every crate's unit, property, statistical and integration tests, then the
 # module's tests again inside Valkey and Redis 8.2, the real-client smoke tests (redis-cli, redis-py) against
 # a real `bloomgate serve`, the Redis
-# Cluster test (six redis-server nodes with the module, scripts/cluster_test.py), the Python
-# package's pytest suite (scripts/python_tests.sh), what users install (scripts/package_check.sh:
+# Cluster test (six redis-server nodes with the module, scripts/ci/cluster_test.py), the Python
+# package's pytest suite (scripts/ci/python_tests.sh), what users install (scripts/ci/package_check.sh:
 # cargo deny, cargo package, the .deb with dpkg, the wheel in a fresh virtualenv) and every
-# example in README.md and docs/ (scripts/docs_check.sh).
+# example in README.md and docs/ (scripts/ci/docs_check.sh).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 cargo build --locked -p bloomgate-module   # the .so the module tests load into redis-server
 cargo test --workspace --locked
 cargo build --locked -p bloomgate-cli   # the binary the integration tests used
@@ -17,25 +17,25 @@ if command -v valkey-server >/dev/null 2>&1; then
 else
   echo "SKIPPED the module inside Valkey: valkey-server is not installed (bash .ci/setup installs it)"
 fi
-# Redis 8.2 (fetched once by scripts/get_redis8.sh): RedisBloom 8's unprefixed configs, the
+# Redis 8.2 (fetched once by scripts/ci/get_redis8.sh): RedisBloom 8's unprefixed configs, the
 # t-digest and every other module test but the RedisBloom 2.4 RDB fixture, whose MEMORY USAGE
 # and DUMP footer are Redis 7.0's.
-if R8=$(bash scripts/get_redis8.sh); then
+if R8=$(bash scripts/ci/get_redis8.sh); then
   echo "== the module inside Redis 8.2"
   BLOOMGATE_REDIS_SERVER="$R8" cargo test --locked -p bloomgate-module --test module_redis
 else
-  echo "SKIPPED the module inside Redis 8.2: scripts/get_redis8.sh could not fetch it"
+  echo "SKIPPED the module inside Redis 8.2: scripts/ci/get_redis8.sh could not fetch it"
 fi
 echo "== redis-cli smoke test"
-bash scripts/redis_cli_smoke.sh target/debug/bloomgate
+bash scripts/ci/redis_cli_smoke.sh target/debug/bloomgate
 echo "== redis-py smoke test"
-python3 scripts/redis_py_smoke.py --bin target/debug/bloomgate
+python3 scripts/ci/redis_py_smoke.py --bin target/debug/bloomgate
 echo "smoke: 2 passed, 0 failed"
 echo "== Redis Cluster test (3 masters + 3 replicas of redis-server with the module, loopback)"
-python3 scripts/cluster_test.py --module target/debug/libbloomgate_module.so --bloomgate target/debug/bloomgate
+python3 scripts/ci/cluster_test.py --module target/debug/libbloomgate_module.so --bloomgate target/debug/bloomgate
 echo "== Python package (maturin wheel + pytest)"
-bash scripts/python_tests.sh target/debug/bloomgate
+bash scripts/ci/python_tests.sh target/debug/bloomgate
 echo "== packaging (cargo deny, cargo package, the .deb installed with dpkg, the wheel without Rust)"
-bash scripts/package_check.sh
+bash scripts/ci/package_check.sh
 echo "== every shell and Python example in README.md and docs/"
-bash scripts/docs_check.sh
+bash scripts/ci/docs_check.sh

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Memory and snapshot rows of issue 16 for `bloomgate serve` (run by scripts/memory_bench.sh).
+"""BENCHMARKS.md's memory and snapshot rows for `bloomgate serve` (run by
+scripts/bench/memory_bench.sh).
 
 1. Bytes per key: resident memory (VmRSS) before and after 100,000 default `BF.ADD key item`
    (pipelined through redis-py), divided by the key count; `used_memory` (INFO memory) and the
@@ -12,73 +13,41 @@ Bounded: fixed key and command counts, every wait has a deadline. Binds 127.0.0.
 """
 
 import os
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 import redis
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import bgtest  # noqa: E402  (scripts/lib, found from this file)
 
 BIN = os.environ.get("BLOOMGATE_BIN", "target/release/bloomgate")
 KEYS = int(os.environ.get("MEM_KEYS", "100000"))
 BIG_CAPACITY = int(os.environ.get("BIG_CAPACITY", "100000000"))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rss(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
-
-
 def info_field(r, section, name):
     return int(r.info(section)[name])
 
 
-class Server:
+class Server(bgtest.Server):
+    """`bloomgate serve` with an append-only log fsynced every second, and a redis-py client."""
+
     def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="bloomgate-membench-")
-        self.port = free_port()
-        self.start()
-
-    def start(self):
-        self.proc = subprocess.Popen(
-            [BIN, "serve", "--bind", "127.0.0.1", "--port", str(self.port), "--dir", self.dir,
-             "--appendfsync", "everysec"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        super().__init__(bgtest.serve_argv(BIN, "--bind", "127.0.0.1", "--appendfsync", "everysec"),
+                         prefix="bloomgate-membench-")
         self.r = redis.Redis(port=self.port, socket_timeout=60, decode_responses=True)
-        deadline = time.time() + 60
-        while True:
-            try:
-                if self.r.ping():
-                    break
-            except redis.exceptions.RedisError:
-                pass
-            if time.time() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("server did not start")
-            time.sleep(0.05)
 
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait(timeout=30)
-        shutil.rmtree(self.dir, ignore_errors=True)
+    def rss(self):
+        return self.status("VmRSS")
 
 
 def bytes_per_key():
     s = Server()
     try:
         time.sleep(0.3)
-        before_rss = rss(s.proc.pid)
+        before_rss = s.rss()
         before_used = info_field(s.r, "memory", "used_memory")
         batch = 1000
         for start in range(0, KEYS, batch):
@@ -87,10 +56,10 @@ def bytes_per_key():
                 p.execute_command("BF.ADD", f"key:{i:08d}", "item")
             p.execute()
         time.sleep(0.3)
-        early_rss = rss(s.proc.pid)
+        early_rss = s.rss()
         # Freed pages (table growth, request buffers) go back to the OS within a second.
         time.sleep(3)
-        after_rss = rss(s.proc.pid)
+        after_rss = s.rss()
         used = info_field(s.r, "memory", "used_memory")
         sample = [s.r.memory_usage(f"key:{i:08d}") for i in range(0, KEYS, KEYS // 1000)]
         per_key_usage = sum(sample) / len(sample)
@@ -104,22 +73,26 @@ def bytes_per_key():
         print(f"MEMORY USAGE per key (mean of {len(sample)}): {per_key_usage:.0f} B "
               f"(ratio to resident {per_key_usage * KEYS / grown:.3f})")
     finally:
-        s.stop()
+        s.close("kill")
 
 
 def cow_bytes(r):
     return int(r.info("persistence")["cow_copied_bytes_total"])
 
 
-def during_bgsave(s, key, before):
-    """BF.ADD to `key` one at a time while a BGSAVE runs: latencies, acked items, peak RSS."""
+def during_bgsave(s, key, size, what):
+    """BF.ADD to `key` one at a time while a BGSAVE of the `size`-byte filter runs, every acked
+    item checked afterwards; prints the latencies, the peak RSS against RSS before the save, and
+    the bytes copy-on-write copied (`what` names the case)."""
+    before = s.rss()
+    cow0 = cow_bytes(s.r)
     peak = [before]
     saving = threading.Event()
     saving.set()
 
     def sample():
         while saving.is_set():
-            peak[0] = max(peak[0], rss(s.proc.pid))
+            peak[0] = max(peak[0], s.rss())
             time.sleep(0.005)
 
     sampler = threading.Thread(target=sample)
@@ -142,17 +115,24 @@ def during_bgsave(s, key, before):
     assert s.r.info("persistence")["rdb_last_bgsave_status"] == "ok"
     missing = [x for x in acked if not s.r.execute_command("BF.EXISTS", key, x)]
     assert not missing, missing[:3]
+    copied = cow_bytes(s.r) - cow0
+    peak = peak[0]
     lat.sort()
-    return lat, peak[0]
+    pct = lambda q: bgtest.percentile(lat, q) * 1e3  # noqa: E731
+    print(f"BGSAVE of a {size / 1e6:.0f} MB filter, {what}: {len(lat)} BF.ADD, "
+          f"p50 {pct(0.5):.3f} ms, p99 {pct(0.99):.3f} ms, max {lat[-1] * 1e3:.1f} ms; "
+          f"peak RSS {peak / 1e6:.1f} MB vs {before / 1e6:.1f} MB before (ratio "
+          f"{peak / before:.3f}); segments copied {copied / 1e6:.1f} MB; peak / (before + "
+          f"copied) = {peak / (before + copied):.3f}")
 
 
 def bgsave_stall():
     s = Server()
     try:
-        empty = rss(s.proc.pid)
+        empty = s.rss()
         s.r.execute_command("BF.RESERVE", "big", "0.01", BIG_CAPACITY)
         time.sleep(1.5)
-        grown = rss(s.proc.pid) - empty
+        grown = s.rss() - empty
         usage = s.r.memory_usage("big")
         used = info_field(s.r, "memory", "used_memory")
         print(f"large filter: MEMORY USAGE {usage / 1e6:.1f} MB, used_memory {used / 1e6:.1f} MB, "
@@ -164,26 +144,10 @@ def bgsave_stall():
         # redis-py parses BF.INFO into a dict for some versions.
         size = int(next(iter(size.values())) if isinstance(size, dict) else size)
         time.sleep(0.5)
-        pct = lambda lat, q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1e3
         # Writes to another key: nothing of the big filter is copied.
-        before = rss(s.proc.pid)
-        cow0 = cow_bytes(s.r)
-        lat, peak = during_bgsave(s, "other", before)
-        copied = cow_bytes(s.r) - cow0
-        print(f"BGSAVE of a {size / 1e6:.0f} MB filter, writes to another key: {len(lat)} BF.ADD, "
-              f"p50 {pct(lat, 0.5):.3f} ms, p99 {pct(lat, 0.99):.3f} ms; peak RSS "
-              f"{peak / 1e6:.1f} MB vs {before / 1e6:.1f} MB before (ratio {peak / before:.3f}; "
-              f"segments copied {copied / 1e6:.1f} MB)")
+        during_bgsave(s, "other", size, "writes to another key")
         # Writes to the filter being saved: each first write to a 256 KiB segment copies it.
-        before = rss(s.proc.pid)
-        cow0 = cow_bytes(s.r)
-        lat, peak = during_bgsave(s, "big", before)
-        copied = cow_bytes(s.r) - cow0
-        print(f"BGSAVE of a {size / 1e6:.0f} MB filter, writes to it: {len(lat)} BF.ADD, "
-              f"p50 {pct(lat, 0.5):.3f} ms, p99 {pct(lat, 0.99):.3f} ms, max {lat[-1] * 1e3:.1f} ms; "
-              f"peak RSS {peak / 1e6:.1f} MB vs {before / 1e6:.1f} MB before (ratio "
-              f"{peak / before:.3f}); segments copied {copied / 1e6:.1f} MB; peak / (before + "
-              f"copied) = {peak / (before + copied):.3f}")
+        during_bgsave(s, "big", size, "writes to it")
         # A BGSAVE killed mid-write leaves its temp file; the next start removes it.
         s.r.bgsave()
         tmp = os.path.join(s.dir, "dump.bgs.tmp")
@@ -191,14 +155,13 @@ def bgsave_stall():
         while not os.path.exists(tmp) and time.time() < deadline:
             time.sleep(0.001)
         left = os.path.getsize(tmp) if os.path.exists(tmp) else 0
-        s.proc.kill()
-        s.proc.wait(timeout=30)
+        s.stop("kill")
         left = os.path.getsize(tmp) if os.path.exists(tmp) else left
         s.start()
         print(f"kill -9 during BGSAVE left a {left / 1e6:.1f} MB temp file; after restart: "
               f"{'still there' if os.path.exists(tmp) else 'removed'}")
     finally:
-        s.stop()
+        s.close("kill")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Does a /metrics scrape stall commands? (issue 23, part 5)
+"""Does a /metrics scrape stall commands? (BENCHMARKS.md's `/metrics` stall row)
 
 Starts `bloomgate serve` with a metrics listener, loads a dataset of Bloom filters (default
 500 MB: five 100 MB filters with a million items each, so every page of their bits is written),
@@ -8,24 +8,24 @@ again while another thread scrapes `/metrics` back to back. Prints the latency p
 both phases, the worst one, and the scrape durations. A scrape holds the store lock for as long
 as it takes to read every key's counters: it must add no stall above 1 ms.
 
-    python3 scripts/metrics_stall.py --bin target/release/bloomgate [--mb 500] [--seconds 10]
+    python3 scripts/bench/metrics_stall.py --bin target/release/bloomgate [--mb 500] [--seconds 10]
 """
 
 import argparse
-import os
-import shutil
-import subprocess
-import tempfile
 import multiprocessing
+import os
+import sys
 import time
 import urllib.request
 
-from resp_client import Resp, free_port
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import bgtest  # noqa: E402  (scripts/lib, found from this file)
+from bgtest import Resp  # noqa: E402
 
 
 def percentiles(samples):
     s = sorted(samples)
-    pick = lambda q: s[min(len(s) - 1, int(q * len(s)))]
+    pick = lambda q: bgtest.percentile(s, q)  # noqa: E731
     return {
         "n": len(s),
         "p50": pick(0.50),
@@ -67,19 +67,11 @@ def main():
     ap.add_argument("--items", type=int, default=1_000_000, help="items per filter")
     args = ap.parse_args()
 
-    port, mport = free_port(), free_port()
-    data = tempfile.mkdtemp(prefix="bloomgate-stall-")
-    server = subprocess.Popen(
-        [args.bin, "serve", "--port", str(port), "--dir", data,
-         "--metrics-addr", "127.0.0.1:%d" % mport],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    mport = bgtest.free_port()
+    server = bgtest.Server(bgtest.serve_argv(args.bin, "--metrics-addr", "127.0.0.1:%d" % mport),
+                           prefix="bloomgate-stall-")
+    port = server.port
     try:
-        for _ in range(500):
-            try:
-                Resp(port).call("PING")
-                break
-            except OSError:
-                time.sleep(0.02)
         c = Resp(port)
         # 11.04 bits per item at the first link's 0.5%: capacity for mb/5 MB per filter.
         capacity = int(args.mb * 1e6 / 5 * 8 / 11.04)
@@ -112,9 +104,7 @@ def main():
               % (s["n"], s["p50"], s["p99"], s["max"]))
         print("load average: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
     finally:
-        server.terminate()
-        server.wait()
-        shutil.rmtree(data, ignore_errors=True)
+        server.close("terminate")
 
 
 if __name__ == "__main__":

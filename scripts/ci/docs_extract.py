@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns the runnable blocks of one Markdown file into one bash script (scripts/docs_check.sh).
+"""Turns the runnable blocks of one Markdown file into one bash script (scripts/ci/docs_check.sh).
 
 usage: docs_extract.py FILE.md OUT.sh PORTS_OUT
 
@@ -8,9 +8,12 @@ the top of docs_check.sh). Port numbers in 6379-6399, 7000-7099 and 9100-9199 ar
 free loopback ports (one per distinct number, for the whole file), written one per line to
 PORTS_OUT. An empty OUT.sh means the file has nothing to run.
 """
+import os
 import re
-import socket
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from bgtest import free_port  # noqa: E402  (scripts/lib, found from this file)
 
 RUN = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "py", "python3": "py"}
 PORT = re.compile(r"(?<![\d.])(63(?:79|8\d|9\d)|70\d\d|91\d\d)(?![\d])")
@@ -36,23 +39,6 @@ def blocks(text):
             i += 1
         i += 1
         yield start, lang, "\n".join(body)
-
-
-def free_port(taken):
-    """A loopback port that is free, with port + 10000 free too (Redis Cluster's bus)."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port in taken or port + 10000 > 65535:
-            continue
-        try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", port + 10000))
-        except OSError:
-            continue
-        return port
-    raise SystemExit("docs_extract: no free port pair found")
 
 
 def logical_lines(body):
@@ -107,7 +93,9 @@ def main():
     for _, _, body in runnable:
         for m in PORT.finditer(body):
             if m.group(1) not in mapping:
-                mapping[m.group(1)] = str(free_port(set(map(int, mapping.values()))))
+                # With port + 10000 free too, for a Redis Cluster's bus.
+                taken = set(map(int, mapping.values()))
+                mapping[m.group(1)] = str(free_port(also=(10000,), avoid=taken))
     sub = lambda s: PORT.sub(lambda m: mapping[m.group(1)], s)  # noqa: E731
     script = []
     for n, kind, body in runnable:

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Mutation fuzzing of the module inside Debian's redis-server (issue 23): mutated DUMP payloads,
-# LOADCHUNK streams and RDB files for every registered type, under an address-space limit; the
-# server must never die. The default size runs in the test suite; --long runs ten times more.
+# Mutation fuzzing of the module inside Debian's redis-server (forged values once crashed it):
+# mutated DUMP payloads, LOADCHUNK streams and RDB files for every registered type, under an
+# address-space limit; the server must never die. The default size runs in the test suite; --long runs ten times more.
 #
-# Usage: scripts/fuzz_redis.sh [--long] [--seed N]
+# Usage: scripts/fuzz/fuzz_redis.sh [--long] [--seed N]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 while [ $# -gt 0 ]; do
     case "$1" in
         --long) export BLOOMGATE_FUZZ_LONG=1 ;;

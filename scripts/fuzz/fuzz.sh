@@ -4,10 +4,10 @@
 # BF/CF SCANDUMPs, RESP requests). Crashers land in fuzz/artifacts/<target>/; keep the minimised
 # ones as regression tests under crates/*/tests/fuzz_regressions/.
 #
-# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (default 600 s, all targets)
+# Usage: scripts/fuzz/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (default 600 s, all targets)
 # Needs a nightly toolchain and cargo-fuzz (cargo install cargo-fuzz --locked).
 set -euo pipefail
-cd "$(dirname "$0")/../fuzz"
+cd "$(dirname "$0")/../../fuzz"
 
 SECONDS_PER_TARGET=${1:-600}
 shift || true

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every example in README.md and docs/ (or in the Markdown files given), so the docs cannot rot.
 #
-#   bash scripts/docs_check.sh                 # README.md and every docs/**/*.md
-#   bash scripts/docs_check.sh docs/server.md  # one file
+#   bash scripts/ci/docs_check.sh                 # README.md and every docs/**/*.md
+#   bash scripts/ci/docs_check.sh docs/server.md  # one file
 #
 # RULES FOR WRITERS (short enough to keep in your head):
 #  1. Blocks fenced ```sh, ```bash or ```python RUN, in order, one shell per file (variables and
@@ -34,7 +34,7 @@
 # if it imports bloomgate and redis, else python3), DOCS_TIMEOUT, DOCS_KEEP=1 keeps scratch dirs.
 # Ends with `docs: N passed, M failed`.
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 
 pick() { for f in "$@"; do [ -e "$f" ] && { echo "$repo/$f"; return; }; done; echo ""; }
@@ -47,7 +47,7 @@ if [ -z "$py" ]; then
     if [ -x "$cand" ] && "$cand" -c 'import bloomgate, redis' 2>/dev/null; then py=$cand; break; fi
   done
 fi
-[ -n "$py" ] || { echo "docs_check: no python3 that imports bloomgate and redis (bash scripts/python_tests.sh makes target/py-venv)" >&2; exit 1; }
+[ -n "$py" ] || { echo "docs_check: no python3 that imports bloomgate and redis (bash scripts/ci/python_tests.sh makes target/py-venv)" >&2; exit 1; }
 
 if [ $# -gt 0 ]; then files=("$@"); else
   mapfile -t files < <(printf '%s\n' README.md; find docs -name '*.md' | sort)
@@ -57,7 +57,7 @@ passed=0; failed=0; failures=()
 for file in "${files[@]}"; do
   scratch=$(mktemp -d "${TMPDIR:-/tmp}/bloomgate-docs.XXXXXX")
   # The file's runnable blocks as one bash script (or nothing to run).
-  if ! python3 "$repo/scripts/docs_extract.py" "$file" "$scratch/run.sh" "$scratch/ports"; then
+  if ! python3 "$repo/scripts/ci/docs_extract.py" "$file" "$scratch/run.sh" "$scratch/ports"; then
     failures+=("$file: could not be parsed"); failed=$((failed + 1)); continue
   fi
   if [ ! -s "$scratch/run.sh" ]; then rm -rf "$scratch"; continue; fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test: redis-cli against `bloomgate serve` (BF.* and CF.* replies and errors, keyspace, INFO,
 # pipelining via --pipe, SAVE and restart).
-# Usage: scripts/redis_cli_smoke.sh [path/to/bloomgate]   (default target/release/bloomgate)
+# Usage: scripts/ci/redis_cli_smoke.sh [path/to/bloomgate]   (default target/release/bloomgate)
 # Needs redis-cli (apt-get install -y redis-tools). Exits non-zero on any mismatch.
 set -euo pipefail
 
@@ -17,20 +17,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# A free port, and waiting until a server answers PING there (scripts/lib).
+BGTEST=$(dirname "$0")/../lib/bgtest.py
 
-start() {
+start() {  # another process may take the free port first: five tries
     for _ in 1 2 3 4 5; do
-        PORT=$(free_port)
+        PORT=$(python3 "$BGTEST" free-port)
         "$BIN" serve --port "$PORT" --dir "$DATA" 2>>"$DATA/server.log" &
         PID=$!
-        for _ in $(seq 1 300); do
-            if [ "$(redis-cli -p "$PORT" PING 2>/dev/null)" = "PONG" ]; then return 0; fi
-            kill -0 "$PID" 2>/dev/null || break
-            sleep 0.1
-        done
+        if python3 "$BGTEST" wait "$PORT" --pid "$PID" --seconds 30; then return 0; fi
         kill "$PID" 2>/dev/null || true
     done
     echo "could not start $BIN" >&2

@@ -7,7 +7,7 @@
    command; throughput, and the server-side microseconds per call from INFO commandstats (the
    time inside the command, no network). With --callgrind, also the instructions per call
    inside RedisModuleCommandDispatcher under valgrind: independent of machine load. With
-   --floor, a third server in the same binary runs scripts/module_floor.c (built here with cc):
+   --floor, a third server in the same binary runs scripts/bench/module_floor.c (built here with cc):
    the four commands doing only the module API calls any implementation needs (open the key,
    check its type, reply, replicate a CF.ADD), no filter — the host's share of every figure.
    sketches — the same for CMS.INCRBY/QUERY, TOPK.ADD/QUERY, TDIGEST.ADD/QUANTILE in Redis 8.2.
@@ -27,7 +27,7 @@ with a message (a clone without RedisBloom skips them all and exits 0). Redis 8.
 --redis8 or $REDIS8_SERVER, Redis 7.0 from --redis7 or $REDIS7_SERVER (default: `redis-server` on
 PATH if it is 7.x). The module and binary default to target/release.
 
-Usage: scripts/redisbloom_bench.py [--only module,sketches,serve,bgsave] [--scale 1.0] [--rounds 2]
+Usage: scripts/bench/redisbloom_bench.py [--only module,sketches,serve,bgsave] [--scale 1.0] [--rounds 2]
            [--callgrind] [--floor] [--redisbloom DIR] [--redis8 PATH] [--redis7 PATH]
            [--module target/release/libbloomgate_module.so] [--bloomgate target/release/bloomgate]
 Prints the load average at start and end: on a shared machine, prefer the same-run ratios and
@@ -43,13 +43,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-from resp_client import Resp, free_port
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import bgtest  # noqa: E402  (scripts/lib, found from this file)
+from bgtest import Resp  # noqa: E402
 
 COMMANDS = [("BF.ADD", "bf"), ("BF.EXISTS", "bf"), ("CF.ADD", "cf"), ("CF.EXISTS", "cf")]
-# The other three RedisBloom types (issue 22): (command, its arguments after the name).
+# The other three RedisBloom types (CMS, Top-K, t-digest): (command, its arguments after the name).
 SKETCH_COMMANDS = [
     ("CMS.INCRBY", "cms __rand_int__ 1"), ("CMS.QUERY", "cms __rand_int__"),
     ("TOPK.ADD", "topk __rand_int__"), ("TOPK.QUERY", "topk __rand_int__"),
@@ -62,44 +63,17 @@ def loadavg():
         return " ".join(f.read().split()[:3])
 
 
-class Server:
-    """A server process on a free port, stopped (and its directory removed) on close."""
+class Server(bgtest.Server):
+    """A named server (`bgtest.Server`: a free port, its own directory, ready once it answers
+    PING) with a RESP client, and the /proc figures the tables read."""
 
-    def __init__(self, name, argv_for_port, cwd=None):
+    def __init__(self, name, argv):
         self.name = name
-        self.port = free_port()
-        self.dir = tempfile.mkdtemp(prefix="bloomgate-rbbench-")
-        argv = argv_for_port(self.port, self.dir)
-        self.log = open(os.path.join(self.dir, "server.log"), "wb")
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd)
-        deadline = time.time() + 60
-        while True:
-            try:
-                if Resp(self.port, 5).call("PING") == "PONG":
-                    break
-            except OSError:
-                pass
-            except RuntimeError as e:  # -LOADING: the dataset is still being read
-                if "LOADING" not in str(e):
-                    raise
-            if self.proc.poll() is not None or time.time() > deadline:
-                self.close()
-                raise RuntimeError("%s did not start: %s" % (name, self.tail()))
-            time.sleep(0.1)
-        self.client = Resp(self.port)
-        # PING answers while a dataset loads; wait until commands do.
-        while b"loading:1" in self.client.call("INFO", "persistence"):
-            if time.time() > deadline:
-                self.close()
-                raise RuntimeError("%s still loading" % name)
-            time.sleep(0.1)
-
-    def tail(self):
         try:
-            with open(os.path.join(self.dir, "server.log"), "rb") as f:
-                return f.read()[-2000:].decode(errors="replace")
-        except OSError:
-            return ""
+            super().__init__(argv, prefix="bloomgate-rbbench-")
+        except RuntimeError as e:
+            raise RuntimeError("%s did not start: %s" % (name, e)) from None
+        self.client = Resp(self.port)
 
     def cpu_ns(self):
         """CPU time (user + system) of every thread alive now, in nanoseconds."""
@@ -113,37 +87,9 @@ class Server:
                 pass
         return total
 
-    def status(self, field):
-        with open("/proc/%d/status" % self.proc.pid) as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-        return 0
-
     def reset_peak(self):
         with open("/proc/%d/clear_refs" % self.proc.pid, "w") as f:
             f.write("5")
-
-    def close(self):
-        if self.proc.poll() is None:
-            try:
-                Resp(self.port, 5).send("SHUTDOWN", "NOSAVE")
-            except OSError:
-                pass
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def redis_server(binary, module, *extra):
-    def argv(port, d):
-        return [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", d, "--save", "",
-                "--appendonly", "no", "--loadmodule", module, *extra]
-    return argv
 
 
 def benchmark(port, n, pipeline, command, key):
@@ -194,52 +140,36 @@ def table(title, header, rows):
 
 def callgrind_per_call(binary, module, n):
     """Instructions per call inside RedisModuleCommandDispatcher, per command, under valgrind."""
-    d = tempfile.mkdtemp(prefix="bloomgate-callgrind-")
-    port = free_port()
-    out = os.path.join(d, "cg.out")
-    proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, "--collect-atstart=no",
-         "--toggle-collect=RedisModuleCommandDispatcher", binary, "--port", str(port),
-         "--bind", "127.0.0.1", "--dir", d, "--save", "", "--appendonly", "no",
-         "--loadmodule", module], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def argv(port, d):
+        return ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + os.path.join(d, "cg.out"),
+                "--collect-atstart=no", "--toggle-collect=RedisModuleCommandDispatcher",
+                *bgtest.redis_argv(binary, module)(port, d)]
+    server = bgtest.Server(argv, prefix="bloomgate-callgrind-", seconds=120)
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                c = Resp(port, 30)
-                c.call("PING")
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.3)
-        setup_filters(c)
+        port, pid = server.port, server.proc.pid
+        setup_filters(Resp(port, 30))
         result = {}
         for command, key in COMMANDS:
             subprocess.run(["redis-benchmark", "-p", str(port), "-c", "1", "-n", "2000", "-P", "16",
                             "-r", "100000", "-q", command, key, "__rand_int__"],
                            capture_output=True, check=True)
-            subprocess.run(["callgrind_control", "-z", str(proc.pid)], capture_output=True)
+            subprocess.run(["callgrind_control", "-z", str(pid)], capture_output=True)
             subprocess.run(["redis-benchmark", "-p", str(port), "-c", "1", "-n", str(n), "-P", "16",
                             "-r", "100000", "-q", command, key, "__rand_int__"],
                            capture_output=True, check=True)
-            subprocess.run(["callgrind_control", "-d", command, str(proc.pid)], capture_output=True)
-        c.send("SHUTDOWN", "NOSAVE")
-        proc.wait(60)
-        for f in os.listdir(d):
+            subprocess.run(["callgrind_control", "-d", command, str(pid)], capture_output=True)
+        server.stop(seconds=60)
+        for f in os.listdir(server.dir):
             if not f.startswith("cg.out."):
                 continue
-            text = open(os.path.join(d, f)).read()
+            text = open(os.path.join(server.dir, f)).read()
             trigger = re.search(r"^desc: Trigger: dump (\S+)", text, re.M)
             summary = re.search(r"^summary: (\d+)", text, re.M)
             if trigger and summary:
                 result[trigger.group(1)] = int(summary.group(1)) / n
         return result
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(d, ignore_errors=True)
+        server.close("kill")
 
 
 def interleaved(rb, ours, commands, args, cpu=False, extra=()):
@@ -270,7 +200,7 @@ def mean_run(runs, server, pipeline, command, field=0):
 
 
 def build_floor():
-    """scripts/module_floor.c as a shared object in a temporary directory, or None (with the
+    """scripts/bench/module_floor.c as a shared object in a temporary directory, or None (with the
     reason printed) when cc or the redis-module crate's redismodule.h is missing."""
     cc = shutil.which("cc") or shutil.which("gcc")
     home = os.environ.get("CARGO_HOME", os.path.expanduser("~/.cargo"))
@@ -290,11 +220,11 @@ def build_floor():
 def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
                       setup=setup_filters):
     floor_so = args.floor_so if commands is COMMANDS else None
-    servers = [Server("%s + RedisBloom" % label, redis_server(binary, rb_so))]
+    servers = [Server("%s + RedisBloom" % label, bgtest.redis_argv(binary, rb_so))]
     try:
-        servers.append(Server("%s + bloomgate" % label, redis_server(binary, module)))
+        servers.append(Server("%s + bloomgate" % label, bgtest.redis_argv(binary, module)))
         if floor_so:
-            servers.append(Server("%s + floor" % label, redis_server(binary, floor_so)))
+            servers.append(Server("%s + floor" % label, bgtest.redis_argv(binary, floor_so)))
         rb, ours = servers[0], servers[1]
         for s in servers:
             setup(s.client)
@@ -331,7 +261,7 @@ def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
                 rf = mean_run(runs, floor, pipeline, command)
                 row += ["%.0f" % rf, "%.2f" % ratio(rf, mean_run(runs, rb, pipeline, command))]
             rows.append(row)
-        table("the module API's floor in %s (scripts/module_floor.c: key open, type check, reply, "
+        table("the module API's floor in %s (scripts/bench/module_floor.c: key open, type check, reply, "
               "replication, no filter; same runs): usec per call and throughput, each against "
               "RedisBloom's — no module can beat these ratios" % label,
               ["command", "usec RB", "usec floor", "floor/RB", "P1 floor", "floor/RB",
@@ -357,10 +287,10 @@ def module_comparison(label, binary, rb_so, module, args, commands=COMMANDS,
 
 
 def serve_comparison(redis8, rb8, bloomgate, args):
-    rb = Server("Redis 8.2 + RedisBloom", redis_server(
+    rb = Server("Redis 8.2 + RedisBloom", bgtest.redis_argv(
         redis8, rb8, "--appendonly", "yes", "--appendfsync", "everysec"))
-    ours = Server("bloomgate serve", lambda port, d: [
-        bloomgate, "serve", "--port", str(port), "--dir", d, "--appendfsync", "everysec"])
+    ours = Server("bloomgate serve", bgtest.serve_argv(
+        bloomgate, "--appendfsync", "everysec"))
     try:
         for s in (rb, ours):
             setup_filters(s.client)
@@ -422,7 +352,7 @@ def bgsave_run(server, writes, interval_ms):
     saved = time.perf_counter() - start
     peak = server.status("VmHWM")
     latencies.sort()
-    pct = lambda p: latencies[min(len(latencies) - 1, int(len(latencies) * p))]
+    pct = lambda p: bgtest.percentile(latencies, p)  # noqa: E731
     return [server.name, "%.0f" % (size / 1e6), "%.2f" % saved, "~%d" % during,
             "%.2f" % pct(0.5), "%.2f" % pct(0.99), "%.2f" % latencies[-1],
             "%.0f" % (before / 1e6), "%.0f" % (peak / 1e6), "%.3f" % (peak / before)]
@@ -430,14 +360,14 @@ def bgsave_run(server, writes, interval_ms):
 
 def bgsave_comparison(redis8, rb8, bloomgate, args):
     rows = []
-    ours = Server("bloomgate serve", lambda port, d: [
-        bloomgate, "serve", "--port", str(port), "--dir", d, "--appendfsync", "everysec"])
+    ours = Server("bloomgate serve", bgtest.serve_argv(
+        bloomgate, "--appendfsync", "everysec"))
     try:
         rows.append(bgsave_run(ours, 1000, 1.0))
     finally:
         ours.close()
     if redis8 and rb8:
-        rb = Server("Redis 8.2 + RedisBloom", redis_server(redis8, rb8))
+        rb = Server("Redis 8.2 + RedisBloom", bgtest.redis_argv(redis8, rb8))
         try:
             rows.append(bgsave_run(rb, 1000, 1.0))
         except (RuntimeError, OSError) as e:
@@ -467,7 +397,7 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--callgrind", action="store_true", help="also count instructions per call")
     p.add_argument("--floor", action="store_true",
-                   help="also run scripts/module_floor.c (the module API's own cost) beside them")
+                   help="also run scripts/bench/module_floor.c (the module API's own cost) beside them")
     p.add_argument("--redisbloom", default=os.environ.get("REDISBLOOM_DIR"))
     p.add_argument("--redis8", default=os.environ.get("REDIS8_SERVER", "/tmp/bloomgate-peer/bin/redis-server"))
     p.add_argument("--redis7", default=os.environ.get("REDIS7_SERVER", shutil.which("redis-server") or ""))

@@ -1,7 +1,7 @@
 /* The module API's floor: what any Redis module's BF.ADD / BF.EXISTS / CF.ADD / CF.EXISTS
  * costs before its filter does any work.
  *
- * Built and loaded by `scripts/redisbloom_bench.py --floor` (cc -shared against the
+ * Built and loaded by `scripts/bench/redisbloom_bench.py --floor` (cc -shared against the
  * redismodule.h that the redis-module crate ships). It registers the four commands under the
  * same names and flags as bloomgate's module, with the module API calls a correct
  * implementation cannot avoid and nothing else:

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The Python benchmark (issue 17): builds the bloomgate wheel, installs it with rbloom,
+# The Python benchmark (BENCHMARKS.md's Python rows): builds the bloomgate wheel, installs it with rbloom,
 # pybloom-live, pybloomfiltermmap3 and fastbloom-rs from PyPI into its own virtualenv
 # (target/py-bench-venv), and runs `python -m bloomgate.bench`. Arguments go to the benchmark
 # (default: --items 1000000 --items 10000000 --markdown).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 venv=target/py-bench-venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check 'maturin>=1.7,<2' \

@@ -5,7 +5,7 @@
 # with `--long` for more kill -9 / SIGTERM rounds and a larger corruption matrix. The full-disk
 # tests mount a tmpfs and need root (they are skipped, loudly, otherwise).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 if [ "${1:-}" = "--long" ]; then
   export BLOOMGATE_RELIABILITY_LONG=1
 fi

@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""The scripts' shared helpers (standard library only): free loopback ports, a minimal RESP2
+client (nothing between the clock and the server), waiting until a server answers PING, a
+server process on a free port in its own directory, stopped (and the directory removed) on close,
+and the benchmarks' percentile of a sorted list.
+
+A Python script elsewhere under scripts/ imports it after putting this directory on its path,
+relative to its own file, so it runs from any cwd:
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+    import bgtest
+
+Shell scripts run it:
+
+    python3 scripts/lib/bgtest.py free-port [N]      N distinct free ports (default 1), one a line
+    python3 scripts/lib/bgtest.py wait PORT [--pid PID] [--seconds S]
+        until PORT answers PING and is done loading (default 30 s); exits 1, saying why, when
+        process PID exits first or the time is up
+"""
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def port_free(port):
+    """Whether `port` can be bound on 127.0.0.1 right now."""
+    if not 0 < port < 65536:
+        return False
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port(also=(), avoid=()):
+    """A loopback port that was free a moment ago (another process may take it first). `also`:
+    offsets from it that must be free too (Redis Cluster's bus port at +10000); `avoid`: ports
+    not to return."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in avoid and all(port_free(port + offset) for offset in also):
+            return port
+    raise RuntimeError("no free loopback port found")
+
+
+class Resp:
+    """One connection. `read` gives simple strings as str, bulk strings as bytes, integers,
+    arrays as lists and nil as None; an error reply raises RuntimeError with its text."""
+
+    def __init__(self, port, timeout=120):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def send(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.sock.sendall(b"".join(out))
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            chunk = self.sock.recv(max(1 << 20, n + 2 - len(self.buf)))
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            self.buf += chunk
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def read(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n)
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        raise RuntimeError("unexpected reply %r" % line)
+
+    def call(self, *args):
+        self.send(*args)
+        return self.read()
+
+    def close(self):
+        self.sock.close()
+
+
+def percentile(ordered, q):
+    """The `q` quantile (0 to 1) of the sorted, non-empty list `ordered`: its element at index
+    q * len, the last one for q = 1."""
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def running(proc):
+    """Whether `proc` (a Popen, a process id, or None for "not watched") still runs; a zombie
+    does not."""
+    if proc is None:
+        return True
+    if hasattr(proc, "poll"):
+        return proc.poll() is None
+    try:
+        with open("/proc/%d/stat" % proc) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def wait_ready(port, proc=None, seconds=30):
+    """Waits until the server on `port` answers PING and is done loading its data (PING may
+    answer -LOADING, or +PONG while INFO persistence still says `loading:1`). Raises
+    RuntimeError when `proc` (see `running`) exits first or `seconds` pass."""
+    deadline = time.time() + seconds
+    while True:
+        try:
+            c = Resp(port, 5)
+            try:
+                if c.call("PING") == "PONG" and b"loading:1" not in c.call("INFO", "persistence"):
+                    return
+            finally:
+                c.close()
+        except OSError:
+            pass
+        except RuntimeError as e:  # -LOADING: the dataset is still being read
+            if "LOADING" not in str(e):
+                raise
+        if not running(proc):
+            raise RuntimeError("the server for port %d exited before answering PING" % port)
+        if time.time() > deadline:
+            raise RuntimeError("nothing answered PING on port %d within %g s" % (port, seconds))
+        time.sleep(0.05)
+
+
+def serve_argv(binary, *extra):
+    """The command line of `bloomgate serve` for `Server`: BINARY serve --port P --dir D EXTRA."""
+    return lambda port, d: [binary, "serve", "--port", str(port), "--dir", d, *extra]
+
+
+def redis_argv(binary, module=None, *extra):
+    """The command line of a redis-server for `Server`: loopback only, no persistence of its own
+    (EXTRA may turn it on: later options win), `module` loaded when given."""
+    def argv(port, d):
+        out = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", d, "--save", "",
+               "--appendonly", "no"]
+        return out + (["--loadmodule", module] if module else []) + list(extra)
+    return argv
+
+
+class Server:
+    """A server process on a free loopback port. `argv(port, dir)` gives its command line
+    (`serve_argv`, `redis_argv`); it runs in directory `dir` (default: a new temporary one,
+    removed on close) with its output in `dir`/server.log, and once started it answers PING and
+    has loaded its data."""
+
+    def __init__(self, argv, dir=None, prefix="bloomgate-", seconds=60):
+        self.port = free_port()
+        self.owns_dir = dir is None
+        self.dir = dir or tempfile.mkdtemp(prefix=prefix)
+        self.argv = argv(self.port, self.dir)
+        self.seconds = seconds
+        self.proc = self.log = None
+        self.start()
+
+    def start(self):
+        """Starts the process (again, after `stop`: same port, same directory) and waits until it
+        is ready; on failure closes this server and raises RuntimeError with the log's end."""
+        self.log = open(os.path.join(self.dir, "server.log"), "ab")
+        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT)
+        try:
+            wait_ready(self.port, self.proc, self.seconds)
+        except RuntimeError as e:
+            tail = self.tail()
+            self.close("kill")
+            raise RuntimeError("%s; its log ends:\n%s" % (e, tail)) from None
+
+    def tail(self, size=2000):
+        try:
+            with open(os.path.join(self.dir, "server.log"), "rb") as f:
+                return f.read()[-size:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def status(self, field):
+        """A figure of /proc/PID/status in bytes (VmRSS, VmHWM, ...), 0 when absent."""
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def stop(self, how="shutdown", seconds=30):
+        """Stops the process by `how` — "shutdown" (SHUTDOWN NOSAVE), "terminate" (SIGTERM) or
+        "kill" (SIGKILL); SIGKILL after `seconds` if it is still running — and returns its exit
+        status."""
+        if self.proc.poll() is None:
+            if how == "shutdown":
+                try:
+                    Resp(self.port, 5).send("SHUTDOWN", "NOSAVE")
+                except OSError:
+                    pass
+            elif how == "terminate":
+                self.proc.terminate()
+            else:
+                self.proc.kill()
+            try:
+                self.proc.wait(seconds)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.log:
+            self.log.close()
+            self.log = None
+        return self.proc.returncode
+
+    def close(self, how="shutdown"):
+        """Stops the process (see `stop`) if it runs, then removes the directory if it made it."""
+        if self.proc is not None:
+            self.stop(how)
+        if self.owns_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description="free loopback ports and waiting for a server, "
+                                             "for shell scripts")
+    sub = ap.add_subparsers(dest="what", required=True)
+    ports = sub.add_parser("free-port", help="print N distinct free loopback ports, one a line")
+    ports.add_argument("n", nargs="?", type=int, default=1)
+    wait = sub.add_parser("wait", help="wait until PORT answers PING and is done loading")
+    wait.add_argument("port", type=int)
+    wait.add_argument("--pid", type=int, help="fail as soon as this process has exited")
+    wait.add_argument("--seconds", type=float, default=30)
+    args = ap.parse_args()
+    if args.what == "free-port":
+        taken = []
+        for _ in range(args.n):
+            taken.append(free_port(avoid=taken))
+        print("\n".join(map(str, taken)))
+        return 0
+    try:
+        wait_ready(args.port, args.pid, args.seconds)
+    except RuntimeError as e:
+        print("bgtest wait: %s" % e, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,6 @@
 //! Writes seed inputs for every fuzz target into `fuzz/corpus/<target>/` (or the directory given
 //! as the first argument): real file images of every filter kind, real BF/CF SCANDUMPs encoded
-//! as LOADCHUNK scripts, and RESP requests. The corpus itself is not committed; `scripts/fuzz.sh`
+//! as LOADCHUNK scripts, and RESP requests. The corpus itself is not committed; `scripts/fuzz/fuzz.sh`
 //! runs this first. CF seeds are skipped while the server has no CF.* commands.
 //!
 //! `cargo run --manifest-path fuzz/Cargo.toml --example seeds [DIR]`

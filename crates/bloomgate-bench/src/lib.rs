@@ -16,7 +16,7 @@ pub mod results;
 pub mod sweep;
 pub mod timing;
 
-/// The Rust examples of README.md, compiled and run as doctests (scripts/docs_check.sh runs the
+/// The Rust examples of README.md, compiled and run as doctests (scripts/ci/docs_check.sh runs the
 /// shell and Python ones).
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]

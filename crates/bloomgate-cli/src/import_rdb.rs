@@ -28,7 +28,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 pub struct Args {
     /// The RDB file (`dump.rdb` of Redis + RedisBloom, RDB versions 9 to 12).
     file: PathBuf,
-    /// Send the keys to a running server: redis://[[user]:password@]HOST:PORT[/db]
+    /// Send the keys to a running server: `redis://[[user]:password@]HOST:PORT[/db]`
     /// (bloomgate serve, or a Redis with RedisBloom loaded).
     #[arg(long)]
     to: Option<String>,

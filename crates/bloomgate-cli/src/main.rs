@@ -45,7 +45,8 @@ enum Command {
     Info(info::Args),
     /// Remove keys from a counting or cuckoo filter file.
     Remove(remove::Args),
-    /// Import the BF/CF keys of a Redis RDB file into a server or a data directory.
+    /// Import the RedisBloom keys (BF, CF, CMS, TopK, t-digest, WF) of a Redis RDB file into a
+    /// server or a data directory.
     ImportRdb(import_rdb::Args),
     /// Run the Redis-protocol server (RedisBloom-compatible BF.*/CF.* commands).
     Serve(serve::Args),

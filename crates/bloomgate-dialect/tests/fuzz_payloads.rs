@@ -1,7 +1,7 @@
 //! The `rdb_payload` fuzz check (`bloomgate_testkit::fuzz::payload_check`) on stable Rust:
 //! real DUMP payloads and SCANDUMP headers of every type, and every single-bit flip and every
 //! truncation of them, are refused or round-trip — never a panic, never an allocation past the
-//! budget. The fuzzer explores further (`scripts/fuzz.sh 600 rdb_payload`).
+//! budget. The fuzzer explores further (`scripts/fuzz/fuzz.sh 600 rdb_payload`).
 
 use bloomgate_testkit::fuzz::payload_check;
 

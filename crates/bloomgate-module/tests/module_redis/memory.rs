@@ -3,6 +3,7 @@
 
 use super::*;
 
+/// The module's allocation count (`INFO bf`, from its counting global allocator).
 fn module_allocations(c: &mut redis::Connection) -> u64 {
     info_field(c, "bf", "bf_allocations").parse().unwrap()
 }

@@ -258,8 +258,6 @@ fn half_loaded_windowed_keys_save_and_future_times_are_refused() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The module's allocation count (`INFO bf`, from its counting global allocator).
-
 /// A reply as `tests/fixtures/redisbloom8-rdb/expected.json` writes it (raw RESP2: strings,
 /// integers, arrays, null, errors as `"error: …"`).
 fn reply_json(reply: redis::RedisResult<Value>) -> serde_json::Value {

@@ -7,7 +7,7 @@
 //!
 //! The fuzzer is deterministic (seed `BLOOMGATE_FUZZ_SEED`, default fixed) and bounded: 1,500
 //! payloads, 600 chunk streams per LOADCHUNK family and 120 RDB files by default, ten times more
-//! with `BLOOMGATE_FUZZ_LONG=1` (`scripts/fuzz_redis.sh --long`). Types are discovered, not
+//! with `BLOOMGATE_FUZZ_LONG=1` (`scripts/fuzz/fuzz_redis.sh --long`). Types are discovered, not
 //! listed: keys are created by recipes, and the test fails if a type the dialect defines
 //! (`Kind::ALL`) has no recipe — a new type is fuzzed as soon as it lands. A crash leaves the
 //! input under `target/fuzz-redis/` and fails with the server's log.

@@ -3,7 +3,7 @@
     python -m bloomgate.bench [--items 1000000 --items 10000000] [--reps 3] [--markdown]
 
 Contenders that are not installed are skipped (install them with
-``pip install rbloom pybloom-live pybloomfiltermmap3 fastbloom-rs``; scripts/py_bench.sh does it
+``pip install rbloom pybloom-live pybloomfiltermmap3 fastbloom-rs``; scripts/bench/py_bench.sh does it
 in its own virtualenv). Every filter is sized for N string keys at 1%. Reported per key:
 ``add`` and ``query`` one key at a time from a Python loop (``for k in keys: f.add(k)``, the
 bound method in a local), ``add_batch`` / ``query_batch`` through the package's batch call if

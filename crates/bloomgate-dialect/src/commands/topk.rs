@@ -119,7 +119,7 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         let width = dimension(args[3], "TopK: invalid width")?;
         let depth = dimension(args[4], "TopK: invalid depth")?;
         let decay = parse_f64(args[5])
-            .filter(|&d| d > 0.0 && d <= 1.0)
+            .filter(|&d| crate::types::topk::valid_decay(d))
             .ok_or_else(|| Reply::error("TopK: invalid decay value. must be '<= 1' & '> 0'"))?;
         Ok((k, width, depth, decay))
     })();

@@ -323,7 +323,8 @@ pub fn save_topk(topk: &TopK, out: &mut impl RdbSink) {
     }
 }
 
-/// Reads a `TopK-TYPE` value: k, width and depth must be non-zero 32-bit values, their
+/// Reads a `TopK-TYPE` value: k, width and depth must be non-zero 32-bit values and decay in
+/// `(0, 1]` (as TOPK.RESERVE requires); their
 /// buffers are charged to the budget before anything is allocated, and each buffer must have
 /// exactly the size they imply. Items are the heap strings without their last (NUL) byte; a
 /// one-byte string is a slot never filled. The decay generator starts from its seed.
@@ -340,6 +341,9 @@ pub fn load_topk(input: &mut impl RdbSource, encver: i32) -> Result<TopK, RdbErr
     let width = dim(input.load_unsigned()?)?;
     let depth = dim(input.load_unsigned()?)?;
     let decay = input.load_double()?;
+    if !crate::types::topk::valid_decay(decay) {
+        return Err(invalid("Top-K decay out of range"));
+    }
     let bucket_len = BUCKET_BYTES * u64::from(width) * u64::from(depth);
     let heap_len = HEAP_ENTRY_BYTES * u64::from(k);
     let buckets = input.load_string(bucket_len)?;
@@ -587,5 +591,35 @@ mod tests {
             load_cuckoo(&mut fields, 4),
             Err(RdbError::OverBudget(OverBudget { needed: 1024, .. }))
         ));
+    }
+
+    /// A forged decay (field 3) outside `(0, 1]`, NaN included, is refused as TOPK.RESERVE
+    /// refuses it; the edge 1.0 and an ordinary 0.9 load.
+    #[test]
+    fn topk_decay_out_of_range_is_refused() {
+        let mut topk = TopK::new(3, 8, 2, 0.9).unwrap();
+        topk.add(b"a", 2);
+        let forged = |decay: f64| {
+            let mut fields = Fields::default();
+            save_topk(&topk, &mut fields);
+            fields.items[3] = Field::D(decay);
+            load_topk(&mut fields, 0)
+        };
+        for decay in [0.0, 1.5, -0.1, f64::NAN, f64::INFINITY] {
+            assert_eq!(
+                forged(decay).unwrap_err(),
+                invalid("Top-K decay out of range"),
+                "decay {decay}"
+            );
+        }
+        for decay in [1.0, 0.9] {
+            let loaded = forged(decay).unwrap();
+            assert_eq!(loaded.decay(), decay);
+            assert_eq!(loaded.heap(), topk.heap());
+        }
+        // The dump header (SCANDUMP-style, the server's snapshots) refuses it the same way.
+        let mut header = topk.dump_header();
+        header[12..20].copy_from_slice(&f64::NAN.to_le_bytes());
+        assert!(TopK::from_header(&header).is_err());
     }
 }

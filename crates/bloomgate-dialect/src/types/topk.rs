@@ -57,6 +57,11 @@ pub struct TopK {
     rng: u64,
 }
 
+/// Whether `decay` is a usable decay base: in `(0, 1]` (NaN is not).
+pub fn valid_decay(decay: f64) -> bool {
+    decay > 0.0 && decay <= 1.0
+}
+
 impl TopK {
     /// Bucket and heap bytes of a sketch so shaped, or `None` if that overflows.
     pub fn planned_bytes(k: u32, width: u32, depth: u32) -> Option<u64> {
@@ -376,7 +381,11 @@ impl TopK {
         if u64::from(k) * 12 > (header.len() - HEADER_FIXED) as u64 {
             return Err("Top-K heap shorter than k entries");
         }
-        Ok((k, width, depth, f64::from_bits(u64_at(12)), u64_at(20)))
+        let decay = f64::from_bits(u64_at(12));
+        if !valid_decay(decay) {
+            return Err("Top-K decay out of range");
+        }
+        Ok((k, width, depth, decay, u64_at(20)))
     }
 
     /// Bucket and heap bytes the header describes, checked before [`Self::from_header`].

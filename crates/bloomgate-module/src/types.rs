@@ -11,7 +11,8 @@
 //! corrupt or oversized value, logs through `RedisModule_LogIOError` and returns NULL, which
 //! fails the RDB load or the `RESTORE` instead of crashing. AOF rewrite emits the LOADCHUNK
 //! sequence of filters, and `RESTORE key 0 <DUMP payload>` for sketches (which have no
-//! LOADCHUNK, as RedisBloom does); `DEBUG DIGEST-VALUE` digests the dump stream's bytes.
+//! LOADCHUNK, as RedisBloom does); `DEBUG DIGEST-VALUE` digests the RDB fields, in the RDB's
+//! order.
 
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -386,15 +387,47 @@ extern "C" fn mem_usage(value: *const c_void) -> usize {
     })
 }
 
-extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    guard("digest", (), || unsafe {
-        // SAFETY: Redis passes the value it stores for this type and a live digest context.
-        let value = value_ref(value);
-        let add = raw::RedisModule_DigestAddStringBuffer.expect("digest API exists");
-        for (_, chunk) in value.dump_stream() {
-            add(md, chunk.as_ptr().cast_mut().cast(), chunk.len());
+/// Field I/O into a `DEBUG DIGEST-VALUE` digest: each RDB field mixed in as one buffer, so the
+/// digest covers exactly what the RDB holds (a key reloaded from its RDB, a replica after a full
+/// sync, digests the same) and nothing it does not save (a Top-K's decay generator state).
+struct DigestSink(*mut raw::RedisModuleDigest);
+
+impl DigestSink {
+    fn add(&mut self, bytes: &[u8]) {
+        // SAFETY: `self.0` is the live digest context Redis passed to the callback; the buffer
+        // is only read during the call.
+        unsafe {
+            raw::RedisModule_DigestAddStringBuffer.expect("digest API exists")(
+                self.0,
+                bytes.as_ptr().cast_mut().cast(),
+                bytes.len(),
+            );
         }
-        raw::RedisModule_DigestEndSequence.expect("digest API exists")(md);
+    }
+}
+
+impl RdbSink for DigestSink {
+    fn save_unsigned(&mut self, value: u64) {
+        self.add(&value.to_le_bytes());
+    }
+    fn save_double(&mut self, value: f64) {
+        self.add(&value.to_bits().to_le_bytes());
+    }
+    fn save_string(&mut self, value: &[u8]) {
+        self.add(value);
+    }
+}
+
+extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
+    guard("digest", (), || {
+        // SAFETY: Redis passes the value it stores for this type, on the main thread and never
+        // while a command runs on it; it is prepared as `rdb_save` prepares it (a t-digest
+        // merges its buffer), so the digest is that of the fields an RDB save writes.
+        let value = unsafe { &mut *value.cast::<Value>() };
+        value.prepare_save();
+        value.rdb_save(&mut DigestSink(md));
+        // SAFETY: the same live digest context.
+        unsafe { raw::RedisModule_DigestEndSequence.expect("digest API exists")(md) };
     });
 }
 

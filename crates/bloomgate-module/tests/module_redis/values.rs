@@ -184,6 +184,48 @@ fn tdigest_dump_restore_and_forged_payloads() {
     assert_eq!(cmd(c, "PING"), Value::SimpleString("PONG".into()));
 }
 
+/// A Top-K's DUMP with its decay (the fourth field) forged outside `(0, 1]`, NaN included, is
+/// refused with Redis' `Bad data format`; 1 and 0.9 restore.
+#[test]
+fn topk_forged_decay_is_refused() {
+    if !have_redis("topk_forged_decay_is_refused") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("tk-decay"), &[], &[]);
+    let c = &mut server.conn();
+    cmd(c, "TOPK.RESERVE tk 3 8 2 0.9");
+    cmd(c, "TOPK.ADD tk a b c a");
+    let payload: Vec<u8> = redis::cmd("DUMP").arg("tk").query(c).unwrap();
+    let (id, mut fields, trailer) = split_payload(&payload);
+    assert_eq!(fields[3], (4, 0.9f64.to_le_bytes().to_vec()), "decay");
+    cmd(c, "DEBUG SET-SKIP-CHECKSUM-VALIDATION 1");
+    for (i, decay) in [0.0, 1.5, -0.1, f64::NAN, 1.0, 0.9].into_iter().enumerate() {
+        fields[3].1 = decay.to_le_bytes().to_vec();
+        let forged = join_payload(id, &fields, &trailer);
+        let restored = redis::cmd("RESTORE")
+            .arg(format!("tk{i}"))
+            .arg(0)
+            .arg(forged)
+            .query::<Value>(c);
+        if decay > 0.0 && decay <= 1.0 {
+            assert_eq!(restored.unwrap(), Value::Okay, "decay {decay}");
+            assert_eq!(
+                cmd(c, &format!("TOPK.LIST tk{i} WITHCOUNT")),
+                cmd(c, "TOPK.LIST tk WITHCOUNT")
+            );
+        } else {
+            let e = restored.unwrap_err();
+            assert_eq!(
+                dialect_replies::wire_error(&e),
+                "ERR Bad data format",
+                "decay {decay}"
+            );
+        }
+    }
+    cmd(c, "DEBUG SET-SKIP-CHECKSUM-VALIDATION 0");
+    assert_eq!(cmd(c, "PING"), Value::SimpleString("PONG".into()));
+}
+
 /// One field of a module value in an RDB payload: its opcode and its encoded bytes.
 type Field = (u8, Vec<u8>);
 

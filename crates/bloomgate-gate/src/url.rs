@@ -3,9 +3,10 @@
 //!
 //! Stores: `sqlite:PATH` (a SQLite file), `redis://HOST:PORT[/DB]` (a Redis server, every key
 //! under a prefix) or `postgres://USER@HOST:PORT/DB[?table=NAME&...]` (also spelled
-//! `postgresql://`: a PostgreSQL database, the rows in one table). Filters: `local` (in this process), `resp://HOST:PORT` (a bloomgate server,
-//! or Redis with the bloomgate module), or `redis+cluster://HOST:PORT[,HOST:PORT...]` (also
-//! spelled `resp+cluster://`: a Redis Cluster running the module).
+//! `postgresql://`: a PostgreSQL database, the rows in one table). Filters: `local` (in this
+//! process), `resp://HOST:PORT` (a bloomgate server, or Redis with the bloomgate module), or
+//! `redis+cluster://HOST:PORT[,HOST:PORT...]` (also spelled `resp+cluster://`: a Redis Cluster
+//! running the module).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -107,8 +108,10 @@ impl StoreUrl {
 
     /// Opens the store. Every key of a Redis store starts with `key_prefix` (a SQLite file is a
     /// namespace of its own). `fresh` empties the store first — the SQLite file is removed with
-    /// its `-wal` and `-shm` files, the Redis prefix's keys are deleted — so it is a new store,
-    /// with a new identity.
+    /// its `-wal` and `-shm` files, the Redis prefix's keys are deleted, the PostgreSQL table is
+    /// truncated ([`PostgresStore::clear`]) — so it is a new store, with a new identity. A
+    /// PostgreSQL store is connected with [`PgOptions::default`], which its URL's parameters
+    /// override.
     pub fn open(&self, key_prefix: &str, fresh: bool) -> Result<Box<dyn ExactStore>> {
         let failed = |action: String| move |cause| Error::Open { action, cause };
         Ok(match self {

@@ -39,7 +39,8 @@ struct FeedArgs {
     /// Request worker threads.
     #[arg(long)]
     concurrency: Option<usize>,
-    /// Exact store: sqlite:PATH or redis://HOST:PORT [default: sqlite in the temp dir]
+    /// Exact store: sqlite:PATH, redis://HOST:PORT or postgres://USER@HOST:PORT/DB (one table
+    /// per mode) [default: sqlite in the temp dir]
     #[arg(long)]
     store: Option<StoreUrl>,
     /// Scope filters: local, resp://HOST:PORT (a bloomgate server, or Redis with the module) or

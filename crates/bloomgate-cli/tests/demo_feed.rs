@@ -1,6 +1,7 @@
 //! `bloomgate demo feed` with local filters, cold, `--warm` and `--restart`: no mode ever shows a
 //! seen item, a cold start sends no more to the exact path than a warm one, a restarted gate
-//! serves from its snapshot, and targets the run cannot reach are not judged.
+//! serves from its snapshot, and targets the run cannot reach are not judged; and the same run
+//! on a PostgreSQL store.
 
 use std::process::Command;
 
@@ -94,4 +95,62 @@ fn restart_serves_from_the_snapshot_and_unreachable_targets_are_not_judged() {
     assert!(table.contains("[n/a] verify at 18000"), "{table}");
     assert!(!table.contains("MISSED] verify at 18000"), "{table}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_postgres_store_shows_no_seen_item() {
+    let Some(pg) =
+        bloomgate_testkit::postgres::Postgres::start("a_postgres_store_shows_no_seen_item")
+    else {
+        return;
+    };
+    let url = pg.create_database("feed");
+    let out = Command::new(env!("CARGO_BIN_EXE_bloomgate"))
+        .args(["demo", "feed", "--users", "40", "--history", "60"])
+        .args(["--requests", "400", "--concurrency", "2", "--json"])
+        .args(["--store", &url])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    for mode in ["exact", "verify", "trust"] {
+        let m = &report["modes"][mode];
+        assert_eq!(m["duplicates_shown"], 0, "{mode}: {m}");
+        assert_eq!(m["requests"], 400, "{mode}: {m}");
+    }
+    // Each mode had its own table in the one database.
+    assert_eq!(
+        pg_tables(&url),
+        [
+            "seen_exact",
+            "seen_exact_meta",
+            "seen_trust",
+            "seen_trust_meta",
+            "seen_verify",
+            "seen_verify_meta"
+        ]
+    );
+}
+
+/// The tables of the database at `url`, sorted, through `psql` (the CLI's tests have no client
+/// crate).
+fn pg_tables(url: &str) -> Vec<String> {
+    let psql = bloomgate_testkit::postgres::bin_dir()
+        .expect("PostgreSQL is running")
+        .join("psql");
+    let out = Command::new(psql)
+        .args([url, "-At", "-c"])
+        .arg("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }

@@ -2,8 +2,10 @@
 //! keyed by PRIMARY KEY (scope, item), shared by every gate process that connects to it.
 //!
 //! URL: `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE&...]` (or `postgresql://`).
-//! Two parameters are the store's own ([`PgOptions`] gives their defaults): `prepared=false`
-//! and `statement_timeout=MS`; every other parameter is libpq's, read by the `postgres` crate
+//! Three parameters are the store's own ([`PgOptions`] gives their defaults): `prepared=false`,
+//! `statement_timeout=MS` and `table=NAME` (the rows table, `seen` by default, so one database
+//! can hold several data sets; its identity is kept in `{NAME}_meta`, or in `meta` for the
+//! default `seen`, the table existing databases already have); every other parameter is libpq's, read by the `postgres` crate
 //! (`connect_timeout` in seconds, `application_name`, `options`, `sslmode`, ...). This build has
 //! no TLS: `sslmode=disable` and `sslmode=prefer` (the default, which then connects without
 //! TLS) work, `sslmode=require` is refused when the store is opened rather than silently
@@ -51,10 +53,14 @@
 //!   `DELETE ... WHERE seen_at < $1` without an index would rescan the already-swept pages each
 //!   time). Nothing here was measured; rows that an upsert moves to an already-swept page during
 //!   the sweep wait for the next one.
-//! - `identity`: a random token in the `meta` table, created with the schema.
+//! - `identity`: a random token in the meta table, created with the schema;
+//!   [`PostgresStore::clear`] empties the rows table and replaces it.
+//!
+//! The table name is the one piece of text put into SQL rather than bound: it is checked to be a
+//! plain lower-case identifier ([`valid_table`]) before any statement is built.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use postgres::config::SslMode;
@@ -75,16 +81,45 @@ pub struct PgOptions {
     /// Named statements prepared once per connection (true), or unnamed statements for
     /// transaction poolers (false). URL: `prepared=true|false`.
     pub prepared: bool,
+    /// The rows table (`[a-z_][a-z0-9_]{0,40}`); its identity is kept in `{table}_meta`, or in
+    /// `meta` for the default `seen`. URL: `table=NAME`.
+    pub table: String,
 }
 
 impl Default for PgOptions {
-    /// 5 s to connect, 5 s per statement, prepared statements.
+    /// 5 s to connect, 5 s per statement, prepared statements, table `seen`.
     fn default() -> Self {
         PgOptions {
             connect_timeout: Duration::from_secs(5),
             statement_timeout: Duration::from_secs(5),
             prepared: true,
+            table: DEFAULT_TABLE.to_owned(),
         }
+    }
+}
+
+/// The rows table when none is named (with its identity in `meta`).
+pub(crate) const DEFAULT_TABLE: &str = "seen";
+
+/// Longest table name: `[a-z_][a-z0-9_]{0,40}`, so `{table}_meta` stays far within
+/// PostgreSQL's 63-byte identifiers.
+const TABLE_MAX: usize = 41;
+
+/// Whether `name` is a plain SQL identifier the store may put into its statements:
+/// `[a-z_][a-z0-9_]{0,40}` (lower case, so it needs no quoting and means the same quoted or not).
+pub(crate) fn valid_table(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b'a'..=b'z' | b'_'))
+        && name.len() <= TABLE_MAX
+        && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
+}
+
+/// The table holding the identity of rows table `table`.
+fn meta_table(table: &str) -> String {
+    if table == DEFAULT_TABLE {
+        "meta".to_owned()
+    } else {
+        format!("{table}_meta")
     }
 }
 
@@ -110,25 +145,41 @@ enum Sql {
 impl Sql {
     const COUNT: usize = 6;
 
-    fn text(self) -> &'static str {
+    const ALL: [Sql; Sql::COUNT] = [
+        Sql::Contains,
+        Sql::Upsert,
+        Sql::Load,
+        Sql::ExpirePages,
+        Sql::Identity,
+        Sql::Pages,
+    ];
+
+    /// The statement over rows table `t` (a [`valid_table`] name) and its meta table `meta`.
+    fn text(self, t: &str, meta: &str) -> String {
         match self {
             Sql::Contains => {
-                "SELECT item FROM seen WHERE scope = $1 AND item = ANY($2) AND seen_at >= $3"
+                format!(
+                    "SELECT item FROM {t} WHERE scope = $1 AND item = ANY($2) AND seen_at >= $3"
+                )
             }
-            Sql::Upsert => {
-                "INSERT INTO seen (scope, item, seen_at)
+            Sql::Upsert => format!(
+                "INSERT INTO {t} (scope, item, seen_at)
                  SELECT scope, item, max(seen_at) FROM unnest($1, $2, $3) AS r(scope, item, seen_at)
                  GROUP BY scope, item ORDER BY scope, item
                  ON CONFLICT (scope, item) DO UPDATE SET seen_at = excluded.seen_at
-                 WHERE seen.seen_at < excluded.seen_at"
+                 WHERE {t}.seen_at < excluded.seen_at"
+            ),
+            Sql::Load => {
+                format!("SELECT item, seen_at FROM {t} WHERE scope = $1 AND seen_at >= $2")
             }
-            Sql::Load => "SELECT item, seen_at FROM seen WHERE scope = $1 AND seen_at >= $2",
-            Sql::ExpirePages => {
-                "WITH gone AS (DELETE FROM seen WHERE ctid >= $1::text::tid AND ctid < $2::text::tid
+            Sql::ExpirePages => format!(
+                "WITH gone AS (DELETE FROM {t} WHERE ctid >= $1::text::tid AND ctid < $2::text::tid
                  AND seen_at < $3 RETURNING 1) SELECT count(*) FROM gone"
+            ),
+            Sql::Identity => format!("SELECT value FROM {meta} WHERE key = 'identity'"),
+            Sql::Pages => {
+                format!("SELECT pg_relation_size('{t}') / current_setting('block_size')::bigint")
             }
-            Sql::Identity => "SELECT value FROM meta WHERE key = 'identity'",
-            Sql::Pages => "SELECT pg_relation_size('seen') / current_setting('block_size')::bigint",
         }
     }
 
@@ -146,6 +197,8 @@ impl Sql {
 /// One pooled connection and, in prepared mode, its statements (prepared on first use).
 struct Conn {
     client: Client,
+    /// The statements' text over the store's tables, indexed by [`Sql`].
+    texts: Arc<[String; Sql::COUNT]>,
     prepared: Option<[Option<Statement>; Sql::COUNT]>,
 }
 
@@ -155,20 +208,25 @@ impl Conn {
         sql: Sql,
         params: &[&(dyn ToSql + Sync)],
     ) -> std::result::Result<Vec<Row>, postgres::Error> {
-        let Conn { client, prepared } = self;
+        let Conn {
+            client,
+            texts,
+            prepared,
+        } = self;
+        let text = &texts[sql as usize];
         match prepared {
             Some(statements) => {
                 let slot = &mut statements[sql as usize];
                 let statement = match slot {
                     Some(statement) => statement,
-                    None => slot.insert(client.prepare_typed(sql.text(), &sql.types())?),
+                    None => slot.insert(client.prepare_typed(text, &sql.types())?),
                 };
                 client.query(&*statement, params)
             }
             None => {
                 let typed: Vec<(&(dyn ToSql + Sync), Type)> =
                     params.iter().copied().zip(sql.types()).collect();
-                client.query_typed(sql.text(), &typed)
+                client.query_typed(text, &typed)
             }
         }
     }
@@ -180,6 +238,10 @@ pub struct PostgresStore {
     prepared: bool,
     /// `SET statement_timeout` on each new connection, in ms (None: not set).
     statement_timeout_ms: Option<u128>,
+    /// The rows table and its meta table (checked names).
+    table: String,
+    meta: String,
+    texts: Arc<[String; Sql::COUNT]>,
     idle: Mutex<Vec<Conn>>,
 }
 
@@ -189,33 +251,61 @@ impl PostgresStore {
     /// URL override `options`.
     pub fn connect(url: &str, options: PgOptions) -> Result<Self> {
         let (config, options) = parse_url(url, options)?;
+        let table = options.table;
+        let meta = meta_table(&table);
         let store = PostgresStore {
             config,
             prepared: options.prepared,
             statement_timeout_ms: (options.prepared && !options.statement_timeout.is_zero())
                 .then_some(options.statement_timeout.as_millis()),
+            texts: Arc::new(Sql::ALL.map(|sql| sql.text(&table, &meta))),
+            table,
+            meta,
             idle: Mutex::new(Vec::new()),
         };
+        let (table, meta) = (&store.table, &store.meta);
         let mut conn = store.open()?;
         conn.client.batch_execute(&format!(
             "BEGIN;
              SELECT pg_advisory_xact_lock({SCHEMA_LOCK});
-             CREATE TABLE IF NOT EXISTS seen (
+             CREATE TABLE IF NOT EXISTS {table} (
                  scope   BIGINT NOT NULL,
                  item    BIGINT NOT NULL,
                  seen_at BIGINT NOT NULL,
                  PRIMARY KEY (scope, item)
              );
-             CREATE TABLE IF NOT EXISTS meta (
+             CREATE TABLE IF NOT EXISTS {meta} (
                  key   TEXT PRIMARY KEY,
                  value TEXT NOT NULL
              );
-             INSERT INTO meta (key, value) VALUES ('identity', '{}') ON CONFLICT (key) DO NOTHING;
+             INSERT INTO {meta} (key, value) VALUES ('identity', '{}') ON CONFLICT (key) DO NOTHING;
              COMMIT;",
             crate::store::random_token()
         ))?;
         store.put_back(conn);
         Ok(store)
+    }
+
+    /// The rows table this store keeps (`seen` unless the URL or [`PgOptions::table`] named
+    /// another).
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Empties the store: every row deleted (`TRUNCATE`) and a new identity token, in one
+    /// transaction, so filters persisted against the old contents are rebuilt, not believed. Other
+    /// tables of the database are untouched.
+    pub fn clear(&self) -> Result<()> {
+        let sql = format!(
+            "BEGIN;
+             TRUNCATE {table};
+             UPDATE {meta} SET value = '{token}' WHERE key = 'identity';
+             COMMIT;",
+            table = self.table,
+            meta = self.meta,
+            token = crate::store::random_token()
+        );
+        self.with_conn(|conn| conn.client.batch_execute(&sql))
     }
 
     fn open(&self) -> Result<Conn> {
@@ -225,6 +315,7 @@ impl PostgresStore {
         }
         Ok(Conn {
             client,
+            texts: Arc::clone(&self.texts),
             prepared: self.prepared.then(Default::default),
         })
     }
@@ -265,8 +356,8 @@ impl PostgresStore {
     }
 }
 
-/// Splits the store's own parameters (`prepared`, `statement_timeout`) off `url` and hands the
-/// rest to the `postgres` crate's parser.
+/// Splits the store's own parameters (`prepared`, `statement_timeout`, `table`) off `url` and
+/// hands the rest to the `postgres` crate's parser.
 fn parse_url(url: &str, mut options: PgOptions) -> Result<(postgres::Config, PgOptions)> {
     let invalid = |what: String| Error::InvalidConfig(format!("postgres URL: {what}"));
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
@@ -287,6 +378,7 @@ fn parse_url(url: &str, mut options: PgOptions) -> Result<(postgres::Config, PgO
                 })?;
                 options.statement_timeout = Duration::from_millis(ms);
             }
+            "table" => options.table = value.to_owned(),
             _ => rest.push(pair),
         }
     }
@@ -295,6 +387,12 @@ fn parse_url(url: &str, mut options: PgOptions) -> Result<(postgres::Config, PgO
     } else {
         format!("{base}?{}", rest.join("&"))
     };
+    if !valid_table(&options.table) {
+        return Err(invalid(format!(
+            "table={:?}: expected a plain name, [a-z_][a-z0-9_]{{0,40}}",
+            options.table
+        )));
+    }
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Err(invalid(format!(
             "{url}: expected postgres:// or postgresql://"
@@ -329,8 +427,9 @@ fn connection_lost(err: &postgres::Error) -> bool {
 }
 
 impl ExactStore for PostgresStore {
-    /// The random token the schema was created with (`meta`): a new database (or one whose
-    /// tables were dropped) is a new store.
+    /// The random token the schema was created with (the meta table), replaced by
+    /// [`PostgresStore::clear`]: a new database or table (or one whose tables were dropped) is a
+    /// new store.
     fn identity(&self) -> Result<Option<String>> {
         let rows = self.with_conn(|conn| conn.query(Sql::Identity, &[]))?;
         Ok(rows.first().map(|row| row.get(0)))
@@ -405,9 +504,10 @@ mod tests {
     #[test]
     fn the_url_takes_the_stores_parameters_and_passes_the_rest_on() {
         let (config, options) =
-            parse("postgres://u:pw@db.example:6000/feed?prepared=false&application_name=gate&statement_timeout=250")
+            parse("postgres://u:pw@db.example:6000/feed?prepared=false&application_name=gate&statement_timeout=250&table=seen_verify")
                 .unwrap();
         assert!(!options.prepared);
+        assert_eq!(options.table, "seen_verify");
         assert_eq!(options.statement_timeout, Duration::from_millis(250));
         assert_eq!(config.get_user(), Some("u"));
         assert_eq!(config.get_password(), Some(&b"pw"[..]));
@@ -418,6 +518,7 @@ mod tests {
 
         let (config, options) = parse("postgresql://u@h/db?connect_timeout=2").unwrap();
         assert!(options.prepared);
+        assert_eq!(options.table, "seen");
         assert_eq!(config.get_connect_timeout(), Some(&Duration::from_secs(2)));
     }
 
@@ -435,9 +536,33 @@ mod tests {
             ("postgres://u@h/db?statement_timeout=5s", "milliseconds"),
             ("postgres://u@h/db?no_such_option=1", "no_such_option"),
             ("mysql://u@h/db", "expected postgres://"),
+            ("postgres://u@h/db?table=Seen", "table=\"Seen\""),
+            ("postgres://u@h/db?table=seen;drop", "plain name"),
+            ("postgres://u@h/db?table=", "plain name"),
         ] {
             let err = parse(url).unwrap_err().to_string();
             assert!(err.contains(says), "{url}: {err}");
         }
+    }
+
+    #[test]
+    fn table_names_are_plain_identifiers() {
+        for good in ["seen", "_x", "seen_verify", "a1_2", &"a".repeat(41)] {
+            assert!(valid_table(good), "{good}");
+        }
+        for bad in [
+            "",
+            "1seen",
+            "Seen",
+            "seen-x",
+            "seen x",
+            "se\"en",
+            "s;drop",
+            &"a".repeat(42),
+        ] {
+            assert!(!valid_table(bad), "{bad}");
+        }
+        assert_eq!(meta_table("seen"), "meta");
+        assert_eq!(meta_table("seen_trust"), "seen_trust_meta");
     }
 }

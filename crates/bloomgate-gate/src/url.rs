@@ -1,16 +1,21 @@
 //! Stores and filters named by URL: the one place a store's scheme is recognised and the store
 //! it names is opened, and where the filters' URLs are told apart from `local`.
 //!
-//! Stores: `sqlite:PATH` (a SQLite file) or `redis://HOST:PORT[/DB]` (a Redis server, every key
-//! under a prefix). Filters: `local` (in this process), `resp://HOST:PORT` (a bloomgate server,
-//! or Redis with the bloomgate module), or `redis+cluster://HOST:PORT[,HOST:PORT...]` (also
-//! spelled `resp+cluster://`: a Redis Cluster running the module).
+//! Stores: `sqlite:PATH` (a SQLite file), `redis://HOST:PORT[/DB]` (a Redis server, every key
+//! under a prefix) or `postgres://USER@HOST:PORT/DB[?table=NAME&...]` (also spelled
+//! `postgresql://`: a PostgreSQL database, the rows in one table). Filters: `local` (in this
+//! process), `resp://HOST:PORT` (a bloomgate server, or Redis with the bloomgate module), or
+//! `redis+cluster://HOST:PORT[,HOST:PORT...]` (also spelled `resp+cluster://`: a Redis Cluster
+//! running the module).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use crate::{Error, ExactStore, FilterMode, RedisStore, Result, SqliteStore};
+use crate::postgres_store::{valid_table, DEFAULT_TABLE};
+use crate::{
+    Error, ExactStore, FilterMode, PgOptions, PostgresStore, RedisStore, Result, SqliteStore,
+};
 
 /// A store or filter URL that is not one of the accepted forms; the message lists them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +36,22 @@ pub enum StoreUrl {
     Sqlite(PathBuf),
     /// `redis://HOST:PORT[/DB]`: a Redis server (the whole URL).
     Redis(String),
+    /// `postgres://USER@HOST:PORT/DB[?PARAM=VALUE&...]` or `postgresql://...`: a PostgreSQL
+    /// database (the whole URL, parameters included: see [`PostgresStore`]; `table=NAME` picks
+    /// the rows table, checked here as well as when the store connects).
+    Postgres(String),
+}
+
+/// The URL schemes of [`StoreUrl::Postgres`].
+const POSTGRES_SCHEMES: [&str; 2] = ["postgres://", "postgresql://"];
+
+/// The `table=` parameter of a PostgreSQL URL (the last one, as the store reads them), if any.
+fn pg_table(url: &str) -> Option<&str> {
+    let query = url.split_once('?')?.1;
+    query
+        .split('&')
+        .filter_map(|pair| pair.strip_prefix("table="))
+        .next_back()
 }
 
 impl FromStr for StoreUrl {
@@ -45,9 +66,16 @@ impl FromStr for StoreUrl {
             Ok(StoreUrl::Sqlite(PathBuf::from(path)))
         } else if spec.starts_with("redis://") {
             Ok(StoreUrl::Redis(spec.to_owned()))
+        } else if POSTGRES_SCHEMES.iter().any(|s| spec.starts_with(s)) {
+            match pg_table(spec) {
+                Some(table) if !valid_table(table) => Err(UrlError(format!(
+                    "postgres table={table:?}: expected a plain name, [a-z_][a-z0-9_]{{0,40}}"
+                ))),
+                _ => Ok(StoreUrl::Postgres(spec.to_owned())),
+            }
         } else {
             Err(UrlError(format!(
-                "store must be sqlite:PATH or redis://HOST:PORT, got {spec:?}"
+                "store must be sqlite:PATH, redis://HOST:PORT or postgres://USER@HOST:PORT/DB, got {spec:?}"
             )))
         }
     }
@@ -57,7 +85,7 @@ impl fmt::Display for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreUrl::Sqlite(path) => write!(f, "sqlite:{}", path.display()),
-            StoreUrl::Redis(url) => f.write_str(url),
+            StoreUrl::Redis(url) | StoreUrl::Postgres(url) => f.write_str(url),
         }
     }
 }
@@ -65,18 +93,25 @@ impl fmt::Display for StoreUrl {
 impl StoreUrl {
     /// A store beside this one for a separate data set called `name`: the SQLite file
     /// `feed.db` becomes `feed-{name}.db` in the same directory; a Redis URL stays as it is
-    /// (data sets on one server are kept apart by the key prefix given to [`StoreUrl::open`]).
+    /// (data sets on one server are kept apart by the key prefix given to [`StoreUrl::open`]);
+    /// a PostgreSQL URL gets `table={table}_{name}` (its table, `seen` by default, and `name`
+    /// with every character outside `[a-z0-9_]` lower-cased or made `_`), replacing its
+    /// `table=` parameter. A name that makes the table longer than 41 characters is refused
+    /// when the store is opened.
     pub fn dataset(&self, name: &str) -> StoreUrl {
         match self {
             StoreUrl::Sqlite(path) => StoreUrl::Sqlite(dataset_path(path, name)),
             StoreUrl::Redis(url) => StoreUrl::Redis(url.clone()),
+            StoreUrl::Postgres(url) => StoreUrl::Postgres(dataset_table(url, name)),
         }
     }
 
     /// Opens the store. Every key of a Redis store starts with `key_prefix` (a SQLite file is a
     /// namespace of its own). `fresh` empties the store first — the SQLite file is removed with
-    /// its `-wal` and `-shm` files, the Redis prefix's keys are deleted — so it is a new store,
-    /// with a new identity.
+    /// its `-wal` and `-shm` files, the Redis prefix's keys are deleted, the PostgreSQL table is
+    /// truncated ([`PostgresStore::clear`]) — so it is a new store, with a new identity. A
+    /// PostgreSQL store is connected with [`PgOptions::default`], which its URL's parameters
+    /// override.
     pub fn open(&self, key_prefix: &str, fresh: bool) -> Result<Box<dyn ExactStore>> {
         let failed = |action: String| move |cause| Error::Open { action, cause };
         Ok(match self {
@@ -103,7 +138,51 @@ impl StoreUrl {
                 }
                 Box::new(store)
             }
+            StoreUrl::Postgres(url) => {
+                let store = PostgresStore::connect(url, PgOptions::default())
+                    .map_err(|e| failed(format!("connecting to {}", redacted(url)))(e.into()))?;
+                if fresh {
+                    store.clear()?;
+                }
+                Box::new(store)
+            }
         })
+    }
+}
+
+/// `url` with its `table=` parameter set to `{table}_{name}` (`name` sanitized to
+/// `[a-z0-9_]`).
+fn dataset_table(url: &str, name: &str) -> String {
+    let table = pg_table(url).unwrap_or(DEFAULT_TABLE);
+    let name: String = name
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '_') => c,
+            _ => '_',
+        })
+        .collect();
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut pairs: Vec<String> = query
+        .split('&')
+        .filter(|pair| !pair.is_empty() && !pair.starts_with("table="))
+        .map(str::to_owned)
+        .collect();
+    pairs.push(format!("table={table}_{name}"));
+    format!("{base}?{}", pairs.join("&"))
+}
+
+/// `url` with its password (`USER:PASSWORD@`) replaced by `***`, for error messages.
+fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => match rest[..at].split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
     }
 }
 
@@ -179,6 +258,8 @@ mod tests {
             "sqlite:/tmp/feed.db",
             "sqlite:feed",
             "redis://127.0.0.1:6379/2",
+            "postgres://gate@127.0.0.1:5432/feed",
+            "postgresql://gate:pw@db/feed?table=seen_a&prepared=false",
         ] {
             let url: StoreUrl = spec.parse().unwrap();
             assert_eq!(url.to_string(), spec);
@@ -191,12 +272,39 @@ mod tests {
             "sqlite:".parse::<StoreUrl>().unwrap_err().to_string(),
             "sqlite: needs a path, e.g. sqlite:/tmp/feed.db"
         );
-        for bad in ["", "/tmp/feed.db", "postgres://h/db", "redis:/h", "local"] {
+        assert_eq!(
+            "postgres://u@h/db".parse::<StoreUrl>().unwrap(),
+            StoreUrl::Postgres("postgres://u@h/db".into())
+        );
+        for bad in [
+            "",
+            "/tmp/feed.db",
+            "postgres:/h/db",
+            "pg://h/db",
+            "redis:/h",
+            "local",
+        ] {
             assert_eq!(
                 bad.parse::<StoreUrl>().unwrap_err().to_string(),
-                format!("store must be sqlite:PATH or redis://HOST:PORT, got {bad:?}")
+                format!(
+                    "store must be sqlite:PATH, redis://HOST:PORT or postgres://USER@HOST:PORT/DB, got {bad:?}"
+                )
             );
         }
+    }
+
+    #[test]
+    fn bad_postgres_table_names_are_refused() {
+        for bad in ["Seen", "1seen", "seen;drop table meta", "se%22en", ""] {
+            let spec = format!("postgres://u@h/db?table={bad}");
+            assert_eq!(
+                spec.parse::<StoreUrl>().unwrap_err().to_string(),
+                format!("postgres table={bad:?}: expected a plain name, [a-z_][a-z0-9_]{{0,40}}")
+            );
+        }
+        "postgres://u@h/db?table=feed_2"
+            .parse::<StoreUrl>()
+            .unwrap();
     }
 
     #[test]
@@ -239,6 +347,34 @@ mod tests {
         );
         let redis = StoreUrl::Redis("redis://h:1".into());
         assert_eq!(redis.dataset("exact"), redis);
+
+        let pg = |url: &str| url.parse::<StoreUrl>().unwrap();
+        assert_eq!(
+            pg("postgres://u@h/db").dataset("verify"),
+            pg("postgres://u@h/db?table=seen_verify")
+        );
+        assert_eq!(
+            pg("postgresql://u@h/db?prepared=false&table=feed&connect_timeout=2").dataset("trust"),
+            pg("postgresql://u@h/db?prepared=false&connect_timeout=2&table=feed_trust")
+        );
+        // The name is sanitized to a plain identifier's characters.
+        assert_eq!(
+            pg("postgres://u@h/db?").dataset("Run 2-b"),
+            pg("postgres://u@h/db?table=seen_run_2_b")
+        );
+        // A data set's URL parses again (its table is a valid name).
+        let verify = pg("postgres://u@h/db").dataset("verify").to_string();
+        assert!(verify.parse::<StoreUrl>().is_ok(), "{verify}");
+    }
+
+    #[test]
+    fn passwords_stay_out_of_messages() {
+        assert_eq!(
+            redacted("postgres://gate:s3cret@h:5432/db?table=t"),
+            "postgres://gate:***@h:5432/db?table=t"
+        );
+        assert_eq!(redacted("postgres://gate@h/db"), "postgres://gate@h/db");
+        assert_eq!(redacted("postgres://h/db?a=b@c"), "postgres://h/db?a=b@c");
     }
 
     #[test]

@@ -218,6 +218,76 @@ fn postgres_identity_follows_the_database() {
     assert_ne!(other, identity);
 }
 
+/// Two tables of one database are two stores: rows and identities apart; `clear` empties its own
+/// table and gives it a new identity, leaving the other untouched. The default table keeps its
+/// identity in `meta`, as databases made before tables could be named do.
+#[test]
+fn postgres_tables_are_independent_and_clear_resets_one() {
+    let Some(pg) = Postgres::start("postgres_tables_are_independent_and_clear_resets_one") else {
+        return;
+    };
+    let url = pg.create_database("tables");
+    let a = PostgresStore::connect(&format!("{url}?table=feed_a"), PgOptions::default()).unwrap();
+    let b = PostgresStore::connect(
+        &url,
+        PgOptions {
+            table: "feed_b".into(),
+            ..PgOptions::default()
+        },
+    )
+    .unwrap();
+    let default = PostgresStore::connect(&url, PgOptions::default()).unwrap();
+    assert_eq!(
+        (a.table(), b.table(), default.table()),
+        ("feed_a", "feed_b", "seen")
+    );
+    a.record(1, &[Seen { item: 7, at_ms: 10 }]).unwrap();
+    b.record(1, &[Seen { item: 8, at_ms: 20 }]).unwrap();
+    let rows = |store: &PostgresStore| {
+        let mut out = Vec::new();
+        store.load(1, 0, &mut out).unwrap();
+        out
+    };
+    assert_eq!(rows(&a), [Seen { item: 7, at_ms: 10 }]);
+    assert_eq!(rows(&b), [Seen { item: 8, at_ms: 20 }]);
+    assert!(rows(&default).is_empty());
+    let identity = |store: &PostgresStore| store.identity().unwrap().expect("an identity");
+    let (id_a, id_b) = (identity(&a), identity(&b));
+    assert_ne!(id_a, id_b);
+    assert_ne!(id_a, identity(&default));
+
+    a.clear().unwrap();
+    assert!(rows(&a).is_empty());
+    assert_ne!(identity(&a), id_a, "a cleared store is a new store");
+    assert_eq!(rows(&b), [Seen { item: 8, at_ms: 20 }]);
+    assert_eq!(identity(&b), id_b);
+    // Reconnecting keeps the cleared table's new identity, and the table works on.
+    let new_a = identity(&a);
+    let reopened =
+        PostgresStore::connect(&format!("{url}?table=feed_a"), PgOptions::default()).unwrap();
+    assert_eq!(identity(&reopened), new_a);
+    reopened.record(1, &[Seen { item: 9, at_ms: 30 }]).unwrap();
+    assert_eq!(rows(&a), [Seen { item: 9, at_ms: 30 }]);
+    assert_eq!(a.expire(31).unwrap(), 1);
+
+    let mut check = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let metas: Vec<String> = check
+        .query(
+            "SELECT tablename::text FROM pg_tables WHERE tablename LIKE '%meta' ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(metas, ["feed_a_meta", "feed_b_meta", "meta"]);
+    // A name that is not a plain identifier never reaches SQL.
+    let err = PostgresStore::connect(&format!("{url}?table=x;drop"), PgOptions::default())
+        .err()
+        .expect("refused");
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err}");
+}
+
 /// A stopped server is an error at once (not a hang); after a restart the store works again
 /// on the first call, although its pooled connections died with the old server.
 #[test]

@@ -3,6 +3,7 @@
 //! serves from its snapshot, and targets the run cannot reach are not judged; and the same run
 //! on a PostgreSQL store.
 
+use bloomgate_testkit::Succeed;
 use std::process::Command;
 
 fn feed(dir: &std::path::Path, warm: bool) -> serde_json::Value {
@@ -142,13 +143,7 @@ fn pg_tables(url: &str) -> Vec<String> {
     let out = Command::new(psql)
         .args([url, "-At", "-c"])
         .arg("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .succeed();
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(str::to_owned)

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use bloomgate_testkit::replies::{cmd, error_of, int};
 use bloomgate_testkit::server::Server;
+use bloomgate_testkit::Succeed;
 use bloomgate_testkit::{free_port, temp_dir};
 use redis::Value;
 
@@ -137,13 +138,7 @@ fn demo_feed_with_remote_filters_on_the_server_shows_no_duplicates() {
         .arg(format!("resp://127.0.0.1:{}", server.port))
         .arg("--store")
         .arg(format!("sqlite:{}", dir.join("history.db").display()))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .succeed();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     for mode in ["exact", "verify", "trust"] {
         let m = &report["modes"][mode];

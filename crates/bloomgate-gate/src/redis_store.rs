@@ -87,13 +87,7 @@ impl ExactStore for RedisStore {
         Ok(Some(identity))
     }
 
-    fn contains(
-        &self,
-        scope: u64,
-        items: &[u64],
-        since_ms: u64,
-        out: &mut Vec<bool>,
-    ) -> Result<()> {
+    fn contains(&self, scope: u64, items: &[u64], since: u64, out: &mut Vec<bool>) -> Result<()> {
         if items.is_empty() {
             return Ok(());
         }
@@ -106,7 +100,7 @@ impl ExactStore for RedisStore {
         out.extend(
             scores
                 .into_iter()
-                .map(|score| score.is_some_and(|at| at >= since_ms as f64)),
+                .map(|score| score.is_some_and(|at| at >= since as f64)),
         );
         Ok(())
     }

@@ -157,13 +157,7 @@ impl ExactStore for SqliteStore {
         })
     }
 
-    fn contains(
-        &self,
-        scope: u64,
-        items: &[u64],
-        since_ms: u64,
-        out: &mut Vec<bool>,
-    ) -> Result<()> {
+    fn contains(&self, scope: u64, items: &[u64], since: u64, out: &mut Vec<bool>) -> Result<()> {
         self.with_reader(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
             {
@@ -173,7 +167,7 @@ impl ExactStore for SqliteStore {
                     let seen_at: Option<i64> = lookup
                         .query_row(params![scope as i64, item as i64], |row| row.get(0))
                         .optional()?;
-                    out.push(seen_at.is_some_and(|at| at as u64 >= since_ms));
+                    out.push(seen_at.is_some_and(|at| at as u64 >= since));
                 }
             }
             tx.commit()?;

@@ -22,10 +22,9 @@ pub struct Seen {
 /// A store of (scope, item, last-seen time) rows. Implementations are shared by all request
 /// threads (`&self`), so they pool their own connections.
 pub trait ExactStore: Send + Sync {
-    /// Appends to `out`, for each of `items`, whether `scope` saw it at or after `since_ms`.
+    /// Appends to `out`, for each of `items`, whether `scope` saw it at or after `since` (ms).
     /// One round trip (one batch) per call.
-    fn contains(&self, scope: u64, items: &[u64], since_ms: u64, out: &mut Vec<bool>)
-        -> Result<()>;
+    fn contains(&self, scope: u64, items: &[u64], since: u64, out: &mut Vec<bool>) -> Result<()>;
     /// Records that `scope` saw each item at its time; a later time replaces an earlier one, an
     /// earlier one never replaces a later one.
     fn record(&self, scope: u64, seen: &[Seen]) -> Result<()>;
@@ -88,15 +87,9 @@ impl LatencyStore {
 }
 
 impl ExactStore for LatencyStore {
-    fn contains(
-        &self,
-        scope: u64,
-        items: &[u64],
-        since_ms: u64,
-        out: &mut Vec<bool>,
-    ) -> Result<()> {
+    fn contains(&self, scope: u64, items: &[u64], since: u64, out: &mut Vec<bool>) -> Result<()> {
         self.wait();
-        self.inner.contains(scope, items, since_ms, out)
+        self.inner.contains(scope, items, since, out)
     }
     fn record(&self, scope: u64, seen: &[Seen]) -> Result<()> {
         self.wait();

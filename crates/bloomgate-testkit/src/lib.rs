@@ -263,3 +263,22 @@ impl Drop for FreezableProxy {
         let _ = TcpStream::connect(("127.0.0.1", self.port));
     }
 }
+
+/// Runs a command to completion and insists that it succeeded, showing its standard error if it
+/// did not: the one way the binaries' tests run a command they expect to work.
+pub trait Succeed {
+    /// The command's output, after asserting that it exited with success.
+    fn succeed(&mut self) -> std::process::Output;
+}
+
+impl Succeed for Command {
+    fn succeed(&mut self) -> std::process::Output {
+        let out = self.output().expect("the command starts");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+}

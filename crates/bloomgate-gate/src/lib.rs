@@ -17,7 +17,8 @@
 //! cold-path rule in `costs.rs`) or remote (`remote.rs`); the recorder (`recorder.rs`) commits
 //! served items. Stores implement [`ExactStore`] (`store.rs`, `sqlite_store.rs`,
 //! `redis_store.rs`); `url.rs` names stores and filters by URL ([`StoreUrl`], [`FilterUrl`]) and
-//! is the one place a store's scheme is recognised and the store opened.
+//! is the one place a store's scheme is recognised and the store opened; `identity.rs` turns a
+//! scope or item given as bytes into the 64-bit id everything keys on ([`item_id`]).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -30,6 +31,7 @@ mod core;
 mod costs;
 mod error;
 mod gate;
+mod identity;
 mod lifecycle;
 mod metrics;
 mod pending;
@@ -49,6 +51,7 @@ pub use config::{FilterMode, GateConfig, LifecycleConfig, Persistence, Policy, T
 pub use costs::INLINE_FACTOR;
 pub use error::{Error, Result};
 pub use gate::Gate;
+pub use identity::{item_id, ID_SEED};
 pub use metrics::{Histogram, Metrics};
 pub use postgres_store::{PgOptions, PostgresStore};
 pub use recorder::{BATCH_ROWS, QUEUE_REQUESTS};

@@ -1,5 +1,5 @@
-/* The module API's floor: what any Redis module's BF.ADD / BF.EXISTS / CF.ADD / CF.EXISTS
- * costs before its filter does any work.
+/* The module API's floor: what any Redis module's BF.ADD / BF.EXISTS / CF.ADD / CF.EXISTS /
+ * BF.MADD / BF.MEXISTS / CF.MEXISTS costs before its filter does any work.
  *
  * Built and loaded by `scripts/bench/redisbloom_bench.py --floor` (cc -shared against the
  * redismodule.h that the redis-module crate ships). It registers the four commands under the
@@ -14,6 +14,10 @@
  *           mostly repeats (-r 100000), so leaving it out keeps this a lower bound.
  *   EXISTS: OpenKey(READ), the same type check and value, the item's bytes,
  *           ReplyWithLongLong, CloseKey.
+ *   MEXISTS (BF and CF) and BF.MADD: the same, for every item: each item's bytes and one
+ *           ReplyWithLongLong inside one ReplyWithArray. BF.MADD also ReplicateVerbatim (a
+ *           batch of 120 mostly-new items always inserts something). With 120 items per call
+ *           (scripts/bench/scale_bench.py) this is the floor under the seed's batches.
  *
  * The "filter" is one counter bumped per call, so every server-side microsecond and every
  * instruction counted here is the host's. A module whose per-call cost is to be X times
@@ -91,6 +95,34 @@ static int floor_exists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     return REDISMODULE_OK;
 }
 
+/* MEXISTS / MADD: one reply per item, in one array. */
+static int floor_many(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int write) {
+    if (argc < 3) return RedisModule_WrongArity(ctx);
+    int mode = write ? REDISMODULE_READ | REDISMODULE_WRITE : REDISMODULE_READ;
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], mode);
+    Floor *value = floor_value(ctx, key, write);
+    if (value) {
+        RedisModule_ReplyWithArray(ctx, argc - 2);
+        for (int i = 2; i < argc; i++) {
+            size_t len;
+            RedisModule_StringPtrLen(argv[i], &len);
+            if (write) value->touched++;
+            RedisModule_ReplyWithLongLong(ctx, (long long)((value->touched + len) & 1));
+        }
+        if (write) RedisModule_ReplicateVerbatim(ctx);
+    }
+    RedisModule_CloseKey(key);
+    return REDISMODULE_OK;
+}
+
+static int floor_mexists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return floor_many(ctx, argv, argc, 0);
+}
+
+static int floor_madd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    return floor_many(ctx, argv, argc, 1);
+}
+
 static int floor_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 3) return RedisModule_WrongArity(ctx);
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
@@ -120,6 +152,9 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
         {"bf.exists", floor_exists, "readonly fast"},
         {"cf.add", floor_cf_add, "write deny-oom"},
         {"cf.exists", floor_exists, "readonly fast"},
+        {"bf.mexists", floor_mexists, "readonly fast"},
+        {"cf.mexists", floor_mexists, "readonly fast"},
+        {"bf.madd", floor_madd, "write deny-oom"},
         {"bf.reserve", floor_reserve, "write deny-oom"},
         {"cf.reserve", floor_reserve, "write deny-oom"},
     };

@@ -220,6 +220,53 @@ pub struct Config {
     pub enable_debug_command: String,
     /// Redis' protected mode (off with `--unprotected`): a non-loopback bind needs a password.
     pub protected_mode: bool,
+    /// The values of the [`INERT`] settings, in its order.
+    pub inert: [u64; INERT.len()],
+}
+
+/// Redis settings serve accepts and shows, with no effect, so tools and test suites written for
+/// Redis can set them: `hz` (serve's timers do not follow a cron frequency) and active defrag's
+/// tuning (serve never moves its values; `activedefrag yes` itself is refused, as by a Redis
+/// built without jemalloc's defrag support). Name, default, least and greatest value; `hz`
+/// clamps into its range as Redis does, the others refuse a value outside it.
+pub const INERT: [(&str, u64, u64, u64); 7] = [
+    ("hz", 10, 1, 500),
+    ("active-defrag-ignore-bytes", 100 << 20, 1, i64::MAX as u64),
+    ("active-defrag-threshold-lower", 10, 0, 1000),
+    ("active-defrag-threshold-upper", 100, 0, 1000),
+    ("active-defrag-cycle-min", 1, 1, 99),
+    ("active-defrag-cycle-max", 25, 1, 99),
+    ("active-defrag-max-scan-fields", 1000, 1, i64::MAX as u64),
+];
+
+/// Redis' refusal of `activedefrag yes` by a build that cannot defragment.
+const NO_DEFRAG: &str = "Active defragmentation cannot be enabled: it requires a Redis server \
+compiled with a modified Jemalloc like the one shipped by default with the Redis source \
+distribution";
+
+/// Applies `value` to the [`INERT`] setting `name`; `None` when `name` is not one.
+fn apply_inert(c: &mut Config, name: &str, value: &str) -> Option<Result<(), String>> {
+    let i = INERT.iter().position(|(n, ..)| *n == name)?;
+    let (_, _, least, greatest) = INERT[i];
+    let parsed = if name == "active-defrag-ignore-bytes" {
+        parse_memory(value)
+    } else {
+        value.parse::<i64>().ok().map(|v| v.max(0) as u64)
+    };
+    Some(match parsed {
+        None => Err("argument couldn't be parsed into an integer".into()),
+        Some(v) if name == "hz" => {
+            c.inert[i] = v.clamp(least, greatest);
+            Ok(())
+        }
+        Some(v) if (least..=greatest).contains(&v) => {
+            c.inert[i] = v;
+            Ok(())
+        }
+        Some(_) => Err(format!(
+            "argument must be between {least} and {greatest} inclusive"
+        )),
+    })
 }
 
 impl Config {
@@ -233,6 +280,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             dialect: bloomgate_dialect::Config::default(),
+            inert: INERT.map(|(_, default, ..)| default),
             maxmemory: 0,
             memory_ceiling: u64::MAX,
             appendfsync: FsyncPolicy::Everysec,
@@ -270,9 +318,9 @@ pub fn parse_memory(s: &str) -> Option<u64> {
 
 /// CONFIG parameter names, in CONFIG GET order: the dialect's `bf-*`/`cf-*` settings (its one
 /// list, [`bloomgate_dialect::Config::NAMES`]), then the server's own.
-pub const CONFIG_NAMES: [&str; 18] = {
+pub const CONFIG_NAMES: [&str; 26] = {
     const DIALECT: [&str; 8] = bloomgate_dialect::Config::NAMES;
-    const OWN: [&str; 10] = [
+    const OWN: [&str; 18] = [
         "maxmemory",
         "maxmemory-policy",
         "appendonly",
@@ -283,8 +331,16 @@ pub const CONFIG_NAMES: [&str; 18] = {
         "port",
         "save",
         "databases",
+        "activedefrag",
+        INERT[0].0,
+        INERT[1].0,
+        INERT[2].0,
+        INERT[3].0,
+        INERT[4].0,
+        INERT[5].0,
+        INERT[6].0,
     ];
-    let mut all = [""; 18];
+    let mut all = [""; 26];
     let mut i = 0;
     while i < all.len() {
         all[i] = if i < DIALECT.len() {
@@ -310,7 +366,11 @@ pub fn config_value(c: &Config, name: &str) -> String {
         "bind" => c.bind.clone(),
         "port" => c.port.to_string(),
         "save" => "3600 1 300 100 60 10000".into(),
-        _ => "1".into(),
+        "activedefrag" => "no".into(),
+        _ => match INERT.iter().position(|(n, ..)| *n == name) {
+            Some(i) => c.inert[i].to_string(),
+            None => "1".into(),
+        },
     }
 }
 
@@ -320,7 +380,13 @@ pub fn apply_config(c: &mut Config, name: &str, value: &str) -> Result<(), Strin
     if c.dialect.set(name, value)? {
         return Ok(());
     }
+    if let Some(done) = apply_inert(c, name, value) {
+        return done;
+    }
     match name {
+        "activedefrag" if value.eq_ignore_ascii_case("no") => {}
+        "activedefrag" if value.eq_ignore_ascii_case("yes") => return Err(NO_DEFRAG.into()),
+        "activedefrag" => return Err("argument must be 'yes' or 'no'".into()),
         "maxmemory" => {
             c.maxmemory = parse_memory(value).ok_or("argument must be a memory value")?
         }

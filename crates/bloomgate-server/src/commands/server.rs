@@ -576,6 +576,44 @@ mod tests {
         }
     }
 
+    /// Redis-only tuning that tools set is accepted and shown (`hz` clamped as Redis does);
+    /// `activedefrag yes` is refused in the words of a Redis that cannot defragment, so suites
+    /// that probe for active defrag skip themselves.
+    #[test]
+    fn inert_redis_settings() {
+        let mut h = Harness::new();
+        assert_eq!(h.run("CONFIG SET hz 100"), Reply::ok());
+        assert_eq!(h.run("CONFIG SET hz 1000"), Reply::ok());
+        assert_eq!(
+            h.run("CONFIG GET hz"),
+            Reply::Map(vec![(Reply::bulk("hz"), Reply::bulk("500"))])
+        );
+        assert_eq!(
+            h.run("CONFIG SET active-defrag-ignore-bytes 1"),
+            Reply::ok()
+        );
+        assert_eq!(
+            h.run("CONFIG SET active-defrag-threshold-lower 0"),
+            Reply::ok()
+        );
+        assert_eq!(h.run("CONFIG SET active-defrag-cycle-min 99"), Reply::ok());
+        assert!(h.run("CONFIG SET active-defrag-cycle-min 100").is_error());
+        assert_eq!(h.run("CONFIG SET activedefrag no"), Reply::ok());
+        assert_eq!(
+            h.run("CONFIG SET activedefrag yes"),
+            err(
+                "ERR CONFIG SET failed (possibly related to argument 'activedefrag') - Active \
+                 defragmentation cannot be enabled: it requires a Redis server compiled with a \
+                 modified Jemalloc like the one shipped by default with the Redis source \
+                 distribution"
+            )
+        );
+        match h.run("CONFIG GET active-defrag-*") {
+            Reply::Map(pairs) => assert_eq!(pairs.len(), 6),
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// Unsafe settings are refused: a subnormal error rate, removing the password of an exposed
     /// server, and DEBUG while `enable-debug-command` is off.
     #[test]

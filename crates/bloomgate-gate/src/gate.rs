@@ -111,6 +111,10 @@ impl Gate {
         };
         let filtered = probe == Probe::Filtered;
         let maybe_at: Vec<usize> = (0..candidates.len()).filter(|&i| maybe[i]).collect();
+        if filtered {
+            let negatives = (candidates.len() - maybe_at.len()) as u64;
+            metrics.filter_negatives.fetch_add(negatives, Relaxed);
+        }
         let mut sample = false;
         if self.policy != Policy::Trust || !filtered {
             let items: Vec<u64> = maybe_at.iter().map(|&i| candidates[i]).collect();

@@ -357,8 +357,12 @@ impl PostgresStore {
 }
 
 /// Splits the store's own parameters (`prepared`, `statement_timeout`, `table`) off `url` and
-/// hands the rest to the `postgres` crate's parser.
-fn parse_url(url: &str, mut options: PgOptions) -> Result<(postgres::Config, PgOptions)> {
+/// hands the rest to the `postgres` crate's parser. Opens no connection: [`crate::StoreUrl`]
+/// parses URLs through it too.
+pub(crate) fn parse_url(
+    url: &str,
+    mut options: PgOptions,
+) -> Result<(postgres::Config, PgOptions)> {
     let invalid = |what: String| Error::InvalidConfig(format!("postgres URL: {what}"));
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let mut rest = Vec::new();

@@ -115,6 +115,8 @@ def test_bad_arguments(sqlite_url, tmp_path):
         Gate(sqlite_url, window_days=0)
     with pytest.raises(ValueError, match="invalid configuration"):
         Gate(sqlite_url, fpr=2.0)
+    with pytest.raises(ValueError, match="partition=month: expected hour, day, week or none"):
+        Gate("postgres://u@127.0.0.1:1/db?partition=month")
     with pytest.raises(GateError, match="opening"):
         Gate("sqlite:%s" % (tmp_path / "no" / "such" / "dir" / "x.db"))
     with Gate(sqlite_url) as gate:
@@ -263,15 +265,21 @@ def test_feed_over_postgres(pg_table_url):
     check_feed(*feed(pg_table_url))
 
 
-def test_postgres_basics(pg_table_url):
-    with Gate(pg_table_url, window_days=1) as gate:
+@pytest.mark.parametrize("partition", ["", "&partition=hour"])
+def test_postgres_basics(pg_table_url, partition):
+    url = pg_table_url + partition
+    with Gate(url, window_days=1) as gate:
         gate.record("user:1", ["a", "b"], now_ms=T0)
         assert gate.unseen("user:1", ["a", "c"], now_ms=T0) == [False, True]
         gate.flush()
-        assert gate.stats()["store"] == pg_table_url
+        assert gate.stats()["store"] == url
         assert gate.expire(now_ms=T0 + 2 * DAY_MS) == 2
-    with Gate(pg_table_url, window_days=1) as gate:
+    with Gate(url, window_days=1) as gate:
         assert gate.unseen("user:1", ["a"], now_ms=T0 + 2 * DAY_MS) == [True]
+
+
+def test_feed_over_postgres_partitioned_by_day(pg_table_url):
+    check_feed(*feed(pg_table_url + "&partition=day"))
 
 
 def test_the_module_lists_the_gate():

@@ -103,6 +103,12 @@ impl StoreUrl {
         }
     }
 
+    /// The URL as [`fmt::Display`] prints it, with a password (`USER:PASSWORD@`) replaced by
+    /// `***`: for messages, reports and `INFO`-style answers.
+    pub fn redacted(&self) -> String {
+        redacted(&self.to_string())
+    }
+
     /// Opens the store. Every key of a Redis store starts with `key_prefix` (a SQLite file is a
     /// namespace of its own). `fresh` empties the store first — the SQLite file is removed with
     /// its `-wal` and `-shm` files, the Redis prefix's keys are deleted, the PostgreSQL table is
@@ -129,7 +135,7 @@ impl StoreUrl {
             }
             StoreUrl::Redis(url) => {
                 let store = RedisStore::open(url, key_prefix)
-                    .map_err(|e| failed(format!("connecting to {url}"))(e.into()))?;
+                    .map_err(|e| failed(format!("connecting to {}", redacted(url)))(e.into()))?;
                 if fresh {
                     store.clear()?;
                 }
@@ -405,6 +411,12 @@ mod tests {
         );
         assert_eq!(redacted("postgres://gate@h/db"), "postgres://gate@h/db");
         assert_eq!(redacted("postgres://h/db?a=b@c"), "postgres://h/db?a=b@c");
+        let url: StoreUrl = "redis://:pw@127.0.0.1:6379/2".parse().unwrap();
+        assert_eq!(url.redacted(), "redis://:***@127.0.0.1:6379/2");
+        assert_eq!(
+            StoreUrl::Sqlite("/tmp/a:b@c.db".into()).redacted(),
+            "sqlite:/tmp/a:b@c.db"
+        );
     }
 
     #[test]

@@ -109,6 +109,7 @@ pub struct Gate {
     /// The process the gate (and its threads) belong to.
     pid: u32,
     policy: Policy,
+    /// The store's URL without its password.
     store: String,
 }
 
@@ -213,7 +214,7 @@ impl Gate {
             inner: RwLock::new(Some(gate)),
             pid: std::process::id(),
             policy,
-            store: store_url.to_string(),
+            store: store_url.redacted(),
         })
     }
 

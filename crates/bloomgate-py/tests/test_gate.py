@@ -272,7 +272,7 @@ def test_postgres_basics(pg_table_url, partition):
         gate.record("user:1", ["a", "b"], now_ms=T0)
         assert gate.unseen("user:1", ["a", "c"], now_ms=T0) == [False, True]
         gate.flush()
-        assert gate.stats()["store"] == url
+        assert gate.stats()["store"] == url  # no password to hide
         assert gate.expire(now_ms=T0 + 2 * DAY_MS) == 2
     with Gate(url, window_days=1) as gate:
         assert gate.unseen("user:1", ["a"], now_ms=T0 + 2 * DAY_MS) == [True]
@@ -285,3 +285,14 @@ def test_feed_over_postgres_partitioned_by_day(pg_table_url):
 def test_the_module_lists_the_gate():
     assert "Gate" in bloomgate.__all__ and "GateError" in bloomgate.__all__
     assert issubclass(GateError, Exception)
+
+
+def test_the_password_stays_out_of_stats_and_repr(pg_table_url):
+    # The test server trusts loopback connections, so any password connects.
+    url = pg_table_url.replace("postgres://bloomgate@", "postgres://bloomgate:s3cret@", 1)
+    if url == pg_table_url:
+        pytest.skip("the server's URL is not the throwaway server's")
+    with Gate(url) as gate:
+        assert "s3cret" not in gate.stats()["store"]
+        assert "bloomgate:***@" in gate.stats()["store"]
+        assert "s3cret" not in repr(gate)

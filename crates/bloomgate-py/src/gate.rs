@@ -49,8 +49,9 @@ fn error_chain(err: &dyn std::error::Error) -> String {
     text
 }
 
-/// The 64-bit id of a scope or item: an `int` in [0, 2**64) as is; `str` (as UTF-8) and
-/// bytes-like through `item_id` (their bytes as the filters' `keys::key` takes them).
+/// The 64-bit id of a scope or item: an `int` in [0, 2**64) as is (or any integer type with
+/// `__index__`); `str` (as UTF-8) and bytes-like through `item_id` (their bytes as the filters'
+/// `keys::key` takes them).
 fn id_of(value: &Bound<'_, PyAny>) -> PyResult<u64> {
     if value.is_instance_of::<PyInt>() {
         return value.extract::<u64>().map_err(|_| {
@@ -59,7 +60,12 @@ fn id_of(value: &Bound<'_, PyAny>) -> PyResult<u64> {
             ))
         });
     }
-    Ok(item_id(crate::keys::key(value)?.bytes()))
+    match crate::keys::key(value) {
+        Ok(key) => Ok(item_id(key.bytes())),
+        // An integer of another type (a NumPy integer): its `__index__`, as `operator.index`.
+        Err(_) if value.hasattr("__index__")? => id_of(&value.call_method0("__index__")?),
+        Err(err) => Err(err),
+    }
 }
 
 /// The ids of every scope or item of an iterable.

@@ -51,6 +51,29 @@ def test_ids_are_the_ones_every_door_uses(sqlite_url):
         assert gate.unseen("user:42", ["18446744073709551615"], now_ms=T0) == [False]
 
 
+class Index:
+    """An integer type of its own (as NumPy's are): used through ``__index__``."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __index__(self):
+        return self.n
+
+
+def test_integer_types_with_index_are_their_number(sqlite_url):
+    with Gate(sqlite_url) as gate:
+        gate.record(Index(5), [Index(7), Index(2**64 - 1)], now_ms=T0)
+        assert gate.unseen(5, [7, 2**64 - 1, 8], now_ms=T0) == [False, False, True]
+        with pytest.raises(ValueError, match=r"\[0, 2\*\*64\)"):
+            gate.unseen(Index(-1), [1])
+        try:
+            import numpy as np
+        except ImportError:
+            return
+        assert gate.unseen(np.uint64(5), np.array([7, 8], dtype=np.int64), now_ms=T0) == [False, True]
+
+
 def test_records_survive_the_gate(sqlite_url, tmp_path):
     with Gate(sqlite_url, filter_dir=str(tmp_path / "filters")) as gate:
         gate.record("u", range(100), now_ms=T0)

@@ -176,7 +176,8 @@ class WindowedBloomFilter(_BloomFamily):
     def newest_len(self) -> int: ...
 
 Id = Union[int, str, bytes, bytearray, memoryview]
-"""A scope or item of the gate: an int in [0, 2**64) is that 64-bit id; str (as UTF-8) and
+"""A scope or item of the gate: an int in [0, 2**64) (or an integer type with ``__index__``, as
+NumPy's) is that 64-bit id; str (as UTF-8) and
 bytes-like are a canonical decimal's number, else their XXH3-64 hash with the fixed seed (the ids
 ``bloomgate serve``'s ``GATE.*``, the CLI and the Rust API use)."""
 

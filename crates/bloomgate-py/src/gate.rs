@@ -82,25 +82,6 @@ fn ids_of(values: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
     Ok(ids)
 }
 
-fn parse_policy(policy: &str) -> PyResult<Policy> {
-    match policy {
-        "verify" => Ok(Policy::Verify),
-        "trust" => Ok(Policy::Trust),
-        "exact" => Ok(Policy::Exact),
-        other => Err(PyValueError::new_err(format!(
-            "policy must be \"verify\", \"trust\" or \"exact\", got {other:?}"
-        ))),
-    }
-}
-
-fn policy_name(policy: Policy) -> &'static str {
-    match policy {
-        Policy::Verify => "verify",
-        Policy::Trust => "trust",
-        Policy::Exact => "exact",
-    }
-}
-
 /// A membership gate: per-scope (per-user) time-windowed Bloom filters in front of an exact
 /// store, answering "has this scope already been shown these items?".
 ///
@@ -183,7 +164,7 @@ impl Gate {
         let filter_url: FilterUrl = filters
             .parse()
             .map_err(|e: bloomgate_gate::UrlError| PyValueError::new_err(e.to_string()))?;
-        let policy = parse_policy(policy)?;
+        let policy: Policy = policy.parse().map_err(gate_error)?;
         let retention_ms = window_days * DAY_MS;
         if !(retention_ms >= 1.0 && retention_ms < u64::MAX as f64) {
             return Err(PyValueError::new_err(format!(
@@ -275,26 +256,9 @@ impl Gate {
     /// (candidates sent to the exact path: cache, then store), filter_negatives (candidates the
     /// filter answered without it), and more.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let counters = self.with(py, |gate| {
-            let m = gate.metrics();
-            Ok([
-                ("requests", m.requests.load(Relaxed)),
-                ("candidates", m.candidates.load(Relaxed)),
-                ("store_lookups", m.exact_lookups.load(Relaxed)),
-                ("filter_negatives", m.filter_negatives.load(Relaxed)),
-                ("filter_maybe", m.filter_maybe.load(Relaxed)),
-                ("cache_hits", m.cache_hits.load(Relaxed)),
-                ("store_reads", m.store_reads.load(Relaxed)),
-                ("history_loads", m.history_loads.load(Relaxed)),
-                ("recorded_rows", m.recorded_rows.load(Relaxed)),
-                ("record_batches", m.record_batches.load(Relaxed)),
-                ("filter_errors", m.filter_errors.load(Relaxed)),
-                ("filter_memory_bytes", gate.filter_memory_bytes()),
-            ])
-        })?;
+        let counters = self.with(py, |gate| Ok(gate.stats()))?;
         let dict = PyDict::new(py);
-        dict.set_item("policy", policy_name(self.policy))?;
+        dict.set_item("policy", self.policy.name())?;
         dict.set_item("store", &self.store)?;
         for (name, value) in counters {
             dict.set_item(name, value)?;
@@ -341,7 +305,7 @@ impl Gate {
         format!(
             "Gate({:?}, policy={:?}{})",
             self.store,
-            policy_name(self.policy),
+            self.policy.name(),
             if self.closed() { ", closed" } else { "" }
         )
     }

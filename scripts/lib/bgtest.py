@@ -2,7 +2,7 @@
 """The scripts' shared helpers (standard library only): free loopback ports, a minimal RESP2
 client (nothing between the clock and the server), waiting until a server answers PING, a
 server process on a free port in its own directory, stopped (and the directory removed) on close,
-and the benchmarks' percentile of a sorted list.
+a throwaway PostgreSQL (`Postgres`), and the benchmarks' percentile of a sorted list.
 
 A Python script elsewhere under scripts/ imports it after putting this directory on its path,
 relative to its own file, so it runs from any cwd:
@@ -243,6 +243,115 @@ class Server:
         if self.proc is not None:
             self.stop(how)
         if self.owns_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.close()
+
+
+def postgres_bin_dir():
+    """The directory holding `initdb` and `pg_ctl`: Debian's newest /usr/lib/postgresql/N/bin
+    (Debian does not put them on PATH), else the one on PATH; None if PostgreSQL is missing."""
+    versions = []
+    try:
+        for entry in os.listdir("/usr/lib/postgresql"):
+            bin_dir = os.path.join("/usr/lib/postgresql", entry, "bin")
+            if entry.isdigit() and os.path.isfile(os.path.join(bin_dir, "initdb")):
+                versions.append((int(entry), bin_dir))
+    except OSError:
+        pass
+    if versions:
+        return max(versions)[1]
+    initdb = shutil.which("initdb")
+    return os.path.dirname(initdb) if initdb and shutil.which("pg_ctl") else None
+
+
+class Postgres:
+    """A throwaway PostgreSQL server, as the Rust tests' testkit starts one: `initdb` in a scratch
+    directory, `pg_ctl start` on a free 127.0.0.1 port (no Unix socket, trust authentication,
+    fsync off); `close` stops it (`-m fast`) and removes the directory. PostgreSQL refuses to run
+    as root: as root the server runs as the `postgres` user (else `nobody`) through `runuser`.
+    `url` connects as the superuser `bloomgate` to the database `postgres`."""
+
+    SUPERUSER = "bloomgate"
+
+    def __init__(self, bin_dir=None, seconds=60):
+        self.bin = bin_dir or postgres_bin_dir()
+        if self.bin is None:
+            raise RuntimeError("PostgreSQL (initdb, pg_ctl) is not installed")
+        self.seconds = seconds
+        self.dir = tempfile.mkdtemp(prefix="bloomgate-pg-")
+        self.user = None
+        if os.geteuid() == 0:
+            for user in ("postgres", "nobody"):
+                if subprocess.run(["id", user], capture_output=True).returncode == 0:
+                    self.user = user
+                    break
+            else:
+                raise RuntimeError("running as root, and neither a postgres nor a nobody user exists")
+            shutil.chown(self.dir, self.user)
+        self.data = os.path.join(self.dir, "data")
+        self.running = False
+        try:
+            self._run("initdb", "-D", self.data, "-U", self.SUPERUSER, "--auth=trust", "-E", "UTF8",
+                      "--no-sync")
+            for _ in range(5):  # the port can be taken between free_port and the server's bind
+                self.port = free_port()
+                try:
+                    self.start()
+                    break
+                except RuntimeError as e:
+                    if "could not bind" not in str(e) and "already in use" not in str(e):
+                        raise
+            else:
+                raise RuntimeError("PostgreSQL did not start: no free port in five tries")
+        except BaseException:
+            self.close()
+            raise
+        self.url = "postgres://%s@127.0.0.1:%d/postgres" % (self.SUPERUSER, self.port)
+
+    def _run(self, program, *args):
+        argv = [os.path.join(self.bin, program)] + list(args)
+        if self.user:
+            argv = ["runuser", "-u", self.user, "--"] + argv
+        # The scratch directory as working directory: runuser keeps ours, which the server's
+        # user may not be allowed to read.
+        out = subprocess.run(argv, cwd=self.dir, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError("%s failed: %s%s" % (program, out.stdout, out.stderr))
+        return out.stdout
+
+    def start(self):
+        """Starts the (stopped) server on its port; RuntimeError with its log if it does not."""
+        log = os.path.join(self.dir, "server.log")
+        options = "-c listen_addresses=127.0.0.1 -p %d -c unix_socket_directories='' -c fsync=off" \
+            % self.port
+        try:
+            self._run("pg_ctl", "-D", self.data, "-l", log, "-w", "-t", str(self.seconds),
+                      "-o", options, "start")
+        except RuntimeError as e:
+            try:
+                with open(log, errors="replace") as f:
+                    tail = f.read()[-2000:]
+            except OSError:
+                tail = ""
+            raise RuntimeError("PostgreSQL did not start: %s\n%s" % (e, tail)) from None
+        self.running = True
+
+    def stop(self):
+        """Stops the server (`pg_ctl stop -m fast`); the data stays."""
+        if self.running:
+            self.running = False
+            self._run("pg_ctl", "-D", self.data, "-w", "-t", str(self.seconds), "-m", "fast", "stop")
+
+    def close(self):
+        """Stops the server and removes its directory."""
+        try:
+            self.stop()
+        finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self):

@@ -3,6 +3,7 @@
 //! timeouts of Redis connections. Plain data, shared by the gate and its back-ends.
 
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
 use crate::{Error, Result};
@@ -16,6 +17,32 @@ pub enum Policy {
     Verify,
     /// A "maybe" counts as seen: no exact lookups, over-filtering at the filter's FPR.
     Trust,
+}
+
+impl Policy {
+    /// The policy's name, `exact`, `verify` or `trust`: what [`Policy::from_str`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Exact => "exact",
+            Policy::Verify => "verify",
+            Policy::Trust => "trust",
+        }
+    }
+}
+
+impl FromStr for Policy {
+    type Err = Error;
+    /// `exact`, `verify` or `trust`; anything else is [`Error::InvalidConfig`] naming them.
+    fn from_str(name: &str) -> Result<Self> {
+        [Policy::Exact, Policy::Verify, Policy::Trust]
+            .into_iter()
+            .find(|policy| policy.name() == name)
+            .ok_or_else(|| {
+                Error::InvalidConfig(format!(
+                    "policy must be verify, trust or exact, got {name:?}"
+                ))
+            })
+    }
 }
 
 /// Where the scope filters live.

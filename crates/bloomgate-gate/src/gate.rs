@@ -70,6 +70,41 @@ impl Gate {
         self.core.metrics()
     }
 
+    /// The policy the gate was opened with.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// The gate's counters by name, in a fixed order: what `GATE.INFO` and the Python
+    /// `Gate.stats()` report beside the policy and the store. `requests` and `candidates`
+    /// (`unseen` calls and the candidates in them), `store_lookups` (candidates sent to the exact
+    /// path: the cache, then the store), `filter_negatives` (candidates a filter answered "not
+    /// seen" without it), then `filter_maybe`, `cache_hits`, `store_reads` (store checks plus
+    /// history loads), `history_loads`, `recorded_rows`, `record_batches`, `filter_errors` and
+    /// `filter_memory_bytes`.
+    pub fn stats(&self) -> Vec<(&'static str, u64)> {
+        let m = self.metrics();
+        let counters = [
+            ("requests", &m.requests),
+            ("candidates", &m.candidates),
+            ("store_lookups", &m.exact_lookups),
+            ("filter_negatives", &m.filter_negatives),
+            ("filter_maybe", &m.filter_maybe),
+            ("cache_hits", &m.cache_hits),
+            ("store_reads", &m.store_reads),
+            ("history_loads", &m.history_loads),
+            ("recorded_rows", &m.recorded_rows),
+            ("record_batches", &m.record_batches),
+            ("filter_errors", &m.filter_errors),
+        ];
+        let mut stats: Vec<(&'static str, u64)> = counters
+            .into_iter()
+            .map(|(name, counter)| (name, counter.load(Relaxed)))
+            .collect();
+        stats.push(("filter_memory_bytes", self.filter_memory_bytes()));
+        stats
+    }
+
     /// Bytes held by scope filters: local ones, or remote ones as last read from the server.
     pub fn filter_memory_bytes(&self) -> u64 {
         self.filters.gauges().memory_bytes
@@ -111,6 +146,10 @@ impl Gate {
         };
         let filtered = probe == Probe::Filtered;
         let maybe_at: Vec<usize> = (0..candidates.len()).filter(|&i| maybe[i]).collect();
+        if filtered {
+            let negatives = (candidates.len() - maybe_at.len()) as u64;
+            metrics.filter_negatives.fetch_add(negatives, Relaxed);
+        }
         let mut sample = false;
         if self.policy != Policy::Trust || !filtered {
             let items: Vec<u64> = maybe_at.iter().map(|&i| candidates[i]).collect();

@@ -16,7 +16,8 @@
 //! (`lifecycle.rs`, its build jobs and queue in `build_queue.rs`, with `snapshot.rs` and the
 //! cold-path rule in `costs.rs`) or remote (`remote.rs`); the recorder (`recorder.rs`) commits
 //! served items. Stores implement [`ExactStore`] (`store.rs`, `sqlite_store.rs`,
-//! `redis_store.rs`); `url.rs` names stores and filters by URL ([`StoreUrl`], [`FilterUrl`]) and
+//! `redis_store.rs`, `postgres_store.rs` with its time partitions in `postgres_partitions.rs`);
+//! `url.rs` names stores and filters by URL ([`StoreUrl`], [`FilterUrl`]) and
 //! is the one place a store's scheme is recognised and the store opened; `identity.rs` turns a
 //! scope or item given as bytes into the 64-bit id everything keys on ([`item_id`]).
 
@@ -35,6 +36,7 @@ mod identity;
 mod lifecycle;
 mod metrics;
 mod pending;
+mod postgres_partitions;
 mod postgres_store;
 mod recorder;
 mod redis_pool;
@@ -53,6 +55,7 @@ pub use error::{Error, Result};
 pub use gate::Gate;
 pub use identity::{item_id, ID_SEED};
 pub use metrics::{Histogram, Metrics};
+pub use postgres_partitions::Partition;
 pub use postgres_store::{PgOptions, PostgresStore};
 pub use recorder::{BATCH_ROWS, QUEUE_REQUESTS};
 pub use redis_store::RedisStore;

@@ -64,6 +64,9 @@ pub struct Metrics {
     pub candidates: AtomicU64,
     /// Candidates the filter answered "maybe" for.
     pub filter_maybe: AtomicU64,
+    /// Candidates the filter answered "definitely not seen" for: answered without the exact
+    /// path, under every policy.
+    pub filter_negatives: AtomicU64,
     /// Candidates sent to the exact path (cache, then store).
     pub exact_lookups: AtomicU64,
     /// Exact lookups the cache answered.
@@ -129,6 +132,7 @@ impl Default for Metrics {
             requests: zero(),
             candidates: zero(),
             filter_maybe: zero(),
+            filter_negatives: zero(),
             exact_lookups: zero(),
             cache_hits: zero(),
             store_reads: zero(),
@@ -194,7 +198,7 @@ impl Metrics {
 
     pub(crate) fn render(&self, gauges: &FilterGauges) -> String {
         let mut out = Exposition::new();
-        let counters: [(&str, &str, &AtomicU64); 22] = [
+        let counters: [(&str, &str, &AtomicU64); 23] = [
             (
                 "bloomgate_gate_requests_total",
                 "Requests answered by the gate.",
@@ -209,6 +213,11 @@ impl Metrics {
                 "bloomgate_gate_filter_maybe_total",
                 "Candidates the filter answered maybe for.",
                 &self.filter_maybe,
+            ),
+            (
+                "bloomgate_gate_filter_negatives_total",
+                "Candidates the filter answered definitely not seen for (no exact lookup).",
+                &self.filter_negatives,
             ),
             (
                 "bloomgate_gate_exact_lookups_total",

@@ -2,8 +2,9 @@
 //! keyed by PRIMARY KEY (scope, item), shared by every gate process that connects to it.
 //!
 //! URL: `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE&...]` (or `postgresql://`).
-//! Three parameters are the store's own ([`PgOptions`] gives their defaults): `prepared=false`,
-//! `statement_timeout=MS` and `table=NAME` (the rows table, `seen` by default, so one database
+//! Four parameters are the store's own ([`PgOptions`] gives their defaults): `prepared=false`,
+//! `statement_timeout=MS`, `partition=hour|day|week` (retention by dropping time partitions, see
+//! `postgres_partitions`) and `table=NAME` (the rows table, `seen` by default, so one database
 //! can hold several data sets; its identity is kept in `{NAME}_meta`, or in `meta` for the
 //! default `seen`, the table existing databases already have); every other parameter is libpq's, read by the `postgres` crate
 //! (`connect_timeout` in seconds, `application_name`, `options`, `sslmode`, ...). This build has
@@ -44,7 +45,8 @@
 //!   The rows are inserted in key order, so two concurrent batches lock shared keys in the same
 //!   order and cannot deadlock.
 //! - `load`: the scope's rows through the primary key, put in time order here.
-//! - `expire`: there is no index on `seen_at`. It would be updated by every upsert that moves a
+//! - `expire` (unpartitioned; a partitioned table drops whole partitions instead): there is no
+//!   index on `seen_at`. It would be updated by every upsert that moves a
 //!   time (and would make those updates non-HOT: a new entry in both indexes per update), to
 //!   serve one sweep per retention period. The sweep instead walks the heap in physical order,
 //!   [`EXPIRE_PAGES`] pages (about 5,000 rows) per statement, with a TID range scan
@@ -64,13 +66,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use postgres::config::SslMode;
+use postgres::error::SqlState;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, NoTls, Row, Statement};
 
 use crate::error::describe;
+use crate::postgres_partitions::{self, Known, Partition};
 use crate::{Error, ExactStore, Result, Seen};
 
-/// How the store connects; a parameter in the URL overrides the field.
+/// How the store connects and keeps its rows; a parameter in the URL overrides the field.
 #[derive(Clone, Debug)]
 pub struct PgOptions {
     /// Longest wait to open a connection (URL: libpq's `connect_timeout`, in seconds).
@@ -84,16 +88,21 @@ pub struct PgOptions {
     /// The rows table (`[a-z_][a-z0-9_]{0,40}`); its identity is kept in `{table}_meta`, or in
     /// `meta` for the default `seen`. URL: `table=NAME`.
     pub table: String,
+    /// Retention by time partitions (see `postgres_partitions`): the rows table partitioned by
+    /// period, expiry dropping whole partitions. None: one plain table, batched deletes. URL:
+    /// `partition=hour|day|week|none`.
+    pub partition: Option<Partition>,
 }
 
 impl Default for PgOptions {
-    /// 5 s to connect, 5 s per statement, prepared statements, table `seen`.
+    /// 5 s to connect, 5 s per statement, prepared statements, table `seen`, not partitioned.
     fn default() -> Self {
         PgOptions {
             connect_timeout: Duration::from_secs(5),
             statement_timeout: Duration::from_secs(5),
             prepared: true,
             table: DEFAULT_TABLE.to_owned(),
+            partition: None,
         }
     }
 }
@@ -154,8 +163,37 @@ impl Sql {
         Sql::Pages,
     ];
 
-    /// The statement over rows table `t` (a [`valid_table`] name) and its meta table `meta`.
-    fn text(self, t: &str, meta: &str) -> String {
+    /// The statement over rows table `t` (a [`valid_table`] name) and its meta table `meta`;
+    /// a partitioned table keeps a row per (scope, item, period), and its reads let the server
+    /// skip the partitions before the window (`period >= since / P`).
+    fn text(self, t: &str, meta: &str, partition: Option<Partition>) -> String {
+        if let Some(p) = partition.map(Partition::period_ms) {
+            match self {
+                Sql::Contains => {
+                    return format!(
+                        "SELECT item FROM {t} WHERE scope = $1 AND item = ANY($2) AND seen_at >= $3
+                         AND period >= $3 / {p}"
+                    )
+                }
+                Sql::Upsert => {
+                    return format!(
+                        "INSERT INTO {t} (scope, item, seen_at, period)
+                         SELECT scope, item, max(seen_at), seen_at / {p}
+                         FROM unnest($1, $2, $3) AS r(scope, item, seen_at)
+                         GROUP BY scope, item, seen_at / {p} ORDER BY scope, item, 4
+                         ON CONFLICT (scope, item, period) DO UPDATE SET seen_at = excluded.seen_at
+                         WHERE {t}.seen_at < excluded.seen_at"
+                    )
+                }
+                Sql::Load => {
+                    return format!(
+                        "SELECT item, max(seen_at) FROM {t} WHERE scope = $1 AND seen_at >= $2
+                         AND period >= $2 / {p} GROUP BY item"
+                    )
+                }
+                Sql::ExpirePages | Sql::Identity | Sql::Pages => {}
+            }
+        }
         match self {
             Sql::Contains => {
                 format!(
@@ -241,6 +279,9 @@ pub struct PostgresStore {
     /// The rows table and its meta table (checked names).
     table: String,
     meta: String,
+    partition: Option<Partition>,
+    /// Partitions known to exist (partitioned tables only).
+    known: Known,
     texts: Arc<[String; Sql::COUNT]>,
     idle: Mutex<Vec<Conn>>,
 }
@@ -253,27 +294,48 @@ impl PostgresStore {
         let (config, options) = parse_url(url, options)?;
         let table = options.table;
         let meta = meta_table(&table);
+        let partition = options.partition;
         let store = PostgresStore {
             config,
             prepared: options.prepared,
             statement_timeout_ms: (options.prepared && !options.statement_timeout.is_zero())
                 .then_some(options.statement_timeout.as_millis()),
-            texts: Arc::new(Sql::ALL.map(|sql| sql.text(&table, &meta))),
+            texts: Arc::new(Sql::ALL.map(|sql| sql.text(&table, &meta, partition))),
             table,
             meta,
+            partition,
+            known: Known::default(),
             idle: Mutex::new(Vec::new()),
         };
         let (table, meta) = (&store.table, &store.meta);
         let mut conn = store.open()?;
+        let rows_table = match partition {
+            Some(_) => postgres_partitions::create_table_sql(table),
+            None => format!(
+                "CREATE TABLE IF NOT EXISTS {table} (
+                     scope   BIGINT NOT NULL,
+                     item    BIGINT NOT NULL,
+                     seen_at BIGINT NOT NULL,
+                     PRIMARY KEY (scope, item)
+                 );"
+            ),
+        };
+        // An existing table keeps its layout: say so rather than use it the other way.
+        let partitioned = postgres_partitions::is_partitioned(&mut conn.client, table)?;
+        if let Some(partitioned) = partitioned.filter(|&p| p != partition.is_some()) {
+            let found = if partitioned {
+                "partitioned"
+            } else {
+                "not partitioned"
+            };
+            return Err(postgres_partitions::layout_mismatch(
+                table, partition, found,
+            ));
+        }
         conn.client.batch_execute(&format!(
             "BEGIN;
              SELECT pg_advisory_xact_lock({SCHEMA_LOCK});
-             CREATE TABLE IF NOT EXISTS {table} (
-                 scope   BIGINT NOT NULL,
-                 item    BIGINT NOT NULL,
-                 seen_at BIGINT NOT NULL,
-                 PRIMARY KEY (scope, item)
-             );
+             {rows_table}
              CREATE TABLE IF NOT EXISTS {meta} (
                  key   TEXT PRIMARY KEY,
                  value TEXT NOT NULL
@@ -282,6 +344,28 @@ impl PostgresStore {
              COMMIT;",
             crate::store::random_token()
         ))?;
+        if let Some(partition) = partition {
+            // The period is fixed when the table is made: partitions of another length would
+            // overlap the existing ones.
+            let made: String = conn.client.query_typed(
+                &format!(
+                    "WITH added AS (INSERT INTO {meta} (key, value) VALUES ('partition', $1)
+                     ON CONFLICT (key) DO NOTHING RETURNING value)
+                     SELECT value FROM added UNION ALL
+                     SELECT value FROM {meta} WHERE key = 'partition'"
+                ),
+                &[(&partition.name(), Type::TEXT)],
+            )?[0]
+                .get(0);
+            if made != partition.name() {
+                let found = format!("partitioned by {made}");
+                return Err(postgres_partitions::layout_mismatch(
+                    table,
+                    Some(partition),
+                    &found,
+                ));
+            }
+        }
         store.put_back(conn);
         Ok(store)
     }
@@ -356,9 +440,14 @@ impl PostgresStore {
     }
 }
 
-/// Splits the store's own parameters (`prepared`, `statement_timeout`, `table`) off `url` and
-/// hands the rest to the `postgres` crate's parser.
-fn parse_url(url: &str, mut options: PgOptions) -> Result<(postgres::Config, PgOptions)> {
+/// Splits the store's own parameters (`prepared`, `statement_timeout`, `table`, `partition`) off
+/// `url` and
+/// hands the rest to the `postgres` crate's parser. Opens no connection: [`crate::StoreUrl`]
+/// parses URLs through it too.
+pub(crate) fn parse_url(
+    url: &str,
+    mut options: PgOptions,
+) -> Result<(postgres::Config, PgOptions)> {
     let invalid = |what: String| Error::InvalidConfig(format!("postgres URL: {what}"));
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let mut rest = Vec::new();
@@ -379,6 +468,16 @@ fn parse_url(url: &str, mut options: PgOptions) -> Result<(postgres::Config, PgO
                 options.statement_timeout = Duration::from_millis(ms);
             }
             "table" => options.table = value.to_owned(),
+            "partition" => {
+                options.partition = match value {
+                    "none" => None,
+                    _ => Some(Partition::parse(value).ok_or_else(|| {
+                        invalid(format!(
+                            "partition={value}: expected hour, day, week or none"
+                        ))
+                    })?),
+                }
+            }
             _ => rest.push(pair),
         }
     }
@@ -460,7 +559,27 @@ impl ExactStore for PostgresStore {
         let scopes: Vec<i64> = rows.iter().map(|&(scope, _)| scope as i64).collect();
         let items: Vec<i64> = rows.iter().map(|(_, s)| s.item as i64).collect();
         let times: Vec<i64> = rows.iter().map(|(_, s)| s.at_ms as i64).collect();
-        self.with_conn(|conn| conn.query(Sql::Upsert, &[&scopes, &items, &times]))?;
+        let Some(partition) = self.partition else {
+            self.with_conn(|conn| conn.query(Sql::Upsert, &[&scopes, &items, &times]))?;
+            return Ok(());
+        };
+        let mut periods: Vec<i64> = times.iter().map(|&t| partition.period_of(t)).collect();
+        periods.sort_unstable();
+        periods.dedup();
+        self.with_conn(|conn| {
+            self.known
+                .ensure(&mut conn.client, &self.table, SCHEMA_LOCK, &periods)?;
+            match conn.query(Sql::Upsert, &[&scopes, &items, &times]) {
+                // No partition for a row: another process dropped one this store had made.
+                Err(err) if err.code() == Some(&SqlState::CHECK_VIOLATION) => {
+                    self.known.forget();
+                    self.known
+                        .ensure(&mut conn.client, &self.table, SCHEMA_LOCK, &periods)?;
+                    conn.query(Sql::Upsert, &[&scopes, &items, &times])
+                }
+                other => other,
+            }
+        })?;
         Ok(())
     }
 
@@ -477,6 +596,13 @@ impl ExactStore for PostgresStore {
     }
 
     fn expire(&self, before_ms: u64) -> Result<u64> {
+        if let Some(partition) = self.partition {
+            let before = before_ms.min(i64::MAX as u64) as i64;
+            return self.with_conn(|conn| {
+                self.known
+                    .drop_before(&mut conn.client, &self.table, partition, before)
+            });
+        }
         let pages: i64 = self.with_conn(|conn| conn.query(Sql::Pages, &[]))?[0].get(0);
         let before = before_ms as i64;
         let mut total = 0;

@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use crate::postgres_store::{valid_table, DEFAULT_TABLE};
+use crate::postgres_store::parse_url;
 use crate::{
     Error, ExactStore, FilterMode, PgOptions, PostgresStore, RedisStore, Result, SqliteStore,
 };
@@ -38,20 +38,21 @@ pub enum StoreUrl {
     Redis(String),
     /// `postgres://USER@HOST:PORT/DB[?PARAM=VALUE&...]` or `postgresql://...`: a PostgreSQL
     /// database (the whole URL, parameters included: see [`PostgresStore`]; `table=NAME` picks
-    /// the rows table, checked here as well as when the store connects).
+    /// the rows table). Parsing checks every parameter as the store will, without connecting.
     Postgres(String),
 }
 
 /// The URL schemes of [`StoreUrl::Postgres`].
 const POSTGRES_SCHEMES: [&str; 2] = ["postgres://", "postgresql://"];
 
-/// The `table=` parameter of a PostgreSQL URL (the last one, as the store reads them), if any.
-fn pg_table(url: &str) -> Option<&str> {
-    let query = url.split_once('?')?.1;
-    query
-        .split('&')
-        .filter_map(|pair| pair.strip_prefix("table="))
-        .next_back()
+/// The options a PostgreSQL URL sets (its table, statements, timeouts), checked by the store's
+/// own parser without connecting: a URL the store would refuse is refused when it is parsed.
+fn pg_options(url: &str) -> std::result::Result<PgOptions, UrlError> {
+    match parse_url(url, PgOptions::default()) {
+        Ok((_, options)) => Ok(options),
+        Err(Error::InvalidConfig(why)) => Err(UrlError(why)),
+        Err(other) => Err(UrlError(other.to_string())),
+    }
 }
 
 impl FromStr for StoreUrl {
@@ -67,12 +68,8 @@ impl FromStr for StoreUrl {
         } else if spec.starts_with("redis://") {
             Ok(StoreUrl::Redis(spec.to_owned()))
         } else if POSTGRES_SCHEMES.iter().any(|s| spec.starts_with(s)) {
-            match pg_table(spec) {
-                Some(table) if !valid_table(table) => Err(UrlError(format!(
-                    "postgres table={table:?}: expected a plain name, [a-z_][a-z0-9_]{{0,40}}"
-                ))),
-                _ => Ok(StoreUrl::Postgres(spec.to_owned())),
-            }
+            pg_options(spec)?;
+            Ok(StoreUrl::Postgres(spec.to_owned()))
         } else {
             Err(UrlError(format!(
                 "store must be sqlite:PATH, redis://HOST:PORT or postgres://USER@HOST:PORT/DB, got {spec:?}"
@@ -106,6 +103,12 @@ impl StoreUrl {
         }
     }
 
+    /// The URL as [`fmt::Display`] prints it, with a password (`USER:PASSWORD@`) replaced by
+    /// `***`: for messages, reports and `INFO`-style answers.
+    pub fn redacted(&self) -> String {
+        redacted(&self.to_string())
+    }
+
     /// Opens the store. Every key of a Redis store starts with `key_prefix` (a SQLite file is a
     /// namespace of its own). `fresh` empties the store first — the SQLite file is removed with
     /// its `-wal` and `-shm` files, the Redis prefix's keys are deleted, the PostgreSQL table is
@@ -132,7 +135,7 @@ impl StoreUrl {
             }
             StoreUrl::Redis(url) => {
                 let store = RedisStore::open(url, key_prefix)
-                    .map_err(|e| failed(format!("connecting to {url}"))(e.into()))?;
+                    .map_err(|e| failed(format!("connecting to {}", redacted(url)))(e.into()))?;
                 if fresh {
                     store.clear()?;
                 }
@@ -153,7 +156,9 @@ impl StoreUrl {
 /// `url` with its `table=` parameter set to `{table}_{name}` (`name` sanitized to
 /// `[a-z0-9_]`).
 fn dataset_table(url: &str, name: &str) -> String {
-    let table = pg_table(url).unwrap_or(DEFAULT_TABLE);
+    // A URL that did not come through `parse` and does not parse: its table is the default's,
+    // and opening it reports what is wrong.
+    let table = pg_options(url).unwrap_or_default().table;
     let name: String = name
         .chars()
         .map(|c| match c.to_ascii_lowercase() {
@@ -299,12 +304,43 @@ mod tests {
             let spec = format!("postgres://u@h/db?table={bad}");
             assert_eq!(
                 spec.parse::<StoreUrl>().unwrap_err().to_string(),
-                format!("postgres table={bad:?}: expected a plain name, [a-z_][a-z0-9_]{{0,40}}")
+                format!(
+                    "postgres URL: table={bad:?}: expected a plain name, [a-z_][a-z0-9_]{{0,40}}"
+                )
             );
         }
         "postgres://u@h/db?table=feed_2"
             .parse::<StoreUrl>()
             .unwrap();
+    }
+
+    #[test]
+    fn bad_postgres_parameters_are_refused_when_parsed() {
+        for (param, says) in [
+            (
+                "prepared=maybe",
+                "postgres URL: prepared=maybe: expected true or false",
+            ),
+            (
+                "statement_timeout=5s",
+                "postgres URL: statement_timeout=5s: expected milliseconds",
+            ),
+            (
+                "sslmode=require",
+                "postgres URL: sslmode=require: this build has no TLS",
+            ),
+            ("no_such_option=1", "postgres URL: "),
+        ] {
+            let spec = format!("postgres://u@h/db?table=t&{param}");
+            let err = spec.parse::<StoreUrl>().unwrap_err().to_string();
+            assert!(err.starts_with(says), "{spec}: {err}");
+        }
+        for good in [
+            "postgres://u@h/db?prepared=false&statement_timeout=250",
+            "postgresql://u@h:6000/db?sslmode=disable&connect_timeout=2&application_name=gate",
+        ] {
+            good.parse::<StoreUrl>().unwrap();
+        }
     }
 
     #[test]
@@ -375,6 +411,12 @@ mod tests {
         );
         assert_eq!(redacted("postgres://gate@h/db"), "postgres://gate@h/db");
         assert_eq!(redacted("postgres://h/db?a=b@c"), "postgres://h/db?a=b@c");
+        let url: StoreUrl = "redis://:pw@127.0.0.1:6379/2".parse().unwrap();
+        assert_eq!(url.redacted(), "redis://:***@127.0.0.1:6379/2");
+        assert_eq!(
+            StoreUrl::Sqlite("/tmp/a:b@c.db".into()).redacted(),
+            "sqlite:/tmp/a:b@c.db"
+        );
     }
 
     #[test]

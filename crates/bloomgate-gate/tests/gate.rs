@@ -710,3 +710,52 @@ fn concurrent_requests_never_show_an_item_recorded_before_them() {
         });
     }
 }
+
+/// `stats` names the counters `GATE.INFO` and Python report: under verify every candidate is a
+/// filter negative or a store lookup, and the policy reads back.
+#[test]
+fn stats_count_filter_negatives_and_store_lookups() {
+    let (_dir, store) = common::sqlite_store();
+    let gate = gate(
+        Box::new(store),
+        Policy::Verify,
+        lifecycle(1_000_000, 3, 64, 1 << 20),
+    );
+    assert_eq!(gate.policy(), Policy::Verify);
+    assert_eq!("verify".parse::<Policy>().unwrap(), Policy::Verify);
+    assert_eq!(
+        Policy::Trust.name().parse::<Policy>().unwrap(),
+        Policy::Trust
+    );
+    assert!("Verify".parse::<Policy>().is_err());
+    gate.record(1, &[1, 2, 3], 10).unwrap();
+    gate.flush().unwrap();
+    let candidates: Vec<u64> = (0..50).collect();
+    for now in [20, 30] {
+        gate.unseen(1, &candidates, now).unwrap();
+        gate.flush().unwrap(); // the second request runs on the built filter
+    }
+    gate.flush().unwrap();
+    let stats: HashMap<&str, u64> = gate.stats().into_iter().collect();
+    assert_eq!(stats["requests"], 2);
+    assert_eq!(stats["candidates"], 100);
+    assert!(stats["store_lookups"] >= 6, "{stats:?}");
+    // Under verify every candidate is one or the other, filtered or not.
+    assert_eq!(
+        stats["filter_negatives"] + stats["store_lookups"],
+        stats["candidates"],
+        "{stats:?}"
+    );
+    assert!(stats["filter_negatives"] >= 40, "{stats:?}");
+    assert_eq!(stats["recorded_rows"], 3);
+    let names: Vec<&str> = gate.stats().into_iter().map(|(name, _)| name).collect();
+    assert_eq!(
+        names[..4],
+        [
+            "requests",
+            "candidates",
+            "store_lookups",
+            "filter_negatives"
+        ]
+    );
+}

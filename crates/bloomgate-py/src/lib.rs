@@ -1,5 +1,6 @@
 //! `bloomgate` for Python: the core library's filters as Python classes (PyO3, one abi3 wheel for
-//! CPython >= 3.9), reading and writing the same files as the `bloomgate` CLI.
+//! CPython >= 3.9), reading and writing the same files as the `bloomgate` CLI, and the membership
+//! gate of `bloomgate-gate` as `bloomgate.Gate` (`gate.rs`).
 //!
 //! Why a separate crate: the core stays free of Python; this crate only converts keys
 //! (`keys.rs`), maps errors, and guards each filter with a lock so Python threads can share it.
@@ -27,6 +28,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView};
 
 mod bloom;
+mod gate;
 mod keys;
 mod shared;
 mod variants;
@@ -532,6 +534,8 @@ fn _bloomgate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<variants::CuckooFilter>()?;
     m.add_class::<variants::WindowedBloomFilter>()?;
     m.add("FilterFullError", m.py().get_type::<FilterFullError>())?;
+    m.add_class::<gate::Gate>()?;
+    m.add("GateError", m.py().get_type::<gate::GateError>())?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(from_bytes, m)?)?;
     Ok(())

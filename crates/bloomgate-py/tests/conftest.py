@@ -1,8 +1,10 @@
-"""Shared fixtures: the `bloomgate` CLI binary for the file round trips."""
+"""Shared fixtures: the `bloomgate` CLI binary for the file round trips, a PostgreSQL server for
+the gate."""
 
 import os
 import pathlib
 import shutil
+import sys
 
 import pytest
 
@@ -24,3 +26,23 @@ def cli():
     if os.environ.get("BLOOMGATE_REQUIRE_CLI"):
         pytest.fail("the bloomgate CLI is required (BLOOMGATE_REQUIRE_CLI) but was not found")
     pytest.skip("bloomgate CLI not built (cargo build -p bloomgate-cli)")
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A PostgreSQL server's URL: $BLOOMGATE_TEST_POSTGRES_URL, else a throwaway server started
+    for the session (scripts/lib/bgtest.py's `Postgres`: initdb + pg_ctl on a loopback port).
+    Skipped when PostgreSQL is not installed, unless BLOOMGATE_REQUIRE_POSTGRES=1 (CI)."""
+    given = os.environ.get("BLOOMGATE_TEST_POSTGRES_URL")
+    if given:
+        yield given
+        return
+    sys.path.insert(0, str(REPO / "scripts" / "lib"))
+    import bgtest
+
+    if bgtest.postgres_bin_dir() is None:
+        if os.environ.get("BLOOMGATE_REQUIRE_POSTGRES") == "1":
+            pytest.fail("PostgreSQL is required (BLOOMGATE_REQUIRE_POSTGRES=1) but initdb/pg_ctl were not found")
+        pytest.skip("PostgreSQL (initdb, pg_ctl) is not installed (bash .ci/setup installs postgresql)")
+    with bgtest.Postgres() as pg:
+        yield pg.url

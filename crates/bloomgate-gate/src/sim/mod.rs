@@ -199,11 +199,3 @@ pub fn run_feed(config: &FeedConfig, progress: &impl Progress) -> anyhow::Result
         trust,
     })
 }
-
-fn mode_name(policy: Policy) -> &'static str {
-    match policy {
-        Policy::Exact => "exact",
-        Policy::Verify => "verify",
-        Policy::Trust => "trust",
-    }
-}

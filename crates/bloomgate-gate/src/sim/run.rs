@@ -17,7 +17,7 @@ use rand::{RngExt, SeedableRng};
 use super::report::{ModeResult, PhaseResult};
 use super::workload::{popular_item, UserTruth, Workload};
 use super::{
-    mode_name, FeedConfig, Progress, Stage, AFTER_RESTART_REQUESTS, CLOCK_START_MS, RETENTION_MS,
+    FeedConfig, Progress, Stage, AFTER_RESTART_REQUESTS, CLOCK_START_MS, RETENTION_MS,
     SHOWN_PER_REQUEST, TICK_MS,
 };
 use crate::{ExactStore, Gate, GateConfig, LatencyStore, Metrics, Persistence, Policy};
@@ -110,7 +110,7 @@ fn open_gate(
     policy: Policy,
     filter_dir: Option<&Path>,
 ) -> anyhow::Result<Arc<Gate>> {
-    let mode = mode_name(policy);
+    let mode = policy.name();
     // Remote filters' keys are unique per run, so filters left by an earlier run are never read.
     let filters = config
         .filters
@@ -158,7 +158,7 @@ pub(super) fn run_mode<P: Progress>(
     metrics_slot: &Mutex<Option<Arc<Gate>>>,
     progress: &P,
 ) -> anyhow::Result<ModeResult> {
-    let mode = mode_name(policy);
+    let mode = policy.name();
     let store = open_store(config, mode, true)?;
     let workers = config.concurrency;
     let mut states: Vec<WorkerState> = (0..workers).map(|_| WorkerState::default()).collect();

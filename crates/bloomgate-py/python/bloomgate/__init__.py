@@ -8,6 +8,9 @@ key answers the same in Python, in the CLI and in Rust.
 Every filter is safe to share between threads: queries take a shared lock, inserts an exclusive
 one; batch calls (``update``, ``contains_many``, ``save``, ``load``) release the GIL while they
 hash and probe.
+
+``Gate`` is the membership gate (per-user filters in front of an exact store: SQLite, Redis or
+PostgreSQL) that ``bloomgate serve``'s ``GATE.*`` commands also run; see its docstring.
 """
 
 from . import _bloomgate
@@ -16,6 +19,8 @@ from ._bloomgate import (
     CountingBloomFilter,
     CuckooFilter,
     FilterFullError,
+    Gate,
+    GateError,
     ScalableBloomFilter,
     WindowedBloomFilter,
     from_bytes,

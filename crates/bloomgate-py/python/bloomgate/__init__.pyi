@@ -2,7 +2,7 @@
 thread safety)."""
 
 import os
-from typing import Any, Iterable, List, Literal, Optional, TypeVar, Union
+from typing import Any, Iterable, List, Literal, Optional, TypedDict, TypeVar, Union
 
 Key = Union[str, bytes, bytearray, memoryview, int]
 """str hashes as UTF-8; bytes-like as is; int in [-2**63, 2**63) as its 8-byte little-endian
@@ -175,6 +175,80 @@ class WindowedBloomFilter(_BloomFamily):
     @property
     def newest_len(self) -> int: ...
 
+Id = Union[int, str, bytes, bytearray, memoryview]
+"""A scope or item of the gate: an int in [0, 2**64) (or an integer type with ``__index__``, as
+NumPy's) is that 64-bit id; str (as UTF-8) and
+bytes-like are a canonical decimal's number, else their XXH3-64 hash with the fixed seed (the ids
+``bloomgate serve``'s ``GATE.*``, the CLI and the Rust API use)."""
+
+class GateError(Exception):
+    """The gate's store or filters failed (the message is the gate's), or the gate is closed or
+    was created in another process (a forked child)."""
+
+class GateStats(TypedDict):
+    """What ``Gate.stats`` returns (counters since the gate opened)."""
+
+    policy: Literal["verify", "trust", "exact"]
+    store: str
+    requests: int
+    candidates: int
+    store_lookups: int
+    """Candidates sent to the exact path (the cache, then the store)."""
+    filter_negatives: int
+    """Candidates the filter answered "not seen" without the exact path."""
+    filter_maybe: int
+    cache_hits: int
+    store_reads: int
+    history_loads: int
+    recorded_rows: int
+    record_batches: int
+    filter_errors: int
+    filter_memory_bytes: int
+
+class Gate:
+    """Per-scope (per-user) time-windowed Bloom filters in front of an exact store: "has this
+    user already been shown these items?". Safe to share between threads; the GIL is released
+    during store and filter work. Not usable in a forked child (GateError): open a new one there.
+
+    ``store``: ``sqlite:PATH``, ``redis://HOST:PORT[/DB]`` or ``postgres://USER@HOST:PORT/DB[?...]``.
+    ``policy``: ``verify`` (a filter "maybe" is checked against the store: exact answers),
+    ``trust`` (a "maybe" counts as seen) or ``exact`` (no filters). ``filters``: ``local``,
+    ``resp://HOST:PORT`` or ``redis+cluster://HOST:PORT[,...]``. ``window_days``: how long an item
+    counts as seen. ``memory_kib``: all filters' memory budget. ``filter_dir``: persist local
+    filters there across restarts. ``fpr``: each scope filter's false-positive rate.
+    ``key_prefix``: the Redis store's and remote filters' keys start with it."""
+
+    def __init__(
+        self,
+        store: str,
+        policy: Literal["verify", "trust", "exact"] = "verify",
+        filters: str = "local",
+        window_days: float = 30.0,
+        memory_kib: int = 262144,
+        filter_dir: Optional[PathLike] = None,
+        *,
+        fpr: float = 0.01,
+        key_prefix: str = "bloomgate:gate:",
+    ) -> None: ...
+    def unseen(self, scope: Id, candidates: Iterable[Id], now_ms: Optional[int] = None) -> List[bool]:
+        """Per candidate: True if ``scope`` was not shown it within the window. A store failure
+        raises GateError, never reads as "not seen"."""
+    def record(self, scope: Id, shown: Iterable[Id], now_ms: Optional[int] = None) -> None:
+        """Records what ``scope`` was shown; group-committed to the store in the background."""
+    def expire(self, now_ms: Optional[int] = None) -> int:
+        """Drops the store's rows older than the window; returns how many."""
+    def flush(self) -> None:
+        """Waits until every recorded item is committed and every queued filter build installed."""
+    def stats(self) -> GateStats: ...
+    def metrics(self) -> str:
+        """The gate's metrics in Prometheus text exposition format."""
+    def close(self) -> None:
+        """Commits what is recorded, stops the gate's threads, writes the filters' snapshot."""
+    @property
+    def closed(self) -> bool: ...
+    def __enter__(self) -> "Gate": ...
+    def __exit__(self, *exc: Any) -> bool: ...
+
 AnyFilter = Union[BloomFilter, CountingBloomFilter, ScalableBloomFilter, CuckooFilter, WindowedBloomFilter]
 
 def load(path: PathLike) -> AnyFilter:
@@ -188,6 +262,8 @@ __all__ = [
     "CountingBloomFilter",
     "CuckooFilter",
     "FilterFullError",
+    "Gate",
+    "GateError",
     "ScalableBloomFilter",
     "WindowedBloomFilter",
     "from_bytes",

@@ -366,7 +366,8 @@ impl FilterCodec for CountingBloomFilter {
             items: body.u64()?,
         };
         let len = body.u64()?;
-        let four = counter_words(&params, 4).map_err(|e| corrupt(format!("counting params: {e}")))?;
+        let four =
+            counter_words(&params, 4).map_err(|e| corrupt(format!("counting params: {e}")))?;
         // The width the remaining body holds: 8-bit counters take twice the words.
         let counter_bits = if body.remaining() as u64 == four as u64 * 16 {
             8

@@ -48,6 +48,15 @@ fn cms_and_topk_replies_match_bloomgate_serve() {
 }
 
 #[test]
+fn cbf_replies_match_bloomgate_serve() {
+    if !have_redis("cbf_replies_match_bloomgate_serve") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("cbf"), &[], &[]);
+    dialect_replies::cbf_replies(server.port);
+}
+
+#[test]
 fn tdigest_replies_match_bloomgate_serve() {
     if !have_redis("tdigest_replies_match_bloomgate_serve") {
         return;

@@ -9,7 +9,7 @@
 //! and our `BGwindowF` and `BGcntBloo`: RDB, AOF rewrite, memory, digest, copy) over the dialect's RDB field
 //! order; `settings` exposes the `bf-*` / `cf-*` settings as module configs and load arguments;
 //! `budget` admits what a value may allocate against Redis' memory; `alloc` is the module's
-//! allocator (Redis' own). Its only public items are the entry points Redis looks up by symbol
+//! allocator (Redis' own); `defrag` moves values for Redis' active defragmentation. Its only public items are the entry points Redis looks up by symbol
 //! name (`RedisModule_OnLoad`, `RedisModule_OnUnload`).
 //!
 //! The module calls itself `bf`, as RedisBloom does, so `MODULE LIST` looks the same to tools
@@ -21,6 +21,7 @@
 
 mod alloc;
 mod budget;
+mod defrag;
 mod host;
 mod settings;
 mod types;

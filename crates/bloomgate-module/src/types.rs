@@ -77,6 +77,8 @@ const fn methods<T: ModuleType>() -> raw::RedisModuleTypeMethods {
         digest: Some(digest),
         free: Some(free),
         copy: Some(copy),
+        defrag: Some(crate::defrag::defrag),
+        free_effort: Some(crate::defrag::free_effort),
         // SAFETY: every other field is an optional callback (None) or a plain integer, for
         // which all-zero bytes are the valid "absent" value.
         ..unsafe { std::mem::zeroed() }

@@ -94,8 +94,12 @@ fn digest(c: &mut redis::Connection, key: &str) -> String {
     d[0].clone()
 }
 
-/// BF.DEBUG / CF.DEBUG, or a windowed filter's dump header (WF.* has no DEBUG).
+/// BF.DEBUG / CF.DEBUG, or a windowed or counting filter's dump header (WF.* and CBF.* have
+/// no DEBUG).
 fn debug(c: &mut redis::Connection, key: &str) -> Value {
+    if key.starts_with("cbf") {
+        return cmd(c, &format!("CBF.SCANDUMP {key} 0"));
+    }
     match &key[..2] {
         "cf" => cmd(c, &format!("CF.DEBUG {key}")),
         "wf" => cmd(c, &format!("WF.SCANDUMP {key} 0")),

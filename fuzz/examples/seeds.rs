@@ -177,7 +177,7 @@ fn main() {
         eprintln!("CF.* not available: wrote only a shape seed for cf_loadchunk");
     }
     // rdb_payload: real DUMP payloads and SCANDUMP headers of every type.
-    let values: [(&str, &[&str]); 4] = [
+    let values: [(&str, &[&str]); 5] = [
         ("bf", &["BF.RESERVE k 0.01 10 EXPANSION 2", &madd_many]),
         ("bf-nonscaling", &["BF.RESERVE k 0.001 50 NONSCALING", "BF.ADD k a"]),
         ("cf", &["CF.RESERVE k 8 BUCKETSIZE 2 EXPANSION 2", &cf_many]),
@@ -189,6 +189,7 @@ fn main() {
                 "WF.INSERT k AT 2000 ITEMS d e f",
             ],
         ),
+        ("cbf", &["CBF.RESERVE k 0.01 100 BITS 8", "CBF.MADD k a b c a"]),
     ];
     for (name, setup) in values {
         let mut client = Client::new(false);
@@ -198,7 +199,8 @@ fn main() {
         if let Reply::Bulk(payload) = client.line("DUMP k") {
             write(&dir, "rdb_payload", &format!("dump-{name}"), &payload);
         }
-        let scandump = format!("{}.SCANDUMP k 0", name[..2].to_uppercase());
+        let family = name.split('-').next().expect("a name").to_uppercase();
+        let scandump = format!("{family}.SCANDUMP k 0");
         if let Reply::Array(items) = client.line(&scandump) {
             if let Some(Reply::Bulk(header)) = items.get(1) {
                 write(&dir, "rdb_payload", &format!("header-{name}"), header);

@@ -2,7 +2,8 @@
 //! the module holds), with zeroed allocations from `RedisModule_Calloc` — calloc semantics, so a
 //! large filter's pages stay unresident until written, as RedisBloom's do — and a count of
 //! allocations, shown in `INFO bf` (`bf_allocations`), by which a test proves the hot commands
-//! allocate nothing.
+//! allocate nothing, and the active defragmentation counters (`bf_defrag_hits`,
+//! `bf_defrag_misses`).
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_int;
@@ -71,7 +72,7 @@ unsafe impl GlobalAlloc for ModuleAlloc {
     }
 }
 
-/// `INFO bf`: the allocation count.
+/// `INFO bf`: the allocation count and the active defragmentation counters.
 pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     // SAFETY: Redis calls this with a live info context; the strings are NUL-terminated.
     unsafe {
@@ -85,6 +86,8 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
                 c"allocations".as_ptr(),
                 ALLOCATIONS.load(Ordering::Relaxed),
             );
+            field(ctx, c"defrag_hits".as_ptr(), crate::defrag::hits());
+            field(ctx, c"defrag_misses".as_ptr(), crate::defrag::misses());
         }
     }
 }

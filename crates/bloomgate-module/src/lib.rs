@@ -1,15 +1,15 @@
 //! bloomgate as a Redis / Valkey module: RedisBloom's BF.*, CF.*, CMS.*, TOPK.* and TDIGEST.*
-//! (and bloomgate's WF.*) inside the server people already run, so they get its replicas,
+//! (and bloomgate's WF.* and CBF.*) inside the server people already run, so they get its replicas,
 //! failover, persistence and Cluster sharding.
 //!
 //! Everything RedisBloom-compatible comes from `bloomgate-dialect`; this crate only hosts it:
 //! `host` implements the dialect's `Host` over Redis' keyspace and maps its replies and
 //! propagation onto the module API, registering every command of the dialect's table; `types`
 //! registers the data types (`MBbloom--`, `MBbloomCF`, `CMSk-TYPE`, `TopK-TYPE`, `TDIS-TYPE`
-//! and our `BGwindowF`: RDB, AOF rewrite, memory, digest, copy) over the dialect's RDB field
+//! and our `BGwindowF` and `BGcntBloo`: RDB, AOF rewrite, memory, digest, copy) over the dialect's RDB field
 //! order; `settings` exposes the `bf-*` / `cf-*` settings as module configs and load arguments;
 //! `budget` admits what a value may allocate against Redis' memory; `alloc` is the module's
-//! allocator (Redis' own). Its only public items are the entry points Redis looks up by symbol
+//! allocator (Redis' own); `defrag` moves values for Redis' active defragmentation. Its only public items are the entry points Redis looks up by symbol
 //! name (`RedisModule_OnLoad`, `RedisModule_OnUnload`).
 //!
 //! The module calls itself `bf`, as RedisBloom does, so `MODULE LIST` looks the same to tools
@@ -21,6 +21,7 @@
 
 mod alloc;
 mod budget;
+mod defrag;
 mod host;
 mod settings;
 mod types;
@@ -40,7 +41,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     match setup() {
         Ok(()) => {
             ctx.log_notice(&format!(
-                "bloomgate module {} loaded: RedisBloom-compatible BF.*/CF.* and WF.*",
+                "bloomgate module {} loaded: RedisBloom-compatible BF.*/CF.* and WF.*/CBF.*",
                 env!("CARGO_PKG_VERSION")
             ));
             Status::Ok
@@ -60,7 +61,8 @@ mod entry {
     use redis_module::redis_module;
 
     use crate::types::{
-        BLOOM_TYPE, COUNTMIN_TYPE, CUCKOO_TYPE, TDIGEST_TYPE, TOPK_TYPE, WINDOWED_TYPE,
+        BLOOM_TYPE, COUNTING_TYPE, COUNTMIN_TYPE, CUCKOO_TYPE, TDIGEST_TYPE, TOPK_TYPE,
+        WINDOWED_TYPE,
     };
     use crate::{alloc, init};
 
@@ -74,7 +76,8 @@ mod entry {
             WINDOWED_TYPE,
             COUNTMIN_TYPE,
             TOPK_TYPE,
-            TDIGEST_TYPE
+            TDIGEST_TYPE,
+            COUNTING_TYPE
         ],
         init: init,
     }

@@ -1,7 +1,7 @@
 //! The `MBbloom--`, `MBbloomCF`, `CMSk-TYPE`, `TopK-TYPE` and `TDIS-TYPE` module data types,
 //! registered under RedisBloom's names and encoding versions so Redis loads RedisBloom's RDB
-//! files, `DUMP` payloads and full syncs into this module (and back); and `BGwindowF`, our
-//! time-windowed filters (`WF.*`).
+//! files, `DUMP` payloads and full syncs into this module (and back); and ours: `BGwindowF`,
+//! time-windowed filters (`WF.*`), and `BGcntBloo`, counting Bloom filters (`CBF.*`).
 //!
 //! Each key holds a boxed dialect [`Value`]. RDB save/load go through the dialect's field order
 //! ([`RdbSink`] / [`RdbSource`] over `RedisModuleIO`); loading follows the dialect's budget rule
@@ -20,6 +20,7 @@ use std::ptr;
 
 use bloomgate_dialect::budget::Allowance;
 use bloomgate_dialect::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use bloomgate_dialect::types::counting::CountingFilter;
 use bloomgate_dialect::types::countmin::CountMin;
 use bloomgate_dialect::types::cuckoo::CuckooChain;
 use bloomgate_dialect::types::sbchain::BloomChain;
@@ -50,6 +51,10 @@ impl ModuleType for WindowedFilter {
     const LOADCHUNK: Option<&'static str> = Some("WF.LOADCHUNK");
 }
 
+impl ModuleType for CountingFilter {
+    const LOADCHUNK: Option<&'static str> = Some("CBF.LOADCHUNK");
+}
+
 impl ModuleType for CountMin {
     const LOADCHUNK: Option<&'static str> = None;
 }
@@ -72,6 +77,8 @@ const fn methods<T: ModuleType>() -> raw::RedisModuleTypeMethods {
         digest: Some(digest),
         free: Some(free),
         copy: Some(copy),
+        defrag: Some(crate::defrag::defrag),
+        free_effort: Some(crate::defrag::free_effort),
         // SAFETY: every other field is an optional callback (None) or a plain integer, for
         // which all-zero bytes are the valid "absent" value.
         ..unsafe { std::mem::zeroed() }
@@ -97,6 +104,13 @@ pub static WINDOWED_TYPE: RedisType = RedisType::new(
     WindowedFilter::TYPE_NAME,
     WindowedFilter::ENCODING_VERSION,
     methods::<WindowedFilter>(),
+);
+
+/// `BGcntBloo`: counting Bloom filters.
+pub static COUNTING_TYPE: RedisType = RedisType::new(
+    CountingFilter::TYPE_NAME,
+    CountingFilter::ENCODING_VERSION,
+    methods::<CountingFilter>(),
 );
 
 /// `TDIS-TYPE`: t-digests.
@@ -126,6 +140,7 @@ pub fn redis_type(kind: Kind) -> *mut raw::RedisModuleType {
         Kind::TDigest => *TDIGEST_TYPE.raw_type.borrow(),
         Kind::CountMin => *COUNTMIN_TYPE.raw_type.borrow(),
         Kind::TopK => *TOPK_TYPE.raw_type.borrow(),
+        Kind::Counting => *COUNTING_TYPE.raw_type.borrow(),
     }
 }
 

@@ -97,7 +97,11 @@ pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) 
                     health.cuckoo_filters += 1;
                     health.cuckoo_items += filter.items();
                 }
-                Value::Windowed(_) | Value::CountMin(_) | Value::TopK(_) | Value::TDigest(_) => {}
+                Value::Windowed(_)
+                | Value::CountMin(_)
+                | Value::TopK(_)
+                | Value::TDigest(_)
+                | Value::Counting(_) => {}
             }
         }
         (

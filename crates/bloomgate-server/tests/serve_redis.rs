@@ -41,6 +41,12 @@ fn cms_and_topk_commands_match_redisbloom() {
 }
 
 #[test]
+fn cbf_commands_answer_as_in_the_module() {
+    let server = Server::start(&temp_dir("cbf"), &["--enable-debug-command", "yes"]);
+    dialect_replies::cbf_replies(server.port);
+}
+
+#[test]
 fn tdigest_commands_match_redisbloom() {
     let server = Server::start(&temp_dir("tdigest"), &[]);
     dialect_replies::tdigest_replies(server.port);

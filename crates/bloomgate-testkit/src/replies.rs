@@ -1032,3 +1032,170 @@ pub fn tdigest_replies(port: u16) {
         String::from_utf8_lossy(&out)
     );
 }
+
+/// A whole `{family}.SCANDUMP` of `key`: `(iterator, data)` pairs, the header first.
+fn scandump_stream(c: &mut redis::Connection, family: &str, key: &str) -> Vec<(i64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut iter = 0i64;
+    for _ in 0..100_000 {
+        let (next, data): (i64, Vec<u8>) = redis::cmd(&format!("{family}.SCANDUMP"))
+            .arg(key)
+            .arg(iter)
+            .query(c)
+            .unwrap();
+        if next == 0 {
+            return out;
+        }
+        out.push((next, data));
+        iter = next;
+    }
+    panic!("{family}.SCANDUMP {key} did not end");
+}
+
+/// How many of `items` CBF.MEXISTS reports present in `key`.
+fn cbf_present(c: &mut redis::Connection, key: &str, items: std::ops::Range<u32>) -> usize {
+    let all: Vec<u32> = items.collect();
+    let mut present = 0;
+    for batch in all.chunks(1000) {
+        let mut command = redis::cmd("CBF.MEXISTS");
+        command.arg(key);
+        for i in batch {
+            command.arg(format!("i{i}"));
+        }
+        let replies: Vec<i64> = command.query(c).unwrap();
+        present += replies.iter().filter(|&&r| r == 1).count();
+    }
+    present
+}
+
+/// CBF.* (counting Bloom filters, our extension) from the server on 127.0.0.1:`port`, the same
+/// on both hosts: RESERVE's checks, TYPE, INFO, the full filter's error, and the acceptance of
+/// deletes — 10,000 items added and 5,000 deleted at error 1%: every kept item present, at most
+/// 1.5% of the deleted items and of 10,000 never added reported present — then the value kept
+/// through DUMP/RESTORE, COPY (where the host has it), SCANDUMP/LOADCHUNK and DEBUG RELOAD.
+pub fn cbf_replies(port: u16) {
+    let mut con = connect(port);
+    let c = &mut con;
+    let _: () = redis::cmd("FLUSHALL").query(c).unwrap();
+
+    assert_eq!(cmd(c, "CBF.RESERVE c 0.01 10000"), Value::Okay);
+    assert_eq!(error_of(c, "CBF.RESERVE c 0.01 10"), "ERR item exists");
+    assert_eq!(
+        error_of(c, "CBF.RESERVE x 0 10"),
+        "ERR error rate must be in the range (0.000000, 1.000000)"
+    );
+    assert_eq!(
+        error_of(c, "CBF.RESERVE x 0.01 0"),
+        "ERR capacity must be in the range [1, 1073741824]"
+    );
+    assert_eq!(
+        error_of(c, "CBF.RESERVE x 0.01 10 BITS 16"),
+        "ERR BITS must be 4 or 8"
+    );
+    assert_eq!(
+        error_of(c, "CBF.RESERVE x 0.01"),
+        "ERR wrong number of arguments for 'cbf.reserve' command"
+    );
+    assert_eq!(cmd(c, "TYPE c"), status("BGcntBloo"));
+    assert_eq!(error_of(c, "CBF.DEL nokey a"), "ERR not found");
+    assert_eq!(cmd(c, "CBF.CARD nokey"), int(0));
+    assert_eq!(cmd(c, "CBF.EXISTS nokey a"), int(0));
+
+    for batch in 0..10u32 {
+        let mut command = redis::cmd("CBF.MADD");
+        command.arg("c");
+        for i in batch * 1000..(batch + 1) * 1000 {
+            command.arg(format!("i{i}"));
+        }
+        let replies: Vec<i64> = command.query(c).unwrap();
+        assert_eq!(replies.len(), 1000);
+    }
+    assert_eq!(cmd(c, "CBF.CARD c"), int(10_000));
+    assert_eq!(
+        error_of(c, "CBF.ADD c one-more"),
+        "ERR counting filter is full"
+    );
+    let mut pipe = redis::pipe();
+    for i in 0..5_000u32 {
+        pipe.cmd("CBF.DEL").arg("c").arg(format!("i{i}"));
+    }
+    let deleted: Vec<i64> = pipe.query(c).unwrap();
+    assert!(
+        deleted.iter().all(|&d| d == 1),
+        "every delete of an added item happens"
+    );
+    assert_eq!(cmd(c, "CBF.CARD c"), int(5_000));
+    assert_eq!(
+        cbf_present(c, "c", 5_000..10_000),
+        5_000,
+        "a kept item went missing"
+    );
+    let deleted_present = cbf_present(c, "c", 0..5_000);
+    assert!(
+        deleted_present <= 75,
+        "{deleted_present} of 5000 deleted items present"
+    );
+    let absent_present = cbf_present(c, "c", 100_000..110_000);
+    assert!(
+        absent_present <= 150,
+        "{absent_present} of 10000 absent items present"
+    );
+    assert_eq!(cmd(c, "CBF.ADD c i7000"), int(0));
+    assert_eq!(cmd(c, "CBF.COUNT c i7000"), int(2));
+    assert_eq!(cmd(c, "CBF.DEL c i7000"), int(1));
+    let Value::Array(info) = cmd(c, "CBF.INFO c") else {
+        panic!("CBF.INFO is a map")
+    };
+    assert_eq!(info[0], status("Capacity"));
+    assert_eq!(info[1], int(10_000));
+    assert_eq!(info[4], status("Number of items inserted"));
+    assert_eq!(info[5], int(5_000));
+    assert_eq!(info[8], status("Counter bits"));
+    assert_eq!(info[9], int(4));
+
+    let stream = scandump_stream(c, "CBF", "c");
+    let payload: Vec<u8> = redis::cmd("DUMP").arg("c").query(c).unwrap();
+    let _: () = redis::cmd("RESTORE")
+        .arg("restored")
+        .arg(0)
+        .arg(&payload)
+        .query(c)
+        .unwrap();
+    assert_eq!(scandump_stream(c, "CBF", "restored"), stream);
+    // COPY where the host has it (Redis; `bloomgate serve` has no COPY).
+    if let Ok(copied) = build("COPY c copied").query::<Value>(c) {
+        assert_eq!(copied, int(1));
+        assert_eq!(scandump_stream(c, "CBF", "copied"), stream);
+    }
+    for (iter, data) in &stream {
+        let _: () = redis::cmd("CBF.LOADCHUNK")
+            .arg("loaded")
+            .arg(iter)
+            .arg(data)
+            .query(c)
+            .unwrap();
+    }
+    assert_eq!(scandump_stream(c, "CBF", "loaded"), stream);
+    assert_eq!(cmd(c, "DEBUG RELOAD"), Value::Okay);
+    assert_eq!(scandump_stream(c, "CBF", "c"), stream);
+    assert_eq!(cbf_present(c, "c", 5_000..10_000), 5_000);
+    let Value::Int(usage) = cmd(c, "MEMORY USAGE c") else {
+        panic!("MEMORY USAGE is an integer")
+    };
+    assert!(usage as usize > stream[1..].iter().map(|(_, d)| d.len()).sum::<usize>());
+
+    // Auto-creation with the bf-* settings, 8-bit counters, and a wrong type.
+    assert_eq!(cmd(c, "CBF.MADD auto a b a"), ints(&[1, 1, 0]));
+    assert_eq!(cmd(c, "CBF.COUNT auto a"), int(2));
+    assert_eq!(cmd(c, "CBF.RESERVE wide 0.01 100 BITS 8"), Value::Okay);
+    for _ in 0..20 {
+        cmd(c, "CBF.ADD wide hot");
+    }
+    assert_eq!(cmd(c, "CBF.COUNT wide hot"), int(20));
+    assert_eq!(cmd(c, "BF.ADD bloom a"), int(1));
+    assert_eq!(
+        error_of(c, "CBF.ADD bloom a"),
+        "WRONGTYPE Operation against a key holding the wrong kind of value"
+    );
+    assert_eq!(cmd(c, "CBF.EXISTS bloom a"), int(0));
+}

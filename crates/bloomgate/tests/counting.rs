@@ -76,6 +76,38 @@ fn saturated_counters_are_never_decremented() {
     assert_eq!(filter.len(), 0);
 }
 
+/// 8-bit counters saturate at 255, round-trip through the file format (the width read from the
+/// body's length), and convert to the same plain filter as 4-bit ones.
+#[test]
+fn eight_bit_counters_saturate_late_and_round_trip() {
+    let params = Params::for_items(Layout::Classic, 1000, 0.01).unwrap();
+    let mut wide = CountingBloomFilter::with_counter_bits(params, 3, 8).unwrap();
+    let mut narrow = CountingBloomFilter::with_params(params, 3).unwrap();
+    assert_eq!(wide.memory_bytes(), 2 * narrow.memory_bytes());
+    for _ in 0..300 {
+        wide.insert(b"hot");
+        narrow.insert(b"hot");
+    }
+    assert_eq!(wide.count_estimate(b"hot"), 255);
+    assert_eq!(wide.counter_max(), 255);
+    assert_eq!(wide.saturated_counters(), u64::from(params.hashes));
+    for i in 0..500 {
+        wide.insert(key(i));
+        narrow.insert(key(i));
+    }
+    assert_eq!(wide.to_bloom().bits(), narrow.to_bloom().bits());
+    let copy = CountingBloomFilter::from_bytes(&wide.to_bytes()).unwrap();
+    assert_eq!(copy, wide);
+    assert_eq!(copy.counter_bits(), 8);
+    let copy = CountingBloomFilter::from_bytes(&narrow.to_bytes()).unwrap();
+    assert_eq!(copy.counter_bits(), 4);
+    assert!(CountingBloomFilter::with_counter_bits(params, 3, 16).is_err());
+    assert_eq!(
+        CountingBloomFilter::counter_bytes(&params, 8).unwrap(),
+        wide.memory_bytes() as u64
+    );
+}
+
 #[test]
 fn count_estimate_counts_repeated_inserts() {
     let mut filter = CountingBloomFilter::new(10_000, 0.001).unwrap();
@@ -174,10 +206,11 @@ proptest! {
     fn no_false_negatives_under_inserts_legal_removes_and_round_trips(
         keys in 1u16..400,
         seed in any::<u64>(),
+        width in prop::sample::select(vec![4u32, 8]),
         ops in prop::collection::vec(op(), 1..400),
     ) {
         let params = Params::new(Layout::Classic, 64, 3, 20).unwrap();
-        let mut filter = CountingBloomFilter::with_params(params, seed).unwrap();
+        let mut filter = CountingBloomFilter::with_counter_bits(params, seed, width).unwrap();
         let mut copies = vec![0u32; keys as usize];
         for op in ops {
             match op {
@@ -192,12 +225,13 @@ proptest! {
                 Op::Remove(_) => {}
                 Op::RoundTrip => {
                     filter = CountingBloomFilter::from_bytes(&filter.to_bytes()).unwrap();
+                    prop_assert_eq!(filter.counter_bits(), width);
                 }
             }
             for (k, &c) in copies.iter().enumerate() {
                 if c > 0 {
                     prop_assert!(filter.contains((k as u16).to_le_bytes()));
-                    prop_assert!(u32::from(filter.count_estimate((k as u16).to_le_bytes())) >= c.min(15));
+                    prop_assert!(u32::from(filter.count_estimate((k as u16).to_le_bytes())) >= c.min(u32::from(filter.counter_max())));
                 }
             }
         }

@@ -72,6 +72,17 @@ pub enum Command {
     TopkCount,
     TopkList,
     TopkInfo,
+    CbfReserve,
+    CbfAdd,
+    CbfMadd,
+    CbfDel,
+    CbfExists,
+    CbfMexists,
+    CbfCount,
+    CbfCard,
+    CbfInfo,
+    CbfScandump,
+    CbfLoadchunk,
 }
 
 /// A command's metadata and handler: the one command table entry type of every host. The

@@ -1,7 +1,8 @@
-//! The command model and the BF, CF, CMS, TOPK, TDIGEST and WF command semantics over any host.
+//! The command model and the BF, CF, CMS, TOPK, TDIGEST, WF and CBF command semantics over any
+//! host.
 //!
 //! The front door of the family files (`bloom.rs`, `cuckoo.rs`, `countmin.rs`, `topk.rs`,
-//! `tdigest.rs`, `windowed.rs`: each a family's table entries and handlers): what a host runs
+//! `tdigest.rs`, `windowed.rs`, `counting.rs`: each a family's table entries and handlers): what a host runs
 //! against (`host.rs`: [`Host`], [`Ctx`], [`Outcome`]), the flags and ACL categories
 //! (`flags.rs`), the table's entry type and the [`Command`] enum (`info.rs`), the table and
 //! the dispatch of each command to its family (`table.rs`), [`execute`] (`execute.rs`), and the
@@ -17,6 +18,7 @@
 //! its rewrite.
 
 pub mod bloom;
+pub mod counting;
 pub mod countmin;
 pub mod cuckoo;
 mod execute;

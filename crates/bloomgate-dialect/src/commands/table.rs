@@ -6,7 +6,7 @@ use super::flags::ACL_CATEGORIES;
 use super::generic::{exists, mexists};
 use super::host::{Args, Ctx, Host};
 use super::info::{Command, CommandInfo};
-use super::{bloom, countmin, cuckoo, tdigest, topk, windowed};
+use super::{bloom, counting, countmin, cuckoo, tdigest, topk, windowed};
 use crate::reply::Reply;
 use crate::types::cuckoo::CuckooChain;
 use crate::types::sbchain::BloomChain;
@@ -22,6 +22,7 @@ pub fn table() -> &'static [CommandInfo] {
         all.extend(tdigest::commands());
         all.extend(countmin::commands());
         all.extend(topk::commands());
+        all.extend(counting::commands());
         all
     })
 }
@@ -120,6 +121,17 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             Command::TopkCount => topk::count(ctx, args),
             Command::TopkList => topk::list(ctx, args),
             Command::TopkInfo => topk::info(ctx, args),
+            Command::CbfReserve => counting::reserve(ctx, args),
+            Command::CbfAdd => counting::add(ctx, args),
+            Command::CbfMadd => counting::madd(ctx, args),
+            Command::CbfDel => counting::del(ctx, args),
+            Command::CbfExists => counting::exists(ctx, args),
+            Command::CbfMexists => counting::mexists(ctx, args),
+            Command::CbfCount => counting::count(ctx, args),
+            Command::CbfCard => counting::card(ctx, args),
+            Command::CbfInfo => counting::info(ctx, args),
+            Command::CbfScandump => counting::scandump(ctx, args),
+            Command::CbfLoadchunk => counting::loadchunk(ctx, args),
         }
     }
 }

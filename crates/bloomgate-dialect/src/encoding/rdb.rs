@@ -17,6 +17,7 @@
 
 use crate::budget::{Admitted, Shape};
 use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use crate::types::counting::CountingFilter;
 use crate::types::countmin::CountMin;
 use crate::types::cuckoo::{self, CuckooChain};
 use crate::types::sbchain::BloomChain;
@@ -250,6 +251,32 @@ pub fn load_windowed(input: &mut impl RdbSource, encver: i32) -> Result<Windowed
     let shape = admit(input, shape)?;
     let mut filter = WindowedFilter::from_shape(shape).map_err(invalid)?;
     fill(&mut filter, &parts)?;
+    Ok(filter)
+}
+
+/// `BGcntBloo` (our type): its dump header as one string, then the counter words as one string
+/// (little-endian `u64`s, as the core file format's counting body stores them).
+pub fn save_counting(filter: &CountingFilter, out: &mut impl RdbSink) {
+    out.save_string(&filter.dump_header());
+    out.save_string(&filter.counter_bytes(0, filter.memory()));
+}
+
+/// Reads a `BGcntBloo` value: the header validated into a shape, the counter buffer read and
+/// matched against the shape's size, the shape admitted, then the filter allocated.
+pub fn load_counting(input: &mut impl RdbSource, encver: i32) -> Result<CountingFilter, RdbError> {
+    if encver != CountingFilter::ENCODING_VERSION {
+        return Err(RdbError::UnknownEncoding(encver));
+    }
+    let header = input.load_string(crate::types::counting::HEADER_LEN as u64)?;
+    let shape = CountingFilter::shape(&header).map_err(invalid)?;
+    let bytes = shape.bytes();
+    let data = input.load_string(bytes)?;
+    if data.len() as u64 != bytes {
+        return Err(invalid("counter buffer length does not match its header"));
+    }
+    let shape = admit(input, shape)?;
+    let mut filter = CountingFilter::from_shape(shape).map_err(invalid)?;
+    fill(&mut filter, &[data])?;
     Ok(filter)
 }
 
@@ -563,6 +590,49 @@ mod tests {
         assert!(matches!(
             load_cuckoo(&mut fields, 4),
             Err(RdbError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn counting_round_trip_and_refusals() {
+        use crate::types::counting::CountingParams;
+        let shape = CountingParams {
+            error: 0.01,
+            capacity: 2000,
+            counter_bits: 4,
+        }
+        .shape()
+        .unwrap();
+        let mut filter =
+            CountingFilter::from_shape(Allowance::unlimited().admit(shape).unwrap()).unwrap();
+        for i in 0..1500u32 {
+            filter.add(&i.to_le_bytes()).unwrap();
+        }
+        let mut fields = Fields::default();
+        save_counting(&filter, &mut fields);
+        assert_eq!(load_counting(&mut fields, 1).unwrap(), filter);
+        // A short counter buffer, an unknown encoding, a budget too small.
+        let mut fields = Fields::default();
+        save_counting(&filter, &mut fields);
+        if let Some(Field::S(counters)) = fields.items.get_mut(1) {
+            counters.truncate(8);
+        }
+        assert!(matches!(
+            load_counting(&mut fields, 1),
+            Err(RdbError::Invalid(_))
+        ));
+        let mut fields = Fields::default();
+        save_counting(&filter, &mut fields);
+        assert!(matches!(
+            load_counting(&mut fields, 2),
+            Err(RdbError::UnknownEncoding(2))
+        ));
+        let mut fields = Fields::default();
+        save_counting(&filter, &mut fields);
+        fields.allowance = Allowance::new(filter.memory() - 1);
+        assert!(matches!(
+            load_counting(&mut fields, 1),
+            Err(RdbError::OverBudget(_))
         ));
     }
 

@@ -2,8 +2,9 @@
 //! and its SCANDUMP/LOADCHUNK dump stream: the scalable Bloom chain ([`sbchain`], `BF.*`), the
 //! cuckoo filter ([`cuckoo`], `CF.*`), the Count-Min sketch ([`countmin`], `CMS.*`), Top-K
 //! ([`topk`], `TOPK.*`), the t-digest ([`tdigest`], `TDIGEST.*`), and our time-windowed filter
-//! ([`windowed`], `WF.*`). Their large arrays live in copy-on-write storage ([`cow`]).
+//! ([`windowed`], `WF.*`) and counting Bloom filters ([`counting`], `CBF.*`). Their large arrays live in copy-on-write storage ([`cow`]).
 
+pub mod counting;
 pub mod countmin;
 pub mod cow;
 pub mod cuckoo;

@@ -5,6 +5,7 @@
 use super::{DialectType, Kind, Value};
 use crate::budget::Admitted;
 use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use crate::types::counting::{self, CountingFilter};
 use crate::types::countmin::CountMin;
 use crate::types::cuckoo::{self, CuckooChain};
 use crate::types::sbchain::BloomChain;
@@ -311,5 +312,60 @@ impl DialectType for TDigest {
     }
     fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
         crate::types::tdigest::load(input, encver)
+    }
+}
+
+/// A counting Bloom filter's dump stream (ours): its header, then the counter words in chunks.
+impl DialectType for CountingFilter {
+    type Shape = counting::CountingShape;
+    const TYPE_NAME: &'static str = "BGcntBloo";
+    const ENCODING_VERSION: i32 = 1;
+    const HEADER_PREFIX: usize = counting::HEADER_LEN;
+    const KIND: Kind = Kind::Counting;
+
+    fn of(value: &Value) -> Option<&Self> {
+        match value {
+            Value::Counting(filter) => Some(&**filter),
+            _ => None,
+        }
+    }
+    fn of_mut(value: &mut Value) -> Option<&mut Self> {
+        match value {
+            Value::Counting(filter) => Some(&mut **filter),
+            _ => None,
+        }
+    }
+    fn into_value(self) -> Value {
+        Value::Counting(Box::new(self))
+    }
+    fn memory(&self) -> u64 {
+        CountingFilter::memory(self)
+    }
+    fn header_len(prefix: &[u8]) -> Option<usize> {
+        (prefix.len() >= counting::HEADER_LEN).then_some(counting::HEADER_LEN)
+    }
+    fn shape(header: &[u8]) -> Result<Self::Shape, &'static str> {
+        CountingFilter::header_shape(header)
+    }
+    fn from_shape(shape: Admitted<Self::Shape>) -> Result<Self, &'static str> {
+        CountingFilter::new(shape)
+    }
+    fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
+        CountingFilter::load_chunk(self, iter, data)
+    }
+    fn dump_header(&self) -> Vec<u8> {
+        CountingFilter::dump_header(self)
+    }
+    fn chunk_plan(&self) -> Vec<(i64, u64)> {
+        CountingFilter::chunk_plan(self)
+    }
+    fn chunk_bytes(&self, iter: i64, len: u64) -> Vec<u8> {
+        self.counter_bytes(iter as u64 - 1 - len, len)
+    }
+    fn rdb_save(&self, out: &mut impl RdbSink) {
+        crate::encoding::rdb::save_counting(self, out)
+    }
+    fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
+        crate::encoding::rdb::load_counting(input, encver)
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::budget::{Admitted, Allowance, OverBudget, Shape};
 use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use crate::types::counting::CountingFilter;
 use crate::types::countmin::CountMin;
 use crate::types::cuckoo::CuckooChain;
 use crate::types::sbchain::BloomChain;
@@ -31,13 +32,16 @@ pub enum Value {
     CountMin(Box<CountMin>),
     /// `TopK-TYPE`: a Top-K sketch.
     TopK(Box<TopK>),
+    /// `BGcntBloo`: a counting Bloom filter (our extension).
+    Counting(Box<CountingFilter>),
 }
 
 /// Runs `$body` with `$t` naming the concrete type of a [`Kind`].
 macro_rules! each_kind {
     ($kind:expr, $t:ident => $body:expr) => {
         each_kind!(@match $kind, $t => $body; Bloom BloomChain, Cuckoo CuckooChain,
-            Windowed WindowedFilter, TDigest TDigest, CountMin CountMin, TopK TopK)
+            Windowed WindowedFilter, TDigest TDigest, CountMin CountMin, TopK TopK,
+            Counting CountingFilter)
     };
     (@match $kind:expr, $t:ident => $body:expr; $($variant:ident $ty:ty),*) => {
         match $kind {
@@ -64,17 +68,20 @@ pub enum Kind {
     CountMin,
     /// [`Value::TopK`].
     TopK,
+    /// [`Value::Counting`].
+    Counting,
 }
 
 impl Kind {
     /// Every kind, in registration order.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Bloom,
         Kind::Cuckoo,
         Kind::Windowed,
         Kind::TDigest,
         Kind::CountMin,
         Kind::TopK,
+        Kind::Counting,
     ];
 
     /// The module type name (`TYPE` reply, RDB module id).
@@ -214,6 +221,7 @@ macro_rules! each {
             Value::TDigest($v) => $body,
             Value::CountMin($v) => $body,
             Value::TopK($v) => $body,
+            Value::Counting($v) => $body,
         }
     };
 }
@@ -228,6 +236,7 @@ impl Value {
             Value::TDigest(_) => Kind::TDigest,
             Value::CountMin(_) => Kind::CountMin,
             Value::TopK(_) => Kind::TopK,
+            Value::Counting(_) => Kind::Counting,
         }
     }
 
@@ -257,6 +266,7 @@ impl Value {
             Value::CountMin(cms) => cms.heap_bytes(),
             Value::TopK(topk) => topk.heap_bytes(),
             Value::TDigest(digest) => digest.heap_bytes(),
+            Value::Counting(filter) => filter.heap_bytes(),
         }
     }
 

@@ -48,6 +48,15 @@ fn cms_and_topk_replies_match_bloomgate_serve() {
 }
 
 #[test]
+fn cbf_replies_match_bloomgate_serve() {
+    if !have_redis("cbf_replies_match_bloomgate_serve") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("cbf"), &[], &[]);
+    dialect_replies::cbf_replies(server.port);
+}
+
+#[test]
 fn tdigest_replies_match_bloomgate_serve() {
     if !have_redis("tdigest_replies_match_bloomgate_serve") {
         return;
@@ -85,8 +94,12 @@ fn digest(c: &mut redis::Connection, key: &str) -> String {
     d[0].clone()
 }
 
-/// BF.DEBUG / CF.DEBUG, or a windowed filter's dump header (WF.* has no DEBUG).
+/// BF.DEBUG / CF.DEBUG, or a windowed or counting filter's dump header (WF.* and CBF.* have
+/// no DEBUG).
 fn debug(c: &mut redis::Connection, key: &str) -> Value {
+    if key.starts_with("cbf") {
+        return cmd(c, &format!("CBF.SCANDUMP {key} 0"));
+    }
     match &key[..2] {
         "cf" => cmd(c, &format!("CF.DEBUG {key}")),
         "wf" => cmd(c, &format!("WF.SCANDUMP {key} 0")),

@@ -1,5 +1,6 @@
 //! What Redis persists and replicates of the module's values: the AOF rewrite (the LOADCHUNK
-//! sequence), a replica with other settings, digests across DEBUG RELOAD, windowed filters
+//! sequence, counting filters included), a replica with other settings (counting filters
+//! included), digests across DEBUG RELOAD, windowed filters
 //! across rewrite and restart, and an RDB written by RedisBloom 8 loading with every answer
 //! equal.
 
@@ -19,6 +20,11 @@ fn aof_rewrite_replays_the_loadchunk_sequence() {
         cmd(c, &format!("CF.ADD cf i{i}"));
     }
     cmd(c, "CF.DEL cf i7");
+    cmd(c, "CBF.RESERVE cbf 0.01 1000");
+    for i in 0..300 {
+        cmd(c, &format!("CBF.ADD cbf i{i}"));
+    }
+    cmd(c, "CBF.DEL cbf i7");
     // A t-digest with a buffer: rewritten as RESTORE of its (merged) DUMP, as RedisBloom does.
     cmd(c, "TDIGEST.CREATE td COMPRESSION 20");
     for i in 0..300 {
@@ -38,7 +44,7 @@ fn aof_rewrite_replays_the_loadchunk_sequence() {
     }
     // Writes after the rewrite land in the new incremental file.
     cmd(c, "BF.ADD bf after");
-    let before: Vec<(Value, String)> = ["bf", "cf"]
+    let before: Vec<(Value, String)> = ["bf", "cf", "cbf"]
         .iter()
         .map(|k| (debug(c, k), digest(c, k)))
         .collect();
@@ -52,18 +58,21 @@ fn aof_rewrite_replays_the_loadchunk_sequence() {
     assert!(
         base.windows(12).any(|w| w == b"BF.LOADCHUNK")
             && base.windows(12).any(|w| w == b"CF.LOADCHUNK")
+            && base.windows(13).any(|w| w == b"CBF.LOADCHUNK")
             && base.windows(7).any(|w| w == b"RESTORE"),
         "the rewrite is LOADCHUNK commands, and RESTORE for the t-digest"
     );
     server.shutdown(false);
     let server = Redis::start(&dir, &[], &aof);
     let c = &mut server.conn();
-    let after: Vec<(Value, String)> = ["bf", "cf"]
+    let after: Vec<(Value, String)> = ["bf", "cf", "cbf"]
         .iter()
         .map(|k| (debug(c, k), digest(c, k)))
         .collect();
     assert_eq!(before, after);
     assert_eq!(cmd(c, "BF.EXISTS bf after"), int(1));
+    assert_eq!(cmd(c, "CBF.EXISTS cbf i7"), int(0));
+    assert_eq!(cmd(c, "CBF.CARD cbf"), int(299));
     assert_eq!(cmd(c, "TDIGEST.QUANTILE td 0.1 0.5 0.9"), td_before);
 }
 
@@ -143,10 +152,21 @@ fn replica_with_other_settings_reaches_the_same_bytes() {
             &format!("WF.INSERT wf:auto WINDOW 1000 GENERATIONS 4 ITEMS i{i} j{i}"),
         );
     }
+    // Counting filters: an auto-created one replicates with the master's parameters.
+    cmd(m, "CBF.RESERVE cbf:reserved 0.01 500 BITS 8");
+    for i in 0..200 {
+        if i < 80 {
+            // Created with the master's bf-initial-size (100) as its capacity.
+            cmd(m, &format!("CBF.ADD cbf:auto i{i}"));
+        }
+        cmd(m, &format!("CBF.MADD cbf:reserved i{i} j{i}"));
+    }
+    cmd(m, "CBF.DEL cbf:auto i3");
+    cmd(m, "CBF.DEL cbf:reserved j4");
     let acked: i64 = redis::cmd("WAIT").arg(1).arg(10_000).query(m).unwrap();
     assert_eq!(acked, 1);
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(m).unwrap();
-    assert_eq!(keys.len(), 14);
+    assert_eq!(keys.len(), 16);
     for key in &keys {
         assert_eq!(debug(r, key), debug(m, key), "{key}");
         assert_eq!(digest(r, key), digest(m, key), "{key}");
@@ -168,6 +188,7 @@ fn digests_survive_debug_reload() {
     cmd(c, "CMS.INITBYDIM cms 50 4");
     cmd(c, "TDIGEST.CREATE td COMPRESSION 20");
     cmd(c, "WF.RESERVE wf 0.01 100 600000 3");
+    cmd(c, "CBF.RESERVE cbf 0.01 1000");
     for i in 0..200 {
         cmd(c, &format!("BF.ADD bf i{i}"));
         cmd(c, &format!("CF.ADD cf i{i}"));
@@ -176,8 +197,9 @@ fn digests_survive_debug_reload() {
         cmd(c, &format!("TOPK.ADD tk i{} i{}", i % 23, i % 5));
         cmd(c, &format!("TDIGEST.ADD td {}", (i * 37) % 101));
         cmd(c, &format!("WF.ADD wf i{i}"));
+        cmd(c, &format!("CBF.ADD cbf i{}", i % 50));
     }
-    let keys = ["bf", "cf", "cms", "tk", "td", "wf"];
+    let keys = ["bf", "cf", "cms", "tk", "td", "wf", "cbf"];
     let answers = |c: &mut redis::Connection| {
         [
             cmd(c, "TOPK.LIST tk WITHCOUNT"),
@@ -186,6 +208,7 @@ fn digests_survive_debug_reload() {
             cmd(c, "BF.EXISTS bf i7"),
             cmd(c, "CF.COUNT cf i7"),
             cmd(c, "WF.EXISTS wf i7"),
+            cmd(c, "CBF.COUNT cbf i7"),
         ]
     };
     let before: Vec<String> = keys.iter().map(|k| digest(c, k)).collect();

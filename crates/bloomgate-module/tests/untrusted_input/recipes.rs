@@ -5,7 +5,7 @@ use super::*;
 
 /// How to make and exercise keys of one registered type.
 pub(crate) struct Recipe {
-    /// The family's command prefix (`BF`, `CF`, `WF`, `CMS`, `TOPK`, `TDIGEST`).
+    /// The family's command prefix (`BF`, `CF`, `WF`, `CBF`, `CMS`, `TOPK`, `TDIGEST`).
     pub(crate) prefix: &'static str,
     /// Commands creating example keys (`{k}` is the key), several shapes per type.
     pub(crate) create: &'static [&'static [&'static str]],
@@ -88,6 +88,27 @@ pub(crate) const RECIPES: &[Recipe] = &[
             "WF.INFO {k}",
             "WF.SCANDUMP {k} 0",
             "WF.SCANDUMP {k} 1",
+        ],
+    },
+    Recipe {
+        prefix: "CBF",
+        create: &[
+            &["CBF.RESERVE {k} 0.01 100", "CBF.MADD {k} {items}", "CBF.DEL {k} i3"],
+            &["CBF.RESERVE {k} 0.1 50 BITS 8", "CBF.MADD {k} a a a b"],
+            &["CBF.RESERVE {k} 0.001 3", "CBF.ADD {k} a"],
+        ],
+        exercise: &[
+            "CBF.ADD {k} n{i}",
+            "CBF.MADD {k} a{i} b{i} c{i} d{i} e{i} f{i} g{i} h{i}",
+            "CBF.DEL {k} a{i}",
+            "CBF.DEL {k} a",
+            "CBF.COUNT {k} a",
+            "CBF.EXISTS {k} a{i}",
+            "CBF.MEXISTS {k} a b c",
+            "CBF.CARD {k}",
+            "CBF.INFO {k}",
+            "CBF.SCANDUMP {k} 0",
+            "CBF.SCANDUMP {k} 1",
         ],
     },
     Recipe {

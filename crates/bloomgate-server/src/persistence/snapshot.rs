@@ -31,6 +31,7 @@ fn type_byte(kind: Kind) -> u8 {
         Kind::CountMin => 4,
         Kind::TopK => 5,
         Kind::TDigest => 6,
+        Kind::Counting => 7,
     }
 }
 /// Keys longer than Redis' bulk limit cannot exist; a larger length is corruption.

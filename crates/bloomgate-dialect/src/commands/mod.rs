@@ -19,6 +19,7 @@
 pub mod bloom;
 pub mod countmin;
 pub mod cuckoo;
+mod events;
 mod execute;
 pub mod flags;
 mod generic;

@@ -122,4 +122,8 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             Command::TopkInfo => topk::info(ctx, args),
         }
     }
+
+    fn event(&self) -> Option<&'static str> {
+        Command::event(*self)
+    }
 }

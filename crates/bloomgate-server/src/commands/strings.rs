@@ -280,6 +280,7 @@ fn append(ctx: &mut Ctx, args: &Args) -> Reply {
             s.extend_from_slice(tail);
         }
     });
+    ctx.event(Events::STRING, "append", key);
     ctx.changed(1);
     Reply::Int(total as i64)
 }
@@ -290,6 +291,7 @@ fn getdel(ctx: &mut Ctx, args: &Args) -> Reply {
         Ok(Some(s)) => {
             let s = s.to_vec();
             ctx.db().remove(args[1], now);
+            ctx.event(Events::GENERIC, "del", args[1]);
             ctx.changed(1);
             Reply::bulk(s)
         }

@@ -30,7 +30,9 @@ echo "== redis-cli smoke test"
 bash scripts/ci/redis_cli_smoke.sh target/debug/bloomgate
 echo "== redis-py smoke test"
 python3 scripts/ci/redis_py_smoke.py --bin target/debug/bloomgate
-echo "smoke: 2 passed, 0 failed"
+echo "== redis-py pub/sub test"
+python3 scripts/ci/redis_py_pubsub.py --bin target/debug/bloomgate
+echo "smoke: 3 passed, 0 failed"
 echo "== Redis Cluster test (3 masters + 3 replicas of redis-server with the module, loopback)"
 python3 scripts/ci/cluster_test.py --module target/debug/libbloomgate_module.so --bloomgate target/debug/bloomgate
 echo "== Python package (maturin wheel + pytest)"

@@ -655,6 +655,41 @@ impl Host for ModuleHost<'_> {
         Ok(self.stored(key, false)?.map(|v| unsafe { &mut *v }))
     }
 
+    fn notify(&mut self, event: &str, key: &[u8]) {
+        // Module events (class `d`, included in `A`): skipped at once unless enabled.
+        let module = raw::NotifyEvent::MODULE.bits();
+        // SAFETY: a plain read of the server's setting, callable from a command.
+        if unsafe { raw::RedisModule_GetNotifyKeyspaceEvents.expect("Redis 6+")() } & module == 0 {
+            return;
+        }
+        let Ok(event) = CString::new(event) else {
+            return;
+        };
+        let arg = self
+            .args
+            .iter()
+            .position(|&a| std::ptr::eq(a, key) || a == key);
+        // SAFETY: a live command context; the key is one of the command's arguments or a string
+        // created here and freed after the call (Redis copies what it publishes).
+        unsafe {
+            let notify = raw::RedisModule_NotifyKeyspaceEvent.expect("core API");
+            match arg {
+                Some(at) if at > 0 => {
+                    notify(self.ctx, module, event.as_ptr(), self.argv[at]);
+                }
+                _ => {
+                    let s = raw::RedisModule_CreateString.expect("core API")(
+                        self.ctx,
+                        key.as_ptr().cast(),
+                        key.len(),
+                    );
+                    notify(self.ctx, module, event.as_ptr(), s);
+                    raw::RedisModule_FreeString.expect("core API")(self.ctx, s);
+                }
+            }
+        }
+    }
+
     fn create(&mut self, key: &[u8], value: Value) {
         let kind = value.kind();
         let value = types::into_raw(value);

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context as _};
 
 use crate::persistence::FsyncPolicy;
+use crate::pubsub::{Events, Limits};
 
 /// `bloomgate serve` options as given (the CLI fills them from its flags and the environment;
 /// `None` = not given). [`Options::resolve`] merges them over the config file over defaults.
@@ -222,6 +223,10 @@ pub struct Config {
     pub protected_mode: bool,
     /// The values of the [`INERT`] settings, in its order.
     pub inert: [u64; INERT.len()],
+    /// `notify-keyspace-events`: the keyspace events published (none by default).
+    pub notify_events: Events,
+    /// `client-output-buffer-limit`'s `pubsub` class: when a subscriber is disconnected.
+    pub pubsub_limits: Limits,
 }
 
 /// Redis settings serve accepts and shows, with no effect, so tools and test suites written for
@@ -291,8 +296,45 @@ impl Default for Config {
             maxclients: 10_000,
             enable_debug_command: "no".into(),
             protected_mode: true,
+            notify_events: Events::default(),
+            pubsub_limits: Limits::default(),
         }
     }
+}
+
+/// `client-output-buffer-limit <class> <hard> <soft> <seconds> ...`: the `pubsub` class is
+/// applied to `current` (subscribers are the only clients whose output is queued apart from
+/// their replies); `normal` and `replica`/`slave` groups are accepted and ignored.
+fn output_limits(value: &str, current: Limits) -> Result<Limits, String> {
+    let words: Vec<&str> = value.split_whitespace().collect();
+    if words.is_empty() || !words.len().is_multiple_of(4) {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let mut limits = current;
+    for group in words.chunks(4) {
+        let size = |w: &str| {
+            parse_memory(w)
+                .ok_or("Error in hard, soft or soft_seconds setting in buffer limit configuration.")
+        };
+        let (hard, soft) = (size(group[1])?, size(group[2])?);
+        let seconds: u64 = group[3].parse().map_err(|_| {
+            "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+        })?;
+        match group[0].to_ascii_lowercase().as_str() {
+            "pubsub" => {
+                limits = Limits {
+                    hard,
+                    soft,
+                    soft_seconds: seconds,
+                }
+            }
+            "normal" | "replica" | "slave" => {}
+            _ => {
+                return Err("Invalid client class specified in buffer limit configuration.".into())
+            }
+        }
+    }
+    Ok(limits)
 }
 
 /// Parses Redis memory sizes: plain bytes or with b/k/kb/m/mb/g/gb (k = 1000, kb = 1024).
@@ -318,9 +360,9 @@ pub fn parse_memory(s: &str) -> Option<u64> {
 
 /// CONFIG parameter names, in CONFIG GET order: the dialect's `bf-*`/`cf-*` settings (its one
 /// list, [`bloomgate_dialect::Config::NAMES`]), then the server's own.
-pub const CONFIG_NAMES: [&str; 26] = {
+pub const CONFIG_NAMES: [&str; 28] = {
     const DIALECT: [&str; 8] = bloomgate_dialect::Config::NAMES;
-    const OWN: [&str; 18] = [
+    const OWN: [&str; 20] = [
         "maxmemory",
         "maxmemory-policy",
         "appendonly",
@@ -331,6 +373,8 @@ pub const CONFIG_NAMES: [&str; 26] = {
         "port",
         "save",
         "databases",
+        "notify-keyspace-events",
+        "client-output-buffer-limit",
         "activedefrag",
         INERT[0].0,
         INERT[1].0,
@@ -340,7 +384,7 @@ pub const CONFIG_NAMES: [&str; 26] = {
         INERT[5].0,
         INERT[6].0,
     ];
-    let mut all = [""; 26];
+    let mut all = [""; 28];
     let mut i = 0;
     while i < all.len() {
         all[i] = if i < DIALECT.len() {
@@ -366,6 +410,14 @@ pub fn config_value(c: &Config, name: &str) -> String {
         "bind" => c.bind.clone(),
         "port" => c.port.to_string(),
         "save" => "3600 1 300 100 60 10000".into(),
+        "notify-keyspace-events" => c.notify_events.to_string(),
+        "client-output-buffer-limit" => {
+            let l = c.pubsub_limits;
+            format!(
+                "normal 0 0 0 slave 268435456 67108864 60 pubsub {} {} {}",
+                l.hard, l.soft, l.soft_seconds
+            )
+        }
         "activedefrag" => "no".into(),
         _ => match INERT.iter().position(|(n, ..)| *n == name) {
             Some(i) => c.inert[i].to_string(),
@@ -402,6 +454,11 @@ pub fn apply_config(c: &mut Config, name: &str, value: &str) -> Result<(), Strin
             ))
         }
         "requirepass" => c.requirepass = (!value.is_empty()).then(|| value.to_string()),
+        "notify-keyspace-events" => {
+            c.notify_events = Events::parse(value)
+                .ok_or("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")?
+        }
+        "client-output-buffer-limit" => c.pubsub_limits = output_limits(value, c.pubsub_limits)?,
         "appendonly" | "dir" | "bind" | "port" | "databases" | "maxmemory-policy" | "save" => {
             return Err("can't set immutable config".into())
         }

@@ -17,6 +17,7 @@ use tokio::net::TcpStream;
 use bloomgate_dialect::commands::{flags, Outcome, Propagate};
 
 use crate::commands::{execute, lookup, Action, Session, Store};
+use crate::pubsub::Outbox;
 use crate::relock;
 use crate::resp::{Encode, Reply, RequestParser};
 use crate::shared::Shared;
@@ -39,6 +40,9 @@ pub async fn handle(shared: Arc<Shared>, stream: TcpStream, local: bool) {
     let _ = serve_client(&shared, stream, &mut session).await;
     let mut store = relock(&shared.store);
     session.unwatch_all(&mut store.db);
+    store
+        .pubsub
+        .forget(session.id, &session.channels, &session.patterns);
     store.stats.connected_clients -= 1;
 }
 
@@ -90,8 +94,24 @@ async fn serve_client(
     let mut buf = vec![0u8; 16 * 1024];
     // Reply bytes for one read batch, kept across batches (no allocation per request).
     let mut out = Vec::new();
+    let outbox = session.outbox.clone();
     loop {
-        let n = stream.read(&mut buf).await?;
+        // Messages published to this client (a subscriber) go out between its own batches.
+        let n = loop {
+            if outbox.killed() {
+                return Ok(());
+            }
+            if outbox.has_queued() {
+                let batch = outbox.take();
+                write_watched(&mut stream, &batch, &outbox).await?;
+                outbox.written(batch.len());
+                continue;
+            }
+            tokio::select! {
+                read = stream.read(&mut buf) => break read?,
+                () = outbox.ready() => {}
+            }
+        };
         if n == 0 {
             return Ok(());
         }
@@ -150,7 +170,15 @@ async fn serve_client(
                         pending_action = Some((action, reply));
                         break;
                     }
-                    reply.encode(session.proto, &mut out);
+                    if session.subscriptions() > 0 || session.frames.is_some() {
+                        // What was published to it before (or by) this command comes first.
+                        session.outbox.set_proto(session.proto);
+                        session.outbox.drain_into(&mut out);
+                    }
+                    match session.frames.take() {
+                        Some(frames) => out.extend_from_slice(&frames),
+                        None => reply.encode(session.proto, &mut out),
+                    }
                     if close {
                         break;
                     }
@@ -170,7 +198,7 @@ async fn serve_client(
             }
             if more {
                 logged(shared, wait_for).await;
-                stream.write_all(&out).await?;
+                write_watched(&mut stream, &out, &outbox).await?;
                 out.clear();
                 continue;
             }
@@ -178,7 +206,7 @@ async fn serve_client(
         }
         logged(shared, wait_for).await;
         if !out.is_empty() {
-            stream.write_all(&out).await?;
+            write_watched(&mut stream, &out, &outbox).await?;
         }
         if out.capacity() > FLUSH_AT {
             out = Vec::new();
@@ -187,6 +215,27 @@ async fn serve_client(
             stream.shutdown().await?;
             return Ok(());
         }
+    }
+}
+
+/// Writes `bytes`, unless the client goes over its pub/sub output limits meanwhile (a
+/// subscriber that stopped reading): then the connection is dropped.
+async fn write_watched(
+    stream: &mut TcpStream,
+    bytes: &[u8],
+    outbox: &Outbox,
+) -> std::io::Result<()> {
+    let killed = async {
+        loop {
+            outbox.ready().await;
+            if outbox.killed() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        written = stream.write_all(bytes) => written,
+        () = killed => Err(std::io::Error::other("client-output-buffer-limit pubsub reached")),
     }
 }
 

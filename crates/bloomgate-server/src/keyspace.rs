@@ -307,8 +307,8 @@ impl Db {
         }
     }
 
-    /// Deletes up to `limit` expired keys (active expiry); returns how many.
-    pub fn purge_expired(&mut self, now_ms: i64, limit: usize) -> usize {
+    /// Deletes up to `limit` expired keys (active expiry); returns them.
+    pub fn purge_expired(&mut self, now_ms: i64, limit: usize) -> Vec<Box<[u8]>> {
         let due: Vec<Box<[u8]>> = self
             .entries
             .iter()
@@ -320,7 +320,7 @@ impl Db {
             self.remove_entry(key);
             self.touch(key);
         }
-        due.len()
+        due
     }
 
     /// Removes everything (FLUSHDB/FLUSHALL, reload).

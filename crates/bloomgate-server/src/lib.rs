@@ -27,6 +27,7 @@ pub mod inline;
 pub mod keyspace;
 pub mod metrics;
 pub mod persistence;
+pub mod pubsub;
 pub mod resp;
 pub mod server;
 pub mod shared;

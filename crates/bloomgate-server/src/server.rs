@@ -19,6 +19,7 @@ use crate::config::{is_loopback, Settings};
 use crate::keyspace::now_ms;
 use crate::metrics::Latency;
 use crate::persistence::{self, AofWriter};
+use crate::pubsub::Events;
 use crate::relock;
 use crate::shared::{Shared, SNAPSHOT_RETRY};
 
@@ -347,7 +348,10 @@ async fn cron(shared: Arc<Shared>) {
         let due = {
             let mut store = relock(&shared.store);
             let expired = store.db.purge_expired(now_ms(), 200);
-            store.stats.expired_keys += expired as u64;
+            store.stats.expired_keys += expired.len() as u64;
+            for key in &expired {
+                store.pubsub.notify(Events::EXPIRED, "expired", key);
+            }
             aof.set_policy(store.config.appendfsync);
             store.persistence.aof_size = aof.size();
             let p = &store.persistence;

@@ -13,6 +13,11 @@ use crate::reply::Reply;
 pub trait Handler<H: Host + ?Sized> {
     /// Runs the command; reports changes and rewrites through `ctx`.
     fn call(&self, ctx: &mut Ctx<H>, args: &Args) -> Reply;
+    /// The keyspace event [`execute`] signals with the command's first key when the command
+    /// writes and changed something; `None` for commands that signal their own (or nothing).
+    fn event(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// Runs `info`'s command with `args` (its name first) against `host`: the arity check, the
@@ -46,6 +51,15 @@ pub fn execute<H: Host + ?Sized, C: Handler<H>>(
     } = ctx;
     if let Some(spent) = allowance.map(|a| a.spent()).filter(|&s| s > 0) {
         host.charge(spent);
+    }
+    let wrote = info.flags.contains(flags::WRITE) && dirty > 0;
+    if let (true, Some(event)) = (wrote, info.command.event()) {
+        if let Some(key) = usize::try_from(info.first_key)
+            .ok()
+            .and_then(|at| args.get(at))
+        {
+            host.notify(event, key);
+        }
     }
     let propagate = if !info.flags.intersects(flags::WRITE | flags::RUNS_QUEUED) || dirty == 0 {
         Propagate::Nothing

@@ -62,15 +62,25 @@ pub const TRANSACTION: Flags = Flags(1 << 8);
 /// command itself is not a write. Not shown by `COMMAND INFO`.
 pub const RUNS_QUEUED: Flags = Flags(1 << 9);
 
+/// A pub/sub command (`pubsub`, `@pubsub`).
+pub const PUBSUB: Flags = Flags(1 << 10);
+/// Not allowed in scripts (`noscript`).
+pub const NOSCRIPT: Flags = Flags(1 << 11);
+/// Allowed on a replica with stale data (`stale`).
+pub const STALE: Flags = Flags(1 << 12);
+
 /// The names `COMMAND INFO` shows, in Redis' order for a server command.
-pub(super) const NAMES: [(Flags, &str); 8] = [
+pub(super) const NAMES: [(Flags, &str); 11] = [
     (WRITE, "write"),
     (READONLY, "readonly"),
     (DENYOOM, "denyoom"),
     (ADMIN, "admin"),
-    (NOAUTH, "no_auth"),
+    (PUBSUB, "pubsub"),
+    (NOSCRIPT, "noscript"),
     (LOADING, "loading"),
+    (STALE, "stale"),
     (FAST, "fast"),
+    (NOAUTH, "no_auth"),
     (MODULE, "module"),
 ];
 

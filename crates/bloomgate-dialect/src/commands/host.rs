@@ -43,6 +43,13 @@ pub trait Host {
     fn value_quiet(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
         self.value_mut(key)
     }
+    /// Signals the keyspace event `event` on `key` (Redis' keyspace notifications): called by
+    /// [`execute`](super::execute) once after a write command that changed its key, with the
+    /// command's event name ([`Command::event`](super::Command::event)). Hosts without
+    /// notifications ignore it.
+    fn notify(&mut self, event: &str, key: &[u8]) {
+        let _ = (event, key);
+    }
     /// The time commands see, in Unix milliseconds (time-windowed filters). Hosts with a
     /// simulated clock override it.
     fn now_ms(&self) -> u64 {
@@ -181,6 +188,12 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
     /// Records `n` changes to the keyspace.
     pub fn changed(&mut self, n: u64) {
         self.dirty += n;
+    }
+
+    /// Signals the keyspace event `event` on `key` (a host's own commands; the dialect's are
+    /// signalled by [`execute`](super::execute) from their [`Command::event`](super::Command::event)).
+    pub fn notify(&mut self, event: &str, key: &[u8]) {
+        self.host.notify(event, key);
     }
 
     /// Replicate and log `commands` instead of the command as sent.

@@ -371,6 +371,9 @@ impl<C> CommandInfo<C> {
         if self.flags.contains(flags::ADMIN) {
             cats.extend(["admin", "dangerous"]);
         }
+        if self.flags.contains(flags::PUBSUB) {
+            cats.push("pubsub");
+        }
         // RedisBloom sets a module command's categories apart from its flags: CMS.INITBYDIM
         // is `write deny-oom`, yet `@write @fast @cms` (its category says `fast cms`).
         let fast = self.flags.contains(flags::FAST)

@@ -21,6 +21,7 @@ pub mod bloom;
 pub mod counting;
 pub mod countmin;
 pub mod cuckoo;
+mod events;
 mod execute;
 pub mod flags;
 mod generic;

@@ -134,4 +134,8 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             Command::CbfLoadchunk => counting::loadchunk(ctx, args),
         }
     }
+
+    fn event(&self) -> Option<&'static str> {
+        Command::event(*self)
+    }
 }

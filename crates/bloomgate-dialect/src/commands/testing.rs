@@ -24,6 +24,8 @@ pub struct Harness {
     pub last: Option<Outcome>,
     /// The simulated clock.
     pub now_ms: u64,
+    /// The keyspace events signalled, in order: `(event, key)`.
+    pub events: Vec<(String, Vec<u8>)>,
 }
 
 impl Host for Harness {
@@ -58,6 +60,9 @@ impl Host for Harness {
     fn now_ms(&self) -> u64 {
         self.now_ms
     }
+    fn notify(&mut self, event: &str, key: &[u8]) {
+        self.events.push((event.to_string(), key.to_vec()));
+    }
 }
 
 impl Default for Harness {
@@ -77,6 +82,7 @@ impl Harness {
             foreign: Vec::new(),
             last: None,
             now_ms: 0,
+            events: Vec::new(),
         }
     }
 

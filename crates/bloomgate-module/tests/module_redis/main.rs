@@ -11,6 +11,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod events;
 mod memory;
 mod persistence;
 mod values;

@@ -87,6 +87,7 @@ pub fn check<A: AsRef<[u8]>>(
         None => Ok(()),
         Some(Denied::Command) => Err(no_command()),
         Some(Denied::Key(_)) => Err(Reply::error("NOPERM No permissions to access a key")),
+        Some(Denied::Channel(_)) => Err(Reply::error("NOPERM No permissions to access a channel")),
     }
 }
 
@@ -215,6 +216,10 @@ pub fn acl(ctx: &mut Ctx, args: &Args) -> Reply {
                 Some(Denied::Key(key)) => Reply::bulk(format!(
                     "This user has no permissions to access the '{}' key",
                     text(&key)
+                )),
+                Some(Denied::Channel(channel)) => Reply::bulk(format!(
+                    "This user has no permissions to access the '{}' channel",
+                    text(&channel)
                 )),
             }
         }

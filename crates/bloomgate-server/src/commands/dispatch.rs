@@ -15,7 +15,7 @@ use super::host::{
     ERR_SYNTAX,
 };
 use super::state::{Session, Store};
-use super::{dump, keys, server, strings, transaction};
+use super::{dump, keys, pubsub, server, strings, transaction};
 use crate::config::Config;
 use crate::keyspace::{now_ms, Db};
 use crate::persistence::Replay;
@@ -35,6 +35,7 @@ pub fn table() -> &'static [ServerCommand] {
         all.extend(dump::commands());
         all.extend(server::commands());
         all.extend(transaction::commands());
+        all.extend(pubsub::commands());
         all
     })
 }
@@ -132,8 +133,14 @@ pub fn execute(
         Some(Reply::error(ERR_NOAUTH))
     } else if store.loading && !info.flags.contains(flags::LOADING) {
         return refused(Reply::error(ERR_LOADING));
+    } else if let Err(reply) = acl::check(store, &session.user, info, args) {
+        Some(reply)
+    } else if session.proto == 2 && session.subscriptions() > 0 {
+        pubsub::allowed_while_subscribed(info.name).err()
+    } else if session.multi.is_some() && pubsub::subscribes(info.name) {
+        Some(Reply::error("ERR Command not allowed inside a transaction"))
     } else {
-        acl::check(store, &session.user, info, args).err()
+        None
     };
     if let Some(reply) = refusal {
         if session.multi.is_some() {
@@ -193,6 +200,13 @@ impl dialect::Handler<ServerHost<'_>> for Handler {
             Handler::Dialect(command) => command.call(ctx, args),
             Handler::Native(native) => native(ctx, args),
             Handler::Exec => exec(ctx),
+        }
+    }
+
+    fn event(&self) -> Option<&'static str> {
+        match self {
+            Handler::Dialect(command) => dialect::Command::event(*command),
+            _ => None,
         }
     }
 }

@@ -14,6 +14,7 @@ use super::host::{
     command, is, parse_i64, Args, Ctx, ServerCommand, ERR_NOT_INTEGER, ERR_OOM, ERR_SYNTAX,
 };
 use crate::keyspace::Data;
+use crate::pubsub::Events;
 use crate::resp::Reply;
 
 /// DUMP, RESTORE, RESTORE-ASKING, with Redis' flags and ACL categories.
@@ -126,7 +127,11 @@ fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
     if let Data::Dialect(value) = &value {
         bloomgate::memory::charge(value.memory());
     }
+    if ctx.store.db.get(key, ctx.now_ms).is_none() {
+        ctx.event(Events::NEW, "new", key);
+    }
     ctx.db().insert(key.to_vec(), value, expires_at);
+    ctx.event(Events::GENERIC, "restore", key);
     ctx.changed(1);
     // Logged with the payload as received (already verified) and an absolute expiry, so replay
     // at any later time rebuilds the same key or, once expired, nothing.

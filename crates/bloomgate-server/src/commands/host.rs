@@ -10,6 +10,7 @@ use bloomgate_dialect::commands::{self as dialect, CommandInfo, Flags, WrongType
 
 use super::state::{Session, Store};
 use crate::keyspace::{Db, Value};
+use crate::pubsub::Events;
 use crate::resp::Reply;
 
 pub use bloomgate_dialect::commands::{wrong_arity, Args};
@@ -89,6 +90,11 @@ impl ServerHost<'_> {
         &mut self.store.db
     }
 
+    /// Signals the keyspace event `event` of class `class` ([`Events`]) on `key`.
+    pub fn event(&mut self, class: u32, event: &str, key: &[u8]) {
+        self.store.pubsub.notify(class, event, key);
+    }
+
     /// Drops the session's WATCHes.
     pub fn unwatch_all(&mut self) {
         self.session.unwatch_all(&mut self.store.db);
@@ -127,9 +133,13 @@ impl dialect::Host for ServerHost<'_> {
     }
     fn create(&mut self, key: &[u8], value: Value) {
         self.store.db.insert(key.to_vec(), value, None);
+        self.store.pubsub.notify(Events::NEW, "new", key);
     }
     fn now_ms(&self) -> u64 {
         self.now_ms.max(0) as u64
+    }
+    fn notify(&mut self, event: &str, key: &[u8]) {
+        self.store.pubsub.notify(Events::MODULE, event, key);
     }
 }
 

@@ -8,6 +8,7 @@ use super::host::{
     command, is, parse_i64, text, Args, Ctx, ServerCommand, ERR_NOT_INTEGER, ERR_SYNTAX,
 };
 use crate::glob::{glob_match, matches_all};
+use crate::pubsub::Events;
 use crate::resp::Reply;
 
 /// The keyspace family, with Redis' flags, key positions and ACL categories.
@@ -41,10 +42,13 @@ pub fn commands() -> Vec<ServerCommand> {
 
 fn del(ctx: &mut Ctx, args: &Args) -> Reply {
     let now = ctx.now_ms;
-    let removed = args[1..]
-        .iter()
-        .filter(|key| ctx.db().remove(key, now))
-        .count() as u64;
+    let mut removed = 0;
+    for key in &args[1..] {
+        if ctx.db().remove(key, now) {
+            ctx.event(Events::GENERIC, "del", key);
+            removed += 1;
+        }
+    }
     ctx.changed(removed);
     Reply::Int(removed as i64)
 }
@@ -143,6 +147,8 @@ fn rename(ctx: &mut Ctx, args: &Args) -> Reply {
     }
     if args[1] != args[2] {
         ctx.db().rename(args[1], args[2], now);
+        ctx.event(Events::GENERIC, "rename_from", args[1]);
+        ctx.event(Events::GENERIC, "rename_to", args[2]);
         ctx.changed(1);
     }
     Reply::ok()
@@ -204,9 +210,11 @@ fn expire(ctx: &mut Ctx, args: &Args) -> Reply {
     }
     if at <= now {
         ctx.db().remove(args[1], now);
+        ctx.event(Events::GENERIC, "del", args[1]);
         ctx.propagate_as(vec![vec![b"DEL".to_vec(), args[1].to_vec()]]);
     } else {
         ctx.db().set_expiry(args[1], Some(at), now);
+        ctx.event(Events::GENERIC, "expire", args[1]);
         ctx.propagate_as(vec![vec![
             b"PEXPIREAT".to_vec(),
             args[1].to_vec(),
@@ -237,6 +245,7 @@ fn persist(ctx: &mut Ctx, args: &Args) -> Reply {
     match ctx.store.db.get(args[1], now) {
         Some(entry) if entry.expires_at().is_some() => {
             ctx.db().set_expiry(args[1], None, now);
+            ctx.event(Events::GENERIC, "persist", args[1]);
             ctx.changed(1);
             Reply::Int(1)
         }

@@ -7,7 +7,7 @@
 //! Files by job: [`state`] (the store and a client's session), [`host`] (what a handler sees),
 //! [`dispatch`] (the table, Redis' checks, EXEC, log replay), and one file per family of the
 //! server's own commands: [`keys`], [`strings`] (the one native type), [`dump`], [`server`]
-//! (connection and server commands),
+//! (connection and server commands), [`pubsub`] (SUBSCRIBE, PUBLISH, …),
 //! [`introspect`] (COMMAND INFO / DOCS), [`acl`] (the ACL command, AUTH's check, NOPERM),
 //! [`transaction`]; and [`users`], the ACL users themselves (a leaf the store holds).
 
@@ -17,6 +17,7 @@ pub mod dump;
 pub mod host;
 pub mod introspect;
 pub mod keys;
+pub mod pubsub;
 pub mod server;
 pub mod state;
 pub mod strings;

@@ -82,6 +82,11 @@ fn module(_ctx: &mut Ctx, args: &Args) -> Reply {
 }
 
 fn ping(ctx: &mut Ctx, args: &Args) -> Reply {
+    if ctx.session.proto == 2 && ctx.session.subscriptions() > 0 && args.len() <= 2 {
+        // Subscribed RESP2 clients read only arrays: Redis answers `pong` and the argument.
+        let arg = args.get(1).copied().unwrap_or_default();
+        return Reply::Array(vec![Reply::bulk(&b"pong"[..]), Reply::bulk(arg)]);
+    }
     match args.len() {
         1 => Reply::Simple("PONG".into()),
         2 => Reply::bulk(args[1]),
@@ -390,6 +395,11 @@ fn config(ctx: &mut Ctx, args: &Args) -> Reply {
                     ));
                 }
             }
+            let (events, limits) = (
+                ctx.store.config.notify_events,
+                ctx.store.config.pubsub_limits,
+            );
+            ctx.store.pubsub.configure(events, limits);
             Reply::ok()
         }
         "RESETSTAT" if args.len() == 2 => {

@@ -1,11 +1,13 @@
 //! The state commands run against: the [`Store`] (keyspace, settings, counters, users) shared
 //! by every client, and one client's [`Session`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use super::users::Acl;
 use crate::config::Config;
 use crate::keyspace::{now_ms, Db};
+use crate::pubsub::{Outbox, Registry};
 
 /// Counters for INFO stats and metrics.
 #[derive(Default, Debug)]
@@ -65,11 +67,15 @@ pub struct Store {
     pub dirty: u64,
     /// Users and their permissions.
     pub acl: Acl,
+    /// Pub/sub subscriptions and keyspace notifications.
+    pub pubsub: Registry,
 }
 
 impl Store {
     /// An empty store with `config`.
     pub fn new(config: Config) -> Self {
+        let mut pubsub = Registry::default();
+        pubsub.configure(config.notify_events, config.pubsub_limits);
         Self {
             db: Db::default(),
             config,
@@ -82,6 +88,7 @@ impl Store {
             started_unix: now_ms() / 1000,
             dirty: 0,
             acl: Acl::default(),
+            pubsub,
         }
     }
 
@@ -149,6 +156,15 @@ pub struct Session {
     pub action: Option<Action>,
     /// Close the connection once the reply is written (QUIT, SHUTDOWN).
     pub close: bool,
+    /// Channels subscribed to.
+    pub channels: BTreeSet<Vec<u8>>,
+    /// Patterns subscribed to.
+    pub patterns: BTreeSet<Vec<u8>>,
+    /// Messages published to this client, written out by its connection.
+    pub outbox: Arc<Outbox>,
+    /// Frames the command wrote itself instead of a reply ((P)(UN)SUBSCRIBE: one frame per
+    /// channel); the connection sends these and not the command's reply.
+    pub frames: Option<Vec<u8>>,
 }
 
 impl Session {
@@ -166,7 +182,16 @@ impl Session {
             local: false,
             action: None,
             close: false,
+            channels: BTreeSet::new(),
+            patterns: BTreeSet::new(),
+            outbox: Outbox::new(),
+            frames: None,
         }
+    }
+
+    /// Channels and patterns subscribed to.
+    pub fn subscriptions(&self) -> usize {
+        self.channels.len() + self.patterns.len()
     }
 
     /// Drops WATCHes (EXEC, DISCARD, UNWATCH, disconnect).

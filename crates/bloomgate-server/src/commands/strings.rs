@@ -16,6 +16,7 @@ use super::host::{
     command, is, parse_i64, Args, Ctx, ServerCommand, ERR_NOT_INTEGER, ERR_SYNTAX, ERR_WRONGTYPE,
 };
 use crate::keyspace::Data;
+use crate::pubsub::Events;
 use crate::resp::Reply;
 
 /// Redis' largest string (`proto-max-bulk-len`'s default).
@@ -64,8 +65,14 @@ fn admit(ctx: &mut Ctx, bytes: usize) -> Result<(), Reply> {
     admitted
 }
 
-/// Stores `value` at `key` with `expires_at`, replacing any value of any type.
+/// Stores `value` at `key` with `expires_at`, replacing any value of any type; signals `new`
+/// for a key that did not exist, then the string event (`set`, `append`, `incrby`: the
+/// caller's command).
 fn store(ctx: &mut Ctx, key: &[u8], value: &[u8], expires_at: Option<i64>) {
+    let now = ctx.now_ms;
+    if ctx.store.db.get(key, now).is_none() {
+        ctx.event(Events::NEW, "new", key);
+    }
     ctx.db()
         .insert(key.to_vec(), Data::String(value.to_vec()), expires_at);
 }
@@ -174,6 +181,7 @@ fn set(ctx: &mut Ctx, args: &Args) -> Reply {
         return reply(old);
     }
     store(ctx, key, value, expires_at);
+    ctx.event(Events::STRING, "set", key);
     let mut logged = vec![b"SET".to_vec(), key.to_vec(), value.to_vec()];
     if let Some(at) = expires_at {
         logged.extend([b"PXAT".to_vec(), at.to_string().into_bytes()]);
@@ -213,6 +221,7 @@ fn mset(ctx: &mut Ctx, args: &Args) -> Reply {
     }
     for pair in args[1..].chunks_exact(2) {
         store(ctx, pair[0], pair[1], None);
+        ctx.event(Events::STRING, "set", pair[0]);
     }
     ctx.changed((args.len() / 2) as u64);
     Reply::ok()
@@ -226,6 +235,7 @@ fn setnx(ctx: &mut Ctx, args: &Args) -> Reply {
         return oom;
     }
     store(ctx, args[1], args[2], None);
+    ctx.event(Events::STRING, "set", args[1]);
     ctx.changed(1);
     Reply::Int(1)
 }
@@ -245,6 +255,7 @@ fn append(ctx: &mut Ctx, args: &Args) -> Reply {
                 return oom;
             }
             store(ctx, key, tail, None);
+            ctx.event(Events::STRING, "append", key);
             ctx.changed(1);
             return Reply::Int(tail.len() as i64);
         }
@@ -269,6 +280,7 @@ fn append(ctx: &mut Ctx, args: &Args) -> Reply {
             s.extend_from_slice(tail);
         }
     });
+    ctx.event(Events::STRING, "append", key);
     ctx.changed(1);
     Reply::Int(total as i64)
 }
@@ -279,6 +291,7 @@ fn getdel(ctx: &mut Ctx, args: &Args) -> Reply {
         Ok(Some(s)) => {
             let s = s.to_vec();
             ctx.db().remove(args[1], now);
+            ctx.event(Events::GENERIC, "del", args[1]);
             ctx.changed(1);
             Reply::bulk(s)
         }
@@ -325,6 +338,7 @@ fn incr(ctx: &mut Ctx, args: &Args) -> Reply {
             return oom;
         }
         store(ctx, key, &digits, None);
+        ctx.event(Events::STRING, "incrby", key);
     } else {
         ctx.db()
             .update(key, now, |data| *data = Data::String(digits));

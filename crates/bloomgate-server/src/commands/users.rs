@@ -79,7 +79,8 @@ pub struct User {
     rules: Vec<String>,
     all_keys: bool,
     key_patterns: Vec<Vec<u8>>,
-    /// No pub/sub here: channel rules are kept and shown, and govern nothing.
+    /// Channel rules: PUBLISH and SUBSCRIBE need a channel matching one of the patterns,
+    /// PSUBSCRIBE a pattern equal to one (as Redis checks them).
     all_channels: bool,
     channel_patterns: Vec<Vec<u8>>,
 }
@@ -280,6 +281,17 @@ impl User {
         Ok(())
     }
 
+    fn may_use_channel(&self, channel: &[u8], literal: bool) -> bool {
+        self.all_channels
+            || self.channel_patterns.iter().any(|p| {
+                if literal {
+                    p == channel
+                } else {
+                    glob_match(p, channel, false)
+                }
+            })
+    }
+
     fn may_access(&self, key: &[u8]) -> bool {
         self.all_keys || self.key_patterns.iter().any(|p| glob_match(p, key, false))
     }
@@ -385,6 +397,7 @@ impl Default for Acl {
 pub(super) enum Denied {
     Command,
     Key(Vec<u8>),
+    Channel(Vec<u8>),
 }
 
 pub(super) fn denied<C, A: AsRef<[u8]>>(
@@ -406,6 +419,19 @@ pub(super) fn denied<C, A: AsRef<[u8]>>(
         if let Some(key) = keys.find(|k| !user.may_access(k.as_ref())) {
             return Some(Denied::Key(key.as_ref().to_vec()));
         }
+    }
+    let channels = match spec.name {
+        "PUBLISH" => args.get(1..2),
+        "SUBSCRIBE" | "PSUBSCRIBE" => args.get(1..),
+        _ => None,
+    };
+    let literal = spec.name == "PSUBSCRIBE";
+    if let Some(c) = channels
+        .into_iter()
+        .flatten()
+        .find(|c| !user.may_use_channel(c.as_ref(), literal))
+    {
+        return Some(Denied::Channel(c.as_ref().to_vec()));
     }
     None
 }

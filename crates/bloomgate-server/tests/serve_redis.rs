@@ -28,6 +28,12 @@ fn bf_commands_match_redisbloom() {
 }
 
 #[test]
+fn bf_merge_unions_filters() {
+    let server = Server::start(&temp_dir("bf-merge"), &[]);
+    bloomgate_testkit::merge_replies::bf_merge_replies(server.port);
+}
+
+#[test]
 fn cf_commands_match_redisbloom() {
     let server = Server::start(&temp_dir("cf"), &[]);
     dialect_replies::cf_replies(server.port);

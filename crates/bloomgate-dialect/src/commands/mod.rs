@@ -17,6 +17,7 @@
 //! its rewrite.
 
 pub mod bloom;
+pub mod bloom_merge;
 pub mod countmin;
 pub mod cuckoo;
 mod execute;

@@ -280,6 +280,7 @@ mod tests {
                 "bf.insert",
                 "bf.loadchunk",
                 "bf.madd",
+                "bf.merge",
                 "bf.mexists",
                 "bf.reserve",
                 "bf.scandump"

@@ -39,12 +39,18 @@ pub fn register_commands(ctx: &Context) -> Result<(), String> {
             // The module API spells COMMAND INFO's `denyoom` as `deny-oom`; `module` is what
             // Redis itself adds to every module command, and `movablekeys` to one whose key
             // spec counts its keys.
-            let flags: Vec<&str> = info
+            let mut flags: Vec<&str> = info
                 .flag_names()
                 .into_iter()
                 .filter(|&f| f != "module" && f != "movablekeys")
                 .map(|f| if f == "denyoom" { "deny-oom" } else { f })
                 .collect();
+            if counts_keys(info) {
+                // Redis 7.0's cluster routing reads a module command's keys from its legacy
+                // range (the destination alone) unless the module answers for them: it asks
+                // the command itself (see `dispatch`), so sources in another slot get CROSSSLOT.
+                flags.push("getkeys-api");
+            }
             let flags = CString::new(flags.join(" ")).expect("no NUL");
             let status = create(
                 ctx.ctx,
@@ -271,6 +277,38 @@ fn bytes_of<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
     unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
 }
 
+/// Whether `info` has a key spec that counts its keys (a merge's sources): registered with
+/// `getkeys-api`, answering Redis' key-position requests.
+fn counts_keys(info: &commands::CommandInfo) -> bool {
+    info.docs.as_ref().is_some_and(|d| d.numkeys_at.is_some())
+}
+
+/// Whether Redis called the command only to learn its keys (`getkeys-api`).
+fn key_positions_asked(ctx: *mut raw::RedisModuleCtx) -> bool {
+    // SAFETY: the API table is filled once at load, before any command runs; `ctx` is the
+    // live context Redis passed to the command.
+    unsafe { raw::RedisModule_IsKeysPositionRequest.is_some_and(|asked| asked(ctx) != 0) }
+}
+
+/// Tells Redis where `args`' keys are (the table's key specs) and how each is used.
+fn report_keys(ctx: *mut raw::RedisModuleCtx, info: &commands::CommandInfo, args: &[&[u8]]) {
+    for (at, rw) in info.key_positions(args).unwrap_or_default() {
+        let flags = if rw {
+            raw::REDISMODULE_CMD_KEY_RW
+        } else {
+            raw::REDISMODULE_CMD_KEY_RO
+        };
+        // SAFETY: a key-position request's context; `at` indexes one of its arguments.
+        unsafe {
+            if let Some(with_flags) = raw::RedisModule_KeyAtPosWithFlags {
+                with_flags(ctx, at as c_int, flags as c_int);
+            } else if let Some(at_pos) = raw::RedisModule_KeyAtPos {
+                at_pos(ctx, at as c_int);
+            }
+        }
+    }
+}
+
 /// A command callback as Redis calls it.
 type CommandFn = unsafe extern "C" fn(
     *mut raw::RedisModuleCtx,
@@ -316,6 +354,11 @@ fn dispatch(
 ) -> c_int {
     // SAFETY: Redis passes `argc` (≥ 1) live strings.
     let strings = unsafe { std::slice::from_raw_parts(argv.cast_const(), argc as usize) };
+    if counts_keys(info) && key_positions_asked(ctx) {
+        let args: Vec<&[u8]> = strings.iter().map(|&s| bytes_of(s)).collect();
+        report_keys(ctx, info, &args);
+        return raw::REDISMODULE_OK as c_int;
+    }
     let mut stack: [&[u8]; STACK_ARGS] = [&[]; STACK_ARGS];
     let heap: Vec<&[u8]>;
     let args: &[&[u8]] = if strings.len() <= STACK_ARGS {

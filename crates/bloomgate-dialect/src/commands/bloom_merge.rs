@@ -205,7 +205,7 @@ mod tests {
         assert_eq!(h.run("BF.MERGE d 2 a nosuch"), err(ERR_NO_SOURCE));
         assert_eq!(h.run("BF.MERGE d 2 a other"), err(ERR_SHAPE));
         assert_eq!(h.run("BF.MERGE other 1 a"), err(ERR_SHAPE));
-        assert!(h.keys.get(&b"d"[..]).is_none());
+        assert!(!h.keys.contains_key(&b"d"[..]));
         assert_eq!(h.last.as_ref().unwrap().propagate, Propagate::Nothing);
         // The new destination is admitted against the budget before it is allocated.
         h.memory_limit = 1;

@@ -18,6 +18,8 @@ Phases, each checked through a cluster-aware client (redis-py RedisCluster) and 
               A second run with a filter memory budget of a few KiB makes the gate evict filters
               (DEL node by node) and build them again from the store (history loads, writes
               batched per node by slot) while requests run: still no duplicate shown.
+  merge     - BF.MERGE of hash-tagged keys routes through RedisCluster (its key specs); keys in
+              two slots answer CROSSSLOT.
   3. failover - writes acknowledged by `WAIT 1 <ms>` while a master is killed with SIGKILL; its
               replica is promoted, every acknowledged item answers 1; the killed node restarts
               and rejoins as a replica, and answers (READONLY) from its new master's data.
@@ -417,6 +419,38 @@ def absent_rate(cluster, d, keys):
               rate <= ABSENT_MAX_RATE)
 
 
+def phase_merge(cluster):
+    """BF.MERGE in the cluster: its two key specs (destination, then sources counted by numkeys)
+    route it through RedisCluster when every key shares a slot (a hash tag), and a node refuses
+    it with CROSSSLOT when they do not."""
+    rc = client(cluster.ports[0])
+    try:
+        rc.execute_command("BF.RESERVE", "{merge}a", 0.01, 1000)
+        rc.execute_command("BF.RESERVE", "{merge}b", 0.01, 1000)
+        rc.execute_command("BF.MADD", "{merge}a", *[f"a{i}" for i in range(100)])
+        rc.execute_command("BF.MADD", "{merge}b", *[f"b{i}" for i in range(100)])
+        merged = rc.execute_command("BF.MERGE", "{merge}dest", 2, "{merge}a", "{merge}b")
+        got = rc.execute_command("BF.MEXISTS", "{merge}dest", "a5", "b7", "a99", "b0")
+        check("merge: BF.MERGE of hash-tagged keys routed through RedisCluster",
+              merged in (b"OK", "OK", True) and list(got) == [1, 1, 1, 1], f"{merged!r} {got!r}")
+        keys = node(cluster.ports[0]).command_getkeys("BF.MERGE", "d", 2, "a", "b")
+        check("merge: COMMAND GETKEYS lists destination and sources",
+              [k.decode() if isinstance(k, bytes) else k for k in keys] == ["d", "a", "b"], repr(keys))
+        # Two keys in different slots, sent straight to a node: refused before anything runs.
+        a, b = "merge-x{1}", "merge-y{2}"
+        assert key_slot(a.encode()) != key_slot(b.encode())
+        try:
+            node(cluster.ports[0]).execute_command("BF.MERGE", a, 1, b)
+            error = ""
+        except redis.exceptions.ResponseError as e:
+            error = str(e)
+        # redis-py drops the CROSSSLOT code from the message it keeps.
+        check("merge: keys in two slots answer CROSSSLOT", "don't hash to the same slot" in error, error)
+        rc.delete("{merge}a", "{merge}b", "{merge}dest")
+    finally:
+        rc.close()
+
+
 def masters(cluster):
     view = nodes_view(cluster.live()[0])
     return {p: v for p, v in view.items() if v[1] == "master" and "fail" not in v[3] and p in cluster.procs}
@@ -657,6 +691,7 @@ def main():
         verify_everywhere("after load", cluster, d, expected)
         absent_rate(cluster, d, keys)
         before = check_states("after load", cluster, d, keys)
+        phase_merge(cluster)
 
         if args.bloomgate:
             phase_gate(cluster, os.path.abspath(args.bloomgate), root)

@@ -447,6 +447,7 @@ fn item_16_command_metadata() {
             ("BF.SCANDUMP", 3),
             ("BF.LOADCHUNK", 4),
             ("BF.DEBUG", -1),
+            ("BF.MERGE", -4),
             ("CF.RESERVE", -3),
             ("CF.ADD", 3),
             ("CF.ADDNX", 3),

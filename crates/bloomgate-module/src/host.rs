@@ -37,13 +37,20 @@ pub fn register_commands(ctx: &Context) -> Result<(), String> {
             };
             let name = CString::new(info.name.to_lowercase()).expect("no NUL");
             // The module API spells COMMAND INFO's `denyoom` as `deny-oom`; `module` is what
-            // Redis itself adds to every module command.
-            let flags: Vec<&str> = info
+            // Redis itself adds to every module command, and `movablekeys` to one whose key
+            // spec counts its keys.
+            let mut flags: Vec<&str> = info
                 .flag_names()
                 .into_iter()
-                .filter(|&f| f != "module")
+                .filter(|&f| f != "module" && f != "movablekeys")
                 .map(|f| if f == "denyoom" { "deny-oom" } else { f })
                 .collect();
+            if counts_keys(info) {
+                // Redis 7.0's cluster routing reads a module command's keys from its legacy
+                // range (the destination alone) unless the module answers for them: it asks
+                // the command itself (see `dispatch`), so sources in another slot get CROSSSLOT.
+                flags.push("getkeys-api");
+            }
             let flags = CString::new(flags.join(" ")).expect("no NUL");
             let status = create(
                 ctx.ctx,
@@ -90,7 +97,8 @@ static COMMAND_INFO_VERSION: raw::RedisModuleCommandInfoVersion =
     };
 
 /// Gives `command` what `bloomgate serve` shows of `info` in `COMMAND INFO` and `COMMAND DOCS`:
-/// the table's arity, its one key spec (notes; RO or RW; the key at `first_key`), summary,
+/// the table's arity, its key spec (notes; RO or RW; the key at `first_key`) and a merge's
+/// second (read-only sources counted by `numkeys_at`), summary,
 /// complexity, since and arguments (no tips, as there). The commands RedisBloom registers
 /// without any of it (`docs` is `None`: BF.DEBUG, CF.DEBUG, CF.COMPACT) keep Redis' defaults,
 /// arity -1 included, as `serve` shows them. Redis 7.0 has `RedisModule_SetCommandInfo`.
@@ -110,7 +118,7 @@ unsafe fn set_command_info(
     // Every string lives in `strings` until `set` returns (Redis copies them).
     let mut strings = Strings::default();
     // SAFETY: a zeroed key spec is the array terminator Redis looks for, and a valid start.
-    let mut key_specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
+    let mut key_specs: [raw::RedisModuleCommandKeySpec; 3] = unsafe { std::mem::zeroed() };
     let spec = &mut key_specs[0];
     if !docs.key_notes.is_empty() {
         spec.notes = strings.c(docs.key_notes);
@@ -128,6 +136,20 @@ unsafe fn set_command_info(
         keystep: 1,
         limit: 0,
     };
+    if let Some(at) = docs.numkeys_at {
+        // A merge's sources: read-only, counted by the integer at `at`, right after it.
+        let sources = &mut key_specs[1];
+        sources.flags = u64::from(raw::REDISMODULE_CMD_KEY_RO);
+        sources.begin_search_type =
+            raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+        sources.bs.index.pos = at;
+        sources.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+        sources.fk.keynum = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 {
+            keynumidx: 0,
+            firstkey: 1,
+            keystep: 1,
+        };
+    }
     let mut arg_arrays = Vec::new();
     let args = command_args(docs.args, &mut strings, &mut arg_arrays);
     let mut history: Vec<raw::RedisModuleCommandHistoryEntry> = docs
@@ -179,6 +201,8 @@ fn command_args(
     arrays: &mut Vec<Vec<raw::RedisModuleCommandArg>>,
 ) -> *mut raw::RedisModuleCommandArg {
     use commands::ArgKind;
+    // The n-th key argument is the n-th key spec's (a merge's destination, then its sources).
+    let mut key_spec = 0;
     let mut out: Vec<raw::RedisModuleCommandArg> = args
         .iter()
         .map(|a| {
@@ -203,8 +227,13 @@ fn command_args(
             raw::RedisModuleCommandArg {
                 name: strings.c(a.name),
                 type_,
-                // The one key spec for the key; -1 ("none") for every other argument.
-                key_spec_index: if a.kind == ArgKind::Key { 0 } else { -1 },
+                // -1 ("none") for every argument but a key.
+                key_spec_index: if a.kind == ArgKind::Key {
+                    key_spec += 1;
+                    key_spec - 1
+                } else {
+                    -1
+                },
                 token: a.token.map_or(std::ptr::null(), |t| strings.c(t)),
                 summary: std::ptr::null(),
                 since: std::ptr::null(),
@@ -246,6 +275,38 @@ fn bytes_of<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
     let ptr = raw::string_ptr_len(s, &mut len);
     // SAFETY: Redis strings passed to a command stay alive (and unchanged) until it returns.
     unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
+}
+
+/// Whether `info` has a key spec that counts its keys (a merge's sources): registered with
+/// `getkeys-api`, answering Redis' key-position requests.
+fn counts_keys(info: &commands::CommandInfo) -> bool {
+    info.docs.as_ref().is_some_and(|d| d.numkeys_at.is_some())
+}
+
+/// Whether Redis called the command only to learn its keys (`getkeys-api`).
+fn key_positions_asked(ctx: *mut raw::RedisModuleCtx) -> bool {
+    // SAFETY: the API table is filled once at load, before any command runs; `ctx` is the
+    // live context Redis passed to the command.
+    unsafe { raw::RedisModule_IsKeysPositionRequest.is_some_and(|asked| asked(ctx) != 0) }
+}
+
+/// Tells Redis where `args`' keys are (the table's key specs) and how each is used.
+fn report_keys(ctx: *mut raw::RedisModuleCtx, info: &commands::CommandInfo, args: &[&[u8]]) {
+    for (at, rw) in info.key_positions(args).unwrap_or_default() {
+        let flags = if rw {
+            raw::REDISMODULE_CMD_KEY_RW
+        } else {
+            raw::REDISMODULE_CMD_KEY_RO
+        };
+        // SAFETY: a key-position request's context; `at` indexes one of its arguments.
+        unsafe {
+            if let Some(with_flags) = raw::RedisModule_KeyAtPosWithFlags {
+                with_flags(ctx, at as c_int, flags as c_int);
+            } else if let Some(at_pos) = raw::RedisModule_KeyAtPos {
+                at_pos(ctx, at as c_int);
+            }
+        }
+    }
 }
 
 /// A command callback as Redis calls it.
@@ -293,6 +354,11 @@ fn dispatch(
 ) -> c_int {
     // SAFETY: Redis passes `argc` (≥ 1) live strings.
     let strings = unsafe { std::slice::from_raw_parts(argv.cast_const(), argc as usize) };
+    if counts_keys(info) && key_positions_asked(ctx) {
+        let args: Vec<&[u8]> = strings.iter().map(|&s| bytes_of(s)).collect();
+        report_keys(ctx, info, &args);
+        return raw::REDISMODULE_OK as c_int;
+    }
     let mut stack: [&[u8]; STACK_ARGS] = [&[]; STACK_ARGS];
     let heap: Vec<&[u8]>;
     let args: &[&[u8]] = if strings.len() <= STACK_ARGS {

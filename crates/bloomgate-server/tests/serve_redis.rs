@@ -28,6 +28,12 @@ fn bf_commands_match_redisbloom() {
 }
 
 #[test]
+fn bf_merge_unions_filters() {
+    let server = Server::start(&temp_dir("bf-merge"), &[]);
+    bloomgate_testkit::merge_replies::bf_merge_replies(server.port);
+}
+
+#[test]
 fn cf_commands_match_redisbloom() {
     let server = Server::start(&temp_dir("cf"), &[]);
     dialect_replies::cf_replies(server.port);
@@ -236,7 +242,8 @@ fn redisbloom_82_metadata_errors_and_acl() {
     );
 
     let bloom: Vec<String> = redis::cmd("ACL").arg("CAT").arg("bloom").query(c).unwrap();
-    assert_eq!(bloom.len(), 11);
+    // RedisBloom's 11 and our BF.MERGE.
+    assert_eq!(bloom.len(), 12);
     assert_eq!(
         cmd(c, "ACL SETUSER reader on >pw ~* &* +@bloom -@write"),
         Value::Okay

@@ -16,6 +16,8 @@
     feature = "fuzz-server"
 ))]
 pub mod fuzz;
+#[cfg(feature = "replies")]
+pub mod merge_replies;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "replies")]

@@ -20,6 +20,7 @@ pub enum Command {
     BfScandump,
     BfLoadchunk,
     BfDebug,
+    BfMerge,
     CfReserve,
     CfAdd,
     CfAddnx,
@@ -132,6 +133,10 @@ pub struct Docs {
     pub key_notes: &'static str,
     /// Whether the key spec is `RW` (else `RO`).
     pub key_rw: bool,
+    /// A second key spec, read-only (a merge's sources): the keys counted by the integer at
+    /// this argument index, which follow it (Redis' `keynum` spec: `keynumidx 0`,
+    /// `firstkey 1`, `keystep 1`). `None` for a command with one key.
+    pub numkeys_at: Option<i32>,
     /// The arguments, in order.
     pub args: &'static [Arg],
     /// `COMMAND DOCS`' history: `(version, change)` pairs.
@@ -154,6 +159,7 @@ impl Docs {
             since: "1.0.0",
             key_notes,
             key_rw,
+            numkeys_at: None,
             args,
             history: &[],
         }
@@ -348,13 +354,55 @@ impl<C> CommandInfo<C> {
             .map(|(_, n)| *n)
             .collect();
         if self.flags.contains(flags::MODULE) {
-            // Redis puts `module` before `fast` for a module command.
-            if let Some(fast) = names.iter().position(|&n| n == "fast") {
+            // Redis puts `module` before `fast` for a module command, and marks one whose key
+            // spec counts its keys (a merge's) `movablekeys` after `module`.
+            let fast = names.iter().position(|&n| n == "fast");
+            if let Some(fast) = fast {
                 names.remove(fast);
+            }
+            if self.docs.as_ref().is_some_and(|d| d.numkeys_at.is_some()) {
+                names.push("movablekeys");
+            }
+            if fast.is_some() {
                 names.push("fast");
             }
         }
         names
+    }
+
+    /// The key arguments of `args` (the command name first) and whether the command writes
+    /// each (else only reads it), in order, as the key specs find them: the keys at
+    /// `first_key..=last_key` by `step` (a negative `last_key` counts from the end), then a
+    /// merge's sources counted by [`Docs::numkeys_at`]. `None` when the arguments do not hold
+    /// the keys the spec promises (numkeys not a positive integer, or more keys than
+    /// arguments): Redis' `COMMAND GETKEYS` then answers "Invalid arguments".
+    pub fn key_positions<A: AsRef<[u8]>>(&self, args: &[A]) -> Option<Vec<(usize, bool)>> {
+        let mut out = Vec::new();
+        let rw = self
+            .docs
+            .as_ref()
+            .map_or(!self.flags.contains(flags::READONLY), |d| d.key_rw);
+        if self.first_key > 0 {
+            let last = match self.last_key {
+                n if n < 0 => args.len() as i64 + i64::from(n),
+                n => i64::from(n),
+            };
+            let mut at = i64::from(self.first_key);
+            while at <= last && (at as usize) < args.len() {
+                out.push((at as usize, rw));
+                at += i64::from(self.step.max(1));
+            }
+        }
+        if let Some(numkeys_at) = self.docs.as_ref().and_then(|d| d.numkeys_at) {
+            let numkeys_at = numkeys_at as usize;
+            let n = args
+                .get(numkeys_at)
+                .and_then(|a| std::str::from_utf8(a.as_ref()).ok())
+                .and_then(|a| a.parse::<usize>().ok())
+                .filter(|&n| n >= 1 && n < args.len() - numkeys_at)?;
+            out.extend((numkeys_at + 1..=numkeys_at + n).map(|i| (i, false)));
+        }
+        Some(out)
     }
 
     /// ACL categories without the `@`, in Redis' order ([`ACL_CATEGORIES`]): those implied by

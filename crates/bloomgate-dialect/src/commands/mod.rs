@@ -18,6 +18,7 @@
 //! its rewrite.
 
 pub mod bloom;
+pub mod bloom_merge;
 pub mod counting;
 pub mod countmin;
 pub mod cuckoo;

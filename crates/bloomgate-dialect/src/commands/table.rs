@@ -6,7 +6,7 @@ use super::flags::ACL_CATEGORIES;
 use super::generic::{exists, mexists};
 use super::host::{Args, Ctx, Host};
 use super::info::{Command, CommandInfo};
-use super::{bloom, counting, countmin, cuckoo, tdigest, topk, windowed};
+use super::{bloom, bloom_merge, counting, countmin, cuckoo, tdigest, topk, windowed};
 use crate::reply::Reply;
 use crate::types::cuckoo::CuckooChain;
 use crate::types::sbchain::BloomChain;
@@ -17,6 +17,7 @@ pub fn table() -> &'static [CommandInfo] {
     static TABLE: std::sync::OnceLock<Vec<CommandInfo>> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
         let mut all = bloom::commands();
+        all.extend(bloom_merge::commands());
         all.extend(cuckoo::commands());
         all.extend(windowed::commands());
         all.extend(tdigest::commands());
@@ -63,6 +64,7 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             Command::BfScandump => bloom::scandump(ctx, args),
             Command::BfLoadchunk => bloom::loadchunk(ctx, args),
             Command::BfDebug => bloom::debug(ctx, args),
+            Command::BfMerge => bloom_merge::merge(ctx, args),
             Command::CfReserve => cuckoo::reserve(ctx, args),
             Command::CfAdd => cuckoo::add(ctx, args),
             Command::CfAddnx => cuckoo::addnx(ctx, args),

@@ -71,6 +71,7 @@ const fn docs(
         since: "2.4.0",
         key_notes: "",
         key_rw: rw,
+        numkeys_at: None,
         args,
         history: &[],
     }
@@ -125,12 +126,16 @@ pub fn commands() -> Vec<CommandInfo> {
             write,
             slow,
             -4,
-            docs(
-                "Merges multiple t-digest sketches into a single sketch",
-                "O(N*K), where N is the number of centroids and K being the number of input sketches",
-                true,
-                MERGE_ARGS,
-            ),
+            // The sources are RedisBloom's second key spec: read-only, counted by numkeys.
+            Docs {
+                numkeys_at: Some(2),
+                ..docs(
+                    "Merges multiple t-digest sketches into a single sketch",
+                    "O(N*K), where N is the number of centroids and K being the number of input sketches",
+                    true,
+                    MERGE_ARGS,
+                )
+            },
         ),
         td(
             "TDIGEST.MIN",

@@ -83,6 +83,7 @@ pub fn commands() -> Vec<CommandInfo> {
             since: "0.1.0",
             key_notes: "is key name for a time-windowed filter.",
             key_rw,
+            numkeys_at: None,
             args,
             history: &[],
         };

@@ -30,6 +30,15 @@ fn bf_replies_match_bloomgate_serve() {
 }
 
 #[test]
+fn bf_merge_matches_bloomgate_serve() {
+    if !have_redis("bf_merge_matches_bloomgate_serve") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("bf-merge"), &[], &[]);
+    bloomgate_testkit::merge_replies::bf_merge_replies(server.port);
+}
+
+#[test]
 fn cf_replies_match_bloomgate_serve() {
     if !have_redis("cf_replies_match_bloomgate_serve") {
         return;
@@ -149,7 +158,8 @@ fn command_table_registration() {
         let key_spec = format!("{key_specs:?}");
         match &info.docs {
             Some(docs) => {
-                assert_eq!(key_specs.len(), 1, "{}", info.name);
+                let specs = 1 + usize::from(docs.numkeys_at.is_some());
+                assert_eq!(key_specs.len(), specs, "{}", info.name);
                 assert!(
                     key_spec.contains(docs.key_notes),
                     "{}: {key_spec}",

@@ -285,6 +285,7 @@ mod tests {
                 "bf.insert",
                 "bf.loadchunk",
                 "bf.madd",
+                "bf.merge",
                 "bf.mexists",
                 "bf.reserve",
                 "bf.scandump"

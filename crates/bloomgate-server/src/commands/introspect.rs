@@ -48,7 +48,46 @@ pub fn command_info(spec: &ServerCommand) -> Reply {
     ])
 }
 
-/// The one key spec of a dialect command: its key at argument 1. Commands RedisBloom registers
+/// `COMMAND GETKEYS` / `GETKEYSANDFLAGS` (`with_flags`) of `args` (the command's name first) for
+/// the command `info` names, with Redis' errors: the keys the table's key specs find
+/// ([`CommandInfo::key_positions`](bloomgate_dialect::commands::CommandInfo::key_positions)),
+/// each with its key spec's flags.
+pub fn get_keys(info: Option<&ServerCommand>, args: &[&[u8]], with_flags: bool) -> Reply {
+    let Some(info) = info else {
+        return Reply::error("ERR Invalid command specified");
+    };
+    if !info.arity_ok(args.len()) {
+        return Reply::error("ERR Invalid number of arguments specified for command");
+    }
+    let Some(keys) = info.key_positions(args) else {
+        return Reply::error("ERR Invalid arguments specified for command");
+    };
+    if keys.is_empty() {
+        return Reply::error("ERR The command has no key arguments");
+    }
+    let flags = |rw: bool| -> &'static [&'static str] {
+        match (&info.docs, rw) {
+            (None, _) if is_module(info) => &["RW", "access", "update"],
+            (_, true) => &["RW"],
+            (_, false) => &["RO"],
+        }
+    };
+    Reply::Array(
+        keys.into_iter()
+            .map(|(at, rw)| {
+                let key = Reply::bulk(args[at].to_vec());
+                if with_flags {
+                    Reply::Array(vec![key, statuses(flags(rw).iter().copied())])
+                } else {
+                    key
+                }
+            })
+            .collect(),
+    )
+}
+
+/// The key specs of a dialect command: its key at argument 1, then (a merge's) the read-only
+/// sources counted by the integer at [`Docs::numkeys_at`]. Commands RedisBloom registers
 /// without documentation keep the spec Redis derives from first/last/step.
 fn key_specs(info: &ServerCommand) -> Reply {
     let (notes, flags): (Option<&str>, &[&str]) = match &info.docs {
@@ -84,7 +123,37 @@ fn key_specs(info: &ServerCommand) -> Reply {
             ),
         ]),
     ));
-    Reply::Array(vec![Reply::Map(spec)])
+    let mut specs = vec![Reply::Map(spec)];
+    if let Some(at) = info.docs.as_ref().and_then(|d| d.numkeys_at) {
+        specs.push(Reply::Map(vec![
+            (s("flags"), statuses(["RO"])),
+            (
+                s("begin_search"),
+                Reply::Map(vec![
+                    (s("type"), s("index")),
+                    (
+                        s("spec"),
+                        Reply::Map(vec![(s("index"), Reply::Int(i64::from(at)))]),
+                    ),
+                ]),
+            ),
+            (
+                s("find_keys"),
+                Reply::Map(vec![
+                    (s("type"), s("keynum")),
+                    (
+                        s("spec"),
+                        Reply::Map(vec![
+                            (s("keynumidx"), Reply::Int(0)),
+                            (s("firstkey"), Reply::Int(1)),
+                            (s("keystep"), Reply::Int(1)),
+                        ]),
+                    ),
+                ]),
+            ),
+        ]));
+    }
+    Reply::Array(specs)
 }
 
 /// One `COMMAND DOCS` entry (the value under the command's name).
@@ -127,14 +196,17 @@ pub fn command_docs(info: &ServerCommand) -> Reply {
     Reply::Map(doc)
 }
 
-/// Redis' argument list: name, type, key_spec_index (keys), token, flags, nested arguments.
+/// Redis' argument list: name, type, key_spec_index (keys: the n-th key argument is the n-th
+/// key spec's), token, flags, nested arguments.
 fn arguments(args: &[Arg]) -> Reply {
+    let mut key_spec = 0;
     Reply::Array(
         args.iter()
             .map(|a| {
                 let mut m = vec![(s("name"), s(a.name)), (s("type"), s(a.kind.name()))];
                 if a.kind == bloomgate_dialect::commands::ArgKind::Key {
-                    m.push((s("key_spec_index"), Reply::Int(0)));
+                    m.push((s("key_spec_index"), Reply::Int(key_spec)));
+                    key_spec += 1;
                 }
                 if let Some(token) = a.token {
                     m.push((s("token"), s(token)));
@@ -270,6 +342,78 @@ mod tests {
                 (s("flags"), statuses(&["optional"])),
             ])
         );
+    }
+
+    /// COMMAND GETKEYS / GETKEYSANDFLAGS from the key specs, with Redis' errors (as Redis 8.2
+    /// answers them for RedisBloom's TDIGEST.MERGE), and BF.MERGE's two key specs.
+    #[test]
+    fn getkeys_from_the_key_specs() {
+        let mut h = Harness::new();
+        let keys = |names: &[&str]| Reply::Array(names.iter().map(|n| s(n)).collect());
+        assert_eq!(
+            h.run("COMMAND GETKEYS BF.MERGE d 2 a b OVERRIDE"),
+            keys(&["d", "a", "b"])
+        );
+        assert_eq!(
+            h.run("COMMAND GETKEYSANDFLAGS bf.merge d 1 a"),
+            Reply::Array(vec![
+                Reply::Array(vec![s("d"), statuses(&["RW"])]),
+                Reply::Array(vec![s("a"), statuses(&["RO"])]),
+            ])
+        );
+        assert_eq!(h.run("COMMAND GETKEYS bf.madd k a b"), keys(&["k"]));
+        assert_eq!(
+            h.run("COMMAND GETKEYS tdigest.merge d 1 s"),
+            keys(&["d", "s"])
+        );
+        assert_eq!(h.run("COMMAND GETKEYS del a b c"), keys(&["a", "b", "c"]));
+        for (line, error) in [
+            (
+                "COMMAND GETKEYS BF.MERGE d 3 a b",
+                "ERR Invalid arguments specified for command",
+            ),
+            (
+                "COMMAND GETKEYS BF.MERGE d x a b",
+                "ERR Invalid arguments specified for command",
+            ),
+            ("COMMAND GETKEYS nosuch a", "ERR Invalid command specified"),
+            (
+                "COMMAND GETKEYS bf.add k",
+                "ERR Invalid number of arguments specified for command",
+            ),
+            (
+                "COMMAND GETKEYS ping",
+                "ERR The command has no key arguments",
+            ),
+            (
+                "COMMAND GETKEYS",
+                "ERR wrong number of arguments for 'command|getkeys' command",
+            ),
+        ] {
+            assert_eq!(h.run(line), Reply::error(error), "{line}");
+        }
+        let Reply::Array(info) = h.run("COMMAND INFO bf.merge") else {
+            panic!()
+        };
+        let Reply::Array(fields) = &info[0] else {
+            panic!()
+        };
+        assert_eq!(
+            fields[2],
+            statuses(&["write", "denyoom", "module", "movablekeys"])
+        );
+        let Reply::Array(specs) = &fields[8] else {
+            panic!()
+        };
+        assert_eq!(specs.len(), 2);
+        let Reply::Map(sources) = &specs[1] else {
+            panic!()
+        };
+        assert_eq!(sources[0], (s("flags"), statuses(&["RO"])));
+        let Reply::Map(find_keys) = &sources[2].1 else {
+            panic!()
+        };
+        assert_eq!(find_keys[0], (s("type"), s("keynum")));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use super::host::{
     command, is, parse_i64, text, wrong_arity, Args, Ctx, ServerCommand, ERR_NOT_INTEGER,
     ERR_SYNTAX,
 };
-use super::introspect::{command_docs, command_info};
+use super::introspect::{command_docs, command_info, get_keys};
 use super::state::Action;
 use crate::config::{apply_config, config_value, CONFIG_NAMES};
 use crate::glob::glob_match;
@@ -448,6 +448,12 @@ fn command_(ctx: &mut Ctx, args: &Args) -> Reply {
                     .collect(),
             )
         }
+        "GETKEYS" | "GETKEYSANDFLAGS" if args.len() < 3 => Reply::error(format!(
+            "ERR wrong number of arguments for 'command|{}' command",
+            text(sub).to_lowercase()
+        )),
+        "GETKEYS" => get_keys(lookup(args[2]), &args[2..], false),
+        "GETKEYSANDFLAGS" => get_keys(lookup(args[2]), &args[2..], true),
         _ => Reply::error(format!(
             "ERR unknown subcommand '{}'. Try COMMAND HELP.",
             text(sub)

@@ -408,16 +408,12 @@ pub(super) fn denied<C, A: AsRef<[u8]>>(
     if !user.allowed.allows(spec.name) {
         return Some(Denied::Command);
     }
-    if !user.all_keys && spec.first_key > 0 {
-        let last = match spec.last_key {
-            n if n < 0 => args.len() as i64 + i64::from(n),
-            n => i64::from(n),
-        };
-        let mut keys = (i64::from(spec.first_key)..=last)
-            .step_by(spec.step.max(1) as usize)
-            .filter_map(|i| args.get(i as usize));
-        if let Some(key) = keys.find(|k| !user.may_access(k.as_ref())) {
-            return Some(Denied::Key(key.as_ref().to_vec()));
+    if !user.all_keys {
+        // Arguments that do not hold the keys the spec promises fail in the command itself.
+        let keys = spec.key_positions(args).unwrap_or_default();
+        let mut keys = keys.into_iter().map(|(at, _)| args[at].as_ref());
+        if let Some(key) = keys.find(|k| !user.may_access(k)) {
+            return Some(Denied::Key(key.to_vec()));
         }
     }
     let channels = match spec.name {

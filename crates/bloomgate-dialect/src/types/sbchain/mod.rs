@@ -13,7 +13,9 @@ use crate::encoding::murmur::murmur64a;
 use crate::types::cow::CowArray;
 
 mod dump;
+mod merge;
 pub use dump::ChainShape;
+pub use merge::estimate_items;
 
 /// Link option bits as stored in the dump header.
 pub const OPT_NOROUND: u32 = 1;

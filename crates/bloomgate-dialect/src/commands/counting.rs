@@ -52,6 +52,7 @@ pub fn commands() -> Vec<CommandInfo> {
             key_rw,
             args,
             history: &[],
+            numkeys_at: None,
         };
         spec(name, command, flags, "cbf", arity, Some(docs))
     };

@@ -64,6 +64,9 @@ pub struct Metrics {
     pub candidates: AtomicU64,
     /// Candidates the filter answered "maybe" for.
     pub filter_maybe: AtomicU64,
+    /// Candidates the filter answered "definitely not seen" for: answered without the exact
+    /// path, under every policy.
+    pub filter_negatives: AtomicU64,
     /// Candidates sent to the exact path (cache, then store).
     pub exact_lookups: AtomicU64,
     /// Exact lookups the cache answered.
@@ -106,6 +109,9 @@ pub struct Metrics {
     pub snapshots_refused: AtomicU64,
     /// Snapshots of the local filters written.
     pub snapshot_writes: AtomicU64,
+    /// Group commits that failed (the store was down or refused them); their rows stay queued
+    /// and are committed by a later attempt.
+    pub record_failures: AtomicU64,
     /// Time per request inside the gate (`unseen`).
     pub request_latency: Histogram,
     /// Time per exact-store call.
@@ -129,6 +135,7 @@ impl Default for Metrics {
             requests: zero(),
             candidates: zero(),
             filter_maybe: zero(),
+            filter_negatives: zero(),
             exact_lookups: zero(),
             cache_hits: zero(),
             store_reads: zero(),
@@ -149,6 +156,7 @@ impl Default for Metrics {
             catch_ups: zero(),
             snapshots_refused: zero(),
             snapshot_writes: zero(),
+            record_failures: zero(),
             request_latency: Histogram::new(),
             store_latency: Histogram::new(),
             costs: Costs::default(),
@@ -194,7 +202,7 @@ impl Metrics {
 
     pub(crate) fn render(&self, gauges: &FilterGauges) -> String {
         let mut out = Exposition::new();
-        let counters: [(&str, &str, &AtomicU64); 22] = [
+        let counters: [(&str, &str, &AtomicU64); 24] = [
             (
                 "bloomgate_gate_requests_total",
                 "Requests answered by the gate.",
@@ -209,6 +217,11 @@ impl Metrics {
                 "bloomgate_gate_filter_maybe_total",
                 "Candidates the filter answered maybe for.",
                 &self.filter_maybe,
+            ),
+            (
+                "bloomgate_gate_filter_negatives_total",
+                "Candidates the filter answered definitely not seen for (no exact lookup).",
+                &self.filter_negatives,
             ),
             (
                 "bloomgate_gate_exact_lookups_total",
@@ -304,6 +317,11 @@ impl Metrics {
                 "bloomgate_gate_snapshot_writes_total",
                 "Snapshots of the local filters written.",
                 &self.snapshot_writes,
+            ),
+            (
+                "bloomgate_gate_record_failures_total",
+                "Group commits that failed; their rows stay queued and are retried.",
+                &self.record_failures,
             ),
         ];
         for (name, help, value) in counters {

@@ -61,9 +61,12 @@ pub const TRANSACTION: Flags = Flags(1 << 8);
 /// Runs queued commands (EXEC): what they changed propagates, as one unit, although the
 /// command itself is not a write. Not shown by `COMMAND INFO`.
 pub const RUNS_QUEUED: Flags = Flags(1 << 9);
+/// Refused inside MULTI (at queue time): the command replies later, off the event loop, which
+/// a transaction's all-at-once execution cannot wait for (Redis' `no_multi`).
+pub const NO_MULTI: Flags = Flags(1 << 10);
 
 /// The names `COMMAND INFO` shows, in Redis' order for a server command.
-pub(super) const NAMES: [(Flags, &str); 8] = [
+pub(super) const NAMES: [(Flags, &str); 9] = [
     (WRITE, "write"),
     (READONLY, "readonly"),
     (DENYOOM, "denyoom"),
@@ -72,6 +75,7 @@ pub(super) const NAMES: [(Flags, &str); 8] = [
     (LOADING, "loading"),
     (FAST, "fast"),
     (MODULE, "module"),
+    (NO_MULTI, "no_multi"),
 ];
 
 /// Redis' ACL categories in its `ACL CAT` order. A module's own categories (`bloom`, …) follow

@@ -252,6 +252,83 @@ class Server:
         self.close()
 
 
+class Postgres:
+    """A throwaway PostgreSQL server (as bloomgate_testkit::postgres starts one): `initdb` in a
+    temporary directory, `pg_ctl start` on a free 127.0.0.1 port (no Unix socket, trust
+    authentication, fsync off), run as the `postgres` user (else `nobody`) when this runs as
+    root. `url` connects as the superuser `bloomgate`; `stop()` and `start()` stop and restart it
+    on the same port and data; `close()` stops it and removes the directory. `Postgres.bin_dir()`
+    is None when PostgreSQL is not installed."""
+
+    @staticmethod
+    def bin_dir():
+        versions = sorted(
+            (int(v), os.path.join("/usr/lib/postgresql", v, "bin"))
+            for v in (os.listdir("/usr/lib/postgresql") if os.path.isdir("/usr/lib/postgresql") else [])
+            if v.isdigit() and os.path.isfile(os.path.join("/usr/lib/postgresql", v, "bin", "initdb")))
+        if versions:
+            return versions[-1][1]
+        initdb = shutil.which("initdb")
+        return os.path.dirname(initdb) if initdb and shutil.which("pg_ctl") else None
+
+    def __init__(self):
+        self.bin = self.bin_dir()
+        if self.bin is None:
+            raise RuntimeError("PostgreSQL (initdb, pg_ctl) is not installed")
+        self.dir = tempfile.mkdtemp(prefix="bloomgate-pg-")
+        self.user = None
+        if os.geteuid() == 0:
+            import pwd
+            for name in ("postgres", "nobody"):
+                try:
+                    pwd.getpwnam(name)
+                    self.user = name
+                    break
+                except KeyError:
+                    pass
+            shutil.chown(self.dir, self.user)
+        self.run("initdb", "-D", self.data, "-U", "bloomgate", "--auth=trust", "-E", "UTF8", "--no-sync")
+        self.port = free_port()
+        self.url = "postgres://bloomgate@127.0.0.1:%d/postgres" % self.port
+        self.running = False
+        self.start()
+
+    @property
+    def data(self):
+        return os.path.join(self.dir, "data")
+
+    def run(self, program, *args):
+        argv = [os.path.join(self.bin, program), *args]
+        if self.user:
+            argv = ["runuser", "-u", self.user, "--", *argv]
+        out = subprocess.run(argv, cwd=self.dir, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError("%s failed: %s%s" % (program, out.stdout, out.stderr))
+
+    def start(self):
+        options = "-c listen_addresses=127.0.0.1 -p %d -c unix_socket_directories='' -c fsync=off" % self.port
+        self.run("pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "server.log"), "-w", "-t", "60",
+                 "-o", options, "start")
+        self.running = True
+
+    def stop(self):
+        if self.running:
+            self.running = False
+            self.run("pg_ctl", "-D", self.data, "-w", "-t", "60", "-m", "fast", "stop")
+
+    def close(self):
+        try:
+            self.stop()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description="free loopback ports and waiting for a server, "
                                              "for shell scripts")

@@ -49,7 +49,8 @@ pub enum GateCall {
 
 /// The gate and what `GATE.INFO` says about it.
 pub struct GateService {
-    gate: Gate,
+    /// Always `Some` until drop.
+    gate: Option<Gate>,
     policy: Policy,
     store: String,
     workers: Arc<Semaphore>,
@@ -69,7 +70,7 @@ impl GateService {
             ..GateConfig::new(settings.policy, FilterMode::Local, lifecycle)
         };
         Ok(GateService {
-            gate: Gate::new(store, config)?,
+            gate: Some(Gate::new(store, config)?),
             policy: settings.policy,
             store: settings.store.redacted(),
             workers: Arc::new(Semaphore::new(WORKERS)),
@@ -78,12 +79,12 @@ impl GateService {
 
     /// The gate itself.
     pub fn gate(&self) -> &Gate {
-        &self.gate
+        self.gate.as_ref().expect("the gate lives until drop")
     }
 
     /// Bytes held by the gate's filters (counted in `used_memory`).
     pub fn memory_bytes(&self) -> u64 {
-        self.gate.filter_memory_bytes()
+        self.gate().filter_memory_bytes()
     }
 
     /// Runs `call` on a worker and answers it (an error reply if it fails or takes longer than
@@ -114,7 +115,7 @@ impl GateService {
         let failed = |e: bloomgate_gate::Error| Reply::error(format!("ERR gate: {e}"));
         match call {
             GateCall::Unseen { scope, candidates } => {
-                match self.gate.unseen(scope, &candidates, now) {
+                match self.gate().unseen(scope, &candidates, now) {
                     Ok(verdict) => Reply::Array(
                         verdict
                             .into_iter()
@@ -124,11 +125,11 @@ impl GateService {
                     Err(e) => failed(e),
                 }
             }
-            GateCall::Record { scope, items } => match self.gate.record(scope, &items, now) {
+            GateCall::Record { scope, items } => match self.gate().record(scope, &items, now) {
                 Ok(taken) => Reply::Int(taken as i64),
                 Err(e) => failed(e),
             },
-            GateCall::Expire => match self.gate.expire(now) {
+            GateCall::Expire => match self.gate().expire(now) {
                 Ok(dropped) => Reply::Int(dropped as i64),
                 Err(e) => failed(e),
             },
@@ -138,7 +139,7 @@ impl GateService {
     /// `GATE.INFO`: the policy, the store, and the gate's counters.
     pub fn info(&self) -> Reply {
         use std::sync::atomic::Ordering::Relaxed;
-        let m = self.gate.metrics();
+        let m = self.gate().metrics();
         let policy = match self.policy {
             Policy::Verify => "verify",
             Policy::Trust => "trust",
@@ -161,7 +162,7 @@ impl GateService {
             ("filter_errors", m.filter_errors.load(Relaxed)),
             ("recorded_rows", m.recorded_rows.load(Relaxed)),
             ("record_failures", m.record_failures.load(Relaxed)),
-            ("record_backlog", self.gate.record_backlog() as u64),
+            ("record_backlog", self.gate().record_backlog() as u64),
             ("filter_memory_bytes", self.memory_bytes()),
         ];
         let text = |s: &str| Reply::bulk(s.as_bytes().to_vec());
@@ -175,5 +176,19 @@ impl GateService {
                 .map(|(name, value)| (text(name), Reply::Int(value.min(i64::MAX as u64) as i64))),
         );
         Reply::Map(map)
+    }
+}
+
+impl Drop for GateService {
+    /// Drops the gate on a thread of its own: its last reference may go on the event loop's
+    /// thread, where the gate's shutdown (a final commit, joining its threads) must not block,
+    /// and where the PostgreSQL client, which runs a runtime of its own, refuses to be dropped.
+    fn drop(&mut self) {
+        if let Some(gate) = self.gate.take() {
+            let _ = std::thread::Builder::new()
+                .name("bloomgate-gate-close".into())
+                .spawn(move || drop(gate))
+                .map(|closing| closing.join());
+        }
     }
 }

@@ -162,7 +162,9 @@ fn http_get(addr: &str, path: &str) -> String {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    // One write: the endpoint answers after its first read.
+    let request = format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
     let mut text = String::new();
     stream.read_to_string(&mut text).unwrap();
     text

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: every crate's unit, property, statistical and integration tests, then the
 # module's tests again inside Valkey and Redis 8.2, the real-client smoke tests (redis-cli, redis-py) against
-# a real `bloomgate serve`, the Redis
+# a real `bloomgate serve`, the gate's client tests (scripts/ci/gate_feed.py, gate_clients.py), the Redis
 # Cluster test (six redis-server nodes with the module, scripts/ci/cluster_test.py), the Python
 # package's pytest suite (scripts/ci/python_tests.sh), what users install (scripts/ci/package_check.sh:
 # cargo deny, cargo package, the .deb with dpkg, the wheel in a fresh virtualenv) and every
@@ -33,6 +33,10 @@ python3 scripts/ci/redis_py_smoke.py --bin target/debug/bloomgate
 echo "== redis-py pub/sub test"
 python3 scripts/ci/redis_py_pubsub.py --bin target/debug/bloomgate
 echo "smoke: 3 passed, 0 failed"
+echo "== the gate over RESP: redis-py feed simulations (SQLite; PostgreSQL stopped half-way), Go (redigo), node-redis"
+python3 scripts/ci/gate_feed.py --bin target/debug/bloomgate --store sqlite
+python3 scripts/ci/gate_feed.py --bin target/debug/bloomgate --store postgres --outage
+python3 scripts/ci/gate_clients.py --bin target/debug/bloomgate
 echo "== Redis Cluster test (3 masters + 3 replicas of redis-server with the module, loopback)"
 python3 scripts/ci/cluster_test.py --module target/debug/libbloomgate_module.so --bloomgate target/debug/bloomgate
 echo "== Python package (maturin wheel + pytest)"

@@ -52,6 +52,20 @@ pub struct Args {
     /// Allow a non-loopback --bind without --requirepass (turns off protected mode)
     #[arg(long, env = "BLOOMGATE_UNPROTECTED")]
     pub unprotected: bool,
+    /// Serve GATE.* over this exact store: sqlite:PATH, redis://HOST:PORT or
+    /// postgres://USER@HOST:PORT/DB (without it, GATE.* answer an error)
+    #[arg(long, env = "BLOOMGATE_GATE_STORE")]
+    pub gate_store: Option<String>,
+    /// The gate's policy: verify (a filter "maybe" is checked against the store), trust, or
+    /// exact (no filters) [default: verify]
+    #[arg(long, env = "BLOOMGATE_GATE_POLICY")]
+    pub gate_policy: Option<String>,
+    /// The gate's retention window in days: an item counts as seen this long [default: 30]
+    #[arg(long, env = "BLOOMGATE_GATE_WINDOW")]
+    pub gate_window: Option<String>,
+    /// Memory budget of the gate's filters (bytes, or with k/kb/m/mb/g/gb) [default: 256mb]
+    #[arg(long, env = "BLOOMGATE_GATE_MEMORY")]
+    pub gate_memory: Option<String>,
 }
 
 /// `--appendfsync` values.
@@ -91,6 +105,10 @@ impl From<Args> for Options {
             metrics_addr: a.metrics_addr,
             config: a.config,
             unprotected: a.unprotected,
+            gate_store: a.gate_store,
+            gate_policy: a.gate_policy,
+            gate_window: a.gate_window,
+            gate_memory: a.gate_memory,
         }
     }
 }

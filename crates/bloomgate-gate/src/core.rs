@@ -7,13 +7,13 @@
 //! with the store and counting every call in the metrics.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::backend::HistorySource;
 use crate::cache::{SeenCache, Ticket};
 use crate::pending::Pending;
-use crate::{Error, ExactStore, Metrics, Result, Seen};
+use crate::{ExactStore, Metrics, Result, Seen};
 
 /// The exact side of the gate: store, cache, overlay, metrics.
 pub(crate) struct Core {
@@ -22,8 +22,6 @@ pub(crate) struct Core {
     cache: SeenCache,
     pending: Pending,
     metrics: Arc<Metrics>,
-    /// Set once if a group commit fails; every later record and flush returns it.
-    recording_failure: OnceLock<String>,
 }
 
 impl Core {
@@ -39,7 +37,6 @@ impl Core {
             cache: SeenCache::new(cache_capacity),
             pending: Pending::new(),
             metrics,
-            recording_failure: OnceLock::new(),
         }
     }
 
@@ -49,14 +46,6 @@ impl Core {
 
     pub fn store(&self) -> &dyn ExactStore {
         &*self.store
-    }
-
-    /// The recorder's sticky failure, if a commit failed.
-    pub fn check_recording(&self) -> Result<()> {
-        match self.recording_failure.get() {
-            Some(failure) => Err(Error::Recording(failure.clone())),
-            None => Ok(()),
-        }
     }
 
     /// Start of the retention window at `now_ms`.
@@ -82,20 +71,29 @@ impl Core {
     }
 
     /// The recorder's group commit: the rows go to the store, then `after` runs (the filter
-    /// back-end's own write, if it has one), then the rows leave the overlay. A failure is
-    /// sticky: the rows stay in the overlay and every later record and flush returns it.
-    pub fn commit(&self, rows: &[(u64, Seen)], after: impl FnOnce(&[(u64, Seen)]) -> Result<()>) {
-        if rows.is_empty() || self.recording_failure.get().is_some() {
-            return;
+    /// back-end's own write, if it has one), then the rows leave the overlay. On a failure the
+    /// rows stay in the overlay (the recorder commits them again later).
+    pub fn commit(
+        &self,
+        rows: &[(u64, Seen)],
+        after: impl FnOnce(&[(u64, Seen)]) -> Result<()>,
+    ) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
         }
         let started = Instant::now();
-        match self.store.record_batch(rows).and_then(|()| after(rows)) {
-            Ok(()) => self.pending.committed(rows),
-            Err(err) => {
-                let _ = self.recording_failure.set(err.to_string());
+        let result = self.store.record_batch(rows).and_then(|()| after(rows));
+        match &result {
+            Ok(()) => {
+                self.pending.committed(rows);
+                self.metrics.record_batch(rows.len(), started.elapsed());
+            }
+            Err(_) => {
+                self.metrics.record_failures.fetch_add(1, Relaxed);
+                self.metrics.store_latency.observe(started.elapsed());
             }
         }
-        self.metrics.record_batch(rows.len(), started.elapsed());
+        result
     }
 
     /// The exact path for `items`: cache, then the pending overlay, then the misses in one store

@@ -199,18 +199,26 @@ impl Gate {
         Ok(verdict)
     }
 
-    /// Records that `scope` was shown `items` at `now_ms`. Before it returns, the items are in
-    /// the pending overlay and the cache, and in the scope's filter (local filters) or queued for
-    /// it with the store write (remote filters; probes consult the overlay until it lands), so
-    /// the scope's next request never shows them. The store write is queued for the background
-    /// recorder's next group commit (this call waits only when that queue is full). Returns the
-    /// recorder's error if an earlier commit failed.
-    pub fn record(&self, scope: u64, items: &[u64], now_ms: u64) -> Result<()> {
-        let core = &*self.core;
-        core.check_recording()?;
+    /// Records that `scope` was shown `items` at `now_ms`; returns how many of them (a prefix of
+    /// `items`) were taken. Before it returns, the items taken are in the pending overlay and the
+    /// cache, and in the scope's filter (local filters) or queued for it with the store write
+    /// (remote filters; probes consult the overlay until it lands), so the scope's next request
+    /// never shows them. The store write is queued for the background recorder's next group
+    /// commit. All are taken unless the recorder's queue is full: while the store is healthy
+    /// this call waits for room (up to `recorder::ROOM_WAIT`); while the store is failing it
+    /// takes what fits at once and the rest are not recorded (the count says so: they are
+    /// neither remembered nor written, so the caller may record them again).
+    pub fn record(&self, scope: u64, items: &[u64], now_ms: u64) -> Result<usize> {
         if items.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
+        let recorder = self.recorder();
+        let taken = recorder.reserve(items.len());
+        let items = &items[..taken];
+        if items.is_empty() {
+            return Ok(0);
+        }
+        let core = &*self.core;
         core.remember(scope, items, now_ms);
         let rows = items
             .iter()
@@ -219,8 +227,17 @@ impl Gate {
                 at_ms: now_ms,
             })
             .collect();
-        self.filters.record(scope, items, now_ms)?;
-        self.recorder().queue(scope, rows)
+        if let Err(err) = self.filters.record(scope, items, now_ms) {
+            recorder.release(taken);
+            return Err(err);
+        }
+        recorder.queue(scope, rows);
+        Ok(taken)
+    }
+
+    /// Rows recorded and not yet committed to the store (they grow while the store is down).
+    pub fn record_backlog(&self) -> usize {
+        self.recorder().backlog()
     }
 
     fn recorder(&self) -> &Recorder {
@@ -230,11 +247,11 @@ impl Gate {
     }
 
     /// Waits until every filter build queued so far is installed and every recorded item is
-    /// committed to the store; returns the recorder's error if a commit failed.
+    /// committed to the store; returns the commit's error if an attempt fails meanwhile (the
+    /// rows stay queued: the recorder retries them with backoff until the store takes them).
     pub fn flush(&self) -> Result<()> {
         self.filters.flush();
-        self.recorder().flush()?;
-        self.core.check_recording()
+        self.recorder().flush()
     }
 
     /// Writes the local filters' snapshot now (a no-op without persistence).
@@ -265,7 +282,7 @@ impl Gate {
         let stopped = self.filters.shutdown();
         // The recorder commits what is still queued and stops.
         drop(self.recorder.take());
-        flushed.and(stopped).and(self.core.check_recording())
+        flushed.and(stopped)
     }
 }
 

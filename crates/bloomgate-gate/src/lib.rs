@@ -57,7 +57,7 @@ pub use identity::{item_id, ID_SEED};
 pub use metrics::{Histogram, Metrics};
 pub use postgres_partitions::Partition;
 pub use postgres_store::{PgOptions, PostgresStore};
-pub use recorder::{BATCH_ROWS, QUEUE_REQUESTS};
+pub use recorder::{BATCH_ROWS, QUEUE_ROWS, RETRY_FIRST, RETRY_MAX, ROOM_WAIT};
 pub use redis_store::RedisStore;
 pub use sqlite_store::SqliteStore;
 pub use store::{ExactStore, LatencyStore, Seen};

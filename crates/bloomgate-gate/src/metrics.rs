@@ -109,6 +109,9 @@ pub struct Metrics {
     pub snapshots_refused: AtomicU64,
     /// Snapshots of the local filters written.
     pub snapshot_writes: AtomicU64,
+    /// Group commits that failed (the store was down or refused them); their rows stay queued
+    /// and are committed by a later attempt.
+    pub record_failures: AtomicU64,
     /// Time per request inside the gate (`unseen`).
     pub request_latency: Histogram,
     /// Time per exact-store call.
@@ -153,6 +156,7 @@ impl Default for Metrics {
             catch_ups: zero(),
             snapshots_refused: zero(),
             snapshot_writes: zero(),
+            record_failures: zero(),
             request_latency: Histogram::new(),
             store_latency: Histogram::new(),
             costs: Costs::default(),
@@ -198,7 +202,7 @@ impl Metrics {
 
     pub(crate) fn render(&self, gauges: &FilterGauges) -> String {
         let mut out = Exposition::new();
-        let counters: [(&str, &str, &AtomicU64); 23] = [
+        let counters: [(&str, &str, &AtomicU64); 24] = [
             (
                 "bloomgate_gate_requests_total",
                 "Requests answered by the gate.",
@@ -313,6 +317,11 @@ impl Metrics {
                 "bloomgate_gate_snapshot_writes_total",
                 "Snapshots of the local filters written.",
                 &self.snapshot_writes,
+            ),
+            (
+                "bloomgate_gate_record_failures_total",
+                "Group commits that failed; their rows stay queued and are retried.",
+                &self.record_failures,
             ),
         ];
         for (name, help, value) in counters {

@@ -7,31 +7,73 @@
 //! writer lock on the request path. Nothing is lost for the no-duplicate promise: before a row
 //! is queued it is already in the [`Pending`](crate::pending::Pending) overlay, the cache and the
 //! scope's filter (or, for remote filters, written there by this thread right after the store
-//! commit), and it leaves the overlay only after both. The queue is bounded
-//! ([`QUEUE_REQUESTS`] requests): when the store falls behind, `record` blocks (backpressure that
-//! shows in the request latency) instead of growing memory. A failed commit is sticky: its rows
-//! stay in the overlay (still never shown), and every later `record` and `flush` returns the error.
+//! commit), and it leaves the overlay only after both.
+//!
+//! The queue holds at most [`QUEUE_ROWS`] rows. While the store keeps up, a `record` that finds
+//! it full waits (up to [`ROOM_WAIT`]: backpressure that shows in the request latency) instead
+//! of growing memory. A failed commit is not sticky: its rows stay at the head of the queue (and
+//! in the overlay: still never shown by this process) and are committed again after a backoff
+//! ([`RETRY_FIRST`] doubling up to [`RETRY_MAX`]) until the store takes them; meanwhile `record`
+//! accepts what still fits without waiting and reports how many rows it took, so a caller learns
+//! which items were not recorded instead of having them dropped silently, and `flush` returns the
+//! commit's error. Once the store answers again everything queued is committed and the gate
+//! works on, without a restart.
 
-use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::backend::FilterBackend;
 use crate::core::Core;
 use crate::{Error, Result, Seen};
 
-/// Requests' worth of rows the queue holds before `record` waits for the store.
-pub const QUEUE_REQUESTS: usize = 4_096;
+/// Rows the queue holds (committed or not yet) before `record` waits for, or during a store
+/// outage refuses, more.
+pub const QUEUE_ROWS: usize = 262_144;
 /// Most rows one commit takes (a batch is whatever queued up while the previous one committed).
 pub const BATCH_ROWS: usize = 8_192;
+/// Longest a `record` waits for room in a full queue while the store is healthy.
+pub const ROOM_WAIT: Duration = Duration::from_secs(2);
+/// The pause after a first failed commit; it doubles with each further failure.
+pub const RETRY_FIRST: Duration = Duration::from_millis(50);
+/// The longest pause between two commit attempts.
+pub const RETRY_MAX: Duration = Duration::from_secs(2);
+/// Attempts made at shutdown for what is still queued while the store keeps failing.
+const SHUTDOWN_ATTEMPTS: u32 = 3;
 
-enum Message {
-    Rows(u64, Vec<Seen>),
-    Flush(mpsc::Sender<()>),
+/// The queue and the commit progress, under one lock.
+#[derive(Default)]
+struct State {
+    /// Rows not yet committed, oldest first (the head is the batch being committed).
+    rows: VecDeque<(u64, Seen)>,
+    /// Rows admitted by `reserve` and not yet queued.
+    reserved: usize,
+    /// Rows ever queued, and rows ever committed (a flush waits for the second to reach the
+    /// first as it was when the flush started).
+    queued: u64,
+    committed: u64,
+    /// Failed commit attempts so far, and the last one's error (cleared by a success).
+    failures: u64,
+    failing: Option<String>,
+    /// The gate is shutting down: commit what is queued, then stop.
+    closing: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled on every change of the state (rows queued, a commit done or failed, closing).
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 pub(crate) struct Recorder {
-    queue: Option<SyncSender<Message>>,
+    shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -39,68 +81,146 @@ impl Recorder {
     /// Starts the recorder thread: each group commit goes to `core`'s store, then to
     /// `filters` (back-ends that batch their writes).
     pub fn start(core: Arc<Core>, filters: Arc<dyn FilterBackend>) -> Self {
-        let (queue, messages) = mpsc::sync_channel(QUEUE_REQUESTS);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+        });
+        let worker = shared.clone();
         let thread = std::thread::Builder::new()
             .name("bloomgate-recorder".into())
-            .spawn(move || commit_loop(&core, &*filters, &messages))
+            .spawn(move || commit_loop(&core, &*filters, &worker))
             .expect("spawning the recorder thread");
         Recorder {
-            queue: Some(queue),
+            shared,
             thread: Some(thread),
         }
     }
 
-    fn send(&self, message: Message) -> Result<()> {
-        self.queue
-            .as_ref()
-            .expect("the queue lives until drop")
-            .send(message)
-            .map_err(|_| Error::Recording("the recorder thread has stopped".into()))
+    /// Admits up to `rows` rows into the queue and returns how many it admitted: all of them
+    /// unless the queue is full — then, while the store is healthy, it waits up to
+    /// [`ROOM_WAIT`] for room; during an outage (the last commit failed) it does not wait. The
+    /// admitted rows must then be [`queued`](Self::queue) or [`released`](Self::release).
+    pub fn reserve(&self, rows: usize) -> usize {
+        let deadline = Instant::now() + ROOM_WAIT;
+        let mut state = self.shared.lock();
+        loop {
+            let room = QUEUE_ROWS.saturating_sub(state.rows.len() + state.reserved);
+            let now = Instant::now();
+            if room >= rows || state.failing.is_some() || state.closing || now >= deadline {
+                let admitted = room.min(rows);
+                state.reserved += admitted;
+                return admitted;
+            }
+            state = self
+                .shared
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
-    /// Queues one request's rows (waits while the queue is full).
-    pub fn queue(&self, scope: u64, rows: Vec<Seen>) -> Result<()> {
-        self.send(Message::Rows(scope, rows))
+    /// Gives back `rows` admitted rows that will not be queued.
+    pub fn release(&self, rows: usize) {
+        let mut state = self.shared.lock();
+        state.reserved -= rows.min(state.reserved);
+        self.shared.changed.notify_all();
     }
 
-    /// Waits until everything queued before this call has been committed (or has failed).
+    /// Queues one request's admitted rows for the next group commit.
+    pub fn queue(&self, scope: u64, rows: Vec<Seen>) {
+        let mut state = self.shared.lock();
+        state.reserved -= rows.len().min(state.reserved);
+        state.queued += rows.len() as u64;
+        state
+            .rows
+            .extend(rows.into_iter().map(|seen| (scope, seen)));
+        self.shared.changed.notify_all();
+    }
+
+    /// Waits until everything queued before this call has been committed; returns the commit's
+    /// error if an attempt fails meanwhile (the rows stay queued and are retried).
     pub fn flush(&self) -> Result<()> {
-        let (done, wait) = mpsc::channel();
-        self.send(Message::Flush(done))?;
-        wait.recv()
-            .map_err(|_| Error::Recording("the recorder thread has stopped".into()))
+        let mut state = self.shared.lock();
+        let target = state.queued;
+        let failures = state.failures;
+        loop {
+            if state.committed >= target {
+                return Ok(());
+            }
+            if state.failures > failures {
+                let why = state.failing.clone().unwrap_or_default();
+                return Err(Error::Recording(format!(
+                    "{why} (the rows stay queued and are committed when the store answers)"
+                )));
+            }
+            state = self
+                .shared
+                .changed
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Rows queued and not yet committed.
+    pub fn backlog(&self) -> usize {
+        self.shared.lock().rows.len()
     }
 }
 
 impl Drop for Recorder {
-    /// Commits what is queued, then stops the thread.
+    /// Commits what is queued (a few attempts while the store fails), then stops the thread.
     fn drop(&mut self) {
-        drop(self.queue.take());
+        self.shared.lock().closing = true;
+        self.shared.changed.notify_all();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }
 }
 
-fn commit_loop(core: &Core, filters: &dyn FilterBackend, messages: &Receiver<Message>) {
+fn commit_loop(core: &Core, filters: &dyn FilterBackend, shared: &Shared) {
     let mut batch: Vec<(u64, Seen)> = Vec::with_capacity(BATCH_ROWS);
-    let mut flushes = Vec::new();
-    while let Ok(first) = messages.recv() {
-        let mut next = Some(first);
-        while let Some(message) = next.take() {
-            match message {
-                Message::Rows(scope, rows) => batch.extend(rows.into_iter().map(|s| (scope, s))),
-                Message::Flush(done) => flushes.push(done),
+    let mut backoff = RETRY_FIRST;
+    let mut failed_closing = 0;
+    loop {
+        {
+            let mut state = shared.lock();
+            while state.rows.is_empty() && !state.closing {
+                state = shared
+                    .changed
+                    .wait(state)
+                    .unwrap_or_else(|e| e.into_inner());
             }
-            if batch.len() < BATCH_ROWS {
-                next = messages.try_recv().ok();
+            if state.rows.is_empty() || failed_closing >= SHUTDOWN_ATTEMPTS {
+                return;
             }
+            batch.clear();
+            batch.extend(state.rows.iter().take(BATCH_ROWS).copied());
         }
         batch.sort_unstable_by_key(|&(scope, s)| (scope, s.item, s.at_ms));
-        core.commit(&batch, |rows| filters.commit(rows));
-        batch.clear();
-        for done in flushes.drain(..) {
-            let _ = done.send(());
+        let result = core.commit(&batch, |rows| filters.commit(rows));
+        let mut state = shared.lock();
+        match result {
+            Ok(()) => {
+                state.rows.drain(..batch.len());
+                state.committed += batch.len() as u64;
+                state.failing = None;
+                backoff = RETRY_FIRST;
+                shared.changed.notify_all();
+            }
+            Err(err) => {
+                state.failures += 1;
+                failed_closing += u32::from(state.closing);
+                state.failing = Some(err.to_string());
+                shared.changed.notify_all();
+                // Wait before the next attempt (woken early only to stop).
+                let _ = shared
+                    .changed
+                    .wait_timeout_while(state, backoff, |s| !s.closing)
+                    .unwrap_or_else(|e| e.into_inner());
+                backoff = (backoff * 2).min(RETRY_MAX);
+            }
         }
     }
 }

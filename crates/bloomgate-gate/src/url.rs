@@ -88,6 +88,12 @@ impl fmt::Display for StoreUrl {
 }
 
 impl StoreUrl {
+    /// The URL as [`Display`](fmt::Display) writes it, with a PostgreSQL password replaced by
+    /// `***`: what logs and status replies show.
+    pub fn redacted(&self) -> String {
+        redacted(&self.to_string())
+    }
+
     /// A store beside this one for a separate data set called `name`: the SQLite file
     /// `feed.db` becomes `feed-{name}.db` in the same directory; a Redis URL stays as it is
     /// (data sets on one server are kept apart by the key prefix given to [`StoreUrl::open`]);

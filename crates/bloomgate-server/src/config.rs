@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context as _};
+use bloomgate_gate::{Policy, StoreUrl};
 
 use crate::persistence::FsyncPolicy;
 use crate::pubsub::{Events, Limits};
@@ -40,6 +41,75 @@ pub struct Options {
     pub config: Option<PathBuf>,
     /// Allow a non-loopback bind without a password (protected mode off).
     pub unprotected: bool,
+    /// The gate's exact store (`sqlite:PATH`, `redis://…`, `postgres://…`): GATE.* commands
+    /// are served only with one.
+    pub gate_store: Option<String>,
+    /// The gate's policy: `verify` (default), `trust` or `exact`.
+    pub gate_policy: Option<String>,
+    /// The gate's retention window in days (default 30): an item counts as seen this long.
+    pub gate_window: Option<String>,
+    /// The gate's filters' memory budget (bytes, or with k/kb/m/mb/g/gb; default 256mb).
+    pub gate_memory: Option<String>,
+}
+
+/// What the gate behind `GATE.*` runs with (see [`crate::gate`]).
+#[derive(Debug, Clone)]
+pub struct GateSettings {
+    /// The exact store.
+    pub store: StoreUrl,
+    /// What a filter "maybe" leads to.
+    pub policy: Policy,
+    /// An item counts as seen for this long after it was last seen (ms).
+    pub retention_ms: u64,
+    /// All scope filters together stay within this many bytes.
+    pub memory_bytes: u64,
+}
+
+/// The gate's defaults: a 30-day window, filters within 256 MiB.
+const GATE_WINDOW_DAYS: &str = "30";
+const GATE_MEMORY: &str = "256mb";
+
+impl GateSettings {
+    /// The gate settings from their four options as given (`store` absent: no gate).
+    fn resolve(
+        store: Option<&str>,
+        policy: Option<&str>,
+        window_days: Option<&str>,
+        memory: Option<&str>,
+    ) -> anyhow::Result<Option<GateSettings>> {
+        let Some(store) = store else {
+            if policy.or(window_days).or(memory).is_some() {
+                bail!("gate-policy, gate-window and gate-memory need gate-store");
+            }
+            return Ok(None);
+        };
+        let store: StoreUrl = store.parse().context("gate-store")?;
+        let policy = match policy.unwrap_or("verify").to_ascii_lowercase().as_str() {
+            "verify" => Policy::Verify,
+            "trust" => Policy::Trust,
+            "exact" => Policy::Exact,
+            other => bail!("gate-policy must be verify, trust or exact, got {other:?}"),
+        };
+        let days = window_days.unwrap_or(GATE_WINDOW_DAYS);
+        let retention_ms = days
+            .parse::<f64>()
+            .ok()
+            .filter(|d| d.is_finite() && *d > 0.0 && *d <= 36_500.0)
+            .map(|d| (d * 86_400_000.0).round() as u64)
+            .filter(|&ms| ms > 0)
+            .with_context(|| {
+                format!("gate-window must be a positive number of days, got {days:?}")
+            })?;
+        let memory = memory.unwrap_or(GATE_MEMORY);
+        let memory_bytes =
+            parse_memory(memory).with_context(|| format!("bad gate-memory value {memory:?}"))?;
+        Ok(Some(GateSettings {
+            store,
+            policy,
+            retention_ms,
+            memory_bytes,
+        }))
+    }
 }
 
 /// Fully resolved settings: what [`crate::run`] runs with.
@@ -57,6 +127,8 @@ pub struct Settings {
     /// picks the global allocator provides it; without it, `used_memory` is the accounted
     /// dataset).
     pub heap_probe: Option<fn() -> u64>,
+    /// The gate behind `GATE.*`, if `gate-store` is set.
+    pub gate: Option<GateSettings>,
 }
 
 impl Settings {
@@ -74,6 +146,12 @@ impl Options {
         let mut metrics_addr = None;
         let mut unprotected = self.unprotected;
         let mut requirepass_file = self.requirepass_file.clone();
+        let mut gate = [
+            self.gate_store.clone(),
+            self.gate_policy.clone(),
+            self.gate_window.clone(),
+            self.gate_memory.clone(),
+        ];
         if let Some(path) = &self.config {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading config file {}", path.display()))?;
@@ -102,6 +180,14 @@ impl Options {
                         config.maxclients = value
                             .parse()
                             .with_context(|| format!("{}: bad maxclients", at()))?
+                    }
+                    "gate-store" | "gate-policy" | "gate-window" | "gate-memory" => {
+                        let at = ["gate-store", "gate-policy", "gate-window", "gate-memory"]
+                            .iter()
+                            .position(|&n| n == name)
+                            .unwrap_or(0);
+                        // A flag given on the command line wins over the file.
+                        gate[at] = gate[at].take().or_else(|| Some(value.to_string()));
                     }
                     "enable-debug-command" => {
                         config.enable_debug_command = debug_access(value)
@@ -149,12 +235,20 @@ impl Options {
         }
         config.dir = dir.display().to_string();
         config.memory_ceiling = physical_memory().unwrap_or(u64::MAX);
+        let [store, policy, window, memory] = &gate;
+        let gate = GateSettings::resolve(
+            store.as_deref(),
+            policy.as_deref(),
+            window.as_deref(),
+            memory.as_deref(),
+        )?;
         Ok(Settings {
             config,
             dir,
             metrics_addr: metrics_addr.map(|a| loopback_by_default(&a)),
             repair_log: self.repair_log,
             heap_probe: None,
+            gate,
         })
     }
 }
@@ -465,4 +559,55 @@ pub fn apply_config(c: &mut Config, name: &str, value: &str) -> Result<(), Strin
         _ => return Err(format!("unknown option '{name}'")),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_settings_come_from_flags_over_the_config_file() {
+        let dir =
+            std::env::temp_dir().join(format!("bloomgate-gate-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("serve.conf");
+        std::fs::write(
+            &file,
+            "gate-store sqlite:/tmp/seen.db\ngate-policy trust\ngate-window 7\ngate-memory 1mb\n",
+        )
+        .unwrap();
+        let options = Options {
+            config: Some(file.clone()),
+            gate_window: Some("0.5".into()),
+            ..Options::default()
+        };
+        let gate = options.resolve().unwrap().gate.unwrap();
+        assert_eq!(gate.store, "sqlite:/tmp/seen.db".parse().unwrap());
+        assert_eq!(gate.policy, Policy::Trust);
+        assert_eq!(gate.retention_ms, 43_200_000, "the flag wins over the file");
+        assert_eq!(gate.memory_bytes, 1 << 20);
+        assert!(Options::default().resolve().unwrap().gate.is_none());
+        let refused = |options: Options| options.resolve().unwrap_err().to_string();
+        let bad_policy = Options {
+            gate_store: Some("sqlite:/tmp/seen.db".into()),
+            gate_policy: Some("maybe".into()),
+            ..Options::default()
+        };
+        assert!(refused(bad_policy).contains("verify, trust or exact"));
+        let no_store = Options {
+            gate_window: Some("3".into()),
+            ..Options::default()
+        };
+        assert!(refused(no_store).contains("need gate-store"));
+        let bad_url = Options {
+            gate_store: Some("mysql://x".into()),
+            ..Options::default()
+        };
+        assert!(format!("{:#}", options_error(bad_url)).contains("store must be"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn options_error(options: Options) -> anyhow::Error {
+        options.resolve().unwrap_err()
+    }
 }

@@ -2,7 +2,8 @@
 //! complete command (with Redis' tighter limits before AUTH), execute them under one store lock
 //! acquisition, queue their log records, write the log (one `write(2)` for every connection
 //! served in this turn of the event loop; waiting for the fsync too under `appendfsync always`),
-//! then write all replies with one more (pipelining). Writes are refused with `-MISCONF` while the data cannot be persisted, and every
+//! then write all replies with one more (pipelining). A GATE.* call's reply is awaited from the
+//! gate's workers without holding the store lock, so other clients go on meanwhile. Writes are refused with `-MISCONF` while the data cannot be persisted, and every
 //! command with an error once shutdown has started. Protocol errors get
 //! `-ERR Protocol error: ...` and the connection closes.
 
@@ -286,6 +287,13 @@ async fn perform(shared: &Arc<Shared>, action: Action, reply: Reply) -> Option<R
         Action::Shutdown { save } => {
             shared.request_shutdown(save);
             None
+        }
+        Action::Gate(call) => {
+            let gate = relock(&shared.store).gate.clone();
+            Some(match gate {
+                Some(gate) => gate.run(call).await,
+                None => reply,
+            })
         }
     }
 }

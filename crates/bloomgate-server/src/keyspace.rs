@@ -165,6 +165,12 @@ impl Db {
         self.heap_reading.set(None);
     }
 
+    /// Whether `used_memory` is the allocator's count (which sees every allocation of the
+    /// process, not only the keyspace's).
+    pub fn heap_probed(&self) -> bool {
+        self.heap_probe.is_some()
+    }
+
     fn is_live(entry: &Entry, now_ms: i64) -> bool {
         entry.expires == NO_EXPIRY || entry.expires > now_ms
     }

@@ -4,7 +4,8 @@
 //! Layers, each depending only on those before it: [`inline`] and [`resp`] (wire format),
 //! [`glob`],
 //! [`keyspace`], [`persistence`] (files and records; it replays commands through a trait the
-//! command layer implements), [`config`] (options, settings, `CONFIG`'s parameters),
+//! command layer implements), [`config`] (options, settings, `CONFIG`'s parameters), [`gate`]
+//! (the gate behind `GATE.*`, its calls run off the event loop),
 //! [`commands`] (the synchronous command layer, no I/O: one table, one command model, BF.*/CF.*/
 //! WF.* from the dialect and the server's own), [`metrics`], and the tokio network layer:
 //! [`shared`] (state shared by connections), [`connection`], [`server`] ([`run`]).
@@ -22,6 +23,7 @@
 pub mod commands;
 pub mod config;
 pub mod connection;
+pub mod gate;
 pub mod glob;
 pub mod inline;
 pub mod keyspace;
@@ -32,7 +34,7 @@ pub mod resp;
 pub mod server;
 pub mod shared;
 
-pub use config::{Options, Settings};
+pub use config::{GateSettings, Options, Settings};
 pub use persistence::FsyncPolicy;
 pub use server::{bind, run, serve, shutdown_signal};
 

@@ -1,6 +1,7 @@
 //! Prometheus text exposition on `--metrics-addr`: commands and errors by name, a command latency
 //! histogram, clients, keys, memory, persistence (last snapshot, log size, fsync latency) and
-//! filter health (items, fill ratio, estimated false-positive rate across Bloom filters).
+//! filter health (items, fill ratio, estimated false-positive rate across Bloom filters), and
+//! the gate's `bloomgate_gate_*` families when serve hosts one.
 //!
 //! Everything is read under the store lock, in place: no value is shared out of the keyspace
 //! (an `Arc` clone held across writes would make the next write to that filter copy it). Only
@@ -77,6 +78,7 @@ struct Health {
 /// Renders the exposition text: the store's counters and filters (read under its lock), the
 /// command latency histogram and the log's statistics.
 pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) -> String {
+    let gate = relock(store).gate.clone();
     let mut health = Health::default();
     let (per_command, clients, used, maxmemory, keys, last_save, changes, snapshot_ok) = {
         let store = relock(store);
@@ -116,7 +118,7 @@ pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) 
                 counts
             },
             store.stats.connected_clients,
-            store.db.used_memory(),
+            store.used_memory(),
             store.config.maxmemory,
             store.db.len(),
             store.persistence.last_save_unix,
@@ -216,7 +218,12 @@ pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) 
     for (name, value) in health {
         out.gauge(name, help(name), value);
     }
-    out.finish()
+    let mut text = out.finish();
+    // The gate's own families (`bloomgate_gate_*`), rendered outside the store lock.
+    if let Some(gate) = gate {
+        text.push_str(&gate.gate().render_metrics());
+    }
+    text
 }
 
 /// The `# HELP` text of every metric serve exposes (a test checks that none is missing).

@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 
 use crate::commands::{Replayer, Store};
 use crate::config::{is_loopback, Settings};
+use crate::gate::GateService;
 use crate::keyspace::now_ms;
 use crate::metrics::Latency;
 use crate::persistence::{self, AofWriter};
@@ -162,7 +163,7 @@ pub fn banner(settings: &Settings, listening: std::net::SocketAddr) -> String {
     };
     format!(
         "bloomgate: bloomgate {} serving on {listening} (bind {}, port {}), data dir {}, \
-         appendfsync {}, maxmemory {maxmemory}, metrics {}",
+         appendfsync {}, maxmemory {maxmemory}, metrics {}, gate {}",
         env!("CARGO_PKG_VERSION"),
         settings.config.bind,
         listening.port(),
@@ -172,6 +173,10 @@ pub fn banner(settings: &Settings, listening: std::net::SocketAddr) -> String {
             .metrics_addr
             .as_deref()
             .map_or_else(|| "off".to_string(), |a| format!("http://{a}/metrics")),
+        settings
+            .gate
+            .as_ref()
+            .map_or_else(|| "off".to_string(), |g| g.store.redacted()),
     )
 }
 
@@ -241,11 +246,19 @@ pub async fn serve(
     let config = settings.config.clone();
     let load_dir = dir.clone();
     let repair = settings.repair_log;
-    let loaded = tokio::task::spawn_blocking(move || {
+    let gate_settings = settings.gate.clone();
+    let (loaded, gate) = tokio::task::spawn_blocking(move || {
         let removed = persistence::remove_stale_temp_files(&load_dir)?;
         let mut loaded = persistence::load(&load_dir, repair, &mut Replayer::new(config))?;
         loaded.warnings.extend(removed);
-        anyhow::Ok(loaded)
+        let gate = match &gate_settings {
+            Some(gate) => Some(Arc::new(
+                GateService::open(gate, &load_dir.join("gate"))
+                    .with_context(|| format!("starting the gate over {}", gate.store.redacted()))?,
+            )),
+            None => None,
+        };
+        anyhow::Ok((loaded, gate))
     })
     .await
     .context("load task")??;
@@ -275,6 +288,7 @@ pub async fn serve(
         store.loading = false;
         store.persistence.aof_enabled = true;
         store.persistence.last_save_unix = now_ms() / 1000;
+        store.gate = gate.clone();
     }
     tokio::spawn(cron(shared.clone()));
 
@@ -305,6 +319,17 @@ pub async fn serve(
              waiting for it were never acknowledged",
             aof.error().unwrap_or_else(|| "timed out".into())
         );
+    }
+    if let Some(gate) = gate {
+        // Commit what was recorded and write the filters' snapshot (the gate's threads stop when
+        // its last reference goes).
+        let closed = tokio::task::spawn_blocking(move || {
+            gate.gate().flush().and_then(|()| gate.gate().persist())
+        })
+        .await;
+        if let Ok(Err(e)) = closed {
+            eprintln!("bloomgate: warning: the gate could not commit or persist everything: {e}");
+        }
     }
     if save {
         if let Err(e) = shared.snapshot().await {

@@ -58,6 +58,10 @@ pub fn options(flags: &[&str]) -> Options {
             "--maxmemory" => o.maxmemory = Some(value()),
             "--metrics-addr" => o.metrics_addr = Some(value()),
             "--config" => o.config = Some(PathBuf::from(value())),
+            "--gate-store" => o.gate_store = Some(value()),
+            "--gate-policy" => o.gate_policy = Some(value()),
+            "--gate-window" => o.gate_window = Some(value()),
+            "--gate-memory" => o.gate_memory = Some(value()),
             "--repair-log" => {
                 o.repair_log = true;
                 took_value = false;

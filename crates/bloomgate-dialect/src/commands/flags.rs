@@ -61,6 +61,9 @@ pub const TRANSACTION: Flags = Flags(1 << 8);
 /// Runs queued commands (EXEC): what they changed propagates, as one unit, although the
 /// command itself is not a write. Not shown by `COMMAND INFO`.
 pub const RUNS_QUEUED: Flags = Flags(1 << 9);
+/// Refused inside MULTI (at queue time): the command replies later, off the event loop, which
+/// a transaction's all-at-once execution cannot wait for (Redis' `no_multi`).
+pub const NO_MULTI: Flags = Flags(1 << 10);
 
 /// A pub/sub command (`pubsub`, `@pubsub`).
 pub const PUBSUB: Flags = Flags(1 << 10);
@@ -70,7 +73,7 @@ pub const NOSCRIPT: Flags = Flags(1 << 11);
 pub const STALE: Flags = Flags(1 << 12);
 
 /// The names `COMMAND INFO` shows, in Redis' order for a server command.
-pub(super) const NAMES: [(Flags, &str); 11] = [
+pub(super) const NAMES: [(Flags, &str); 12] = [
     (WRITE, "write"),
     (READONLY, "readonly"),
     (DENYOOM, "denyoom"),
@@ -82,6 +85,7 @@ pub(super) const NAMES: [(Flags, &str); 11] = [
     (FAST, "fast"),
     (NOAUTH, "no_auth"),
     (MODULE, "module"),
+    (NO_MULTI, "no_multi"),
 ];
 
 /// Redis' ACL categories in its `ACL CAT` order. A module's own categories (`bloom`, …) follow

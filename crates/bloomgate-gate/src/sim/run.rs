@@ -480,10 +480,11 @@ fn serve_request(
         }
     }
     state.candidates += candidates.len() as u64;
-    gate.record(user, &shown, now_ms)
+    let taken = gate
+        .record(user, &shown, now_ms)
         .context("recording shown items")?;
     state.latencies_ns.push(started.elapsed().as_nanos() as u64);
-    for &item in &shown {
+    for &item in &shown[..taken] {
         truth.record(item, now_ms);
     }
     Ok(())

@@ -15,7 +15,7 @@ use super::host::{
     ERR_SYNTAX,
 };
 use super::state::{Session, Store};
-use super::{dump, keys, pubsub, server, strings, transaction};
+use super::{dump, gate, keys, pubsub, server, strings, transaction};
 use crate::config::Config;
 use crate::keyspace::{now_ms, Db};
 use crate::persistence::Replay;
@@ -36,6 +36,7 @@ pub fn table() -> &'static [ServerCommand] {
         all.extend(server::commands());
         all.extend(transaction::commands());
         all.extend(pubsub::commands());
+        all.extend(gate::commands());
         all
     })
 }
@@ -148,6 +149,14 @@ pub fn execute(
         }
         return refused(reply);
     }
+    if session.multi.is_some() && info.flags.contains(flags::NO_MULTI) {
+        session.multi_failed = true;
+        return refused(Reply::error(format!(
+            "ERR Command not allowed inside a transaction: {} replies from the gate's workers, \
+             off the event loop (run it outside MULTI)",
+            info.name.to_lowercase()
+        )));
+    }
     if let Some(queue) = session
         .multi
         .as_mut()
@@ -173,7 +182,7 @@ pub fn run(
     if !replaying
         && info.flags.contains(flags::DENYOOM)
         && store.config.maxmemory > 0
-        && store.db.used_memory() > store.config.maxmemory
+        && store.used_memory() > store.config.maxmemory
     {
         store.stats.rejected_oom += 1;
         return refused(Reply::error(ERR_OOM));

@@ -158,6 +158,16 @@ fn key_specs(info: &ServerCommand) -> Reply {
 
 /// One `COMMAND DOCS` entry (the value under the command's name).
 pub fn command_docs(info: &ServerCommand) -> Reply {
+    if let (false, Some(docs)) = (is_module(info), &info.docs) {
+        // A server command with documentation of its own (GATE.*).
+        return Reply::Map(vec![
+            (s("summary"), s(docs.summary)),
+            (s("since"), s(docs.since)),
+            (s("group"), s("server")),
+            (s("complexity"), s(docs.complexity)),
+            (s("arguments"), arguments(docs.args)),
+        ]);
+    }
     if !is_module(info) {
         return Reply::Map(vec![
             (s("summary"), s(&info.name.to_lowercase())),

@@ -7,13 +7,15 @@
 //! Files by job: [`state`] (the store and a client's session), [`host`] (what a handler sees),
 //! [`dispatch`] (the table, Redis' checks, EXEC, log replay), and one file per family of the
 //! server's own commands: [`keys`], [`strings`] (the one native type), [`dump`], [`server`]
-//! (connection and server commands), [`pubsub`] (SUBSCRIBE, PUBLISH, …),
+//! (connection and server commands), [`pubsub`] (SUBSCRIBE, PUBLISH, …), [`gate`] (GATE.*, run
+//! off the event loop),
 //! [`introspect`] (COMMAND INFO / DOCS), [`acl`] (the ACL command, AUTH's check, NOPERM),
 //! [`transaction`]; and [`users`], the ACL users themselves (a leaf the store holds).
 
 pub mod acl;
 pub mod dispatch;
 pub mod dump;
+pub mod gate;
 pub mod host;
 pub mod introspect;
 pub mod keys;

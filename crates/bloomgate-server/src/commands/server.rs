@@ -303,10 +303,14 @@ fn info(ctx: &mut Ctx, args: &Args) -> Reply {
                 "blocked_clients:0".into(),
             ],
             "memory" => vec![
-                format!("used_memory:{}", store.db.used_memory()),
-                format!("used_memory_human:{}", human(store.db.used_memory())),
+                format!("used_memory:{}", store.used_memory()),
+                format!("used_memory_human:{}", human(store.used_memory())),
                 format!("used_memory_rss:{}", resident_bytes().unwrap_or(0)),
                 format!("used_memory_dataset:{}", store.db.dataset_memory()),
+                format!(
+                    "used_memory_gate:{}",
+                    store.gate.as_ref().map_or(0, |g| g.memory_bytes())
+                ),
                 format!("maxmemory:{}", store.config.maxmemory),
                 format!("maxmemory_human:{}", human(store.config.maxmemory)),
                 "maxmemory_policy:noeviction".into(),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::users::Acl;
 use crate::config::Config;
+use crate::gate::{GateCall, GateService};
 use crate::keyspace::{now_ms, Db};
 use crate::pubsub::{Outbox, Registry};
 
@@ -69,6 +70,8 @@ pub struct Store {
     pub acl: Acl,
     /// Pub/sub subscriptions and keyspace notifications.
     pub pubsub: Registry,
+    /// The gate behind `GATE.*` (`None`: not configured).
+    pub gate: Option<Arc<GateService>>,
 }
 
 impl Store {
@@ -89,13 +92,24 @@ impl Store {
             dirty: 0,
             acl: Acl::default(),
             pubsub,
+            gate: None,
         }
+    }
+
+    /// `used_memory`: the keyspace's, plus the gate's filters unless the allocator's count
+    /// (which already includes them) is the source.
+    pub fn used_memory(&self) -> u64 {
+        let gate = match &self.gate {
+            Some(gate) if !self.db.heap_probed() => gate.memory_bytes(),
+            _ => 0,
+        };
+        self.db.used_memory() + gate
     }
 
     /// Bytes a new allocation may take under `maxmemory` (under the machine's memory when
     /// unset).
     pub fn memory_budget(&self) -> u64 {
-        let used = self.db.used_memory();
+        let used = self.used_memory();
         match self.config.maxmemory {
             // What the machine can hold: its physical memory less what the keyspace uses, and
             // no more than is available now (memory, cgroup limit, address space).
@@ -116,7 +130,7 @@ impl Store {
 }
 
 /// Work the network layer must do after a command (the command layer does no I/O).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     /// SAVE: snapshot, then reply.
     Save,
@@ -129,6 +143,8 @@ pub enum Action {
     },
     /// DEBUG RELOAD: snapshot and load it back.
     DebugReload,
+    /// A GATE.* call: run it off the event loop, its result is the reply.
+    Gate(GateCall),
 }
 
 /// Per-connection state.

@@ -88,8 +88,8 @@ impl fmt::Display for StoreUrl {
 }
 
 impl StoreUrl {
-    /// The URL as [`Display`](fmt::Display) writes it, with a PostgreSQL password replaced by
-    /// `***`: what logs and status replies show.
+    /// The URL as [`Display`](fmt::Display) writes it, with a password (`USER:PASSWORD@`)
+    /// replaced by `***`: what logs, reports and status replies (`GATE.INFO`) show.
     pub fn redacted(&self) -> String {
         redacted(&self.to_string())
     }
@@ -107,12 +107,6 @@ impl StoreUrl {
             StoreUrl::Redis(url) => StoreUrl::Redis(url.clone()),
             StoreUrl::Postgres(url) => StoreUrl::Postgres(dataset_table(url, name)),
         }
-    }
-
-    /// The URL as [`fmt::Display`] prints it, with a password (`USER:PASSWORD@`) replaced by
-    /// `***`: for messages, reports and `INFO`-style answers.
-    pub fn redacted(&self) -> String {
-        redacted(&self.to_string())
     }
 
     /// Opens the store. Every key of a Redis store starts with `key_prefix` (a SQLite file is a

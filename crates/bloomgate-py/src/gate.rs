@@ -221,9 +221,11 @@ impl Gate {
         self.with(py, |gate| gate.unseen(scope, &items, now))
     }
 
-    /// Records that `scope` was shown `shown` (at `now_ms`, default now). The items are never
-    /// answered unseen again within the window; the store write is group-committed in the
-    /// background (`flush` waits for it).
+    /// Records that `scope` was shown `shown` (at `now_ms`, default now) and returns how many
+    /// items were taken. The items are never answered unseen again within the window; the store
+    /// write is group-committed in the background (`flush` waits for it). While the store is
+    /// down the recorder's bounded queue keeps what it can: fewer taken than given means the
+    /// rest were not recorded.
     #[pyo3(signature = (scope, shown, now_ms = None))]
     fn record(
         &self,
@@ -231,7 +233,7 @@ impl Gate {
         scope: &Bound<'_, PyAny>,
         shown: &Bound<'_, PyAny>,
         now_ms: Option<u64>,
-    ) -> PyResult<()> {
+    ) -> PyResult<usize> {
         let scope = id_of(scope)?;
         let items = ids_of(shown)?;
         let now = crate::now_ms(now_ms);

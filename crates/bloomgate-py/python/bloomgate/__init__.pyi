@@ -233,8 +233,10 @@ class Gate:
     def unseen(self, scope: Id, candidates: Iterable[Id], now_ms: Optional[int] = None) -> List[bool]:
         """Per candidate: True if ``scope`` was not shown it within the window. A store failure
         raises GateError, never reads as "not seen"."""
-    def record(self, scope: Id, shown: Iterable[Id], now_ms: Optional[int] = None) -> None:
-        """Records what ``scope`` was shown; group-committed to the store in the background."""
+    def record(self, scope: Id, shown: Iterable[Id], now_ms: Optional[int] = None) -> int:
+        """Records what ``scope`` was shown; group-committed to the store in the background.
+        Returns how many items were taken (fewer than given only while the store is down and
+        the recorder's queue is full: the rest were not recorded)."""
     def expire(self, now_ms: Optional[int] = None) -> int:
         """Drops the store's rows older than the window; returns how many."""
     def flush(self) -> None:

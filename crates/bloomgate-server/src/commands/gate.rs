@@ -36,6 +36,7 @@ const fn docs(summary: &'static str, complexity: &'static str, args: &'static [A
         key_rw: false,
         args,
         history: &[],
+        numkeys_at: None,
     }
 }
 

@@ -20,13 +20,22 @@ pub(super) fn exists<T: DialectType, H: Host + ?Sized>(
     Reply::Bool(filter.is_some_and(|f| contains(f, args[2])))
 }
 
-/// MEXISTS `key item...` over filters of type `T`.
+/// MEXISTS `key item...` over filters of type `T`: `contains_many` answers all the items at
+/// once (so a type can probe them batched); 0 for every item when the key is missing or holds
+/// another type, as [`probe`] answers.
 pub(super) fn mexists<T: DialectType, H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     args: &Args,
-    contains: impl Fn(&T, &[u8]) -> bool,
+    contains_many: impl Fn(&T, &Args) -> Vec<bool>,
 ) -> Reply {
-    Reply::Array(probe(ctx, args[1], &args[2..], contains))
+    let items = &args[2..];
+    Reply::Array(match ctx.typed::<T>(args[1]).ok().flatten() {
+        Some(filter) => contains_many(filter, items)
+            .into_iter()
+            .map(Reply::Bool)
+            .collect(),
+        None => vec![Reply::Bool(false); items.len()],
+    })
 }
 
 /// Whether the filter of type `T` at `key` contains each of `items`: 0 for every item when the
@@ -47,27 +56,39 @@ pub(crate) fn probe<T: DialectType, H: Host + ?Sized>(
 /// Adds `items` in order to the filter of type `T` at `key` (which must exist), one Bool reply
 /// per item, stopping at the first error (its message is the last reply), as MADD and INSERT
 /// reply. The items newly added count as changes.
-pub(crate) fn add_each<T: DialectType, H: Host + ?Sized, E: Copy>(
+///
+/// `add` adds a whole batch in order (so a type can prefetch ahead), reporting each item's
+/// answer through its callback, and stops at the first error. The memory budget is asked only
+/// if an item needs memory: the batch first runs with an allowance of nothing, and if an item
+/// fails for want of memory (having changed nothing, as every growth admits before it
+/// allocates) the rest of the batch runs again from that item with the real allowance.
+pub(crate) fn add_batch<T: DialectType, H: Host + ?Sized, E: Copy>(
     ctx: &mut Ctx<H>,
     key: &[u8],
     items: &Args,
-    add: impl Fn(&mut T, &[u8], &mut Allowance) -> Result<bool, E>,
+    add: impl Fn(&mut T, &Args, &mut Allowance, &mut dyn FnMut(bool)) -> Result<(), E>,
     message: impl Fn(E) -> &'static str,
 ) -> Vec<Reply> {
     let mut replies = Vec::with_capacity(items.len());
     let mut added = 0;
-    let mut allowance = None;
-    for item in items {
-        match ctx.update_lazily(
-            key,
-            &mut allowance,
-            |filter: &mut T, a| add(filter, item, a),
-            |e| message(*e) == ERR_OOM,
-        ) {
-            Ok(new) => {
+    let mut allowance: Option<Allowance> = None;
+    loop {
+        let rest = &items[replies.len()..];
+        let mut nothing = Allowance::new(0);
+        let real = allowance.is_some();
+        let result = {
+            let allowance = allowance.as_mut().unwrap_or(&mut nothing);
+            let mut answer = |new: bool| {
                 added += u64::from(new);
                 replies.push(Reply::Bool(new));
-            }
+            };
+            ctx.update(key, |filter: &mut T| {
+                add(filter, rest, allowance, &mut answer)
+            })
+        };
+        match result {
+            Ok(()) => break,
+            Err(e) if !real && message(e) == ERR_OOM => allowance = Some(ctx.allowance()),
             Err(e) => {
                 replies.push(Reply::error(message(e)));
                 break;

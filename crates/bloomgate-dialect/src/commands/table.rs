@@ -56,7 +56,9 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             Command::BfMadd => bloom::madd(ctx, args),
             Command::BfInsert => bloom::insert(ctx, args),
             Command::BfExists => exists(ctx, args, BloomChain::contains),
-            Command::BfMexists => mexists(ctx, args, BloomChain::contains),
+            Command::BfMexists => {
+                mexists(ctx, args, |f: &BloomChain, items| f.contains_many(items))
+            }
             Command::BfCard => bloom::card(ctx, args),
             Command::BfInfo => bloom::info(ctx, args),
             Command::BfScandump => bloom::scandump(ctx, args),
@@ -68,7 +70,9 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             Command::CfInsert => cuckoo::insert(ctx, args),
             Command::CfInsertnx => cuckoo::insertnx(ctx, args),
             Command::CfExists => exists(ctx, args, CuckooChain::contains),
-            Command::CfMexists => mexists(ctx, args, CuckooChain::contains),
+            Command::CfMexists => mexists(ctx, args, |f: &CuckooChain, items| {
+                items.iter().map(|i| f.contains(i)).collect()
+            }),
             Command::CfCount => cuckoo::count(ctx, args),
             Command::CfDel => cuckoo::del(ctx, args),
             Command::CfCompact => cuckoo::compact(ctx, args),
@@ -86,7 +90,9 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             }
             Command::WfMexists => {
                 let at = ctx.now_ms();
-                mexists(ctx, args, |f: &WindowedFilter, item| f.contains(item, at))
+                mexists(ctx, args, |f: &WindowedFilter, items| {
+                    items.iter().map(|i| f.contains(i, at)).collect()
+                })
             }
             Command::WfMexistsat => windowed::mexistsat(ctx, args),
             Command::WfCard => windowed::card(ctx, args),

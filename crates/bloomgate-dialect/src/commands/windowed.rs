@@ -20,7 +20,7 @@
 //! ([`crate::types::windowed::ERR_FUTURE`]): such a write would kill every generation live now.
 
 use super::{
-    add_each, flags::*, load_chunk, probe, spec, wrong_arity, Arg, ArgKind, Args, Command,
+    add_batch, flags::*, load_chunk, probe, spec, wrong_arity, Arg, ArgKind, Args, Command,
     CommandInfo, Ctx, Docs, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM,
     KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE,
 };
@@ -305,11 +305,16 @@ fn add_items<H: Host + ?Sized>(
             ctx.create(key, WindowedFilter::new(params).into_value());
         }
     }
-    let replies = add_each(
+    let replies = add_batch(
         ctx,
         key,
         items,
-        |f: &mut WindowedFilter, item, allowance| f.add(item, at_ms, allowance.left()),
+        |f: &mut WindowedFilter, items, allowance, added| {
+            for item in items {
+                added(f.add(item, at_ms, allowance.left())?);
+            }
+            Ok(())
+        },
         AddError::message,
     );
     logged.extend([

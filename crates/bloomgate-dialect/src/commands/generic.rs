@@ -55,13 +55,8 @@ pub(crate) fn probe<T: DialectType, H: Host + ?Sized>(
 
 /// Adds `items` in order to the filter of type `T` at `key` (which must exist), one Bool reply
 /// per item, stopping at the first error (its message is the last reply), as MADD and INSERT
-/// reply. The items newly added count as changes.
-///
-/// `add` adds a whole batch in order (so a type can prefetch ahead), reporting each item's
-/// answer through its callback, and stops at the first error. The memory budget is asked only
-/// if an item needs memory: the batch first runs with an allowance of nothing, and if an item
-/// fails for want of memory (having changed nothing, as every growth admits before it
-/// allocates) the rest of the batch runs again from that item with the real allowance.
+/// reply. The items newly added count as changes. `add` adds a batch as [`update_batch`]
+/// runs it.
 pub(crate) fn add_batch<T: DialectType, H: Host + ?Sized, E: Copy>(
     ctx: &mut Ctx<H>,
     key: &[u8],
@@ -71,35 +66,65 @@ pub(crate) fn add_batch<T: DialectType, H: Host + ?Sized, E: Copy>(
 ) -> Vec<Reply> {
     let mut replies = Vec::with_capacity(items.len());
     let mut added = 0;
-    let mut allowance: Option<Allowance> = None;
-    loop {
-        let rest = &items[replies.len()..];
-        let mut nothing = Allowance::new(0);
-        let real = allowance.is_some();
-        let result = {
-            let allowance = allowance.as_mut().unwrap_or(&mut nothing);
-            let mut answer = |new: bool| {
-                added += u64::from(new);
-                replies.push(Reply::Bool(new));
-            };
-            ctx.update(key, |filter: &mut T| {
-                add(filter, rest, allowance, &mut answer)
-            })
-        };
-        match result {
-            Ok(()) => break,
-            Err(e) if !real && message(e) == ERR_OOM => allowance = Some(ctx.allowance()),
-            Err(e) => {
-                replies.push(Reply::error(message(e)));
-                break;
-            }
-        }
-    }
-    if let Some(allowance) = allowance {
-        ctx.set_allowance(allowance);
+    let result = update_batch(
+        ctx,
+        key,
+        items,
+        add,
+        |e| message(*e) == ERR_OOM,
+        |new| {
+            added += u64::from(new);
+            replies.push(Reply::Bool(new));
+        },
+    );
+    if let Err(e) = result {
+        replies.push(Reply::error(message(e)));
     }
     ctx.changed(added);
     replies
+}
+
+/// Runs the batch write `run` over `items` on the filter of type `T` at `key` (which the
+/// command has just found with that type). `run` takes the items in order (so a type can
+/// prefetch ahead), reports each item it has done through its callback (handed on to `each`)
+/// and stops at the first error, which it returns.
+///
+/// The memory budget is asked only if an item needs memory: the batch first runs with an
+/// allowance of nothing, and if an item fails for want of memory (`out_of_memory`; the item
+/// then changed nothing, as every growth admits before it allocates) the rest of the batch
+/// runs again from that item with the command's real allowance, as [`Ctx::update_lazily`]
+/// does for one item.
+pub(crate) fn update_batch<T: DialectType, H: Host + ?Sized, R, E>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    items: &Args,
+    run: impl Fn(&mut T, &Args, &mut Allowance, &mut dyn FnMut(R)) -> Result<(), E>,
+    out_of_memory: impl Fn(&E) -> bool,
+    mut each: impl FnMut(R),
+) -> Result<(), E> {
+    let mut done = 0;
+    let mut allowance: Option<Allowance> = None;
+    let result = loop {
+        let rest = &items[done..];
+        let mut nothing = Allowance::new(0);
+        let real = allowance.is_some();
+        let charged = allowance.as_mut().unwrap_or(&mut nothing);
+        let mut answer = |r: R| {
+            done += 1;
+            each(r);
+        };
+        let result = ctx.update(key, |filter: &mut T| {
+            run(filter, rest, charged, &mut answer)
+        });
+        match result {
+            Err(e) if !real && out_of_memory(&e) => allowance = Some(ctx.allowance()),
+            result => break result,
+        }
+    };
+    if let Some(allowance) = allowance {
+        ctx.set_allowance(allowance);
+    }
+    result
 }
 
 /// BF.LOADCHUNK / CF.LOADCHUNK `key iter data`: iterator 1 on a missing key creates the filter

@@ -70,9 +70,9 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             Command::CfInsert => cuckoo::insert(ctx, args),
             Command::CfInsertnx => cuckoo::insertnx(ctx, args),
             Command::CfExists => exists(ctx, args, CuckooChain::contains),
-            Command::CfMexists => mexists(ctx, args, |f: &CuckooChain, items| {
-                items.iter().map(|i| f.contains(i)).collect()
-            }),
+            Command::CfMexists => {
+                mexists(ctx, args, |f: &CuckooChain, items| f.contains_many(items))
+            }
             Command::CfCount => cuckoo::count(ctx, args),
             Command::CfDel => cuckoo::del(ctx, args),
             Command::CfCompact => cuckoo::compact(ctx, args),

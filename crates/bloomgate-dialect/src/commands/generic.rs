@@ -20,37 +20,31 @@ pub(super) fn exists<T: DialectType, H: Host + ?Sized>(
     Reply::Bool(filter.is_some_and(|f| contains(f, args[2])))
 }
 
-/// MEXISTS `key item...` over filters of type `T`: `contains_many` answers all the items at
-/// once (so a type can probe them batched); 0 for every item when the key is missing or holds
-/// another type, as [`probe`] answers.
+/// MEXISTS `key item...` over filters of type `T`, as [`probe`] answers.
 pub(super) fn mexists<T: DialectType, H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     args: &Args,
     contains_many: impl Fn(&T, &Args) -> Vec<bool>,
 ) -> Reply {
-    let items = &args[2..];
-    Reply::Array(match ctx.typed::<T>(args[1]).ok().flatten() {
-        Some(filter) => contains_many(filter, items)
-            .into_iter()
-            .map(Reply::Bool)
-            .collect(),
-        None => vec![Reply::Bool(false); items.len()],
-    })
+    Reply::Array(probe(ctx, args[1], &args[2..], contains_many))
 }
 
-/// Whether the filter of type `T` at `key` contains each of `items`: 0 for every item when the
+/// Whether the filter of type `T` at `key` contains each of `items`, `contains_many`
+/// answering them all at once (so a type can probe them batched): 0 for every item when the
 /// key is missing or holds another type (EXISTS never answers WRONGTYPE, as in RedisBloom).
 pub(crate) fn probe<T: DialectType, H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     key: &[u8],
     items: &Args,
-    contains: impl Fn(&T, &[u8]) -> bool,
+    contains_many: impl Fn(&T, &Args) -> Vec<bool>,
 ) -> Vec<Reply> {
-    let filter = ctx.typed::<T>(key).ok().flatten();
-    items
-        .iter()
-        .map(|item| Reply::Bool(filter.is_some_and(|f| contains(f, item))))
-        .collect()
+    match ctx.typed::<T>(key).ok().flatten() {
+        Some(filter) => contains_many(filter, items)
+            .into_iter()
+            .map(Reply::Bool)
+            .collect(),
+        None => vec![Reply::Bool(false); items.len()],
+    }
 }
 
 /// Adds `items` in order to the filter of type `T` at `key` (which must exist), one Bool reply

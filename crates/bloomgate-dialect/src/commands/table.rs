@@ -91,7 +91,7 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             Command::WfMexists => {
                 let at = ctx.now_ms();
                 mexists(ctx, args, |f: &WindowedFilter, items| {
-                    items.iter().map(|i| f.contains(i, at)).collect()
+                    f.contains_many(items, at)
                 })
             }
             Command::WfMexistsat => windowed::mexistsat(ctx, args),

@@ -415,7 +415,7 @@ pub(crate) fn mexistsat<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Repl
             ctx,
             args[1],
             &args[3..],
-            |f: &WindowedFilter, item| f.contains(item, at),
+            |f: &WindowedFilter, items| f.contains_many(items, at),
         )),
         Err(reply) => reply,
     }

@@ -284,6 +284,16 @@ impl WindowedFilter {
         self.inner.contains_at(item, now_ms)
     }
 
+    /// [`Self::contains`] of each item, batched: every item hashed first, then each live
+    /// generation's links queried with the core's prefetching batch query about the items
+    /// not yet found.
+    pub fn contains_many<I: AsRef<[u8]>>(&self, items: &[I], now_ms: u64) -> Vec<bool> {
+        let hashes: Vec<_> = items.iter().map(|i| self.inner.hash(i.as_ref())).collect();
+        let mut found = vec![false; items.len()];
+        self.inner.mark_batch_hashes_at(&hashes, now_ms, &mut found);
+        found
+    }
+
     /// Items added to live generations (each counted once per generation).
     pub fn items(&self, now_ms: u64) -> u64 {
         self.inner.live_at(now_ms).map(|g| g.len()).sum()
@@ -546,6 +556,27 @@ mod tests {
             window_ms,
             generations,
             expansion: 2,
+        }
+    }
+
+    /// Batched reads answer as single ones, across generations, links and times (dead
+    /// generations skipped), on a small filter and on one past the core's prefetch size.
+    #[test]
+    fn contains_many_answers_as_contains() {
+        for capacity in [100, 5_000_000] {
+            let mut f = WindowedFilter::new(WindowParams {
+                capacity,
+                ..params(1000, 3)
+            });
+            for i in 0..600u64 {
+                f.add(format!("w{i}").as_bytes(), i * 10, u64::MAX).unwrap();
+            }
+            let probes: Vec<Vec<u8>> = (0..900).map(|i| format!("w{i}").into_bytes()).collect();
+            for now in [0, 2500, 5990, 7000, 9000] {
+                let single: Vec<bool> = probes.iter().map(|p| f.contains(p, now)).collect();
+                assert_eq!(f.contains_many(&probes, now), single, "now {now}");
+            }
+            assert!(f.contains_many(&probes, 5990)[300..600].iter().all(|&p| p));
         }
     }
 

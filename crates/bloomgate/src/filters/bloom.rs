@@ -183,6 +183,25 @@ impl<L: BitLayout> Bloom<L> {
         );
     }
 
+    /// Sets `found[i]` for each hash not found yet that this filter may contain, querying
+    /// only those, batched and prefetching like [`Self::contains_batch_hashes`]: a query over
+    /// several filters (a scalable filter's links, a windowed filter's generations) asks each
+    /// one only about the keys the others have not answered.
+    pub fn mark_batch_hashes(&self, hashes: &[KeyHash], found: &mut [bool]) {
+        let pending: Vec<usize> = (0..hashes.len()).filter(|&i| !found[i]).collect();
+        let mut hits = Vec::with_capacity(pending.len());
+        self.layout.contains_batch(
+            self.units(),
+            self.geometry,
+            pending.len(),
+            |r| hashes[pending[r]],
+            &mut hits,
+        );
+        for (&i, hit) in pending.iter().zip(hits) {
+            found[i] |= hit;
+        }
+    }
+
     /// Parallel bulk build over every core (see [`Self::insert_parallel`]).
     pub fn build_parallel<K: AsRef<[u8]> + Sync>(
         params: Params,

@@ -19,6 +19,16 @@ use bloomgate::filters::{prefetch, LINES_IN_FLIGHT};
 
 /// Items whose buckets are requested ahead of the one being read or inserted: two lines each.
 const ITEMS_AHEAD: usize = LINES_IN_FLIGHT / 2;
+/// Lookups an insert batch keeps (a power of two above [`ITEMS_AHEAD`]).
+const RING: usize = 64;
+
+impl Lookup {
+    const EMPTY: Self = Self {
+        fp: 0,
+        i1: 0,
+        i2: 0,
+    };
+}
 
 impl SubFilter {
     /// Requests the cache lines of `l`'s two buckets.
@@ -73,14 +83,25 @@ impl CuckooChain {
         allowance: &mut Allowance,
         mut inserted: impl FnMut(Result<bool, InsertError>),
     ) -> Result<(), InsertError> {
-        let lookups: Vec<Lookup> = items.iter().map(|i| Lookup::of(i.as_ref())).collect();
-        for &l in lookups.iter().take(ITEMS_AHEAD) {
-            self.prefetch_newest(l);
+        // The lookups of the items ahead, in a ring on the stack: CF.ADD (a batch of one)
+        // allocates nothing.
+        let mut ahead = [Lookup::EMPTY; RING];
+        let lookup = |j: usize| Lookup::of(items[j].as_ref());
+        for (j, slot) in ahead
+            .iter_mut()
+            .enumerate()
+            .take(items.len().min(ITEMS_AHEAD))
+        {
+            *slot = lookup(j);
+            self.prefetch_newest(*slot);
         }
-        for (j, &l) in lookups.iter().enumerate() {
-            if let Some(&next) = lookups.get(j + ITEMS_AHEAD) {
+        for j in 0..items.len() {
+            if j + ITEMS_AHEAD < items.len() {
+                let next = lookup(j + ITEMS_AHEAD);
+                ahead[(j + ITEMS_AHEAD) % RING] = next;
                 self.prefetch_newest(next);
             }
+            let l = ahead[j % RING];
             let outcome = if unique {
                 self.insert_unique_lookup(l, allowance)
             } else {

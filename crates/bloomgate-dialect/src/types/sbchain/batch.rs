@@ -31,6 +31,10 @@ use bloomgate::filters::{prefetch, LINES_IN_FLIGHT};
 /// Batched reads prefetch on links of every size: they compute each position once anyway.
 pub const PREFETCH_ALL_BYTES: u64 = 4 << 20;
 
+/// Hashes a batched write keeps (a power of two above [`LINES_IN_FLIGHT`], the farthest it
+/// looks ahead).
+const RING: usize = 64;
+
 /// The word holding bit `at`.
 #[inline(always)]
 fn word_of(words: &[u64], at: u64) -> &u64 {
@@ -147,17 +151,22 @@ impl BloomChain {
         allowance: &mut Allowance,
         mut added: impl FnMut(bool),
     ) -> Result<(), AddError> {
-        let hashes: Vec<HashPair> = items.iter().map(|i| HashPair::of(i.as_ref())).collect();
         let hashes_per_item = self.newest().hashes().max(1) as usize;
-        let ahead = (LINES_IN_FLIGHT / hashes_per_item).max(1);
-        for &h in hashes.iter().take(ahead) {
-            self.prefetch_newest(h);
+        let distance = (LINES_IN_FLIGHT / hashes_per_item).max(1);
+        // The hashes of the items ahead, in a ring on the stack (no allocation per batch).
+        let mut ahead = [HashPair { a: 0, b: 0 }; RING];
+        let hash = |j: usize| HashPair::of(items[j].as_ref());
+        for (j, slot) in ahead.iter_mut().enumerate().take(items.len().min(distance)) {
+            *slot = hash(j);
+            self.prefetch_newest(*slot);
         }
-        for (j, &h) in hashes.iter().enumerate() {
-            if let Some(&next) = hashes.get(j + ahead) {
+        for j in 0..items.len() {
+            if j + distance < items.len() {
+                let next = hash(j + distance);
+                ahead[(j + distance) % RING] = next;
                 self.prefetch_newest(next);
             }
-            added(self.add_hashed(h, allowance)?);
+            added(self.add_hashed(ahead[j % RING], allowance)?);
         }
         Ok(())
     }

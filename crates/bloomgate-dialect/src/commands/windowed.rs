@@ -310,10 +310,7 @@ fn add_items<H: Host + ?Sized>(
         key,
         items,
         |f: &mut WindowedFilter, items, allowance, added| {
-            for item in items {
-                added(f.add(item, at_ms, allowance.left())?);
-            }
-            Ok(())
+            f.add_many(items, at_ms, allowance.left(), added)
         },
         AddError::message,
     );

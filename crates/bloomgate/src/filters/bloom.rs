@@ -183,6 +183,18 @@ impl<L: BitLayout> Bloom<L> {
         );
     }
 
+    /// Requests the cache lines an insert or query of `h` touches, when the array is big
+    /// enough for that to pay (the layout's batch threshold): for callers that insert in their
+    /// own order and prefetch ahead themselves.
+    #[inline]
+    pub fn prefetch_hash(&self, h: KeyHash) {
+        let units = self.units();
+        if std::mem::size_of_val(units) >= L::PREFETCH_MIN_BYTES {
+            let base = L::Unit::words(units).as_ptr();
+            self.layout.prefetch(base, self.geometry, h);
+        }
+    }
+
     /// Sets `found[i]` for each hash not found yet that this filter may contain, querying
     /// only those, batched and prefetching like [`Self::contains_batch_hashes`]: a query over
     /// several filters (a scalable filter's links, a windowed filter's generations) asks each

@@ -202,6 +202,14 @@ impl ScalableBloomFilter {
         self.links.iter().rev().any(|link| link.contains_hash(h))
     }
 
+    /// Requests the cache lines an insert of `h` writes in the newest link (see
+    /// [`BloomFilter::prefetch_hash`]).
+    pub fn prefetch_hash(&self, h: KeyHash) {
+        if let Some(newest) = self.links.last() {
+            newest.prefetch_hash(h);
+        }
+    }
+
     /// Sets `found[i]` for each hash not found yet that a link may contain: [`Self::contains_hash`]
     /// of many keys, each link (newest first) queried batched about the keys still unanswered.
     pub fn mark_batch_hashes(&self, hashes: &[KeyHash], found: &mut [bool]) {

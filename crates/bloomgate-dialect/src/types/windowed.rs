@@ -292,7 +292,7 @@ impl WindowedFilter {
     /// [`Self::add`] of each item in order at `at_ms` (each sees the earlier ones), handing
     /// each answer to `added` and stopping at the first error, which it returns. The newest
     /// link of the generation the items go to is asked for the lines of the item
-    /// [`ITEMS_AHEAD`] places ahead while one is added (when it is big enough to miss the
+    /// `LINES_IN_FLIGHT / 2` places ahead while one is added (when it is big enough to miss the
     /// cache), so a batch overlaps its misses; bits, counts and answers are those of one add
     /// after another.
     pub fn add_many<I: AsRef<[u8]>>(

@@ -5,7 +5,7 @@
 //! INSERT's ITEMS).
 
 use super::{
-    add_each, flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo,
+    add_batch, flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo,
     Ctx, Docs, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS,
     KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE,
 };
@@ -291,11 +291,11 @@ fn add_items<H: Host + ?Sized>(
     if let Err(reply) = ensure_chain(ctx, key, items, create_with) {
         return reply;
     }
-    Reply::Array(add_each(
+    Reply::Array(add_batch(
         ctx,
         key,
         items,
-        |chain: &mut BloomChain, item, allowance| chain.add(item, allowance),
+        |chain: &mut BloomChain, items, allowance, added| chain.add_many(items, allowance, added),
         AddError::message,
     ))
 }
@@ -661,5 +661,67 @@ mod tests {
         header[64..72].copy_from_slice(&capacity.to_le_bytes());
         assert_eq!(h.run_args(&load(header)), oom);
         assert!(!h.keys.contains_key(&b"forged"[..]));
+    }
+
+    /// BF.MADD and BF.INSERT add their items in order as one batch: a duplicate answers 1
+    /// then 0, a chain scales or fills mid-batch, the budget is asked when growth needs it —
+    /// replies, bits and counts as one BF.ADD after another.
+    #[test]
+    fn batched_adds_answer_as_one_add_after_another() {
+        let mut h = Harness::new();
+        let bools = |v: &[i64]| Reply::Array(v.iter().map(|&n| Reply::Bool(n == 1)).collect());
+        assert_eq!(h.run("BF.MADD k a a b a"), bools(&[1, 0, 1, 0]));
+        assert_eq!(h.last.as_ref().unwrap().dirty, 3, "created + 2 added");
+        assert_eq!(
+            h.run("BF.INSERT f CAPACITY 2 NONSCALING ITEMS x y x z w"),
+            Reply::Array(vec![
+                Reply::Bool(true),
+                Reply::Bool(true),
+                Reply::Bool(false),
+                err("ERR non scaling filter is full")
+            ])
+        );
+        assert_eq!(h.run("BF.CARD f"), Reply::Int(2));
+        // Scaling mid-batch: the same chain as one BF.ADD at a time.
+        h.run("BF.RESERVE g 0.01 3");
+        h.run("BF.RESERVE one 0.01 3");
+        let items: Vec<String> = (0..40).map(|i| format!("i{}", i % 30)).collect();
+        let Reply::Array(batched) = h.run(&format!("BF.MADD g {}", items.join(" "))) else {
+            panic!()
+        };
+        let single: Vec<Reply> = items
+            .iter()
+            .map(|i| h.run(&format!("BF.ADD one {i}")))
+            .collect();
+        assert_eq!(batched, single);
+        let dump = |h: &Harness, k: &[u8]| match h.keys.get(k) {
+            Some(Value::Bloom(c)) => {
+                assert!(c.links().len() > 1, "scaled");
+                (
+                    c.dump_header(),
+                    c.to_owned()
+                        .links()
+                        .iter()
+                        .map(|l| l.to_le_bytes())
+                        .collect::<Vec<_>>(),
+                )
+            }
+            _ => panic!("missing"),
+        };
+        assert_eq!(dump(&h, b"g"), dump(&h, b"one"));
+        // Growth refused by maxmemory mid-batch: the items before it stay added.
+        let mut h = Harness::new();
+        h.run("BF.RESERVE m 0.01 2");
+        h.memory_limit = h.keys.values().map(Value::memory).sum::<u64>() + 1;
+        assert_eq!(
+            h.run("BF.MADD m a b c"),
+            Reply::Array(vec![
+                Reply::Bool(true),
+                Reply::Bool(true),
+                err(crate::ERR_OOM)
+            ])
+        );
+        assert_eq!(h.last.as_ref().unwrap().dirty, 2);
+        assert_eq!(h.run("BF.CARD m"), Reply::Int(2));
     }
 }

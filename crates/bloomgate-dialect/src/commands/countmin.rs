@@ -146,14 +146,14 @@ pub(crate) fn incrby<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
             Some(n) => pairs.push((pair[0], n as u64)),
         }
     }
-    let replies = ctx.update(key, |cms: &mut CountMin| {
-        pairs
-            .iter()
-            .map(|&(item, by)| match cms.increment(item, by) {
+    let mut replies = Vec::with_capacity(pairs.len());
+    ctx.update(key, |cms: &mut CountMin| {
+        cms.increment_many(&pairs, |n| {
+            replies.push(match n {
                 n if n == u64::from(u32::MAX) => Reply::error("CMS: INCRBY overflow"),
                 n => Reply::Int(n as i64),
             })
-            .collect()
+        })
     });
     ctx.changed(1);
     Reply::Array(replies)
@@ -163,9 +163,9 @@ pub(crate) fn incrby<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 pub(crate) fn query<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     match ctx.existing::<CountMin>(args[1], ERR_MISSING) {
         Ok(cms) => Reply::Array(
-            args[2..]
-                .iter()
-                .map(|item| Reply::Int(cms.query(item) as i64))
+            cms.query_many(&args[2..])
+                .into_iter()
+                .map(|n| Reply::Int(n as i64))
                 .collect(),
         ),
         Err(reply) => reply,

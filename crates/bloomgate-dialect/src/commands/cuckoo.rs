@@ -5,8 +5,8 @@
 //! counts, INSERT's ITEMS).
 
 use super::{
-    flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
-    Host, KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE,
+    flags::*, load_chunk, spec, update_batch, wrong_arity, Arg, ArgKind, Args, Command,
+    CommandInfo, Ctx, Docs, Host, KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE,
 };
 use crate::num::{is, parse_i64};
 use crate::reply::Reply;
@@ -15,7 +15,7 @@ use crate::types::cuckoo::{
     MAX_ITERATIONS,
 };
 use crate::value::DialectType as _;
-use crate::{ERR_NOT_FOUND, ERR_OOM};
+use crate::ERR_NOT_FOUND;
 
 const K_SUB: &str = "O(k), where k is the number of sub-filters";
 const K_PLUS_I: &str = "O(k + i), where k is the number of sub-filters and i is maxIterations";
@@ -327,39 +327,27 @@ fn add_items<H: Host + ?Sized>(
         }
     }
     let mut added = 0;
-    let mut allowance = None;
-    let mut result = Ok(());
-    for item in items {
-        let inserted = ctx.update_lazily(
-            key,
-            &mut allowance,
-            |filter: &mut CuckooChain, allowance| {
-                if nx {
-                    filter.insert_unique(item, allowance)
-                } else {
-                    filter.insert(item, allowance).map(|()| true)
+    let result = update_batch(
+        ctx,
+        key,
+        items,
+        |filter: &mut CuckooChain, items, allowance, inserted| {
+            filter.insert_many(items, nx, allowance, inserted)
+        },
+        |e| *e == InsertError::OutOfMemory,
+        |inserted| {
+            each(match inserted {
+                Ok(true) => {
+                    added += 1;
+                    Added::Yes
                 }
-            },
-            |e| *e == InsertError::OutOfMemory,
-        );
-        each(match inserted {
-            Ok(true) => {
-                added += 1;
-                Added::Yes
-            }
-            Ok(false) => Added::AlreadyPresent,
-            Err(InsertError::OutOfMemory) => {
-                result = Err(Reply::error(ERR_OOM));
-                break;
-            }
-            Err(e) => Added::NoRoom(e),
-        });
-    }
-    if let Some(allowance) = allowance {
-        ctx.set_allowance(allowance);
-    }
+                Ok(false) => Added::AlreadyPresent,
+                Err(e) => Added::NoRoom(e),
+            })
+        },
+    );
     ctx.changed(added);
-    result
+    result.map_err(|e| Reply::error(e.message()))
 }
 
 /// CF.RESERVE `key capacity [BUCKETSIZE b] [MAXITERATIONS m] [EXPANSION e]`: an odd argument
@@ -797,6 +785,12 @@ mod tests {
         );
         assert_eq!(h.run("CF.INSERT k cap 100 ITEMS a b"), bools(&[true, true]));
         assert_eq!(h.run("CF.INSERTNX k i a c"), ints(&[0, 1]));
+        // One batch, in order: a duplicate inside it is already present the second time.
+        assert_eq!(h.run("CF.INSERTNX k ITEMS d d e d"), ints(&[1, 0, 1, 0]));
+        assert_eq!(
+            h.run("CF.MEXISTS k a d zz e"),
+            bools(&[true, true, false, true])
+        );
         let Reply::Map(info) = h.run("CF.INFO k") else {
             panic!()
         };

@@ -20,65 +20,105 @@ pub(super) fn exists<T: DialectType, H: Host + ?Sized>(
     Reply::Bool(filter.is_some_and(|f| contains(f, args[2])))
 }
 
-/// MEXISTS `key item...` over filters of type `T`.
+/// MEXISTS `key item...` over filters of type `T`, as [`probe`] answers.
 pub(super) fn mexists<T: DialectType, H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     args: &Args,
-    contains: impl Fn(&T, &[u8]) -> bool,
+    contains_many: impl Fn(&T, &Args) -> Vec<bool>,
 ) -> Reply {
-    Reply::Array(probe(ctx, args[1], &args[2..], contains))
+    Reply::Array(probe(ctx, args[1], &args[2..], contains_many))
 }
 
-/// Whether the filter of type `T` at `key` contains each of `items`: 0 for every item when the
+/// Whether the filter of type `T` at `key` contains each of `items`, `contains_many`
+/// answering them all at once (so a type can probe them batched): 0 for every item when the
 /// key is missing or holds another type (EXISTS never answers WRONGTYPE, as in RedisBloom).
 pub(crate) fn probe<T: DialectType, H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     key: &[u8],
     items: &Args,
-    contains: impl Fn(&T, &[u8]) -> bool,
+    contains_many: impl Fn(&T, &Args) -> Vec<bool>,
 ) -> Vec<Reply> {
-    let filter = ctx.typed::<T>(key).ok().flatten();
-    items
-        .iter()
-        .map(|item| Reply::Bool(filter.is_some_and(|f| contains(f, item))))
-        .collect()
+    match ctx.typed::<T>(key).ok().flatten() {
+        Some(filter) => contains_many(filter, items)
+            .into_iter()
+            .map(Reply::Bool)
+            .collect(),
+        None => vec![Reply::Bool(false); items.len()],
+    }
 }
 
 /// Adds `items` in order to the filter of type `T` at `key` (which must exist), one Bool reply
 /// per item, stopping at the first error (its message is the last reply), as MADD and INSERT
-/// reply. The items newly added count as changes.
-pub(crate) fn add_each<T: DialectType, H: Host + ?Sized, E: Copy>(
+/// reply. The items newly added count as changes. `add` adds a batch as [`update_batch`]
+/// runs it.
+pub(crate) fn add_batch<T: DialectType, H: Host + ?Sized, E: Copy>(
     ctx: &mut Ctx<H>,
     key: &[u8],
     items: &Args,
-    add: impl Fn(&mut T, &[u8], &mut Allowance) -> Result<bool, E>,
+    add: impl Fn(&mut T, &Args, &mut Allowance, &mut dyn FnMut(bool)) -> Result<(), E>,
     message: impl Fn(E) -> &'static str,
 ) -> Vec<Reply> {
     let mut replies = Vec::with_capacity(items.len());
     let mut added = 0;
-    let mut allowance = None;
-    for item in items {
-        match ctx.update_lazily(
-            key,
-            &mut allowance,
-            |filter: &mut T, a| add(filter, item, a),
-            |e| message(*e) == ERR_OOM,
-        ) {
-            Ok(new) => {
-                added += u64::from(new);
-                replies.push(Reply::Bool(new));
-            }
-            Err(e) => {
-                replies.push(Reply::error(message(e)));
-                break;
-            }
-        }
-    }
-    if let Some(allowance) = allowance {
-        ctx.set_allowance(allowance);
+    let result = update_batch(
+        ctx,
+        key,
+        items,
+        add,
+        |e| message(*e) == ERR_OOM,
+        |new| {
+            added += u64::from(new);
+            replies.push(Reply::Bool(new));
+        },
+    );
+    if let Err(e) = result {
+        replies.push(Reply::error(message(e)));
     }
     ctx.changed(added);
     replies
+}
+
+/// Runs the batch write `run` over `items` on the filter of type `T` at `key` (which the
+/// command has just found with that type). `run` takes the items in order (so a type can
+/// prefetch ahead), reports each item it has done through its callback (handed on to `each`)
+/// and stops at the first error, which it returns.
+///
+/// The memory budget is asked only if an item needs memory: the batch first runs with an
+/// allowance of nothing, and if an item fails for want of memory (`out_of_memory`; the item
+/// then changed nothing, as every growth admits before it allocates) the rest of the batch
+/// runs again from that item with the command's real allowance, as [`Ctx::update_lazily`]
+/// does for one item.
+pub(crate) fn update_batch<T: DialectType, H: Host + ?Sized, R, E>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    items: &Args,
+    run: impl Fn(&mut T, &Args, &mut Allowance, &mut dyn FnMut(R)) -> Result<(), E>,
+    out_of_memory: impl Fn(&E) -> bool,
+    mut each: impl FnMut(R),
+) -> Result<(), E> {
+    let mut done = 0;
+    let mut allowance: Option<Allowance> = None;
+    let result = loop {
+        let rest = &items[done..];
+        let mut nothing = Allowance::new(0);
+        let real = allowance.is_some();
+        let charged = allowance.as_mut().unwrap_or(&mut nothing);
+        let mut answer = |r: R| {
+            done += 1;
+            each(r);
+        };
+        let result = ctx.update(key, |filter: &mut T| {
+            run(filter, rest, charged, &mut answer)
+        });
+        match result {
+            Err(e) if !real && out_of_memory(&e) => allowance = Some(ctx.allowance()),
+            result => break result,
+        }
+    };
+    if let Some(allowance) = allowance {
+        ctx.set_allowance(allowance);
+    }
+    result
 }
 
 /// BF.LOADCHUNK / CF.LOADCHUNK `key iter data`: iterator 1 on a missing key creates the filter

@@ -41,7 +41,7 @@ pub use host::{wrong_arity, Args, Ctx, Host, Outcome, Propagate, WrongType};
 pub use info::{Arg, ArgKind, Command, CommandInfo, Docs, MODULE_NAME};
 pub use table::{categories, lookup, table};
 
-use generic::{add_each, load_chunk, probe};
+use generic::{add_batch, load_chunk, probe, update_batch};
 use info::{
     sketch_table, spec, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS,
     KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE, N_ITEMS,

@@ -58,7 +58,9 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             Command::BfMadd => bloom::madd(ctx, args),
             Command::BfInsert => bloom::insert(ctx, args),
             Command::BfExists => exists(ctx, args, BloomChain::contains),
-            Command::BfMexists => mexists(ctx, args, BloomChain::contains),
+            Command::BfMexists => {
+                mexists(ctx, args, |f: &BloomChain, items| f.contains_many(items))
+            }
             Command::BfCard => bloom::card(ctx, args),
             Command::BfInfo => bloom::info(ctx, args),
             Command::BfScandump => bloom::scandump(ctx, args),
@@ -71,7 +73,9 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             Command::CfInsert => cuckoo::insert(ctx, args),
             Command::CfInsertnx => cuckoo::insertnx(ctx, args),
             Command::CfExists => exists(ctx, args, CuckooChain::contains),
-            Command::CfMexists => mexists(ctx, args, CuckooChain::contains),
+            Command::CfMexists => {
+                mexists(ctx, args, |f: &CuckooChain, items| f.contains_many(items))
+            }
             Command::CfCount => cuckoo::count(ctx, args),
             Command::CfDel => cuckoo::del(ctx, args),
             Command::CfCompact => cuckoo::compact(ctx, args),
@@ -89,7 +93,9 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             }
             Command::WfMexists => {
                 let at = ctx.now_ms();
-                mexists(ctx, args, |f: &WindowedFilter, item| f.contains(item, at))
+                mexists(ctx, args, |f: &WindowedFilter, items| {
+                    f.contains_many(items, at)
+                })
             }
             Command::WfMexistsat => windowed::mexistsat(ctx, args),
             Command::WfCard => windowed::card(ctx, args),

@@ -20,7 +20,7 @@
 //! ([`crate::types::windowed::ERR_FUTURE`]): such a write would kill every generation live now.
 
 use super::{
-    add_each, flags::*, load_chunk, probe, spec, wrong_arity, Arg, ArgKind, Args, Command,
+    add_batch, flags::*, load_chunk, probe, spec, wrong_arity, Arg, ArgKind, Args, Command,
     CommandInfo, Ctx, Docs, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM,
     KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE,
 };
@@ -306,11 +306,13 @@ fn add_items<H: Host + ?Sized>(
             ctx.create(key, WindowedFilter::new(params).into_value());
         }
     }
-    let replies = add_each(
+    let replies = add_batch(
         ctx,
         key,
         items,
-        |f: &mut WindowedFilter, item, allowance| f.add(item, at_ms, allowance.left()),
+        |f: &mut WindowedFilter, items, allowance, added| {
+            f.add_many(items, at_ms, allowance.left(), added)
+        },
         AddError::message,
     );
     logged.extend([
@@ -411,7 +413,7 @@ pub(crate) fn mexistsat<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Repl
             ctx,
             args[1],
             &args[3..],
-            |f: &WindowedFilter, item| f.contains(item, at),
+            |f: &WindowedFilter, items| f.contains_many(items, at),
         )),
         Err(reply) => reply,
     }

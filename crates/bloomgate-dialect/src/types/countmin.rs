@@ -11,6 +11,12 @@
 
 use crate::encoding::murmur::murmur2;
 use crate::types::cow::{allocation_size, CowArray};
+use bloomgate::filters::prefetch;
+
+/// Counters a batched INCRBY or QUERY locates and requests before using them (the items of a
+/// chunk × depth; a sketch deeper than this is done item by item): a fixed buffer, so a batch
+/// allocates nothing whatever the sketch's shape.
+const BATCH_CELLS: usize = 256;
 
 /// Dump header: width, depth, total (u64 little endian each).
 pub const HEADER_LEN: usize = 24;
@@ -85,12 +91,17 @@ impl CountMin {
         let mut min = u64::MAX;
         for row in 0..self.depth {
             let at = self.index(item, row);
-            let cell = &mut self.cells.row_mut(at, 1)[0];
-            *cell = u64::from(*cell).saturating_add(by).min(u64::from(u32::MAX)) as u32;
-            min = min.min(u64::from(*cell));
+            min = min.min(self.add_at(at, by));
         }
         self.total = self.total.wrapping_add(by);
         min
+    }
+
+    /// Adds `by` to counter `at`, saturating; its new value.
+    fn add_at(&mut self, at: usize, by: u64) -> u64 {
+        let cell = &mut self.cells.row_mut(at, 1)[0];
+        *cell = u64::from(*cell).saturating_add(by).min(u64::from(u32::MAX)) as u32;
+        u64::from(*cell)
     }
 
     /// The item's estimated count: its smallest counter.
@@ -99,6 +110,61 @@ impl CountMin {
             .map(|row| u64::from(self.cells.row(self.index(item, row), 1)[0]))
             .min()
             .unwrap_or(u64::MAX)
+    }
+
+    /// [`Self::increment`] of each `(item, by)` in order, each estimate handed to `estimate`
+    /// (an item repeated in the batch sees its earlier increments). The counters of a chunk
+    /// of items are located and requested (prefetched) before the chunk is applied, so a
+    /// sketch bigger than the cache overlaps its misses.
+    pub fn increment_many(&mut self, pairs: &[(&[u8], u64)], mut estimate: impl FnMut(u64)) {
+        let mut cells = [0usize; BATCH_CELLS];
+        let depth = self.depth as usize;
+        if depth > BATCH_CELLS {
+            return pairs
+                .iter()
+                .for_each(|&(item, by)| estimate(self.increment(item, by)));
+        }
+        for chunk in pairs.chunks(BATCH_CELLS / depth) {
+            self.locate(chunk.iter().map(|p| p.0), &mut cells);
+            for (at, &(_, by)) in cells.chunks_exact(depth).zip(chunk) {
+                let min = at.iter().map(|&at| self.add_at(at, by)).min();
+                self.total = self.total.wrapping_add(by);
+                estimate(min.unwrap_or(u64::MAX));
+            }
+        }
+    }
+
+    /// [`Self::query`] of each item, counters requested a chunk of items ahead (see
+    /// [`Self::increment_many`]).
+    pub fn query_many<I: AsRef<[u8]>>(&self, items: &[I]) -> Vec<u64> {
+        let depth = self.depth as usize;
+        if depth > BATCH_CELLS {
+            return items.iter().map(|i| self.query(i.as_ref())).collect();
+        }
+        let mut cells = [0usize; BATCH_CELLS];
+        let mut out = Vec::with_capacity(items.len());
+        for chunk in items.chunks(BATCH_CELLS / depth) {
+            self.locate(chunk.iter().map(AsRef::as_ref), &mut cells);
+            out.extend(cells.chunks_exact(depth).take(chunk.len()).map(|at| {
+                at.iter()
+                    .map(|&at| u64::from(self.cells.row(at, 1)[0]))
+                    .min()
+                    .unwrap_or(u64::MAX)
+            }));
+        }
+        out
+    }
+
+    /// Writes the counter index of every row of each item into `cells` (`depth` per item, in
+    /// order) and requests its cache line.
+    fn locate<'i>(&self, items: impl Iterator<Item = &'i [u8]>, cells: &mut [usize]) {
+        let depth = self.depth as usize;
+        for (item, at) in items.zip(cells.chunks_exact_mut(depth)) {
+            for (row, slot) in at.iter_mut().enumerate() {
+                *slot = self.index(item, row as u64);
+                prefetch(self.cells.row(*slot, 1).as_ptr());
+            }
+        }
     }
 
     /// Replaces this sketch's counters and total with the weighted sum of `sources` (each of
@@ -230,6 +296,46 @@ impl CountMin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Batched increments and queries answer as one item at a time, duplicates inside a
+    /// batch included (each sees its earlier increments), for shallow and deep sketches
+    /// (deeper than a chunk: item by item), across chunk boundaries, and saturating.
+    #[test]
+    fn batched_equals_one_at_a_time() {
+        for (width, depth) in [(7, 1), (50, 5), (3, 7), (4, 300)] {
+            let mut a = CountMin::new(width, depth).unwrap();
+            let mut b = a.clone();
+            let names: Vec<Vec<u8>> = (0..200)
+                .map(|i| format!("i{}", i % 37).into_bytes())
+                .collect();
+            let pairs: Vec<(&[u8], u64)> = names
+                .iter()
+                .enumerate()
+                .map(|(n, i)| {
+                    (
+                        i.as_slice(),
+                        if n == 90 {
+                            u64::from(u32::MAX)
+                        } else {
+                            n as u64 % 5
+                        },
+                    )
+                })
+                .collect();
+            let mut got = Vec::new();
+            a.increment_many(&pairs, |n| got.push(n));
+            let want: Vec<u64> = pairs.iter().map(|&(i, by)| b.increment(i, by)).collect();
+            assert_eq!(got, want, "{width}x{depth}");
+            assert_eq!(a, b);
+            let single: Vec<u64> = names.iter().map(|i| b.query(i)).collect();
+            assert_eq!(a.query_many(&names), single);
+        }
+        // The estimate after an item's own increment: 1 then 2 for a repeated item.
+        let mut cms = CountMin::new(1000, 4).unwrap();
+        let mut got = Vec::new();
+        cms.increment_many(&[(b"x", 1), (b"y", 1), (b"x", 1)], |n| got.push(n));
+        assert_eq!(got, [1, 1, 2]);
+    }
 
     #[test]
     fn increments_saturate_and_queries_take_the_minimum() {

@@ -59,7 +59,10 @@
 //! server snapshotting a value while writes continue copies only the generations written during
 //! the snapshot.
 
-use bloomgate::{FilterCodec, Inserted, ScalableBloomFilter, WindowConfig, WindowedBloomFilter};
+use bloomgate::filters::LINES_IN_FLIGHT;
+use bloomgate::{
+    FilterCodec, Inserted, KeyHash, ScalableBloomFilter, WindowConfig, WindowedBloomFilter,
+};
 
 /// Most generations a filter may have (each query checks all of them).
 pub const MAX_GENERATIONS: u64 = 1024;
@@ -79,6 +82,9 @@ const HEADER_PER_GENERATION: usize = 16;
 const OVERHEAD: u64 = 64;
 /// Seed of every generation (fixed: dumps are portable between servers).
 const SEED: u64 = bloomgate::hash::DEFAULT_SEED;
+/// Items a batched add prefetches ahead: a generation's links are classic Bloom filters,
+/// whose batched calls keep two lines per key in flight.
+const ITEMS_AHEAD: usize = LINES_IN_FLIGHT / 2;
 
 /// A generation as a header lists it: slot and file-image bytes.
 type SlotImage = (u64, u64);
@@ -257,7 +263,11 @@ impl WindowedFilter {
     /// if new to its generation; `Ok(false)` if its generation may already hold it — or if
     /// `at_ms` lies in a slot already dead (its retention has passed; nothing is stored).
     pub fn add(&mut self, item: &[u8], at_ms: u64, budget: u64) -> Result<bool, AddError> {
-        let h = self.inner.hash(item);
+        self.add_hash(self.inner.hash(item), at_ms, budget)
+    }
+
+    /// [`Self::add`] of the item hashed to `h`.
+    fn add_hash(&mut self, h: KeyHash, at_ms: u64, budget: u64) -> Result<bool, AddError> {
         let bytes = self
             .inner
             .allocation_for(h, at_ms)
@@ -279,9 +289,61 @@ impl WindowedFilter {
         Ok(inserted == Inserted::New)
     }
 
+    /// [`Self::add`] of each item in order at `at_ms` (each sees the earlier ones), handing
+    /// each answer to `added` and stopping at the first error, which it returns. The newest
+    /// link of the generation the items go to is asked for the lines of the item
+    /// `LINES_IN_FLIGHT / 2` places ahead while one is added (when it is big enough to miss the
+    /// cache), so a batch overlaps its misses; bits, counts and answers are those of one add
+    /// after another.
+    pub fn add_many<I: AsRef<[u8]>>(
+        &mut self,
+        items: &[I],
+        at_ms: u64,
+        budget: u64,
+        mut added: impl FnMut(bool),
+    ) -> Result<(), AddError> {
+        let slot = self.inner.slot_of(at_ms);
+        let hash = |f: &Self, j: usize| f.inner.hash(items[j].as_ref());
+        let prefetch = |f: &Self, h| {
+            let target = f.inner.retained().rev().find(|g| g.slot() == slot);
+            if let Some(filter) = target.and_then(|g| g.filter()) {
+                filter.prefetch_hash(h);
+            }
+        };
+        // The hashes ahead, in a ring on the stack (WF.ADD, a batch of one, allocates nothing).
+        let mut ahead = [KeyHash { lo: 0, hi: 0 }; 2 * ITEMS_AHEAD];
+        for (j, slot) in ahead
+            .iter_mut()
+            .enumerate()
+            .take(items.len().min(ITEMS_AHEAD))
+        {
+            *slot = hash(self, j);
+            prefetch(self, *slot);
+        }
+        for j in 0..items.len() {
+            let next = j + ITEMS_AHEAD;
+            if next < items.len() {
+                ahead[next % ahead.len()] = hash(self, next);
+                prefetch(self, ahead[next % ahead.len()]);
+            }
+            added(self.add_hash(ahead[j % ahead.len()], at_ms, budget)?);
+        }
+        Ok(())
+    }
+
     /// Whether `item` may have been added within the retention as of `now_ms`.
     pub fn contains(&self, item: &[u8], now_ms: u64) -> bool {
         self.inner.contains_at(item, now_ms)
+    }
+
+    /// [`Self::contains`] of each item, batched: every item hashed first, then each live
+    /// generation's links queried with the core's prefetching batch query about the items
+    /// not yet found.
+    pub fn contains_many<I: AsRef<[u8]>>(&self, items: &[I], now_ms: u64) -> Vec<bool> {
+        let hashes: Vec<_> = items.iter().map(|i| self.inner.hash(i.as_ref())).collect();
+        let mut found = vec![false; items.len()];
+        self.inner.mark_batch_hashes_at(&hashes, now_ms, &mut found);
+        found
     }
 
     /// Items added to live generations (each counted once per generation).
@@ -546,6 +608,56 @@ mod tests {
             window_ms,
             generations,
             expansion: 2,
+        }
+    }
+
+    /// Batched reads answer as single ones, across generations, links and times (dead
+    /// generations skipped), on a small filter and on one past the core's prefetch size.
+    #[test]
+    fn contains_many_answers_as_contains() {
+        for capacity in [100, 5_000_000] {
+            let mut f = WindowedFilter::new(WindowParams {
+                capacity,
+                ..params(1000, 3)
+            });
+            for i in 0..600u64 {
+                f.add(format!("w{i}").as_bytes(), i * 10, u64::MAX).unwrap();
+            }
+            let probes: Vec<Vec<u8>> = (0..900).map(|i| format!("w{i}").into_bytes()).collect();
+            for now in [0, 2500, 5990, 7000, 9000] {
+                let single: Vec<bool> = probes.iter().map(|p| f.contains(p, now)).collect();
+                assert_eq!(f.contains_many(&probes, now), single, "now {now}");
+            }
+            assert!(f.contains_many(&probes, 5990)[300..600].iter().all(|&p| p));
+        }
+    }
+
+    /// Batched adds answer as one add after another (duplicates inside a batch answer false
+    /// the second time; growth mid-batch), with identical dumps, on a small filter and on
+    /// one big enough to prefetch.
+    #[test]
+    fn add_many_answers_as_add() {
+        for capacity in [10, 5_000_000] {
+            let mut a = WindowedFilter::new(WindowParams {
+                capacity,
+                ..params(1000, 3)
+            });
+            let mut b = a.clone();
+            for (n, at) in [(0u64, 0u64), (1, 1500), (2, 1700)] {
+                let items: Vec<Vec<u8>> = (0..130)
+                    .map(|i| format!("m{}", (i + n * 50) % 100).into_bytes())
+                    .collect();
+                let mut got = Vec::new();
+                a.add_many(&items, at, u64::MAX, |x| got.push(x)).unwrap();
+                let want: Vec<bool> = items
+                    .iter()
+                    .map(|i| b.add(i, at, u64::MAX).unwrap())
+                    .collect();
+                assert_eq!(got, want);
+                assert!(!got[100], "a duplicate inside the batch");
+            }
+            assert_eq!(a.dump_header(), b.dump_header());
+            assert_eq!(a.chunk_bytes(1), b.chunk_bytes(1));
         }
     }
 

@@ -183,6 +183,37 @@ impl<L: BitLayout> Bloom<L> {
         );
     }
 
+    /// Requests the cache lines an insert or query of `h` touches, when the array is big
+    /// enough for that to pay (the layout's batch threshold): for callers that insert in their
+    /// own order and prefetch ahead themselves.
+    #[inline]
+    pub fn prefetch_hash(&self, h: KeyHash) {
+        let units = self.units();
+        if std::mem::size_of_val(units) >= L::PREFETCH_MIN_BYTES {
+            let base = L::Unit::words(units).as_ptr();
+            self.layout.prefetch(base, self.geometry, h);
+        }
+    }
+
+    /// Sets `found[i]` for each hash not found yet that this filter may contain, querying
+    /// only those, batched and prefetching like [`Self::contains_batch_hashes`]: a query over
+    /// several filters (a scalable filter's links, a windowed filter's generations) asks each
+    /// one only about the keys the others have not answered.
+    pub fn mark_batch_hashes(&self, hashes: &[KeyHash], found: &mut [bool]) {
+        let pending: Vec<usize> = (0..hashes.len()).filter(|&i| !found[i]).collect();
+        let mut hits = Vec::with_capacity(pending.len());
+        self.layout.contains_batch(
+            self.units(),
+            self.geometry,
+            pending.len(),
+            |r| hashes[pending[r]],
+            &mut hits,
+        );
+        for (&i, hit) in pending.iter().zip(hits) {
+            found[i] |= hit;
+        }
+    }
+
     /// Parallel bulk build over every core (see [`Self::insert_parallel`]).
     pub fn build_parallel<K: AsRef<[u8]> + Sync>(
         params: Params,

@@ -28,6 +28,6 @@ pub use counting::*;
 pub use cuckoo::*;
 pub use fastlocal::*;
 pub use layout::{BitLayout, Geometry, StorageUnit};
-pub use prefetch::{advise_huge_pages, prefetch};
+pub use prefetch::{advise_huge_pages, prefetch, LINES_IN_FLIGHT};
 pub use scalable::*;
 pub use windowed::*;

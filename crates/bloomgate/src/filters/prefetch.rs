@@ -12,7 +12,9 @@ use crate::hash::KeyHash;
 /// interleaved runs each): batched query ÷ the random-line floor 1.60–1.72 at 24 lines,
 /// 1.18–1.34 at 40, 1.24–1.34 at 48, 1.24–1.39 at 64, 1.17–1.76 at 96–128 (past the core's
 /// miss buffers the prefetches queue and the ring evicts its own lines).
-pub(crate) const LINES_IN_FLIGHT: usize = 48;
+/// Public so that other batched probes (the RedisBloom dialect's) keep the same number of
+/// misses in flight.
+pub const LINES_IN_FLIGHT: usize = 48;
 const RING: usize = 64; // power of two ≥ the largest distance
 
 /// How many keys ahead to prefetch when each key touches `lines` cache lines.

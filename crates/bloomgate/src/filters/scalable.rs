@@ -202,6 +202,22 @@ impl ScalableBloomFilter {
         self.links.iter().rev().any(|link| link.contains_hash(h))
     }
 
+    /// Requests the cache lines an insert of `h` writes in the newest link (see
+    /// [`BloomFilter::prefetch_hash`]).
+    pub fn prefetch_hash(&self, h: KeyHash) {
+        if let Some(newest) = self.links.last() {
+            newest.prefetch_hash(h);
+        }
+    }
+
+    /// Sets `found[i]` for each hash not found yet that a link may contain: [`Self::contains_hash`]
+    /// of many keys, each link (newest first) queried batched about the keys still unanswered.
+    pub fn mark_batch_hashes(&self, hashes: &[KeyHash], found: &mut [bool]) {
+        for link in self.links.iter().rev() {
+            link.mark_batch_hashes(hashes, found);
+        }
+    }
+
     /// Distinct items added (inserts of possibly-present keys are not counted); saturating, as
     /// the links' counts come from the file for a loaded filter (a fuzz regression).
     pub fn len(&self) -> u64 {
@@ -335,6 +351,25 @@ impl FilterCodec for ScalableBloomFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The batched query over the links answers as one key at a time, keys found in an
+    /// earlier link or given as already found staying found.
+    #[test]
+    fn mark_batch_hashes_answers_as_contains_hash() {
+        let mut filter = ScalableBloomFilter::new(50, 0.01).unwrap();
+        for i in 0..400 {
+            filter.insert(format!("k{i}")).unwrap();
+        }
+        assert!(filter.links() > 1);
+        let hashes: Vec<KeyHash> = (0..1000).map(|i| filter.hash(format!("k{i}"))).collect();
+        let mut found = vec![false; hashes.len()];
+        found[999] = true;
+        filter.mark_batch_hashes(&hashes, &mut found);
+        for (i, h) in hashes.iter().enumerate().take(999) {
+            assert_eq!(found[i], filter.contains_hash(*h), "key {i}");
+        }
+        assert!(found[..400].iter().all(|&f| f) && found[999]);
+    }
 
     #[test]
     fn growth_schedule_overflow_is_too_large() {

@@ -462,6 +462,18 @@ impl WindowedBloomFilter {
         self.live_at(now_ms).any(|g| g.contains_hash(h))
     }
 
+    /// Sets `found[i]` for each hash not found yet that may have been inserted within the
+    /// retention as of `now_ms`: [`Self::contains_hash_at`] of many keys, each live generation
+    /// (newest first) queried batched about the keys still unanswered.
+    pub fn mark_batch_hashes_at(&self, hashes: &[KeyHash], now_ms: u64, found: &mut [bool]) {
+        for g in self.live_at(now_ms).rev() {
+            match &*g.bits {
+                Bits::Scalable(f) => f.mark_batch_hashes(hashes, found),
+                Bits::Legacy(f) => f.mark_batch_hashes(hashes, found),
+            }
+        }
+    }
+
     /// The generations live at `now_ms`, oldest first.
     pub fn live_at(&self, now_ms: u64) -> impl DoubleEndedIterator<Item = &Generation> + '_ {
         let now = self.slot_of(now_ms);

@@ -12,6 +12,7 @@ use crate::budget::{Admitted, Allowance, Shape};
 use crate::encoding::murmur::murmur64a;
 use crate::types::cow::CowArray;
 
+mod batch;
 mod dump;
 mod merge;
 pub use dump::ChainShape;
@@ -506,11 +507,11 @@ impl BloomChain {
         self.options.bits() & OPT_NO_SCALING == 0
     }
 
-    /// Adds `item`: `Ok(true)` if new, `Ok(false)` if any link already reports it. When the
-    /// newest link is at capacity, a scaling chain grows by a link of `capacity * growth` items
-    /// at half the error, admitted against `allowance` before it is allocated.
-    pub fn add(&mut self, item: &[u8], allowance: &mut Allowance) -> Result<bool, AddError> {
-        let h = HashPair::of(item);
+    /// Adds the item hashed to `h`: `Ok(true)` if new, `Ok(false)` if any link already reports
+    /// it. When the newest link is at capacity, a scaling chain grows by a link of
+    /// `capacity * growth` items at half the error, admitted against `allowance` before it is
+    /// allocated. (`batch.rs` hashes items and prefetches for it.)
+    fn add_hashed(&mut self, h: HashPair, allowance: &mut Allowance) -> Result<bool, AddError> {
         if self.links.iter().rev().any(|link| link.contains(h)) {
             return Ok(false);
         }
@@ -543,12 +544,6 @@ impl BloomChain {
             self.items = self.items.saturating_add(1);
         }
         Ok(true)
-    }
-
-    /// Whether `item` may be present (any link reports it).
-    pub fn contains(&self, item: &[u8]) -> bool {
-        let h = HashPair::of(item);
-        self.links.iter().rev().any(|link| link.contains(h))
     }
 
     /// BF.CARD / "Number of items inserted".

@@ -18,6 +18,8 @@ use crate::budget::{Admitted, Allowance, Shape};
 use crate::encoding::murmur::murmur64a;
 use crate::types::cow::CowArray;
 
+mod batch;
+
 /// The multiplier that turns a fingerprint into the bucket offset of its alternate.
 const ALT_MULTIPLIER: u64 = 0x5bd1e995;
 /// `CF.INFO Size` accounting: 40 bytes for the filter struct and 16 per sub-filter, plus one byte
@@ -295,7 +297,11 @@ impl CuckooChain {
     /// `cf-max-expansions` is the caller's check, made once per command (as RedisBloom does);
     /// here growth stops only at [`MAX_FILTERS`], the most a dump header may describe.
     pub fn insert(&mut self, item: &[u8], allowance: &mut Allowance) -> Result<(), InsertError> {
-        let l = Lookup::of(item);
+        self.insert_lookup(Lookup::of(item), allowance)
+    }
+
+    /// [`Self::insert`] of the item `l` was hashed from.
+    fn insert_lookup(&mut self, l: Lookup, allowance: &mut Allowance) -> Result<(), InsertError> {
         loop {
             let bs = self.bucket_size;
             if let Some((f, slot)) = self
@@ -324,10 +330,19 @@ impl CuckooChain {
         item: &[u8],
         allowance: &mut Allowance,
     ) -> Result<bool, InsertError> {
-        if self.contains(item) {
+        self.insert_unique_lookup(Lookup::of(item), allowance)
+    }
+
+    /// [`Self::insert_unique`] of the item `l` was hashed from.
+    fn insert_unique_lookup(
+        &mut self,
+        l: Lookup,
+        allowance: &mut Allowance,
+    ) -> Result<bool, InsertError> {
+        if self.lookup_in(l) {
             return Ok(false);
         }
-        self.insert(item, allowance).map(|()| true)
+        self.insert_lookup(l, allowance).map(|()| true)
     }
 
     fn grow(&mut self, allowance: &mut Allowance) -> Result<(), InsertError> {

@@ -304,7 +304,12 @@ pub(crate) fn exists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 
 /// CBF.MEXISTS `key item...`.
 pub(crate) fn mexists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    Reply::Array(probe(ctx, args[1], &args[2..], CountingFilter::contains))
+    Reply::Array(probe(
+        ctx,
+        args[1],
+        &args[2..],
+        |f: &CountingFilter, items| items.iter().map(|item| f.contains(item)).collect(),
+    ))
 }
 
 /// CBF.COUNT `key item`: the smallest counter; 0 for a missing key.

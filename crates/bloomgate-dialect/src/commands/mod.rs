@@ -17,6 +17,7 @@
 //! its rewrite.
 
 pub mod bloom;
+mod bloom_types;
 pub mod countmin;
 pub mod cuckoo;
 mod execute;

@@ -38,13 +38,17 @@ impl BloomLayout {
     }
 
     /// Which Bloom chain `key` holds: `Ok(None)` if none, WRONGTYPE if a value of another type.
+    /// One lookup, and nothing allocated unless it answers WRONGTYPE (BF.ADD and BF.EXISTS on
+    /// an existing key allocate nothing).
     pub(super) fn at<H: Host + ?Sized>(
         ctx: &mut Ctx<H>,
         key: &[u8],
     ) -> Result<Option<Self>, Reply> {
-        match ctx.typed::<BlockedChain>(key) {
-            Ok(found) => Ok(found.map(|_| Self::Blocked)),
-            Err(_) => Ok(ctx.typed::<BloomChain>(key)?.map(|_| Self::Classic)),
+        match ctx.value(key) {
+            Ok(None) => Ok(None),
+            Ok(Some(v)) if BloomChain::of(v).is_some() => Ok(Some(Self::Classic)),
+            Ok(Some(v)) if BlockedChain::of(v).is_some() => Ok(Some(Self::Blocked)),
+            _ => Err(Reply::error(crate::ERR_WRONGTYPE)),
         }
     }
 }

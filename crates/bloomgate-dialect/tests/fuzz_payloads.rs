@@ -8,11 +8,13 @@ use bloomgate_testkit::fuzz::payload_check;
 use bloomgate_dialect::budget::Allowance;
 use bloomgate_dialect::encoding::rdb_format::dump_payload;
 use bloomgate_dialect::types::cuckoo::{CuckooChain, CuckooParams};
-use bloomgate_dialect::types::sbchain::BloomChain;
+use bloomgate_dialect::types::sbchain::{BlockedChain, BloomChain};
+use bloomgate_dialect::DialectType;
 use bloomgate_dialect::Value;
 
 fn values() -> Vec<Value> {
     let mut chain = BloomChain::new(4, 0.01, 2, false).unwrap();
+    let mut blocked = BlockedChain::new(4, 0.01, 2, false).unwrap();
     let mut cuckoo = CuckooChain::new(CuckooParams {
         capacity: 8,
         bucket_size: 2,
@@ -24,11 +26,18 @@ fn values() -> Vec<Value> {
         chain
             .add(&i.to_le_bytes(), &mut Allowance::unlimited())
             .unwrap();
+        blocked
+            .add(&i.to_le_bytes(), &mut Allowance::unlimited())
+            .unwrap();
         cuckoo
             .insert(&i.to_le_bytes(), &mut Allowance::unlimited())
             .unwrap();
     }
-    vec![Value::Bloom(chain), Value::Cuckoo(Box::new(cuckoo))]
+    vec![
+        Value::Bloom(chain),
+        blocked.into_value(),
+        Value::Cuckoo(Box::new(cuckoo)),
+    ]
 }
 
 #[test]

@@ -6,8 +6,9 @@
 //! `host` implements the dialect's `Host` over Redis' keyspace and maps its replies and
 //! propagation onto the module API, registering every command of the dialect's table; `types`
 //! registers the data types (`MBbloom--`, `MBbloomCF`, `CMSk-TYPE`, `TopK-TYPE`, `TDIS-TYPE`
-//! and our `BGwindowF` and `BGcntBloo`: RDB, AOF rewrite, memory, digest, copy) over the dialect's RDB field
-//! order; `settings` exposes the `bf-*` / `cf-*` settings as module configs and load arguments;
+//! and our `BGwindowF`, `BGbloomBK` and `BGcntBloo`: RDB, AOF rewrite, memory, digest, copy)
+//! over the dialect's RDB field order; `settings` exposes the `bf-*` / `cf-*` settings as module
+//! configs and load arguments;
 //! `budget` admits what a value may allocate against Redis' memory; `alloc` is the module's
 //! allocator (Redis' own); `defrag` moves values for Redis' active defragmentation. Its only public items are the entry points Redis looks up by symbol
 //! name (`RedisModule_OnLoad`, `RedisModule_OnUnload`).
@@ -61,7 +62,8 @@ mod entry {
     use redis_module::redis_module;
 
     use crate::types::{
-        BLOOM_TYPE, COUNTING_TYPE, COUNTMIN_TYPE, CUCKOO_TYPE, TDIGEST_TYPE, TOPK_TYPE,
+        BLOOM_BLOCKED_TYPE, BLOOM_TYPE, COUNTING_TYPE, COUNTMIN_TYPE, CUCKOO_TYPE, TDIGEST_TYPE,
+        TOPK_TYPE,
         WINDOWED_TYPE,
     };
     use crate::{alloc, init};
@@ -77,7 +79,8 @@ mod entry {
             COUNTMIN_TYPE,
             TOPK_TYPE,
             TDIGEST_TYPE,
-            COUNTING_TYPE
+            COUNTING_TYPE,
+            BLOOM_BLOCKED_TYPE
         ],
         init: init,
     }

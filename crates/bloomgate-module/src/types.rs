@@ -1,7 +1,9 @@
 //! The `MBbloom--`, `MBbloomCF`, `CMSk-TYPE`, `TopK-TYPE` and `TDIS-TYPE` module data types,
 //! registered under RedisBloom's names and encoding versions so Redis loads RedisBloom's RDB
-//! files, `DUMP` payloads and full syncs into this module (and back); and ours: `BGwindowF`,
-//! time-windowed filters (`WF.*`), and `BGcntBloo`, counting Bloom filters (`CBF.*`).
+//! files, `DUMP` payloads and full syncs into this module (and back); and our own: `BGwindowF`,
+//! time-windowed filters (`WF.*`), `BGcntBloo`, counting Bloom filters (`CBF.*`), and
+//! `BGbloomBK`, Bloom filters of the blocked layout (`BF.RESERVE … LAYOUT blocked`), which
+//! RedisBloom cannot load.
 //!
 //! Each key holds a boxed dialect [`Value`]. RDB save/load go through the dialect's field order
 //! ([`RdbSink`] / [`RdbSource`] over `RedisModuleIO`); loading follows the dialect's budget rule
@@ -23,7 +25,7 @@ use bloomgate_dialect::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
 use bloomgate_dialect::types::counting::CountingFilter;
 use bloomgate_dialect::types::countmin::CountMin;
 use bloomgate_dialect::types::cuckoo::CuckooChain;
-use bloomgate_dialect::types::sbchain::BloomChain;
+use bloomgate_dialect::types::sbchain::{BlockedChain, BloomChain};
 use bloomgate_dialect::types::tdigest::TDigest;
 use bloomgate_dialect::types::topk::TopK;
 use bloomgate_dialect::types::windowed::WindowedFilter;
@@ -40,6 +42,10 @@ trait ModuleType: DialectType {
 }
 
 impl ModuleType for BloomChain {
+    const LOADCHUNK: Option<&'static str> = Some("BF.LOADCHUNK");
+}
+
+impl ModuleType for BlockedChain {
     const LOADCHUNK: Option<&'static str> = Some("BF.LOADCHUNK");
 }
 
@@ -92,6 +98,13 @@ pub static BLOOM_TYPE: RedisType = RedisType::new(
     methods::<BloomChain>(),
 );
 
+/// `BGbloomBK`: scalable Bloom filters of cache-line blocked links (`LAYOUT blocked`).
+pub static BLOOM_BLOCKED_TYPE: RedisType = RedisType::new(
+    BlockedChain::TYPE_NAME,
+    BlockedChain::ENCODING_VERSION,
+    methods::<BlockedChain>(),
+);
+
 /// `MBbloomCF`: cuckoo filters.
 pub static CUCKOO_TYPE: RedisType = RedisType::new(
     CuckooChain::TYPE_NAME,
@@ -135,6 +148,7 @@ pub static TOPK_TYPE: RedisType =
 pub fn redis_type(kind: Kind) -> *mut raw::RedisModuleType {
     match kind {
         Kind::Bloom => *BLOOM_TYPE.raw_type.borrow(),
+        Kind::BloomBlocked => *BLOOM_BLOCKED_TYPE.raw_type.borrow(),
         Kind::Cuckoo => *CUCKOO_TYPE.raw_type.borrow(),
         Kind::Windowed => *WINDOWED_TYPE.raw_type.borrow(),
         Kind::TDigest => *TDIGEST_TYPE.raw_type.borrow(),

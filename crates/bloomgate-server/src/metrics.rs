@@ -99,6 +99,14 @@ pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) 
                     health.cuckoo_filters += 1;
                     health.cuckoo_items += filter.items();
                 }
+                Value::BloomBlocked(chain) => {
+                    let (fill, fpr) = chain.model_health();
+                    health.filters += 1;
+                    health.items += chain.items();
+                    health.fill_sum += fill;
+                    health.fpr_sum += fpr;
+                    health.fpr_max = health.fpr_max.max(fpr);
+                }
                 Value::Windowed(_)
                 | Value::CountMin(_)
                 | Value::TopK(_)

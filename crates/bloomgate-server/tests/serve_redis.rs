@@ -34,6 +34,12 @@ fn bf_merge_unions_filters() {
 }
 
 #[test]
+fn bf_blocked_layout_commands() {
+    let server = Server::start(&temp_dir("bf-layout"), &[]);
+    dialect_replies::bf_layout_replies(server.port);
+}
+
+#[test]
 fn cf_commands_match_redisbloom() {
     let server = Server::start(&temp_dir("cf"), &[]);
     dialect_replies::cf_replies(server.port);

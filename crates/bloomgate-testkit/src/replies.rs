@@ -303,6 +303,107 @@ pub fn bf_replies(port: u16) {
     );
 }
 
+/// BF.* over the blocked layout (`LAYOUT blocked`, our extension: type `BGbloomBK`), from the
+/// server on 127.0.0.1:`port`: its own type, every BF.* command, BF.INFO's `Layout` appended
+/// last, SCANDUMP/LOADCHUNK and DUMP/RESTORE round trips, and the classic type unchanged.
+pub fn bf_layout_replies(port: u16) {
+    let c = &mut connect(port);
+    assert_eq!(cmd(c, "BF.RESERVE b 0.01 100 LAYOUT blocked"), Value::Okay);
+    assert_eq!(cmd(c, "BF.RESERVE k 0.01 100 LAYOUT classic"), Value::Okay);
+    assert_eq!(cmd(c, "TYPE b"), Value::SimpleString("BGbloomBK".into()));
+    assert_eq!(cmd(c, "TYPE k"), Value::SimpleString("MBbloom--".into()));
+    assert_eq!(
+        error_of(c, "BF.RESERVE x 0.01 100 LAYOUT square"),
+        "ERR bad layout"
+    );
+    assert_eq!(
+        error_of(c, "BF.INSERT x LAYOUT square ITEMS a"),
+        "Bad layout"
+    );
+    assert_eq!(
+        cmd(c, "BF.MADD b a b a"),
+        Value::Array(vec![int(1), int(1), int(0)])
+    );
+    assert_eq!(cmd(c, "BF.ADD b c"), int(1));
+    assert_eq!(
+        cmd(c, "BF.MEXISTS b a b c d"),
+        Value::Array(vec![int(1), int(1), int(1), int(0)])
+    );
+    assert_eq!(cmd(c, "BF.EXISTS b d"), int(0));
+    assert_eq!(cmd(c, "BF.CARD b"), int(3));
+    let Value::Array(info) = cmd(c, "BF.INFO b") else {
+        panic!()
+    };
+    assert_eq!(
+        info.len(),
+        12,
+        "RedisBloom's five pairs, then Layout: {info:?}"
+    );
+    assert_eq!(info[10], Value::SimpleString("Layout".into()));
+    assert_eq!(info[11], Value::BulkString(b"blocked".to_vec()));
+    assert_eq!(
+        info[6],
+        Value::SimpleString("Number of items inserted".into())
+    );
+    assert_eq!(info[7], int(3));
+    let Value::Array(classic) = cmd(c, "BF.INFO k") else {
+        panic!()
+    };
+    assert_eq!(classic.len(), 10);
+    // Grows like a classic chain: a second link of 200 items.
+    for i in 0..150 {
+        cmd(c, &format!("BF.ADD b i{i}"));
+    }
+    assert_eq!(cmd(c, "BF.INFO b FILTERS"), Value::Array(vec![int(2)]));
+    assert_eq!(cmd(c, "BF.INFO b CAPACITY"), Value::Array(vec![int(300)]));
+    // Auto-created by INSERT with its options, non-scaling: full is refused.
+    assert_eq!(
+        cmd(
+            c,
+            "BF.INSERT n CAPACITY 2 NONSCALING LAYOUT blocked ITEMS a b"
+        ),
+        Value::Array(vec![int(1), int(1)])
+    );
+    assert_eq!(error_of(c, "BF.ADD n c"), "ERR non scaling filter is full");
+    // SCANDUMP → LOADCHUNK into a new key, and DUMP → RESTORE: the same filter.
+    let mut iter = 0i64;
+    loop {
+        let (next, data): (i64, Vec<u8>) = redis::cmd("BF.SCANDUMP")
+            .arg("b")
+            .arg(iter)
+            .query(c)
+            .unwrap();
+        if next == 0 {
+            break;
+        }
+        let reply: Value = redis::cmd("BF.LOADCHUNK")
+            .arg("copy")
+            .arg(next)
+            .arg(data.as_slice())
+            .query(c)
+            .unwrap();
+        assert_eq!(reply, Value::Okay);
+        iter = next;
+    }
+    let payload: Vec<u8> = redis::cmd("DUMP").arg("b").query(c).unwrap();
+    let restored: Value = redis::cmd("RESTORE")
+        .arg("restored")
+        .arg(0)
+        .arg(payload.as_slice())
+        .query(c)
+        .unwrap();
+    assert_eq!(restored, Value::Okay);
+    for key in ["copy", "restored"] {
+        assert_eq!(cmd(c, &format!("TYPE {key}")), cmd(c, "TYPE b"));
+        assert_eq!(cmd(c, &format!("BF.INFO {key}")), cmd(c, "BF.INFO b"));
+        assert_eq!(cmd(c, &format!("BF.DEBUG {key}")), cmd(c, "BF.DEBUG b"));
+        assert_eq!(
+            cmd(c, &format!("BF.MEXISTS {key} a i149 d")),
+            cmd(c, "BF.MEXISTS b a i149 d")
+        );
+    }
+}
+
 /// CF.* replies and errors (RESP2 and RESP3), as RedisBloom gives them, from the server on
 /// 127.0.0.1:`port`.
 pub fn cf_replies(port: u16) {

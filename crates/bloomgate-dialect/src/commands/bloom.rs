@@ -4,6 +4,7 @@
 //! a handler checks only what is stricter than the table (RESERVE, INFO and DEBUG counts,
 //! INSERT's ITEMS).
 
+use super::bloom_types::{BloomLayout, BloomType};
 use super::{
     add_batch, flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo,
     Ctx, Docs, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS,
@@ -12,8 +13,8 @@ use super::{
 use crate::config::MAX_ERROR_RATE;
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
-use crate::types::sbchain::{AddError, BloomChain};
-use crate::value::Value;
+use crate::types::sbchain::{AddError, BlockedChain, BloomChain, BLOCKED_MAGIC};
+use crate::value::{DialectType, Value};
 use crate::ERR_NOT_FOUND;
 
 const MAX_CAPACITY: i64 = 1 << 30;
@@ -26,6 +27,17 @@ const K_LAST: &str = "O(k), where k is the number of hash functions used by the 
 const ADD_MANY: &str =
     "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist";
 
+/// `[LAYOUT classic|blocked]` (our extension).
+const LAYOUT_OPTION: Arg = Arg::group(
+    "layout",
+    ArgKind::OneOf,
+    &[
+        Arg::plain("classic", ArgKind::PureToken).token("CLASSIC"),
+        Arg::plain("blocked", ArgKind::PureToken).token("BLOCKED"),
+    ],
+)
+.token("LAYOUT")
+.optional();
 const RESERVE_ARGS: &[Arg] = &[
     Arg::key(),
     Arg::plain("error_rate", ArgKind::Double),
@@ -34,6 +46,7 @@ const RESERVE_ARGS: &[Arg] = &[
     Arg::plain("nonscaling", ArgKind::PureToken)
         .token("NONSCALING")
         .optional(),
+    LAYOUT_OPTION,
 ];
 const INSERT_ARGS: &[Arg] = &[
     Arg::key(),
@@ -44,6 +57,7 @@ const INSERT_ARGS: &[Arg] = &[
     Arg::plain("nonscaling", ArgKind::PureToken)
         .token("NONSCALING")
         .optional(),
+    LAYOUT_OPTION,
     Arg::plain("items", ArgKind::PureToken).token("ITEMS"),
     Arg::plain("item", ArgKind::String).multiple(),
 ];
@@ -59,6 +73,7 @@ const INFO_ARGS: &[Arg] = &[
             Arg::plain("FILTERS", ArgKind::PureToken).token("FILTERS"),
             Arg::plain("ITEMS", ArgKind::PureToken).token("ITEMS"),
             Arg::plain("EXPANSION", ArgKind::PureToken).token("EXPANSION"),
+            Arg::plain("LAYOUT", ArgKind::PureToken).token("LAYOUT"),
         ],
     )
     .optional(),
@@ -214,6 +229,7 @@ struct CreateParams {
     error: f64,
     expansion: u32,
     nonscaling: bool,
+    layout: BloomLayout,
 }
 
 impl CreateParams {
@@ -224,6 +240,7 @@ impl CreateParams {
             error: c.bf_error_rate,
             expansion: c.bf_expansion,
             nonscaling: c.bf_expansion == 0,
+            layout: BloomLayout::Classic,
         }
     }
 
@@ -243,19 +260,34 @@ impl CreateParams {
         if self.nonscaling {
             args.push(b"NONSCALING".to_vec());
         }
+        if self.layout != BloomLayout::Classic {
+            args.push(b"LAYOUT".to_vec());
+            args.push(self.layout.name().as_bytes().to_vec());
+        }
         args.push(b"ITEMS".to_vec());
         args
     }
 }
 
-/// Creates a chain at `key`, its first link admitted against the memory budget first.
+/// Creates a chain of the requested layout at `key`, its first link admitted against the
+/// memory budget first.
 fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], p: CreateParams) -> Result<(), Reply> {
-    let plan = BloomChain::plan(p.capacity, p.error, p.expansion, p.nonscaling)
-        .ok_or_else(|| Reply::error("ERR could not create filter"))?;
-    let plan = ctx.admit(plan)?;
-    let chain =
-        BloomChain::create(plan).ok_or_else(|| Reply::error("ERR could not create filter"))?;
-    ctx.create(key, Value::Bloom(chain));
+    let failed = || Reply::error("ERR could not create filter");
+    let value = match p.layout {
+        BloomLayout::Classic => {
+            let plan = BloomChain::plan(p.capacity, p.error, p.expansion, p.nonscaling)
+                .ok_or_else(failed)?;
+            Value::Bloom(BloomChain::create(ctx.admit(plan)?).ok_or_else(failed)?)
+        }
+        BloomLayout::Blocked => {
+            let plan = BlockedChain::plan(p.capacity, p.error, p.expansion, p.nonscaling)
+                .ok_or_else(failed)?;
+            BlockedChain::create(ctx.admit(plan)?)
+                .ok_or_else(failed)?
+                .into_value()
+        }
+    };
+    ctx.create(key, value);
     Ok(())
 }
 
@@ -268,7 +300,7 @@ fn ensure_chain<H: Host + ?Sized>(
     items: &Args,
     create_with: impl FnOnce(&Ctx<H>) -> Option<CreateParams>,
 ) -> Result<(), Reply> {
-    if ctx.typed::<BloomChain>(key)?.is_some() {
+    if BloomLayout::at(ctx, key)?.is_some() {
         return Ok(());
     }
     let params = create_with(ctx).ok_or_else(|| Reply::error(ERR_NOT_FOUND))?;
@@ -291,19 +323,49 @@ fn add_items<H: Host + ?Sized>(
     if let Err(reply) = ensure_chain(ctx, key, items, create_with) {
         return reply;
     }
+    match BloomLayout::at(ctx, key) {
+        Ok(Some(BloomLayout::Blocked)) => add_all::<BlockedChain, H>(ctx, key, items),
+        _ => add_all::<BloomChain, H>(ctx, key, items),
+    }
+}
+
+fn add_all<T: BloomType, H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], items: &Args) -> Reply {
     Reply::Array(add_batch(
         ctx,
         key,
         items,
-        |chain: &mut BloomChain, items, allowance, added| chain.add_many(items, allowance, added),
+        |chain: &mut T, items, allowance, added| chain.add_many(items, allowance, added),
         AddError::message,
     ))
 }
 
-/// BF.RESERVE: at most 7 arguments; error rate, capacity, EXPANSION, NONSCALING checked in that
-/// order, then the key.
+/// Runs `$body` with `$t` naming the chain type at `$key` (classic when missing, so a missing
+/// key or another type answers as RedisBloom's classic commands do).
+macro_rules! with_chain {
+    ($ctx:expr, $key:expr, $t:ident => $body:expr) => {
+        match BloomLayout::at($ctx, $key) {
+            Ok(Some(BloomLayout::Blocked)) => {
+                type $t = BlockedChain;
+                $body
+            }
+            _ => {
+                type $t = BloomChain;
+                $body
+            }
+        }
+    };
+}
+
+/// BF.RESERVE: at most 7 arguments (9 with `LAYOUT`); error rate, capacity, EXPANSION,
+/// NONSCALING, LAYOUT checked in that order, then the key.
 pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    if args.len() > 7 {
+    // RedisBloom's 7, two more for our `LAYOUT l` (only with it: without, RedisBloom's count).
+    let limit = if args[4..].iter().any(|a| is(a, "LAYOUT")) {
+        9
+    } else {
+        7
+    };
+    if args.len() > limit {
         return wrong_arity("bf.reserve");
     }
     let Some(error) = parse_f64(args[2]) else {
@@ -340,8 +402,16 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         }
         expansion = value;
     }
+    let mut layout = BloomLayout::Classic;
+    if let Some(at) = options.iter().position(|a| is(a, "LAYOUT")) {
+        match options.get(at + 1).map(|name| BloomLayout::parse(name)) {
+            Some(Some(named)) => layout = named,
+            Some(None) => return Reply::error("ERR bad layout"),
+            None => return Reply::error("ERR no layout"),
+        }
+    }
     let key = args[1];
-    match ctx.typed::<BloomChain>(key) {
+    match BloomLayout::at(ctx, key) {
         Err(reply) => return reply,
         Ok(Some(_)) => return Reply::error("ERR item exists"),
         Ok(None) => {}
@@ -351,6 +421,7 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         error,
         expansion: expansion as u32,
         nonscaling: nonscaling || expansion == 0,
+        layout,
     };
     match create(ctx, key, params) {
         Ok(()) => Reply::ok(),
@@ -367,12 +438,12 @@ pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
         return reply;
     }
     let mut allowance = None;
-    let added = ctx.update_lazily(
+    let added = with_chain!(ctx, key, T => ctx.update_lazily(
         key,
         &mut allowance,
-        |chain: &mut BloomChain, allowance| chain.add(item, allowance),
+        |chain: &mut T, allowance| chain.add(item, allowance),
         |e| *e == AddError::OutOfMemory,
-    );
+    ));
     if let Some(allowance) = allowance {
         ctx.set_allowance(allowance);
     }
@@ -393,7 +464,7 @@ pub(crate) fn madd<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 
 /// BF.INSERT options are recognised by their first letters (RedisBloom quirk): `i` ITEMS,
 /// `e`+`r` ERROR else EXPANSION, `c` CAPACITY, `n` with third letter `c` NOCREATE else
-/// NONSCALING.
+/// NONSCALING; and ours, `l` LAYOUT.
 pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     let mut params = CreateParams::from_config(ctx);
     let mut nocreate = false;
@@ -433,6 +504,16 @@ pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
                 }
                 i += 2;
             }
+            Some(b'l') => {
+                let Some(value) = args.get(i + 1) else {
+                    return wrong_arity("bf.insert");
+                };
+                match BloomLayout::parse(value) {
+                    Some(layout) => params.layout = layout,
+                    None => return Reply::error("Bad layout"),
+                }
+                i += 2;
+            }
             Some(b'n') => {
                 if lower(arg, 2) == Some(b'c') {
                     nocreate = true;
@@ -453,35 +534,57 @@ pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     })
 }
 
+/// BF.EXISTS over either layout (0 for a missing key or another type).
+pub(crate) fn exists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+    with_chain!(ctx, args[1], T => super::generic::exists(ctx, args, T::contains))
+}
+
+/// BF.MEXISTS over either layout; a blocked chain answers through the core's batched query.
+pub(crate) fn mexists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+    with_chain!(ctx, args[1], T => {
+        let items = &args[2..];
+        let found = match ctx.typed::<T>(args[1]).ok().flatten() {
+            Some(chain) => chain.contains_many(items),
+            None => vec![false; items.len()],
+        };
+        Reply::Array(found.into_iter().map(Reply::Bool).collect())
+    })
+}
+
 pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    match ctx.typed::<BloomChain>(args[1]) {
+    with_chain!(ctx, args[1], T => match ctx.typed::<T>(args[1]) {
         Ok(Some(chain)) => Reply::Int(chain.items() as i64),
         Ok(None) => Reply::Int(0),
         Err(reply) => reply,
-    }
+    })
 }
 
+/// BF.INFO: RedisBloom's five fields; a blocked chain appends `Layout` at the end (clients
+/// read the reply by position) and answers `BF.INFO key LAYOUT`.
 pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 2 && args.len() != 3 {
         return wrong_arity("bf.info");
     }
+    with_chain!(ctx, args[1], T => info_of::<T, H>(ctx, args))
+}
+
+fn info_of<T: BloomType, H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     let proto = ctx.proto();
-    let chain = match ctx.existing::<BloomChain>(args[1], ERR_NOT_FOUND) {
+    let chain = match ctx.existing::<T>(args[1], ERR_NOT_FOUND) {
         Ok(chain) => chain,
         Err(reply) => return reply,
     };
-    let expansion = if chain.is_scaling() {
-        Reply::Int(i64::from(chain.growth()))
-    } else {
-        Reply::Nil
+    let expansion = match chain.expansion() {
+        Some(growth) => Reply::Int(i64::from(growth)),
+        None => Reply::Nil,
     };
-    let fields = [
+    let mut fields = vec![
         ("Capacity", "CAPACITY", Reply::Int(chain.capacity() as i64)),
         ("Size", "SIZE", Reply::Int(chain.size_bytes() as i64)),
         (
             "Number of filters",
             "FILTERS",
-            Reply::Int(chain.links().len() as i64),
+            Reply::Int(chain.filters() as i64),
         ),
         (
             "Number of items inserted",
@@ -490,6 +593,9 @@ pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
         ),
         ("Expansion rate", "EXPANSION", expansion),
     ];
+    if T::LAYOUT != BloomLayout::Classic {
+        fields.push(("Layout", "LAYOUT", Reply::bulk(T::LAYOUT.name())));
+    }
     if let Some(selector) = args.get(2) {
         // RESP2: an array of one element; RESP3: a one-entry map.
         return match fields.into_iter().find(|(_, name, _)| is(selector, name)) {
@@ -509,8 +615,12 @@ pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+    with_chain!(ctx, args[1], T => scandump_of::<T, H>(ctx, args))
+}
+
+fn scandump_of<T: BloomType, H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     // The key is looked up before the iterator is parsed.
-    let chain = match ctx.existing::<BloomChain>(args[1], ERR_NOT_FOUND) {
+    let chain = match ctx.existing::<T>(args[1], ERR_NOT_FOUND) {
         Ok(chain) => chain,
         Err(reply) => return reply,
     };
@@ -525,24 +635,36 @@ pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply
     Reply::Array(vec![Reply::Int(next), Reply::Bulk(data)])
 }
 
+/// BF.LOADCHUNK: into the chain at the key, whatever its layout; a header for a missing key
+/// makes a blocked chain if it starts with the blocked format's magic, a classic one otherwise.
 pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    load_chunk::<BloomChain, H>(ctx, args, "ERR Second argument must be numeric")
+    const BAD_ITER: &str = "ERR Second argument must be numeric";
+    let blocked = match BloomLayout::at(ctx, args[1]) {
+        Ok(Some(layout)) => layout == BloomLayout::Blocked,
+        Ok(None) => args[3].starts_with(BLOCKED_MAGIC),
+        Err(_) => false,
+    };
+    if blocked {
+        load_chunk::<BlockedChain, H>(ctx, args, BAD_ITER)
+    } else {
+        load_chunk::<BloomChain, H>(ctx, args, BAD_ITER)
+    }
 }
 
 pub(crate) fn debug<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if args.len() != 2 {
         return wrong_arity("bf.debug");
     }
-    match ctx.existing::<BloomChain>(args[1], ERR_NOT_FOUND) {
+    with_chain!(ctx, args[1], T => match ctx.existing::<T>(args[1], ERR_NOT_FOUND) {
         Ok(chain) => Reply::Array(chain.debug_lines().into_iter().map(Reply::bulk).collect()),
         Err(reply) => reply,
-    }
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use crate::commands::testing::*;
-    use crate::commands::Propagate;
+    use crate::commands::{wrong_arity, Propagate};
     use crate::reply::Reply;
     use crate::value::Value;
 
@@ -723,5 +845,160 @@ mod tests {
         );
         assert_eq!(h.last.as_ref().unwrap().dirty, 2);
         assert_eq!(h.run("BF.CARD m"), Reply::Int(2));
+    }
+
+    /// `LAYOUT blocked` makes the blocked type; every BF.* command serves it; BF.INFO appends
+    /// `Layout` last; a classic filter answers as before.
+    #[test]
+    fn blocked_layout_through_every_command() {
+        let mut h = Harness::new();
+        assert_eq!(
+            h.run("BF.RESERVE b 0.01 100 EXPANSION 4 LAYOUT blocked"),
+            Reply::ok()
+        );
+        assert!(matches!(
+            h.keys.get(&b"b"[..]),
+            Some(Value::BloomBlocked(_))
+        ));
+        assert_eq!(
+            h.run("BF.RESERVE b 0.01 100 LAYOUT blocked"),
+            err("ERR item exists")
+        );
+        assert_eq!(h.run("BF.RESERVE c 0.01 100 LAYOUT"), err("ERR no layout"));
+        assert_eq!(
+            h.run("BF.RESERVE c 0.01 100 LAYOUT round"),
+            err("ERR bad layout")
+        );
+        assert_eq!(h.run("BF.RESERVE c 0.01 100 layout CLASSIC"), Reply::ok());
+        assert!(matches!(h.keys.get(&b"c"[..]), Some(Value::Bloom(_))));
+        assert_eq!(h.run("BF.ADD b x"), Reply::Bool(true));
+        assert_eq!(h.run("BF.ADD b x"), Reply::Bool(false));
+        assert_eq!(
+            h.run("BF.MADD b y x"),
+            Reply::Array(vec![Reply::Bool(true), Reply::Bool(false)])
+        );
+        assert_eq!(h.run("BF.EXISTS b y"), Reply::Bool(true));
+        assert_eq!(
+            h.run("BF.MEXISTS b x y nope"),
+            Reply::Array(vec![
+                Reply::Bool(true),
+                Reply::Bool(true),
+                Reply::Bool(false)
+            ])
+        );
+        assert_eq!(h.run("BF.CARD b"), Reply::Int(2));
+        let Reply::Map(pairs) = h.run("BF.INFO b") else {
+            panic!()
+        };
+        let labels: Vec<Reply> = pairs.iter().map(|(k, _)| k.clone()).collect();
+        let want = [
+            "Capacity",
+            "Size",
+            "Number of filters",
+            "Number of items inserted",
+            "Expansion rate",
+            "Layout",
+        ];
+        assert_eq!(labels, want.map(|s| Reply::Simple(s.into())).to_vec());
+        assert_eq!(pairs[4].1, Reply::Int(4));
+        assert_eq!(pairs[5].1, Reply::bulk("blocked"));
+        assert_eq!(
+            h.run("BF.INFO b LAYOUT"),
+            Reply::Array(vec![Reply::bulk("blocked")])
+        );
+        let Reply::Map(classic) = h.run("BF.INFO c") else {
+            panic!()
+        };
+        assert_eq!(classic.len(), 5);
+        assert_eq!(h.run("BF.INFO c LAYOUT"), err("Invalid information value"));
+        let Reply::Array(lines) = h.run("BF.DEBUG b") else {
+            panic!()
+        };
+        assert_eq!(lines[0], Reply::bulk("size:2"));
+        // Scaling: 100 × 4 capacity on the second link.
+        for i in 0..150 {
+            h.run(&format!("BF.ADD b i{i}"));
+        }
+        assert_eq!(
+            h.run("BF.INFO b FILTERS"),
+            Reply::Array(vec![Reply::Int(2)])
+        );
+        assert_eq!(
+            h.run("BF.INFO b CAPACITY"),
+            Reply::Array(vec![Reply::Int(500)])
+        );
+        // SCANDUMP / LOADCHUNK into a new key rebuild the same blocked chain.
+        let mut iter = 0;
+        let mut chunks = Vec::new();
+        loop {
+            let Reply::Array(reply) = h.run(&format!("BF.SCANDUMP b {iter}")) else {
+                panic!()
+            };
+            let (Reply::Int(next), Reply::Bulk(data)) = (&reply[0], &reply[1]) else {
+                panic!("{reply:?}")
+            };
+            if *next == 0 {
+                break;
+            }
+            chunks.push((*next, data.clone()));
+            iter = *next;
+        }
+        for (iter, data) in &chunks {
+            let args = [
+                b"BF.LOADCHUNK".to_vec(),
+                b"copy".to_vec(),
+                iter.to_string().into_bytes(),
+                data.clone(),
+            ];
+            assert_eq!(h.run_args(&args), Reply::ok());
+        }
+        assert!(matches!(
+            h.keys.get(&b"copy"[..]),
+            Some(Value::BloomBlocked(_))
+        ));
+        assert_eq!(h.run("BF.INFO copy"), h.run("BF.INFO b"));
+        assert_eq!(h.run("BF.EXISTS copy i77"), Reply::Bool(true));
+        // A blocked header sent to an existing classic key is a chunk of that key (refused).
+        let forged = [
+            b"BF.LOADCHUNK".to_vec(),
+            b"c".to_vec(),
+            b"1".to_vec(),
+            chunks[0].1.clone(),
+        ];
+        assert_eq!(h.run_args(&forged), err("ERR received bad data"));
+        // Other types: WRONGTYPE for writes, 0 for reads, as for the classic type.
+        h.run("CF.RESERVE cf 100");
+        assert_eq!(h.run("BF.EXISTS cf x"), Reply::Bool(false));
+        assert_eq!(h.run("BF.ADD cf x"), err(crate::ERR_WRONGTYPE));
+        assert_eq!(
+            h.run("BF.RESERVE cf 0.01 10 LAYOUT blocked"),
+            err(crate::ERR_WRONGTYPE)
+        );
+    }
+
+    #[test]
+    fn insert_takes_layout_and_logs_it() {
+        let mut h = Harness::new();
+        assert_eq!(
+            h.run("BF.INSERT k CAPACITY 2 LAYOUT blocked NONSCALING ITEMS a b"),
+            Reply::Array(vec![Reply::Bool(true), Reply::Bool(true)])
+        );
+        let Some(Propagate::Commands(log)) = h.last.take().map(|o| o.propagate) else {
+            panic!("an auto-create is rewritten")
+        };
+        let mut replayed = Harness::new();
+        for cmd in &log {
+            replayed.run_args(cmd);
+        }
+        let dump = |h: &mut Harness| (h.run("BF.SCANDUMP k 0"), h.run("BF.SCANDUMP k 1"));
+        assert_eq!(dump(&mut h), dump(&mut replayed));
+        assert!(matches!(
+            h.keys.get(&b"k"[..]),
+            Some(Value::BloomBlocked(_))
+        ));
+        assert_eq!(h.run("BF.INFO k EXPANSION"), Reply::Array(vec![Reply::Nil]));
+        assert_eq!(h.run("BF.ADD k c"), err("ERR non scaling filter is full"));
+        assert_eq!(h.run("BF.INSERT z LAYOUT bogus ITEMS a"), err("Bad layout"));
+        assert_eq!(h.run("BF.INSERT z LAYOUT"), wrong_arity("bf.insert"));
     }
 }

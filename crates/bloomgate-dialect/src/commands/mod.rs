@@ -20,6 +20,7 @@
 pub mod bloom;
 pub mod bloom_merge;
 pub mod counting;
+mod bloom_types;
 pub mod countmin;
 pub mod cuckoo;
 mod events;

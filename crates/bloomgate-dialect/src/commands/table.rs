@@ -9,7 +9,6 @@ use super::info::{Command, CommandInfo};
 use super::{bloom, bloom_merge, counting, countmin, cuckoo, tdigest, topk, windowed};
 use crate::reply::Reply;
 use crate::types::cuckoo::CuckooChain;
-use crate::types::sbchain::BloomChain;
 use crate::types::windowed::WindowedFilter;
 
 /// Every dialect command.
@@ -57,10 +56,8 @@ impl<H: Host + ?Sized> Handler<H> for Command {
             Command::BfAdd => bloom::add(ctx, args),
             Command::BfMadd => bloom::madd(ctx, args),
             Command::BfInsert => bloom::insert(ctx, args),
-            Command::BfExists => exists(ctx, args, BloomChain::contains),
-            Command::BfMexists => {
-                mexists(ctx, args, |f: &BloomChain, items| f.contains_many(items))
-            }
+            Command::BfExists => bloom::exists(ctx, args),
+            Command::BfMexists => bloom::mexists(ctx, args),
             Command::BfCard => bloom::card(ctx, args),
             Command::BfInfo => bloom::info(ctx, args),
             Command::BfScandump => bloom::scandump(ctx, args),

@@ -20,6 +20,7 @@ use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
 use crate::types::counting::CountingFilter;
 use crate::types::countmin::CountMin;
 use crate::types::cuckoo::{self, CuckooChain};
+use crate::types::sbchain::BlockedChain;
 use crate::types::sbchain::BloomChain;
 use crate::types::topk::TopK;
 use crate::types::windowed::WindowedFilter;
@@ -278,6 +279,36 @@ pub fn load_counting(input: &mut impl RdbSource, encver: i32) -> Result<Counting
     let mut filter = CountingFilter::from_shape(shape).map_err(invalid)?;
     fill(&mut filter, &[data])?;
     Ok(filter)
+}
+
+/// `BGbloomBK` (our type): its dump header as one string, then each chunk of its links' bits.
+pub fn save_blocked(chain: &BlockedChain, out: &mut impl RdbSink) {
+    out.save_string(&chain.dump_header());
+    for (iter, len) in chain.chunk_plan() {
+        out.save_string(&chain.chunk_bytes(iter, len));
+    }
+}
+
+/// Reads a `BGbloomBK` value, every part validated as LOADCHUNK validates it and the shape
+/// admitted before the links are allocated.
+pub fn load_blocked(input: &mut impl RdbSource, encver: i32) -> Result<BlockedChain, RdbError> {
+    if encver != BlockedChain::ENCODING_VERSION {
+        return Err(RdbError::UnknownEncoding(encver));
+    }
+    const MAX_HEADER: u64 = 4 << 20;
+    let header = input.load_string(MAX_HEADER)?;
+    let shape = BlockedChain::shape(&header).map_err(invalid)?;
+    let plan = shape.chunk_plan();
+    let shape = admit(input, shape)?;
+    let mut chain = BlockedChain::from_shape(shape).map_err(invalid)?;
+    for (iter, len) in plan {
+        let data = input.load_string(len)?;
+        if data.len() as u64 != len {
+            return Err(invalid("chunk length does not match its header"));
+        }
+        chain.load_chunk(iter, &data).map_err(invalid)?;
+    }
+    Ok(chain)
 }
 
 /// `CMSk-TYPE` (encver 0): width, depth, total; the counters as one string buffer

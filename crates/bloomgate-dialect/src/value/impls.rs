@@ -8,7 +8,7 @@ use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
 use crate::types::counting::{self, CountingFilter};
 use crate::types::countmin::CountMin;
 use crate::types::cuckoo::{self, CuckooChain};
-use crate::types::sbchain::BloomChain;
+use crate::types::sbchain::{self, BlockedChain, BloomChain};
 use crate::types::tdigest::TDigest;
 use crate::types::topk::TopK;
 use crate::types::windowed::{WindowedFilter, WindowedShape};
@@ -69,6 +69,61 @@ impl DialectType for BloomChain {
     }
     fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
         crate::encoding::rdb::load_bloom(input, encver)
+    }
+}
+
+/// The blocked Bloom chain: our type, its own dump format (`types/sbchain/blocked.rs`).
+impl DialectType for BlockedChain {
+    type Shape = sbchain::BlockedShape;
+    const TYPE_NAME: &'static str = "BGbloomBK";
+    const ENCODING_VERSION: i32 = 1;
+    const HEADER_PREFIX: usize = sbchain::BLOCKED_HEADER_FIXED;
+    const KIND: Kind = Kind::BloomBlocked;
+
+    fn of(value: &Value) -> Option<&Self> {
+        match value {
+            Value::BloomBlocked(chain) => Some(&**chain),
+            _ => None,
+        }
+    }
+    fn of_mut(value: &mut Value) -> Option<&mut Self> {
+        match value {
+            Value::BloomBlocked(chain) => Some(&mut **chain),
+            _ => None,
+        }
+    }
+    fn into_value(self) -> Value {
+        Value::BloomBlocked(Box::new(self))
+    }
+    fn memory(&self) -> u64 {
+        self.size_bytes()
+    }
+    fn header_len(prefix: &[u8]) -> Option<usize> {
+        BlockedChain::header_len(prefix)
+    }
+    fn shape(header: &[u8]) -> Result<Self::Shape, &'static str> {
+        BlockedChain::shape(header)
+    }
+    fn from_shape(shape: Admitted<Self::Shape>) -> Result<Self, &'static str> {
+        BlockedChain::from_shape(shape)
+    }
+    fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
+        BlockedChain::load_chunk(self, iter, data)
+    }
+    fn dump_header(&self) -> Vec<u8> {
+        BlockedChain::dump_header(self)
+    }
+    fn chunk_plan(&self) -> Vec<(i64, u64)> {
+        BlockedChain::chunk_plan(self)
+    }
+    fn chunk_bytes(&self, iter: i64, len: u64) -> Vec<u8> {
+        BlockedChain::chunk_bytes(self, iter, len)
+    }
+    fn rdb_save(&self, out: &mut impl RdbSink) {
+        crate::encoding::rdb::save_blocked(self, out)
+    }
+    fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
+        crate::encoding::rdb::load_blocked(input, encver)
     }
 }
 

@@ -9,7 +9,7 @@ use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
 use crate::types::counting::CountingFilter;
 use crate::types::countmin::CountMin;
 use crate::types::cuckoo::CuckooChain;
-use crate::types::sbchain::BloomChain;
+use crate::types::sbchain::{BlockedChain, BloomChain};
 use crate::types::tdigest::TDigest;
 use crate::types::topk::TopK;
 use crate::types::windowed::WindowedFilter;
@@ -22,6 +22,9 @@ mod impls;
 pub enum Value {
     /// `MBbloom--`: a scalable Bloom chain.
     Bloom(BloomChain),
+    /// `BGbloomBK`: a scalable Bloom chain of cache-line blocked links (`LAYOUT blocked`, our
+    /// extension).
+    BloomBlocked(Box<BlockedChain>),
     /// `MBbloomCF`: a cuckoo filter.
     Cuckoo(Box<CuckooChain>),
     /// `BGwindowF`: a time-windowed filter (our extension).
@@ -39,9 +42,9 @@ pub enum Value {
 /// Runs `$body` with `$t` naming the concrete type of a [`Kind`].
 macro_rules! each_kind {
     ($kind:expr, $t:ident => $body:expr) => {
-        each_kind!(@match $kind, $t => $body; Bloom BloomChain, Cuckoo CuckooChain,
-            Windowed WindowedFilter, TDigest TDigest, CountMin CountMin, TopK TopK,
-            Counting CountingFilter)
+        each_kind!(@match $kind, $t => $body; Bloom BloomChain, BloomBlocked BlockedChain,
+            Cuckoo CuckooChain, Windowed WindowedFilter, TDigest TDigest, CountMin CountMin,
+            TopK TopK, Counting CountingFilter)
     };
     (@match $kind:expr, $t:ident => $body:expr; $($variant:ident $ty:ty),*) => {
         match $kind {
@@ -58,6 +61,8 @@ macro_rules! each_kind {
 pub enum Kind {
     /// [`Value::Bloom`].
     Bloom,
+    /// [`Value::BloomBlocked`].
+    BloomBlocked,
     /// [`Value::Cuckoo`].
     Cuckoo,
     /// [`Value::Windowed`].
@@ -74,8 +79,9 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in registration order.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Bloom,
+        Kind::BloomBlocked,
         Kind::Cuckoo,
         Kind::Windowed,
         Kind::TDigest,
@@ -216,6 +222,7 @@ macro_rules! each {
     ($value:expr, $v:ident => $body:expr) => {
         match $value {
             Value::Bloom($v) => $body,
+            Value::BloomBlocked($v) => $body,
             Value::Cuckoo($v) => $body,
             Value::Windowed($v) => $body,
             Value::TDigest($v) => $body,
@@ -231,6 +238,7 @@ impl Value {
     pub fn kind(&self) -> Kind {
         match self {
             Value::Bloom(_) => Kind::Bloom,
+            Value::BloomBlocked(_) => Kind::BloomBlocked,
             Value::Cuckoo(_) => Kind::Cuckoo,
             Value::Windowed(_) => Kind::Windowed,
             Value::TDigest(_) => Kind::TDigest,
@@ -257,6 +265,9 @@ impl Value {
         use crate::types::cow::allocation_size;
         match self {
             Value::Bloom(chain) => chain.heap_bytes(),
+            Value::BloomBlocked(chain) => {
+                allocation_size(size_of::<BlockedChain>() as u64) + chain.heap_bytes()
+            }
             Value::Cuckoo(filter) => {
                 allocation_size(size_of::<CuckooChain>() as u64) + filter.heap_bytes()
             }

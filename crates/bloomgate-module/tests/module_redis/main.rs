@@ -39,6 +39,15 @@ fn bf_merge_matches_bloomgate_serve() {
 }
 
 #[test]
+fn bf_blocked_layout_replies_match_bloomgate_serve() {
+    if !have_redis("bf_blocked_layout_replies_match_bloomgate_serve") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("bf-layout"), &[], &[]);
+    dialect_replies::bf_layout_replies(server.port);
+}
+
+#[test]
 fn cf_replies_match_bloomgate_serve() {
     if !have_redis("cf_replies_match_bloomgate_serve") {
         return;

@@ -15,9 +15,11 @@ fn aof_rewrite_replays_the_loadchunk_sequence() {
     let aof = ["--appendonly", "yes", "--aof-use-rdb-preamble", "no"];
     let server = Redis::start(&dir, &[], &aof);
     let c = &mut server.conn();
+    cmd(c, "BF.RESERVE bk 0.01 100 LAYOUT blocked");
     for i in 0..500 {
         cmd(c, &format!("BF.ADD bf i{i}"));
         cmd(c, &format!("CF.ADD cf i{i}"));
+        cmd(c, &format!("BF.ADD bk i{i}"));
     }
     cmd(c, "CF.DEL cf i7");
     cmd(c, "CBF.RESERVE cbf 0.01 1000");
@@ -44,7 +46,7 @@ fn aof_rewrite_replays_the_loadchunk_sequence() {
     }
     // Writes after the rewrite land in the new incremental file.
     cmd(c, "BF.ADD bf after");
-    let before: Vec<(Value, String)> = ["bf", "cf", "cbf"]
+    let before: Vec<(Value, String)> = ["bf", "cf", "cbf", "bk"]
         .iter()
         .map(|k| (debug(c, k), digest(c, k)))
         .collect();
@@ -65,7 +67,7 @@ fn aof_rewrite_replays_the_loadchunk_sequence() {
     server.shutdown(false);
     let server = Redis::start(&dir, &[], &aof);
     let c = &mut server.conn();
-    let after: Vec<(Value, String)> = ["bf", "cf", "cbf"]
+    let after: Vec<(Value, String)> = ["bf", "cf", "cbf", "bk"]
         .iter()
         .map(|k| (debug(c, k), digest(c, k)))
         .collect();
@@ -189,7 +191,9 @@ fn digests_survive_debug_reload() {
     cmd(c, "TDIGEST.CREATE td COMPRESSION 20");
     cmd(c, "WF.RESERVE wf 0.01 100 600000 3");
     cmd(c, "CBF.RESERVE cbf 0.01 1000");
+    cmd(c, "BF.RESERVE bk 0.01 50 EXPANSION 2 LAYOUT blocked");
     for i in 0..200 {
+        cmd(c, &format!("BF.ADD bk i{i}"));
         cmd(c, &format!("BF.ADD bf i{i}"));
         cmd(c, &format!("CF.ADD cf i{i}"));
         cmd(c, &format!("CMS.INCRBY cms i{} 1", i % 17));
@@ -199,7 +203,7 @@ fn digests_survive_debug_reload() {
         cmd(c, &format!("WF.ADD wf i{i}"));
         cmd(c, &format!("CBF.ADD cbf i{}", i % 50));
     }
-    let keys = ["bf", "cf", "cms", "tk", "td", "wf", "cbf"];
+    let keys = ["bf", "cf", "cms", "tk", "td", "wf", "cbf", "bk"];
     let answers = |c: &mut redis::Connection| {
         [
             cmd(c, "TOPK.LIST tk WITHCOUNT"),
@@ -209,6 +213,8 @@ fn digests_survive_debug_reload() {
             cmd(c, "CF.COUNT cf i7"),
             cmd(c, "WF.EXISTS wf i7"),
             cmd(c, "CBF.COUNT cbf i7"),
+            cmd(c, "BF.MEXISTS bk i7 i199 nope"),
+            cmd(c, "BF.INFO bk"),
         ]
     };
     let before: Vec<String> = keys.iter().map(|k| digest(c, k)).collect();

@@ -11,11 +11,20 @@ fn data_types_dump_restore_copy_digest_and_corrupt_payloads() {
     }
     let server = Redis::start(&temp_dir("types"), &[], &[]);
     let c = &mut server.conn();
+    // `bk`: the blocked layout, its own type, grown to several links.
+    assert_eq!(cmd(c, "BF.RESERVE bk 0.01 100 LAYOUT blocked"), Value::Okay);
     for i in 0..300 {
         cmd(c, &format!("BF.ADD bf i{i}"));
         cmd(c, &format!("CF.ADD cf i{i}"));
+        cmd(c, &format!("BF.ADD bk i{i}"));
     }
-    for key in ["bf", "cf"] {
+    assert_eq!(cmd(c, "TYPE bk"), Value::SimpleString("BGbloomBK".into()));
+    assert_eq!(cmd(c, "TYPE bf"), Value::SimpleString("MBbloom--".into()));
+    assert_eq!(
+        cmd(c, "BF.INFO bk LAYOUT"),
+        Value::Array(vec![Value::BulkString(b"blocked".to_vec())])
+    );
+    for key in ["bf", "cf", "bk"] {
         let payload: Vec<u8> = redis::cmd("DUMP").arg(key).query(c).unwrap();
         let copy = format!("{key}-restored");
         let ok: Value = redis::cmd("RESTORE")
@@ -31,7 +40,7 @@ fn data_types_dump_restore_copy_digest_and_corrupt_payloads() {
         assert_eq!(debug(c, &format!("{key}-copy")), debug(c, key));
         assert_eq!(digest(c, &format!("{key}-copy")), digest(c, key));
         // The copy is independent of its source.
-        let fam = key.to_uppercase();
+        let fam = if key == "cf" { "CF" } else { "BF" };
         cmd(c, &format!("{fam}.ADD {key}-copy extra"));
         assert_ne!(digest(c, &format!("{key}-copy")), digest(c, key));
         let usage: i64 = redis::cmd("MEMORY").arg("USAGE").arg(key).query(c).unwrap();

@@ -21,6 +21,14 @@ pub(crate) const RECIPES: &[Recipe] = &[
             &["BF.RESERVE {k} 0.01 10 EXPANSION 2", "BF.MADD {k} {items}"],
             &["BF.RESERVE {k} 0.001 50 NONSCALING", "BF.MADD {k} a b c"],
             &["BF.RESERVE {k} 0.1 8 EXPANSION 5", "BF.MADD {k} {items}"],
+            // The blocked layout (its own type, `BGbloomBK`): scaling and non-scaling.
+            &[
+                "BF.RESERVE {k} 0.01 10 EXPANSION 2 LAYOUT blocked",
+                "BF.MADD {k} {items}",
+            ],
+            &[
+                "BF.INSERT {k} CAPACITY 50 ERROR 0.001 NONSCALING LAYOUT blocked ITEMS a b c",
+            ],
         ],
         exercise: &[
             "BF.ADD {k} n{i}",

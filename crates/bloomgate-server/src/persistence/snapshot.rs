@@ -1,6 +1,6 @@
 //! The snapshot format (`dump.bgs`): magic, the log generation it covers up to, then each key
 //! with its expiry, a type byte (0 = Redis string, its bytes as the payload; 1 = Bloom chain, 2 = cuckoo filter, 3 = windowed filter,
-//! 4 = Count-Min Sketch, 5 = Top-K, 6 = t-digest), the payload length and the value's dump stream (for
+//! 4 = Count-Min Sketch, 5 = Top-K, 6 = t-digest, 7 = blocked Bloom chain), the payload length and the value's dump stream (for
 //! filters RedisBloom's SCANDUMP stream, header then link or sub-filter bytes; for sketches
 //! the dialect's: header, then counter or bucket bytes), then a CRC32 of
 //! everything before. Written to a temp file (mode 0600), fsynced, renamed, directory fsynced;
@@ -32,6 +32,7 @@ fn type_byte(kind: Kind) -> u8 {
         Kind::TopK => 5,
         Kind::TDigest => 6,
         Kind::Counting => 7,
+        Kind::BloomBlocked => 8,
     }
 }
 /// Keys longer than Redis' bulk limit cannot exist; a larger length is corruption.

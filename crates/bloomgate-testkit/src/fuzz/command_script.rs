@@ -282,7 +282,14 @@ fn probe(client: &mut Client, family: Family) {
     client.line(&format!("{p}.INFO k"));
     client.line(&format!("{p}.DEBUG k"));
     if family == Family::Bloom {
-        for field in ["CAPACITY", "SIZE", "FILTERS", "ITEMS", "EXPANSION"] {
+        for field in [
+            "CAPACITY",
+            "SIZE",
+            "FILTERS",
+            "ITEMS",
+            "EXPANSION",
+            "LAYOUT",
+        ] {
             client.line(&format!("BF.INFO k {field}"));
         }
     }

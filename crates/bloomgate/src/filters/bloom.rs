@@ -101,12 +101,15 @@ impl<L: BitLayout> Bloom<L> {
         L::Unit::units(&self.store)
     }
 
-    /// The bit array as u64 words (bit i = word i/64, bit i%64; a block is consecutive words).
-    pub(crate) fn words(&self) -> &[u64] {
+    /// The bit array as u64 words (bit i = word i/64, bit i%64; a block is consecutive words):
+    /// what a host that dumps the filter in its own format reads.
+    pub fn words(&self) -> &[u64] {
         L::Unit::words(self.units())
     }
 
-    fn words_mut(&mut self) -> &mut [u64] {
+    /// The bit array as mutable u64 words, for a host restoring a dump of [`Self::words`] in its
+    /// own format (any bit pattern is a valid filter; [`Self::len`] is not changed).
+    pub fn words_mut(&mut self) -> &mut [u64] {
         L::Unit::words_mut(L::Unit::units_mut(&mut self.store))
     }
 

@@ -13,10 +13,17 @@ use crate::encoding::murmur::murmur64a;
 use crate::types::cow::CowArray;
 
 mod batch;
+mod blocked;
 mod dump;
 mod merge;
+mod scaling;
+pub use blocked::{
+    BlockedChain, BlockedChainPlan, BlockedLink, BlockedShape, BLOCKED_MAGIC,
+    HEADER_FIXED as BLOCKED_HEADER_FIXED,
+};
 pub use dump::ChainShape;
 pub use merge::estimate_items;
+use scaling::ChainLink;
 
 /// Link option bits as stored in the dump header.
 pub const OPT_NOROUND: u32 = 1;
@@ -36,9 +43,6 @@ const LN2_SQUARED: f64 = 0.480453013918201;
 /// truncated value is what decides `hashes` at boundaries and is part of the format).
 #[allow(clippy::approx_constant)]
 const LN2: f64 = 0.693147180559945;
-/// Each new link gets half the previous link's error rate (so the chain's total stays below the
-/// requested rate: Σ e/2^(i+1) < e).
-const ERROR_TIGHTENING_RATIO: f64 = 0.5;
 /// Largest growth factor: what `BF.RESERVE … EXPANSION` accepts (RedisBloom's cap). A loaded
 /// header may not claim more: the growth factor sizes the next link.
 pub const MAX_GROWTH: u32 = 32768;
@@ -392,6 +396,37 @@ impl Link {
     }
 }
 
+/// The classic link under the one scaling rule.
+impl ChainLink for Link {
+    type Hash = HashPair;
+    type Plan = LinkPlan;
+
+    fn plan(capacity: u64, error: f64) -> Option<LinkPlan> {
+        LinkPlan::new(capacity, error)
+    }
+    fn allocate(plan: Admitted<LinkPlan>) -> Option<Self> {
+        Link::allocate(plan.into_shape())
+    }
+    fn contains(&self, h: HashPair) -> bool {
+        Link::contains(self, h)
+    }
+    fn insert(&mut self, h: HashPair) -> bool {
+        Link::insert(self, h)
+    }
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn error(&self) -> f64 {
+        self.error
+    }
+    fn items(&self) -> u64 {
+        self.items
+    }
+    fn count_item(&mut self) {
+        self.items = self.items.saturating_add(1);
+    }
+}
+
 /// Allocates a zeroed array of `bytes` (a multiple of 8) without aborting on allocation failure.
 fn zeroed_bits(bytes: u64) -> Option<CowArray<u64>> {
     CowArray::try_zeroed(usize::try_from(bytes / 8).ok()?, 1)
@@ -467,11 +502,7 @@ impl BloomChain {
         let options =
             Options::from_bits(DEFAULT_OPTIONS | if nonscaling { OPT_NO_SCALING } else { 0 })
                 .expect("valid option bits");
-        let first_error = if nonscaling {
-            error
-        } else {
-            error * ERROR_TIGHTENING_RATIO
-        };
+        let first_error = scaling::first_error(error, nonscaling);
         Some(ChainPlan {
             link: LinkPlan::new(capacity, first_error)?,
             options,
@@ -507,43 +538,21 @@ impl BloomChain {
         self.options.bits() & OPT_NO_SCALING == 0
     }
 
-    /// Adds the item hashed to `h`: `Ok(true)` if new, `Ok(false)` if any link already reports
-    /// it. When the newest link is at capacity, a scaling chain grows by a link of
-    /// `capacity * growth` items at half the error, admitted against `allowance` before it is
-    /// allocated. (`batch.rs` hashes items and prefetches for it.)
+    /// Adds the item hashed to `h` by the one scaling rule both chain types share
+    /// (`scaling.rs`): `Ok(true)` if new, `Ok(false)` if any link already reports it. When the
+    /// newest link is at capacity, a scaling chain grows by a link of `capacity * growth` items
+    /// at half the error, admitted against `allowance` before it is allocated. (`batch.rs`
+    /// hashes items and prefetches for it.)
     fn add_hashed(&mut self, h: HashPair, allowance: &mut Allowance) -> Result<bool, AddError> {
-        if self.links.iter().rev().any(|link| link.contains(h)) {
-            return Ok(false);
-        }
-        let newest = self.links.last().expect("a chain has at least one link");
-        if newest.items >= newest.capacity {
-            if !self.is_scaling() {
-                return Err(AddError::Full);
-            }
-            let capacity = newest
-                .capacity
-                .checked_mul(u64::from(self.growth))
-                .filter(|&c| c > 0);
-            let error = newest.error * ERROR_TIGHTENING_RATIO;
-            let plan = capacity
-                .and_then(|c| LinkPlan::new(c, error))
-                .ok_or(AddError::GrowFailed)?;
-            let plan = allowance.admit(plan).map_err(|_| AddError::OutOfMemory)?;
-            let link = Link::allocate(plan.into_shape()).ok_or(AddError::GrowFailed)?;
-            let mut links = std::mem::take(&mut self.links).into_vec();
-            links.push(link);
-            self.links = links.into_boxed_slice();
-        }
-        let newest = self
-            .links
-            .last_mut()
-            .expect("a chain has at least one link");
-        if newest.insert(h) {
-            // Counts may come from a dump header, which is not held to them: saturate.
-            newest.items = newest.items.saturating_add(1);
-            self.items = self.items.saturating_add(1);
-        }
-        Ok(true)
+        let scaling = self.is_scaling();
+        scaling::add(
+            &mut self.links,
+            &mut self.items,
+            h,
+            scaling,
+            self.growth,
+            allowance,
+        )
     }
 
     /// BF.CARD / "Number of items inserted".

@@ -1,0 +1,89 @@
+//! The one scaling rule every Bloom chain follows, whatever its links' bit layout: an item any
+//! link reports is not added again; when the newest link holds its capacity, a scaling chain
+//! grows by a link of `capacity × growth` items at half the newest link's error rate (so the
+//! chain's total stays below the requested rate: Σ e/2^(i+1) < e), admitted against the memory
+//! budget before it is allocated, and a non-scaling chain refuses the item. The classic
+//! RedisBloom chain ([`super::BloomChain`]) and the blocked one ([`super::BlockedChain`]) both
+//! add through [`add`].
+
+use super::AddError;
+use crate::budget::{Admitted, Allowance, Shape};
+
+/// Each new link gets half the previous link's error rate (the first link of a scaling chain
+/// half the requested rate).
+pub(crate) const ERROR_TIGHTENING_RATIO: f64 = 0.5;
+
+/// The first link's error rate for a chain created at `error`: `error/2` when it scales (room
+/// for the links it may grow by), `error` when it never grows.
+pub(crate) fn first_error(error: f64, nonscaling: bool) -> f64 {
+    if nonscaling {
+        error
+    } else {
+        error * ERROR_TIGHTENING_RATIO
+    }
+}
+
+/// One fixed-size filter of a chain, as the scaling rule sees it.
+pub(crate) trait ChainLink: Sized {
+    /// What the link's probes are computed from, once per item for every link.
+    type Hash: Copy;
+    /// A link sized but not yet allocated.
+    type Plan: Shape;
+
+    /// A link for `capacity` items at `error`; `None` if it cannot be built.
+    fn plan(capacity: u64, error: f64) -> Option<Self::Plan>;
+    /// Allocates an admitted plan; `None` if the allocator refuses.
+    fn allocate(plan: Admitted<Self::Plan>) -> Option<Self>;
+    /// Whether every probe bit of the hash is set.
+    fn contains(&self, h: Self::Hash) -> bool;
+    /// Sets every probe bit; true if at least one was clear.
+    fn insert(&mut self, h: Self::Hash) -> bool;
+    /// Items the link was sized for.
+    fn capacity(&self) -> u64;
+    /// The link's error rate.
+    fn error(&self) -> f64;
+    /// Items this link newly took.
+    fn items(&self) -> u64;
+    /// Counts one more item taken (saturating: counts may come from a dump header).
+    fn count_item(&mut self);
+}
+
+/// Adds the item hashed as `h` to the chain of `links` (newest last) holding `items` items:
+/// `Ok(true)` if new, `Ok(false)` if any link already reports it.
+pub(crate) fn add<L: ChainLink>(
+    links: &mut Box<[L]>,
+    items: &mut u64,
+    h: L::Hash,
+    scaling: bool,
+    growth: u32,
+    allowance: &mut Allowance,
+) -> Result<bool, AddError> {
+    if links.iter().rev().any(|link| link.contains(h)) {
+        return Ok(false);
+    }
+    let newest = links.last().expect("a chain has at least one link");
+    if newest.items() >= newest.capacity() {
+        if !scaling {
+            return Err(AddError::Full);
+        }
+        let capacity = newest
+            .capacity()
+            .checked_mul(u64::from(growth))
+            .filter(|&c| c > 0);
+        let error = newest.error() * ERROR_TIGHTENING_RATIO;
+        let plan = capacity
+            .and_then(|c| L::plan(c, error))
+            .ok_or(AddError::GrowFailed)?;
+        let plan = allowance.admit(plan).map_err(|_| AddError::OutOfMemory)?;
+        let link = L::allocate(plan).ok_or(AddError::GrowFailed)?;
+        let mut grown = std::mem::take(links).into_vec();
+        grown.push(link);
+        *links = grown.into_boxed_slice();
+    }
+    let newest = links.last_mut().expect("a chain has at least one link");
+    if newest.insert(h) {
+        newest.count_item();
+        *items = items.saturating_add(1);
+    }
+    Ok(true)
+}

@@ -90,6 +90,7 @@ pub unsafe extern "C" fn defrag(
             Value::CountMin(b) => offer_box(ctx, b),
             Value::TopK(b) => offer_box(ctx, b),
             Value::Counting(b) => offer_box(ctx, b),
+            Value::BloomBlocked(b) => offer_box(ctx, b),
         }
     }
     0

@@ -63,8 +63,7 @@ mod entry {
 
     use crate::types::{
         BLOOM_BLOCKED_TYPE, BLOOM_TYPE, COUNTING_TYPE, COUNTMIN_TYPE, CUCKOO_TYPE, TDIGEST_TYPE,
-        TOPK_TYPE,
-        WINDOWED_TYPE,
+        TOPK_TYPE, WINDOWED_TYPE,
     };
     use crate::{alloc, init};
 

@@ -59,12 +59,6 @@ pub(super) trait BloomType: DialectType {
     const LAYOUT: BloomLayout;
     /// Adds `item` by the chain's scaling rule: `Ok(true)` if new.
     fn add(&mut self, item: &[u8], allowance: &mut Allowance) -> Result<bool, AddError>;
-    /// Whether `item` may be present.
-    fn contains(&self, item: &[u8]) -> bool;
-    /// [`BloomType::contains`] of each item.
-    fn contains_many(&self, items: &Args) -> Vec<bool> {
-        items.iter().map(|item| self.contains(item)).collect()
-    }
     /// [`BloomType::add`] of each item in order, each answer reported through `added`,
     /// stopping at the first error (the items before it added, those after it not).
     fn add_many(
@@ -96,13 +90,6 @@ impl BloomType for BloomChain {
     const LAYOUT: BloomLayout = BloomLayout::Classic;
     fn add(&mut self, item: &[u8], allowance: &mut Allowance) -> Result<bool, AddError> {
         BloomChain::add(self, item, allowance)
-    }
-    fn contains(&self, item: &[u8]) -> bool {
-        BloomChain::contains(self, item)
-    }
-    /// Hashed first, then probed in prefetched stages (`sbchain/batch.rs`).
-    fn contains_many(&self, items: &Args) -> Vec<bool> {
-        BloomChain::contains_many(self, items)
     }
     /// In order, with the lines of the items ahead requested early.
     fn add_many(
@@ -137,13 +124,6 @@ impl BloomType for BlockedChain {
     const LAYOUT: BloomLayout = BloomLayout::Blocked;
     fn add(&mut self, item: &[u8], allowance: &mut Allowance) -> Result<bool, AddError> {
         BlockedChain::add(self, item, allowance)
-    }
-    fn contains(&self, item: &[u8]) -> bool {
-        BlockedChain::contains(self, item)
-    }
-    /// The core's batched query: every item's block requested before any is tested.
-    fn contains_many(&self, items: &Args) -> Vec<bool> {
-        BlockedChain::contains_many(self, items)
     }
     fn items(&self) -> u64 {
         BlockedChain::items(self)

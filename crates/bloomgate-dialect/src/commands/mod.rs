@@ -19,8 +19,8 @@
 
 pub mod bloom;
 pub mod bloom_merge;
-pub mod counting;
 mod bloom_types;
+pub mod counting;
 pub mod countmin;
 pub mod cuckoo;
 mod events;

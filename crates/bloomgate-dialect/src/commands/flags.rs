@@ -63,7 +63,7 @@ pub const TRANSACTION: Flags = Flags(1 << 8);
 pub const RUNS_QUEUED: Flags = Flags(1 << 9);
 /// Refused inside MULTI (at queue time): the command replies later, off the event loop, which
 /// a transaction's all-at-once execution cannot wait for (Redis' `no_multi`).
-pub const NO_MULTI: Flags = Flags(1 << 10);
+pub const NO_MULTI: Flags = Flags(1 << 13);
 
 /// A pub/sub command (`pubsub`, `@pubsub`).
 pub const PUBSUB: Flags = Flags(1 << 10);

@@ -19,7 +19,7 @@
 
 use super::{format_g, AddError, ChainLink, ERR_BAD_DATA, ERR_CHUNK_TOO_BIG, ERR_NO_LINK};
 use crate::budget::{Admitted, Allowance, Shape};
-use crate::encoding::chunks::{plan_parts, CHUNK_BYTES};
+use crate::encoding::chunks::plan_parts;
 use bloomgate::hash::DEFAULT_SEED;
 use bloomgate::{BlockedBloomFilter, KeyHash, Layout, Params};
 
@@ -151,6 +151,12 @@ impl ChainLink for BlockedLink {
     }
     fn count_item(&mut self) {
         self.items = self.items.saturating_add(1);
+    }
+    fn bytes(&self) -> u64 {
+        BlockedLink::bytes(self)
+    }
+    fn read_le_bytes(&self, offset: u64, len: u64) -> Vec<u8> {
+        BlockedLink::read_le_bytes(self, offset, len)
     }
 }
 
@@ -355,27 +361,10 @@ impl BlockedChain {
         out
     }
 
-    /// The link holding dump byte `offset` and the offset inside it.
-    fn link_at(&self, mut offset: u64) -> Option<(usize, u64)> {
-        for (i, link) in self.links.iter().enumerate() {
-            if offset < link.bytes() {
-                return Some((i, offset));
-            }
-            offset -= link.bytes();
-        }
-        None
-    }
-
     /// SCANDUMP for iterator `iter >= 1`: the next chunk and the iterator to continue with, or
     /// `(0, [])` when done.
     pub fn dump_chunk(&self, iter: i64) -> (i64, Vec<u8>) {
-        let offset = iter.checked_sub(1).and_then(|o| u64::try_from(o).ok());
-        let Some((index, offset)) = offset.and_then(|o| self.link_at(o)) else {
-            return (0, Vec::new());
-        };
-        let link = &self.links[index];
-        let len = (link.bytes() - offset).min(CHUNK_BYTES);
-        (iter + len as i64, link.read_le_bytes(offset, len))
+        super::scaling::dump_chunk(&self.links, iter)
     }
 
     /// The bytes of the chunk of `len` bytes that SCANDUMP returns with `iter`.
@@ -493,7 +482,7 @@ impl BlockedChain {
         let start = iter as u64 - len;
         let (index, offset) = start
             .checked_sub(1)
-            .and_then(|o| self.link_at(o))
+            .and_then(|o| super::scaling::link_at(&self.links, o))
             .ok_or(ERR_NO_LINK)?;
         let link = &mut self.links[index];
         if len > link.bytes() - offset {

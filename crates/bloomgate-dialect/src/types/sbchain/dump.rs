@@ -48,30 +48,10 @@ impl BloomChain {
         out
     }
 
-    /// The link holding dump byte `offset` (0-based over all links' bit arrays) and the offset
-    /// inside it.
-    fn link_at(&self, mut offset: u64) -> Option<(usize, u64)> {
-        for (i, link) in self.links.iter().enumerate() {
-            if offset < link.bytes() {
-                return Some((i, offset));
-            }
-            offset -= link.bytes();
-        }
-        None
-    }
-
     /// SCANDUMP for iterator `iter >= 1`: the next chunk (≤ 16 MiB, never crossing a link) and
     /// the iterator to continue with (1 + byte offset after the chunk), or `(0, [])` when done.
     pub fn dump_chunk(&self, iter: i64) -> (i64, Vec<u8>) {
-        // `checked_sub`: an iterator of i64::MIN must not overflow (a fuzz regression).
-        let offset = iter.checked_sub(1).and_then(|o| u64::try_from(o).ok());
-        let Some((index, offset)) = offset.and_then(|o| self.link_at(o)) else {
-            return (0, Vec::new());
-        };
-        let link = &self.links[index];
-        let len = (link.bytes() - offset).min(MAX_SCANDUMP_CHUNK);
-        let chunk = link.read_le_bytes(offset as usize, len as usize);
-        (iter + len as i64, chunk)
+        scaling::dump_chunk(&self.links, iter)
     }
 
     /// Length of the dump header that starts `buf` (from its filter count), if `buf` holds at
@@ -121,7 +101,7 @@ impl BloomChain {
         let start = iter as u64 - len;
         let (index, offset) = start
             .checked_sub(1)
-            .and_then(|o| self.link_at(o))
+            .and_then(|o| scaling::link_at(&self.links, o))
             .ok_or(ERR_NO_LINK)?;
         let link = &mut self.links[index];
         if len > link.bytes() - offset {

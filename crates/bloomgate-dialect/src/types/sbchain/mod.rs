@@ -425,6 +425,12 @@ impl ChainLink for Link {
     fn count_item(&mut self) {
         self.items = self.items.saturating_add(1);
     }
+    fn bytes(&self) -> u64 {
+        Link::bytes(self)
+    }
+    fn read_le_bytes(&self, offset: u64, len: u64) -> Vec<u8> {
+        Link::read_le_bytes(self, offset as usize, len as usize)
+    }
 }
 
 /// Allocates a zeroed array of `bytes` (a multiple of 8) without aborting on allocation failure.

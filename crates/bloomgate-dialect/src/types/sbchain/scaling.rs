@@ -4,10 +4,12 @@
 //! chain's total stays below the requested rate: Σ e/2^(i+1) < e), admitted against the memory
 //! budget before it is allocated, and a non-scaling chain refuses the item. The classic
 //! RedisBloom chain ([`super::BloomChain`]) and the blocked one ([`super::BlockedChain`]) both
-//! add through [`add`].
+//! add through [`add`], and both walk their links' bytes for SCANDUMP / LOADCHUNK through
+//! [`link_at`] and [`dump_chunk`].
 
 use super::AddError;
 use crate::budget::{Admitted, Allowance, Shape};
+use crate::encoding::chunks::CHUNK_BYTES;
 
 /// Each new link gets half the previous link's error rate (the first link of a scaling chain
 /// half the requested rate).
@@ -46,6 +48,36 @@ pub(crate) trait ChainLink: Sized {
     fn items(&self) -> u64;
     /// Counts one more item taken (saturating: counts may come from a dump header).
     fn count_item(&mut self);
+    /// Bytes of the link's bit array (its part of the dump body).
+    fn bytes(&self) -> u64;
+    /// `len` bytes of the array's little-endian image from byte `offset` (inside the array).
+    fn read_le_bytes(&self, offset: u64, len: u64) -> Vec<u8>;
+}
+
+/// The link holding dump byte `offset` (0-based over all links' bit arrays, oldest first) and
+/// the offset inside it.
+pub(crate) fn link_at<L: ChainLink>(links: &[L], mut offset: u64) -> Option<(usize, u64)> {
+    for (i, link) in links.iter().enumerate() {
+        if offset < link.bytes() {
+            return Some((i, offset));
+        }
+        offset -= link.bytes();
+    }
+    None
+}
+
+/// SCANDUMP for iterator `iter >= 1`: the next chunk (at most [`CHUNK_BYTES`], never crossing a
+/// link) and the iterator to continue with (1 + the byte offset after the chunk), or `(0, [])`
+/// when done.
+pub(crate) fn dump_chunk<L: ChainLink>(links: &[L], iter: i64) -> (i64, Vec<u8>) {
+    // `checked_sub`: an iterator of i64::MIN must not overflow (a fuzz regression).
+    let offset = iter.checked_sub(1).and_then(|o| u64::try_from(o).ok());
+    let Some((index, offset)) = offset.and_then(|o| link_at(links, o)) else {
+        return (0, Vec::new());
+    };
+    let link = &links[index];
+    let len = (link.bytes() - offset).min(CHUNK_BYTES);
+    (iter + len as i64, link.read_le_bytes(offset, len))
 }
 
 /// Adds the item hashed as `h` to the chain of `links` (newest last) holding `items` items:

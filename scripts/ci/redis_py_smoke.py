@@ -167,7 +167,7 @@ def run_redisbloom_82(r):
     check("command info bf.add categories", cats, ["@write", "@slow", "@bloom"])
     check("acl cat bloom", sorted(r.acl_cat("bloom")),
           sorted(["bf.reserve", "bf.add", "bf.madd", "bf.insert", "bf.exists", "bf.mexists",
-                  "bf.info", "bf.card", "bf.debug", "bf.scandump", "bf.loadchunk"]))
+                  "bf.info", "bf.card", "bf.debug", "bf.scandump", "bf.loadchunk", "bf.merge"]))
     expect_error("bf reserve arity first", lambda: r.execute_command(
         "BF.RESERVE", "a82", 0.01, 100, "EXPANSION", 2, "EXPANSION", 3),
         "wrong number of arguments for 'bf.reserve' command")

@@ -316,7 +316,11 @@ class Postgres:
     def _run(self, program, *args):
         argv = [os.path.join(self.bin, program)] + list(args)
         if self.user:
-            argv = ["runuser", "-u", self.user, "--"] + argv
+            # By path too: runuser lives in /usr/sbin, which a minimal PATH (the wheel check's
+            # clean environment) leaves out.
+            runuser = shutil.which("runuser") or next(
+                (p for p in ("/usr/sbin/runuser", "/sbin/runuser") if os.path.exists(p)), "runuser")
+            argv = [runuser, "-u", self.user, "--"] + argv
         # The scratch directory as working directory: runuser keeps ours, which the server's
         # user may not be allowed to read.
         out = subprocess.run(argv, cwd=self.dir, capture_output=True, text=True)

@@ -17,7 +17,7 @@
 //! (the core's word order, each word little-endian), in chunks of at most 16 MiB that never
 //! cross a link, each returned with 1 + the byte offset after it, as the classic chain's.
 
-use super::{format_g, AddError, ChainLink, ERR_BAD_DATA, ERR_CHUNK_TOO_BIG, ERR_NO_LINK};
+use super::{format_g, AddError, ChainLink, ERR_BAD_DATA};
 use crate::budget::{Admitted, Allowance, Shape};
 use crate::encoding::chunks::plan_parts;
 use bloomgate::hash::DEFAULT_SEED;
@@ -475,19 +475,8 @@ impl BlockedChain {
 
     /// LOADCHUNK: `iter` is what SCANDUMP returned with `data` (1 + offset after the chunk).
     pub fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
-        let len = data.len() as u64;
-        if iter <= 0 || (iter as u64) < len {
-            return Err(ERR_BAD_DATA);
-        }
-        let start = iter as u64 - len;
-        let (index, offset) = start
-            .checked_sub(1)
-            .and_then(|o| super::scaling::link_at(&self.links, o))
-            .ok_or(ERR_NO_LINK)?;
+        let (index, offset) = super::scaling::chunk_at(&self.links, iter, data.len() as u64)?;
         let link = &mut self.links[index];
-        if len > link.bytes() - offset {
-            return Err(ERR_CHUNK_TOO_BIG);
-        }
         link.write_le_bytes(offset, data);
         Ok(())
     }
@@ -519,6 +508,7 @@ impl Shape for BlockedShape {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::sbchain::{ERR_CHUNK_TOO_BIG, ERR_NO_LINK};
 
     fn dump(chain: &BlockedChain) -> Vec<(i64, Vec<u8>)> {
         let mut out = vec![(1, chain.dump_header())];

@@ -94,19 +94,8 @@ impl BloomChain {
 
     /// LOADCHUNK: `iter` is what SCANDUMP returned with `data` (1 + offset after the chunk).
     pub fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
-        let len = data.len() as u64;
-        if iter <= 0 || (iter as u64) < len {
-            return Err(ERR_BAD_DATA);
-        }
-        let start = iter as u64 - len;
-        let (index, offset) = start
-            .checked_sub(1)
-            .and_then(|o| scaling::link_at(&self.links, o))
-            .ok_or(ERR_NO_LINK)?;
+        let (index, offset) = scaling::chunk_at(&self.links, iter, data.len() as u64)?;
         let link = &mut self.links[index];
-        if len > link.bytes() - offset {
-            return Err(ERR_CHUNK_TOO_BIG);
-        }
         link.write_le_bytes(offset as usize, data);
         Ok(())
     }

@@ -5,9 +5,9 @@
 //! budget before it is allocated, and a non-scaling chain refuses the item. The classic
 //! RedisBloom chain ([`super::BloomChain`]) and the blocked one ([`super::BlockedChain`]) both
 //! add through [`add`], and both walk their links' bytes for SCANDUMP / LOADCHUNK through
-//! [`link_at`] and [`dump_chunk`].
+//! [`link_at`], [`dump_chunk`] and [`chunk_at`].
 
-use super::AddError;
+use super::{AddError, ERR_BAD_DATA, ERR_CHUNK_TOO_BIG, ERR_NO_LINK};
 use crate::budget::{Admitted, Allowance, Shape};
 use crate::encoding::chunks::CHUNK_BYTES;
 
@@ -64,6 +64,27 @@ pub(crate) fn link_at<L: ChainLink>(links: &[L], mut offset: u64) -> Option<(usi
         offset -= link.bytes();
     }
     None
+}
+
+/// Where LOADCHUNK writes a chunk of `len` bytes that SCANDUMP returned with iterator `iter`
+/// (1 + the byte offset after the chunk): the link's index and the offset inside it, or the
+/// error RedisBloom answers (a bad iterator, no link there, a chunk past the link's end).
+pub(crate) fn chunk_at<L: ChainLink>(
+    links: &[L],
+    iter: i64,
+    len: u64,
+) -> Result<(usize, u64), &'static str> {
+    if iter <= 0 || (iter as u64) < len {
+        return Err(ERR_BAD_DATA);
+    }
+    let (index, offset) = (iter as u64 - len)
+        .checked_sub(1)
+        .and_then(|o| link_at(links, o))
+        .ok_or(ERR_NO_LINK)?;
+    if len > links[index].bytes() - offset {
+        return Err(ERR_CHUNK_TOO_BIG);
+    }
+    Ok((index, offset))
 }
 
 /// SCANDUMP for iterator `iter >= 1`: the next chunk (at most [`CHUNK_BYTES`], never crossing a

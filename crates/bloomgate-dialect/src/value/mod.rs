@@ -90,6 +90,21 @@ impl Kind {
         Kind::Counting,
     ];
 
+    /// The command family the kind belongs to, as its commands' prefix in lower case (`bf`,
+    /// `cf`, `cms`, `topk`, `tdigest`, `wf`, `cbf`): both Bloom chains are `bf`. Hosts name
+    /// per-family counters with it.
+    pub fn family(self) -> &'static str {
+        match self {
+            Kind::Bloom | Kind::BloomBlocked => "bf",
+            Kind::Cuckoo => "cf",
+            Kind::Windowed => "wf",
+            Kind::TDigest => "tdigest",
+            Kind::CountMin => "cms",
+            Kind::TopK => "topk",
+            Kind::Counting => "cbf",
+        }
+    }
+
     /// The module type name (`TYPE` reply, RDB module id).
     pub fn type_name(self) -> &'static str {
         each_kind!(self, T => T::TYPE_NAME)

@@ -93,6 +93,9 @@ fn every_kind_moves_and_answers_as_before() {
     let before = answers(&mut h);
     let mut slots: u64 = h.keys.values_mut().map(Value::allocation_count).sum();
     assert!(slots > 8 * 2, "{slots} slots");
+    // A Top-K's heap items are one allocation each: its box, buckets, heap, then k items.
+    let topk = h.keys.get_mut(&b"topk"[..]).unwrap().allocation_count();
+    assert_eq!(topk, 3 + 100);
     let mut r = CopyingRelocator {
         stop_every: 3,
         ..Default::default()

@@ -87,7 +87,6 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
                 ALLOCATIONS.load(Ordering::Relaxed),
             );
             crate::defrag::report(&mut |name, value| {
-                let name = std::ffi::CString::new(name).expect("a field name has no NUL");
                 field(ctx, name.as_ptr(), value);
             });
         }

@@ -28,7 +28,7 @@
 //! paused and left a cursor).
 
 use std::alloc::Layout;
-use std::ffi::{c_int, c_ulong, c_void};
+use std::ffi::{c_int, c_ulong, c_void, CStr};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -69,8 +69,9 @@ fn counters(kind: Kind) -> &'static Counters {
 }
 
 /// Hands every defrag counter to `field` as `(name, value)`, the names as `INFO bf` shows them
-/// without the module's `bf_` prefix: the totals, then each family's.
-pub fn report(field: &mut dyn FnMut(&str, u64)) {
+/// without the module's `bf_` prefix: the totals, then each family's. Allocates nothing (so
+/// reading `INFO bf` leaves `bf_allocations` still).
+pub fn report(field: &mut dyn FnMut(&CStr, u64)) {
     let sum = |f: fn(&Counters) -> &AtomicU64, family: Option<&str>| -> u64 {
         Kind::ALL
             .iter()
@@ -78,21 +79,27 @@ pub fn report(field: &mut dyn FnMut(&str, u64)) {
             .map(|&k| f(counters(k)).load(Ordering::Relaxed))
             .sum()
     };
-    field("defrag_hits", sum(|c| &c.hits, None));
-    field("defrag_misses", sum(|c| &c.misses, None));
-    field("defrag_shared", SHARED.load(Ordering::Relaxed));
-    field("defrag_resumed", RESUMED.load(Ordering::Relaxed));
-    let mut families: Vec<&str> = Kind::ALL.iter().map(|k| k.family()).collect();
-    families.dedup();
-    for family in families {
-        field(
-            &format!("{family}_defrag_hits"),
-            sum(|c| &c.hits, Some(family)),
-        );
-        field(
-            &format!("{family}_defrag_misses"),
-            sum(|c| &c.misses, Some(family)),
-        );
+    field(c"defrag_hits", sum(|c| &c.hits, None));
+    field(c"defrag_misses", sum(|c| &c.misses, None));
+    field(c"defrag_shared", SHARED.load(Ordering::Relaxed));
+    field(c"defrag_resumed", RESUMED.load(Ordering::Relaxed));
+    for (i, kind) in Kind::ALL.iter().enumerate() {
+        let family = kind.family();
+        if Kind::ALL[..i].iter().any(|k| k.family() == family) {
+            continue; // reported with the first kind of its family
+        }
+        let per_family: [(&str, fn(&Counters) -> &AtomicU64); 2] = [
+            ("_defrag_hits", |c| &c.hits),
+            ("_defrag_misses", |c| &c.misses),
+        ];
+        for (suffix, counter) in per_family {
+            let mut name = [0u8; 32];
+            let len = family.len() + suffix.len();
+            name[..family.len()].copy_from_slice(family.as_bytes());
+            name[family.len()..len].copy_from_slice(suffix.as_bytes());
+            let name = CStr::from_bytes_until_nul(&name).expect("a short name, NUL after it");
+            field(name, sum(counter, Some(family)));
+        }
     }
 }
 

@@ -42,6 +42,9 @@ use redis_module::raw;
 /// allocations never holds the defrag cycle past its time.
 pub const SLICE: u64 = 512;
 
+/// Which counter of a [`Counters`].
+type Pick = fn(&Counters) -> &AtomicU64;
+
 /// Counters of one kind of value.
 struct Counters {
     hits: AtomicU64,
@@ -72,7 +75,7 @@ fn counters(kind: Kind) -> &'static Counters {
 /// without the module's `bf_` prefix: the totals, then each family's. Allocates nothing (so
 /// reading `INFO bf` leaves `bf_allocations` still).
 pub fn report(field: &mut dyn FnMut(&CStr, u64)) {
-    let sum = |f: fn(&Counters) -> &AtomicU64, family: Option<&str>| -> u64 {
+    let sum = |f: Pick, family: Option<&str>| -> u64 {
         Kind::ALL
             .iter()
             .filter(|k| family.is_none_or(|name| k.family() == name))
@@ -88,7 +91,7 @@ pub fn report(field: &mut dyn FnMut(&CStr, u64)) {
         if Kind::ALL[..i].iter().any(|k| k.family() == family) {
             continue; // reported with the first kind of its family
         }
-        let per_family: [(&str, fn(&Counters) -> &AtomicU64); 2] = [
+        let per_family: [(&str, Pick); 2] = [
             ("_defrag_hits", |c| &c.hits),
             ("_defrag_misses", |c| &c.misses),
         ];

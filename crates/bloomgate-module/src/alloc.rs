@@ -3,7 +3,7 @@
 //! large filter's pages stay unresident until written, as RedisBloom's do — and a count of
 //! allocations, shown in `INFO bf` (`bf_allocations`), by which a test proves the hot commands
 //! allocate nothing, and the active defragmentation counters (`bf_defrag_hits`,
-//! `bf_defrag_misses`).
+//! `bf_defrag_misses` and the others `defrag.rs` reports).
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_int;
@@ -72,7 +72,7 @@ unsafe impl GlobalAlloc for ModuleAlloc {
     }
 }
 
-/// `INFO bf`: the allocation count and the active defragmentation counters.
+/// `INFO bf`: the allocation count and the active defragmentation counters (see `defrag.rs`).
 pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     // SAFETY: Redis calls this with a live info context; the strings are NUL-terminated.
     unsafe {
@@ -86,8 +86,9 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
                 c"allocations".as_ptr(),
                 ALLOCATIONS.load(Ordering::Relaxed),
             );
-            field(ctx, c"defrag_hits".as_ptr(), crate::defrag::hits());
-            field(ctx, c"defrag_misses".as_ptr(), crate::defrag::misses());
+            crate::defrag::report(&mut |name, value| {
+                field(ctx, name.as_ptr(), value);
+            });
         }
     }
 }

@@ -39,6 +39,11 @@ impl BitArray {
         self.words
     }
 
+    /// Offers the words' buffer to a host that moves allocations (one slot).
+    pub fn relocate(&mut self, walk: &mut crate::relocate::Walk<'_>) {
+        walk.vec(&mut self.words);
+    }
+
     /// Builds an array from its little-endian byte image; a trailing partial word is zero-padded.
     pub fn from_le_bytes(bytes: &[u8]) -> Self {
         let mut array = Self::zeroed(bytes.len().div_ceil(8));

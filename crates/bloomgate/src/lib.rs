@@ -13,6 +13,7 @@ pub mod filters;
 pub mod hash;
 pub mod memory;
 pub mod params;
+pub mod relocate;
 
 pub use codec::FilterCodec;
 pub use error::{Error, Result};

@@ -30,6 +30,7 @@ use bloomgate::hash::DEFAULT_SEED;
 use bloomgate::{CountingBloomFilter, Layout, Params};
 
 use crate::types::cow::allocation_size;
+use bloomgate::relocate::Walk;
 
 /// Largest capacity.
 pub const MAX_CAPACITY: u64 = 1 << 30;
@@ -179,6 +180,11 @@ impl CountingFilter {
     /// Bytes reported as the filter's size: its counters.
     pub fn memory(&self) -> u64 {
         self.inner.memory_bytes() as u64
+    }
+
+    /// Offers the counters to a host that moves allocations (see [`bloomgate::relocate`]).
+    pub fn relocate(&mut self, walk: &mut Walk<'_>) {
+        self.inner.relocate(walk);
     }
 
     /// Heap bytes held beyond the value itself, in allocator size classes.

@@ -12,6 +12,7 @@
 use crate::encoding::murmur::murmur2;
 use crate::types::cow::{allocation_size, CowArray};
 use bloomgate::filters::prefetch;
+use bloomgate::relocate::Walk;
 
 /// Counters a batched INCRBY or QUERY locates and requests before using them (the items of a
 /// chunk × depth; a sketch deeper than this is done item by item): a fixed buffer, so a batch
@@ -203,6 +204,11 @@ impl CountMin {
     /// Bytes RedisBloom reports for the sketch (`MEMORY USAGE`): its struct and counters.
     pub fn size_bytes(&self) -> u64 {
         STRUCT_BYTES + 4 * self.width * self.depth
+    }
+
+    /// Offers the counters to a host that moves allocations (see [`bloomgate::relocate`]).
+    pub fn relocate(&mut self, walk: &mut Walk<'_>) {
+        self.cells.relocate(walk);
     }
 
     /// Heap bytes held beyond the value itself, in allocator size classes.

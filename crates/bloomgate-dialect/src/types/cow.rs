@@ -22,6 +22,8 @@ use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use bloomgate::relocate::{offer, Relocator, Walk, MOVABLE_MAX};
+
 /// Bytes of pages copied because a clone still shared them, since the process started.
 static COPIED_BYTES: AtomicU64 = AtomicU64::new(0);
 
@@ -97,6 +99,19 @@ impl<T: Copy + Default> Buf<T> {
     fn as_mut_slice(&mut self) -> &mut [T] {
         // SAFETY: as in `as_slice`, with `&mut self` excluding every other access.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Offers the allocation to `r`; keeps its new address if it moved.
+    fn relocate(&mut self, r: &mut dyn Relocator) {
+        let Ok(layout) = Layout::array::<T>(self.len) else {
+            return;
+        };
+        // SAFETY: `ptr` is the allocation `zeroed` made with exactly this layout (a zero-size
+        // one is dangling, and `offer` skips it), reached only through `&mut self` here.
+        if let Some(new) = unsafe { offer(r, self.ptr.as_ptr(), layout) } {
+            // The new allocation has the same layout and bytes; `Drop` frees it with that layout.
+            self.ptr = NonNull::new(new).expect("a relocated allocation is not null");
+        }
     }
 }
 
@@ -395,6 +410,26 @@ impl<T: Copy + Default> CowArray<T> {
     /// The end of elements `offset..offset + len`, if they are all in the array.
     fn end_of(&self, offset: usize, len: usize) -> Option<usize> {
         offset.checked_add(len).filter(|&end| end <= self.len())
+    }
+
+    /// Offers the array's buffer to a host that moves allocations (one slot; see
+    /// [`bloomgate::relocate`]). A buffer a clone still shares (a snapshot being written), or
+    /// that has copied pages, is reported as shared and stays; the small shared handle around
+    /// it is not offered (an `Arc` cannot be rebuilt at a new address).
+    pub fn relocate(&mut self, walk: &mut Walk<'_>) {
+        let bytes = self.len().saturating_mul(size_of::<T>());
+        if bytes == 0 || bytes > MOVABLE_MAX {
+            return;
+        }
+        walk.slot(|r| {
+            if self.overlay.is_some() {
+                return r.shared();
+            }
+            match Arc::get_mut(&mut self.base) {
+                Some(buf) => buf.relocate(r),
+                None => r.shared(),
+            }
+        });
     }
 
     /// Heap bytes the array holds (its allocation and the shared handle's, in allocator size

@@ -16,6 +16,7 @@
 
 use crate::encoding::murmur::murmur2;
 use crate::types::cow::{allocation_size, CowArray};
+use bloomgate::relocate::Walk;
 
 /// The fingerprint's hash seed.
 const FINGERPRINT_SEED: u32 = 1919;
@@ -282,6 +283,20 @@ impl TopK {
         STRUCT_BYTES
             + BUCKET_BYTES * u64::from(self.width) * u64::from(self.depth)
             + HEAP_ENTRY_BYTES * u64::from(self.k)
+    }
+
+    /// Offers the sketch's buffers to a host that moves allocations (see
+    /// [`bloomgate::relocate`]): the buckets, the heap, then each heap item (one slot each, so
+    /// a large `k` resumes across calls).
+    pub fn relocate(&mut self, walk: &mut Walk<'_>) {
+        self.buckets.relocate(walk);
+        walk.vec(&mut self.heap);
+        for entry in &mut self.heap {
+            match &mut entry.item {
+                Some(item) => walk.boxed_slice(item),
+                None => walk.slot(|_| {}),
+            }
+        }
     }
 
     /// Heap bytes held beyond the value itself, in allocator size classes.

@@ -375,6 +375,13 @@ impl WindowedFilter {
             .product::<f64>()
     }
 
+    /// Offers the generations' buffers (see [`bloomgate::WindowedBloomFilter::relocate`]) and
+    /// the list of generations awaiting a chunk to a host that moves allocations.
+    pub fn relocate(&mut self, walk: &mut bloomgate::relocate::Walk<'_>) {
+        self.inner.relocate(walk);
+        walk.vec(&mut self.awaiting);
+    }
+
     /// Bytes the value takes (bit arrays plus bookkeeping).
     pub fn memory(&self) -> u64 {
         OVERHEAD

@@ -90,6 +90,21 @@ impl Kind {
         Kind::Counting,
     ];
 
+    /// The command family the kind belongs to, as its commands' prefix in lower case (`bf`,
+    /// `cf`, `cms`, `topk`, `tdigest`, `wf`, `cbf`): both Bloom chains are `bf`. Hosts name
+    /// per-family counters with it.
+    pub fn family(self) -> &'static str {
+        match self {
+            Kind::Bloom | Kind::BloomBlocked => "bf",
+            Kind::Cuckoo => "cf",
+            Kind::Windowed => "wf",
+            Kind::TDigest => "tdigest",
+            Kind::CountMin => "cms",
+            Kind::TopK => "topk",
+            Kind::Counting => "cbf",
+        }
+    }
+
     /// The module type name (`TYPE` reply, RDB module id).
     pub fn type_name(self) -> &'static str {
         each_kind!(self, T => T::TYPE_NAME)
@@ -319,6 +334,56 @@ impl Value {
     /// The RDB encoding version this value is written with.
     pub fn encoding_version(&self) -> i32 {
         self.kind().encoding_version()
+    }
+
+    /// Offers the value's heap allocations to a host that moves allocations (Redis' active
+    /// defragmentation), in a fixed order of slots, from `walk`'s start on: a boxed kind's box,
+    /// then its arrays (a chain's link array and each link's bits, a cuckoo filter's sub-filter
+    /// array and slots, a Top-K's buckets, heap and heap items, a t-digest's centroids, a
+    /// sketch's counters, a windowed filter's generations). See [`bloomgate::relocate`] for
+    /// what is offered and how a walk resumes.
+    pub fn relocate(&mut self, walk: &mut bloomgate::relocate::Walk<'_>) {
+        match self {
+            Value::Bloom(v) => v.relocate(walk),
+            Value::BloomBlocked(v) => {
+                walk.boxed(v);
+                v.relocate(walk);
+            }
+            Value::Cuckoo(v) => {
+                walk.boxed(v);
+                v.relocate(walk);
+            }
+            Value::Windowed(v) => {
+                walk.boxed(v);
+                v.relocate(walk);
+            }
+            Value::TDigest(v) => {
+                walk.boxed(v);
+                v.relocate(walk);
+            }
+            Value::CountMin(v) => {
+                walk.boxed(v);
+                v.relocate(walk);
+            }
+            Value::TopK(v) => {
+                walk.boxed(v);
+                v.relocate(walk);
+            }
+            Value::Counting(v) => {
+                walk.boxed(v);
+                v.relocate(walk);
+            }
+        }
+    }
+
+    /// Allocations [`Value::relocate`] walks over (its slots), counted by walking them with
+    /// nothing moved: what defragmenting or freeing the value costs, for hosts that schedule
+    /// that work.
+    pub fn allocation_count(&mut self) -> u64 {
+        let mut still = bloomgate::relocate::Still;
+        let mut walk = bloomgate::relocate::Walk::new(&mut still, 0);
+        self.relocate(&mut walk);
+        walk.position()
     }
 }
 

@@ -106,8 +106,11 @@ fn large_reservations_stay_unresident_until_written() {
 }
 
 /// Active defragmentation moves our values: after churn (many keys of every type created, most
-/// deleted) and `activedefrag yes` with thresholds that make every cycle run, `INFO bf` counts
-/// moved allocations, and every remaining key dumps to the same bytes and answers as before.
+/// deleted, beside a few values with many allocations: a chain of many links, a Top-K with a
+/// large heap, a t-digest with many centroids, a cuckoo filter of many sub-filters) and
+/// `activedefrag yes` with thresholds that make every cycle run, `INFO bf` counts moved
+/// allocations in several families, the large values were walked across several calls with a
+/// cursor (`bf_defrag_resumed`), and every key dumps to the same bytes and answers as before.
 /// Needs a Redis with active defrag (Redis 8.2 from `scripts/ci/get_redis8.sh`, through
 /// `BLOOMGATE_REDIS_SERVER`); Debian's 7.0 refuses `activedefrag yes` and the test says SKIPPED.
 #[test]
@@ -135,6 +138,7 @@ fn active_defrag_moves_values_and_keeps_answers() {
         "WF.RESERVE wf:{i} 0.1 10 60000 2",
         "CBF.RESERVE cbf:{i} 0.1 10",
     ];
+    let large = large_values(c);
     let mut pipe = redis::pipe();
     for i in 0..KEYS {
         for line in create {
@@ -144,7 +148,7 @@ fn active_defrag_moves_values_and_keeps_answers() {
     }
     let _: () = pipe.query(c).unwrap();
     // Keep every eighth key of each type: the rest leaves holes in the slabs.
-    let kept: Vec<String> = create
+    let churned: Vec<String> = create
         .iter()
         .flat_map(|line| {
             let prefix = line.split(' ').nth(1).unwrap().replace("{i}", "");
@@ -152,13 +156,14 @@ fn active_defrag_moves_values_and_keeps_answers() {
         })
         .collect();
     let mut pipe = redis::pipe();
-    for (n, key) in kept.iter().enumerate() {
+    for (n, key) in churned.iter().enumerate() {
         if n % 8 != 0 {
             pipe.cmd("DEL").arg(key).ignore();
         }
     }
     let _: () = pipe.query(c).unwrap();
-    let kept: Vec<&String> = kept.iter().step_by(8).collect();
+    let mut kept: Vec<String> = churned.into_iter().step_by(8).collect();
+    kept.extend(LARGE_KEYS.iter().map(|k| k.to_string()));
     let dumps = |c: &mut redis::Connection| -> Vec<Vec<u8>> {
         let mut pipe = redis::pipe();
         for key in &kept {
@@ -172,25 +177,44 @@ fn active_defrag_moves_values_and_keeps_answers() {
         "CONFIG SET active-defrag-threshold-lower 0",
         "CONFIG SET active-defrag-cycle-min 50",
         "CONFIG SET active-defrag-cycle-max 75",
+        // Values with more allocations than this go through the resumable (cursor) path.
+        "CONFIG SET active-defrag-max-scan-fields 200",
         "CONFIG SET activedefrag yes",
     ] {
         assert_eq!(cmd(c, line), Value::Okay, "{line}");
     }
-    let hits = |c: &mut redis::Connection| -> u64 {
-        info_field(c, "bf", "bf_defrag_hits").parse().unwrap()
+    let field = |c: &mut redis::Connection, name: &str| -> u64 {
+        info_field(c, "bf", &format!("bf_{name}")).parse().unwrap()
     };
-    // Bounded wait: up to 600 polls, 100 ms apart.
+    let families = ["bf", "cf", "cms", "topk", "tdigest", "wf", "cbf"];
+    let families_hit = |c: &mut redis::Connection| -> Vec<&str> {
+        families
+            .into_iter()
+            .filter(|f| field(c, &format!("{f}_defrag_hits")) > 0)
+            .collect()
+    };
+    // Bounded wait: up to 600 polls, 100 ms apart, for hits in every family and a resumed walk.
     for _ in 0..600 {
-        if hits(c) > 0 {
+        if families_hit(c).len() == families.len() && field(c, "defrag_resumed") > 0 {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let moved = hits(c);
-    let misses: u64 = info_field(c, "bf", "bf_defrag_misses").parse().unwrap();
-    eprintln!("active defrag: {moved} allocations moved, {misses} left in place");
-    assert!(moved > 0, "no value was moved ({misses} left in place)");
     cmd(c, "CONFIG SET activedefrag no");
+    let text: String = redis::cmd("INFO").arg("bf").query(c).unwrap();
+    eprintln!("active defrag:\n{text}");
+    let moved = field(c, "defrag_hits");
+    let per_family: u64 = families
+        .iter()
+        .map(|f| field(c, &format!("{f}_defrag_hits")))
+        .sum();
+    assert_eq!(per_family, moved, "the families' hits add up to the total");
+    let hit = families_hit(c);
+    assert_eq!(hit, families, "every family has moved allocations");
+    assert!(
+        field(c, "defrag_resumed") > 0,
+        "no walk paused and resumed with a cursor"
+    );
     assert_eq!(dumps(c), before, "a moved value changed");
     for key in &kept {
         let reply = match key.split(':').next().unwrap() {
@@ -203,4 +227,68 @@ fn active_defrag_moves_values_and_keeps_answers() {
     }
     assert_eq!(cmd(c, "BF.EXISTS bf:0 a"), int(1));
     assert_eq!(cmd(c, "CBF.COUNT cbf:0 b"), int(1));
+    assert_eq!(large_values(c), large, "a large value answers differently");
+}
+
+/// The values with many allocations [`large_values`] makes.
+const LARGE_KEYS: [&str; 4] = ["big:bf", "big:cf", "big:topk", "big:td"];
+
+/// Makes the values with many allocations on the first call (when they do not exist yet), and
+/// returns their answers: every item of the chain and the cuckoo filter, the Top-K's list, the
+/// t-digest's quantiles.
+fn large_values(c: &mut redis::Connection) -> Vec<Value> {
+    const ITEMS: usize = 600;
+    let fresh = cmd(c, "EXISTS big:bf") == int(0);
+    if fresh {
+        cmd(c, "BF.RESERVE big:bf 0.01 4 EXPANSION 1");
+        cmd(c, "CF.RESERVE big:cf 64 BUCKETSIZE 2 EXPANSION 1");
+        cmd(c, "TOPK.RESERVE big:topk 1500 64 4 0.9");
+        cmd(c, "TDIGEST.CREATE big:td COMPRESSION 500");
+        let mut pipe = redis::pipe();
+        for i in 0..ITEMS {
+            pipe.cmd("BF.ADD")
+                .arg("big:bf")
+                .arg(format!("item{i}"))
+                .ignore();
+            pipe.cmd("CF.ADD")
+                .arg("big:cf")
+                .arg(format!("item{i}"))
+                .ignore();
+        }
+        for i in 0..3000 {
+            pipe.cmd("TOPK.ADD")
+                .arg("big:topk")
+                .arg(format!("item{}", i % 1700))
+                .ignore();
+        }
+        for i in 0..5000 {
+            pipe.cmd("TDIGEST.ADD")
+                .arg("big:td")
+                .arg((i * 7919 % 10007) as f64 / 3.0)
+                .ignore();
+        }
+        let _: () = pipe.query(c).unwrap();
+    }
+    let mut pipe = redis::pipe();
+    for i in 0..ITEMS {
+        pipe.cmd("BF.EXISTS").arg("big:bf").arg(format!("item{i}"));
+        pipe.cmd("CF.EXISTS").arg("big:cf").arg(format!("item{i}"));
+    }
+    pipe.cmd("TOPK.LIST").arg("big:topk").arg("WITHCOUNT");
+    pipe.cmd("TDIGEST.QUANTILE")
+        .arg("big:td")
+        .arg(0.01)
+        .arg(0.5)
+        .arg(0.99);
+    pipe.cmd("BF.INFO").arg("big:bf").arg("FILTERS");
+    let answers: Vec<Value> = pipe.query(c).unwrap();
+    if fresh {
+        assert!(answers[..2 * ITEMS].iter().all(|a| *a == int(1)));
+        let links = answers.last().unwrap();
+        assert!(
+            matches!(links, Value::Array(a) if matches!(a[..], [Value::Int(n)] if n > 50)),
+            "a chain of many links: {links:?}"
+        );
+    }
+    answers
 }

@@ -65,6 +65,10 @@ impl StorageUnit for Block {
         units
     }
 
+    fn relocate(store: &mut Vec<Block>, walk: &mut crate::relocate::Walk<'_>) {
+        walk.vec(store);
+    }
+
     fn words(units: &[Block]) -> &[u64] {
         // SAFETY: Block is repr(C) around [u64; 8] with no padding (asserted above), so a slice
         // of n blocks is exactly 8n contiguous, initialised, suitably aligned u64s.

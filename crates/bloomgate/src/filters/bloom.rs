@@ -97,6 +97,12 @@ impl<L: BitLayout> Bloom<L> {
         &self.store
     }
 
+    /// Offers the bit array's buffer to a host that moves allocations (one slot; see
+    /// [`crate::relocate`]).
+    pub fn relocate(&mut self, walk: &mut crate::relocate::Walk<'_>) {
+        L::Unit::relocate(&mut self.store, walk);
+    }
+
     fn units(&self) -> &[L::Unit] {
         L::Unit::units(&self.store)
     }

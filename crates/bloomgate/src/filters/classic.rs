@@ -54,6 +54,10 @@ impl StorageUnit for u64 {
         BitArray::from_words(units)
     }
 
+    fn relocate(store: &mut BitArray, walk: &mut crate::relocate::Walk<'_>) {
+        store.relocate(walk);
+    }
+
     fn words(units: &[u64]) -> &[u64] {
         units
     }

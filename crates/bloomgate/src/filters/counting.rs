@@ -74,6 +74,12 @@ impl CountingBloomFilter {
         })
     }
 
+    /// Offers the counters' buffer to a host that moves allocations (one slot; see
+    /// [`crate::relocate`]).
+    pub fn relocate(&mut self, walk: &mut crate::relocate::Walk<'_>) {
+        walk.vec(&mut self.counters);
+    }
+
     /// Bytes of the counters of a filter of `params` with `counter_bits`-bit counters, checked
     /// as [`Self::with_counter_bits`] checks them, without allocating.
     pub fn counter_bytes(params: &Params, counter_bits: u32) -> Result<u64> {

@@ -71,6 +71,8 @@ pub trait StorageUnit: Copy + Default + PartialEq + Eq + Debug + Send + Sync + '
     fn from_atomic(units: Vec<Self::Atomic>) -> Vec<Self>;
     /// The atomic units as consecutive atomic words.
     fn atomic_words(units: &[Self::Atomic]) -> &[AtomicU64];
+    /// Offers a store's buffer to a host that moves allocations (one slot).
+    fn relocate(store: &mut Self::Store, walk: &mut crate::relocate::Walk<'_>);
 }
 
 /// A bit layout: how a key's hash marks and checks bits. The value is the kernel chosen for

@@ -131,6 +131,15 @@ impl ScalableBloomFilter {
         Params::for_items(Layout::Classic, capacity, link_fpr)
     }
 
+    /// Offers the link array's buffer, then each link's bits, to a host that moves allocations
+    /// (see [`crate::relocate`]).
+    pub fn relocate(&mut self, walk: &mut crate::relocate::Walk<'_>) {
+        walk.vec(&mut self.links);
+        for link in &mut self.links {
+            link.relocate(walk);
+        }
+    }
+
     /// Bytes of the bit array of link `i` (0-based) in this filter's growth schedule, without
     /// allocating it: what a caller checks against a memory budget before the link exists.
     pub fn link_bytes(&self, i: usize) -> Result<u64> {

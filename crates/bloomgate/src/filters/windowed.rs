@@ -277,6 +277,23 @@ pub struct WindowedBloomFilter {
 }
 
 impl WindowedBloomFilter {
+    /// Offers the generation ring's buffer, then each generation's links and bits, to a host
+    /// that moves allocations (see [`crate::relocate`]); a generation a clone still shares is
+    /// reported as shared, not offered.
+    pub fn relocate(&mut self, walk: &mut crate::relocate::Walk<'_>) {
+        // A VecDeque converts to and from a Vec over the same buffer, never reallocating.
+        let mut ring: Vec<Generation> = std::mem::take(&mut self.generations).into();
+        walk.vec(&mut ring);
+        self.generations = ring.into();
+        for generation in &mut self.generations {
+            match Arc::get_mut(&mut generation.bits) {
+                Some(Bits::Scalable(f)) => f.relocate(walk),
+                Some(Bits::Legacy(f)) => f.relocate(walk),
+                None => walk.slot(|r| r.shared()),
+            }
+        }
+    }
+
     /// An empty filter whose clock is at `now_ms`, seed [`DEFAULT_SEED`]. Generations are
     /// allocated as their slots receive writes.
     pub fn new(config: WindowConfig, now_ms: u64) -> Result<Self> {

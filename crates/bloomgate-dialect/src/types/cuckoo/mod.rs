@@ -17,6 +17,7 @@
 use crate::budget::{Admitted, Allowance, Shape};
 use crate::encoding::murmur::murmur64a;
 use crate::types::cow::CowArray;
+use bloomgate::relocate::Walk;
 
 mod batch;
 
@@ -510,6 +511,15 @@ impl CuckooChain {
             let bytes = f.slots.read(0, f.slots.len()).expect("whole array");
             (f.buckets, bytes)
         })
+    }
+
+    /// Offers the sub-filter array, then each sub-filter's slots, to a host that moves
+    /// allocations (see [`bloomgate::relocate`]).
+    pub fn relocate(&mut self, walk: &mut Walk<'_>) {
+        walk.vec(&mut self.filters);
+        for filter in &mut self.filters {
+            filter.slots.relocate(walk);
+        }
     }
 
     /// Heap bytes the filter holds beyond its own struct (sub-filter table and slots, in

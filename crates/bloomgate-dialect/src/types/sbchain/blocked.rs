@@ -295,6 +295,15 @@ impl BlockedChain {
                 .sum::<u64>()
     }
 
+    /// Offers the link array, then each link's blocks, to a host that moves allocations (see
+    /// [`bloomgate::relocate`]).
+    pub fn relocate(&mut self, walk: &mut bloomgate::relocate::Walk<'_>) {
+        walk.boxed_slice(&mut self.links);
+        for link in &mut self.links {
+            link.filter.relocate(walk);
+        }
+    }
+
     /// Heap bytes beyond the struct: the link slice and the bit arrays.
     pub fn heap_bytes(&self) -> u64 {
         crate::types::cow::allocation_size(size_of_val::<[BlockedLink]>(&self.links) as u64)

@@ -11,6 +11,7 @@
 use crate::budget::{Admitted, Allowance, Shape};
 use crate::encoding::murmur::murmur64a;
 use crate::types::cow::CowArray;
+use bloomgate::relocate::Walk;
 
 mod batch;
 mod blocked;
@@ -587,6 +588,15 @@ impl BloomChain {
     /// The dump header's option bits.
     pub fn options(&self) -> u32 {
         self.options.bits()
+    }
+
+    /// Offers the link array, then each link's bits, to a host that moves allocations (see
+    /// [`bloomgate::relocate`]).
+    pub fn relocate(&mut self, walk: &mut Walk<'_>) {
+        walk.boxed_slice(&mut self.links);
+        for link in &mut self.links {
+            link.bits.relocate(walk);
+        }
     }
 
     /// Heap bytes the chain holds beyond its own struct (links and bits, in allocator size

@@ -194,6 +194,13 @@ impl TDigest {
         memory_for(self.cap() as u64)
     }
 
+    /// Offers the centroid arrays (means, weights) to a host that moves allocations (see
+    /// [`bloomgate::relocate`]).
+    pub fn relocate(&mut self, walk: &mut bloomgate::relocate::Walk<'_>) {
+        walk.vec(&mut self.means);
+        walk.vec(&mut self.weights);
+    }
+
     /// Heap bytes held, in allocator size classes.
     pub fn heap_bytes(&self) -> u64 {
         allocation_size(STRUCT_BYTES) + 2 * allocation_size(self.cap() as u64 * 8)

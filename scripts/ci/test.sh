@@ -19,10 +19,13 @@ else
 fi
 # Redis 8.2 (fetched once by scripts/ci/get_redis8.sh): RedisBloom 8's unprefixed configs, the
 # t-digest and every other module test but the RedisBloom 2.4 RDB fixture, whose MEMORY USAGE
-# and DUMP footer are Redis 7.0's.
+# and DUMP footer are Redis 7.0's; then the float text of serve's replies, Redis 8.2 as the oracle.
 if R8=$(bash scripts/ci/get_redis8.sh); then
   echo "== the module inside Redis 8.2"
   BLOOMGATE_REDIS_SERVER="$R8" cargo test --locked -p bloomgate-module --test module_redis
+  echo "== serve's double replies against Redis 8.2's text (about 20,000 doubles)"
+  BLOOMGATE_REDIS8_SERVER="$R8" BLOOMGATE_REQUIRE_REDIS8=1 \
+    cargo test --locked -p bloomgate-dialect --test float_text_redis8
 else
   echo "SKIPPED the module inside Redis 8.2: scripts/ci/get_redis8.sh could not fetch it"
 fi

@@ -459,7 +459,7 @@ mod tests {
     #[test]
     fn grisu2_digits_of_known_cases() {
         assert_eq!(
-            digits_of(206146988113828.125),
+            digits_of(206_146_988_113_828.0 + 0.125),
             ("20614698811382812".into(), -2)
         );
         assert_eq!(digits_of(0.1), ("1".into(), -1));

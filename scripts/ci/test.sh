@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test suite: every crate's unit, property, statistical and integration tests, then the
-# module's tests again inside Valkey and Redis 8.2, the real-client smoke tests (redis-cli, redis-py) against
+# module's tests again inside Valkey and Redis 8.2, the real-client smoke tests (redis-cli, redis-py, node-redis) against
 # a real `bloomgate serve`, the gate's client tests (scripts/ci/gate_feed.py, gate_clients.py), the Redis
 # Cluster test (six redis-server nodes with the module, scripts/ci/cluster_test.py), the Python
 # package's pytest suite (scripts/ci/python_tests.sh), what users install (scripts/ci/package_check.sh:
@@ -35,7 +35,9 @@ echo "== redis-py smoke test"
 python3 scripts/ci/redis_py_smoke.py --bin target/debug/bloomgate
 echo "== redis-py pub/sub test"
 python3 scripts/ci/redis_py_pubsub.py --bin target/debug/bloomgate
-echo "smoke: 3 passed, 0 failed"
+echo "== node-redis pub/sub test"
+python3 scripts/ci/node_pubsub.py --bin target/debug/bloomgate
+echo "smoke: 4 passed, 0 failed"
 echo "== the gate over RESP: redis-py feed simulations (SQLite; PostgreSQL stopped half-way), Go (redigo), node-redis"
 python3 scripts/ci/gate_feed.py --bin target/debug/bloomgate --store sqlite
 python3 scripts/ci/gate_feed.py --bin target/debug/bloomgate --store postgres --outage

@@ -141,7 +141,11 @@ mod tests {
             (2.71, "2.71"),
             (1234567.125, "1234567.125"),
             (0.12345678901234567, "0.12345678901234566"),
-            // Grisu2 ends an exact halfway case on the lower digit.
+            // Grisu2: a 17th digit where 16 suffice, a long plain integer where the shortest
+            // digits would be one, an exact halfway case ended on the lower digit.
+            (161.3018901404687, "161.30189014046871"),
+            (1e23, "99999999999999990000000"),
+            (8e23, "7.999999999999999e+23"),
             (206_146_988_113_828.0 + 0.125, "206146988113828.12"),
             (-206_146_988_113_828.0 - 0.125, "-206146988113828.12"),
         ] {

@@ -6,7 +6,8 @@
 //! we do. About 20,000 doubles: random bit patterns, random decimals, exact halfway cases at
 //! large magnitudes, subnormals, powers of ten and their neighbours, integers around 2^53 and
 //! 2^62, and values from digest- and sketch-like arithmetic; half of them over RESP2 (bulk
-//! strings), half over RESP3 (`,` doubles). Skipped, saying so, without a Redis 8 binary
+//! strings), half over RESP3 (`,` doubles); a sample again through ZADD and ZSCORE, to show
+//! the Lua route writes what a command's double reply does. Skipped, saying so, without a Redis 8 binary
 //! (`bash scripts/ci/get_redis8.sh`) unless `BLOOMGATE_REQUIRE_REDIS8=1`.
 
 use std::io::{BufRead, BufReader, Write};
@@ -250,6 +251,36 @@ fn double_replies_are_redis_8_text() {
             if ours != text {
                 differ.push(format!("{x:e}: Redis 8 {text}, ours {ours}"));
             }
+        }
+    }
+    // The route itself: ZSCORE, another addReplyDouble reply, agrees on a sample.
+    let sample: Vec<f64> = cases
+        .iter()
+        .copied()
+        .step_by(40)
+        .filter(|x| *x != 0.0)
+        .collect();
+    let pairs: Vec<(String, String)> = sample
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (format!("{x:e}"), format!("m{i}")))
+        .collect();
+    let mut zadd: Vec<&[u8]> = vec![b"ZADD", b"z"];
+    for (score, member) in &pairs {
+        zadd.extend([score.as_bytes(), member.as_bytes()]);
+    }
+    resp2.send(&zadd);
+    resp2.skip();
+    for (_, member) in &pairs {
+        resp2.send(&[b"ZSCORE", b"z", member.as_bytes()]);
+    }
+    for x in &sample {
+        let head = resp2.line();
+        assert!(head.starts_with('$'), "ZSCORE answered {head}");
+        let text = resp2.line();
+        let ours = format_double(*x);
+        if ours != text {
+            differ.push(format!("{x:e}: Redis 8 ZSCORE {text}, ours {ours}"));
         }
     }
     assert!(

@@ -8,7 +8,8 @@
 //! 2^62, and values from digest- and sketch-like arithmetic; half of them over RESP2 (bulk
 //! strings), half over RESP3 (`,` doubles); a sample again through ZADD and ZSCORE, to show
 //! the Lua route writes what a command's double reply does. Skipped, saying so, without a Redis 8 binary
-//! (`bash scripts/ci/get_redis8.sh`) unless `BLOOMGATE_REQUIRE_REDIS8=1`.
+//! (`bash scripts/ci/get_redis8.sh`) unless `BLOOMGATE_REQUIRE_REDIS8=1`. A longer run:
+//! `BLOOMGATE_FLOAT_FUZZ_RANDOM=2000000` random bit patterns instead of 5,000.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
@@ -123,8 +124,12 @@ impl Rng {
 fn cases() -> Vec<f64> {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut v = Vec::new();
-    // Random bit patterns of finite doubles.
-    while v.len() < 5000 {
+    // Random bit patterns of finite doubles (more with BLOOMGATE_FLOAT_FUZZ_RANDOM=N).
+    let random: usize = std::env::var("BLOOMGATE_FLOAT_FUZZ_RANDOM")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(5000);
+    while v.len() < random {
         let x = f64::from_bits(rng.next());
         if x.is_finite() {
             v.push(x);

@@ -185,21 +185,23 @@ pub fn redis_server_at(
 }
 
 /// A Redis 8 `redis-server` for tests that compare with Redis 8 itself (Debian's is 7.0):
-/// `$BLOOMGATE_REDIS8_SERVER`, else `redis8/redis-server` in the target directory (where
-/// `scripts/ci/get_redis8.sh` puts it), else `$BLOOMGATE_REDIS_SERVER` when that is Redis 8.
+/// `$BLOOMGATE_REDIS8_SERVER`, else `redis8/redis-server` in the target directory or the
+/// workspace's `target/` (where `scripts/ci/get_redis8.sh` puts it), else
+/// `$BLOOMGATE_REDIS_SERVER` when that is Redis 8.
 /// When there is none it says loudly that `test` is skipped and returns `None`, unless
 /// `BLOOMGATE_REQUIRE_REDIS8=1` (CI, after `get_redis8.sh`), where it panics.
 pub fn redis8_server_binary(test: &str) -> Option<String> {
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            // target/debug/deps/<test binary>
-            let exe = std::env::current_exe().ok()?;
-            Some(exe.parent()?.parent()?.parent()?.to_path_buf())
-        });
+    let in_target = |dir: PathBuf| Some(dir.join("redis8/redis-server").display().to_string());
     let candidates = [
         std::env::var("BLOOMGATE_REDIS8_SERVER").ok(),
-        target_dir.map(|t| t.join("redis8/redis-server").display().to_string()),
+        std::env::var_os("CARGO_TARGET_DIR").and_then(|t| in_target(t.into())),
+        // target/debug/deps/<test binary>
+        std::env::current_exe()
+            .ok()
+            .and_then(|exe| in_target(exe.parent()?.parent()?.parent()?.to_path_buf())),
+        // The workspace's own target/, where get_redis8.sh puts it by default.
+        std::env::var_os("CARGO_MANIFEST_DIR")
+            .and_then(|m| in_target(PathBuf::from(m).join("../../target"))),
         std::env::var("BLOOMGATE_REDIS_SERVER").ok(),
     ];
     let is_redis8 = |binary: &String| {

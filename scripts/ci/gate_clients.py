@@ -49,15 +49,12 @@ def go_client(port, requests, scratch, failures):
 
 
 def node_client(port, failures):
-    if not shutil.which("node") or not shutil.which("npm"):
-        return skipped("node-redis", "node and npm are not installed", failures)
-    prefix = os.path.join(ROOT, "target", "node-redis")
-    modules = os.path.join(prefix, "node_modules")
-    if not os.path.isdir(os.path.join(modules, "redis")):
-        os.makedirs(prefix, exist_ok=True)
-        if not run(["npm", "install", "--no-save", "--no-audit", "--no-fund", "--prefix", prefix, "redis@^5"],
-                   failures, "npm install redis"):
-            return
+    try:
+        modules, why = bgtest.node_redis()
+    except RuntimeError as e:
+        return failures.append(str(e))
+    if modules is None:
+        return skipped("node-redis", why, failures)
     env = dict(os.environ, NODE_PATH=modules)
     run(["node", os.path.join(ROOT, "scripts/ci/node/gate_node_test.js"), str(port)], failures, "node-redis test",
         env=env)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test suite: every crate's unit, property, statistical and integration tests, then the
-# module's tests again inside Valkey and Redis 8.2, the real-client smoke tests (redis-cli, redis-py) against
+# module's tests again inside Valkey and Redis 8.2, the real-client smoke tests (redis-cli, redis-py, node-redis) against
 # a real `bloomgate serve`, the gate's client tests (scripts/ci/gate_feed.py, gate_clients.py), the Redis
 # Cluster test (six redis-server nodes with the module, scripts/ci/cluster_test.py), the Python
 # package's pytest suite (scripts/ci/python_tests.sh), what users install (scripts/ci/package_check.sh:
@@ -19,10 +19,13 @@ else
 fi
 # Redis 8.2 (fetched once by scripts/ci/get_redis8.sh): RedisBloom 8's unprefixed configs, the
 # t-digest and every other module test but the RedisBloom 2.4 RDB fixture, whose MEMORY USAGE
-# and DUMP footer are Redis 7.0's.
+# and DUMP footer are Redis 7.0's; then the float text of serve's replies, Redis 8.2 as the oracle.
 if R8=$(bash scripts/ci/get_redis8.sh); then
   echo "== the module inside Redis 8.2"
   BLOOMGATE_REDIS_SERVER="$R8" cargo test --locked -p bloomgate-module --test module_redis
+  echo "== serve's double replies against Redis 8.2's text (about 20,000 doubles)"
+  BLOOMGATE_REDIS8_SERVER="$R8" BLOOMGATE_REQUIRE_REDIS8=1 \
+    cargo test --locked -p bloomgate-dialect --test float_text_redis8
 else
   echo "SKIPPED the module inside Redis 8.2: scripts/ci/get_redis8.sh could not fetch it"
 fi
@@ -32,7 +35,9 @@ echo "== redis-py smoke test"
 python3 scripts/ci/redis_py_smoke.py --bin target/debug/bloomgate
 echo "== redis-py pub/sub test"
 python3 scripts/ci/redis_py_pubsub.py --bin target/debug/bloomgate
-echo "smoke: 3 passed, 0 failed"
+echo "== node-redis pub/sub test"
+python3 scripts/ci/node_pubsub.py --bin target/debug/bloomgate
+echo "smoke: 4 passed, 0 failed"
 echo "== the gate over RESP: redis-py feed simulations (SQLite; PostgreSQL stopped half-way), Go (redigo), node-redis"
 python3 scripts/ci/gate_feed.py --bin target/debug/bloomgate --store sqlite
 python3 scripts/ci/gate_feed.py --bin target/debug/bloomgate --store postgres --outage

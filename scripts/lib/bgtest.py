@@ -2,7 +2,8 @@
 """The scripts' shared helpers (standard library only): free loopback ports, a minimal RESP2
 client (nothing between the clock and the server), waiting until a server answers PING, a
 server process on a free port in its own directory, stopped (and the directory removed) on close,
-a throwaway PostgreSQL (`Postgres`), and the benchmarks' percentile of a sorted list.
+a throwaway PostgreSQL (`Postgres`), node-redis installed once for the node client scripts
+(`node_redis`), and the benchmarks' percentile of a sorted list.
 
 A Python script elsewhere under scripts/ imports it after putting this directory on its path,
 relative to its own file, so it runs from any cwd:
@@ -363,6 +364,26 @@ class Postgres:
 
     def __exit__(self, *_):
         self.close()
+
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+def node_redis():
+    """(NODE_PATH, None): where node-redis (the `redis` package, v5) can be required from,
+    installed with npm into target/node-redis once; (None, why) when node or npm is missing.
+    Raises RuntimeError when npm fails."""
+    if not shutil.which("node") or not shutil.which("npm"):
+        return None, "node and npm are not installed"
+    prefix = os.path.join(ROOT, "target", "node-redis")
+    modules = os.path.join(prefix, "node_modules")
+    if not os.path.isdir(os.path.join(modules, "redis")):
+        os.makedirs(prefix, exist_ok=True)
+        argv = ["npm", "install", "--no-save", "--no-audit", "--no-fund", "--prefix", prefix, "redis@^5"]
+        print("$ " + " ".join(argv))
+        if subprocess.run(argv).returncode != 0:
+            raise RuntimeError("npm install redis failed")
+    return modules, None
 
 
 def main():

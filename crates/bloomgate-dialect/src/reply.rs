@@ -2,6 +2,8 @@
 //! them as RESP2/RESP3 bytes, the module through Redis' reply API. Shapes that differ between
 //! protocol versions (booleans, maps, nulls) are kept distinct so each host can render them.
 
+mod dtoa;
+
 /// One reply.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Reply {
@@ -50,13 +52,11 @@ impl Reply {
 }
 
 /// A double as Redis 8 writes it in a reply (`d2string`): `nan`, `inf`, `-inf`, `0` / `-0`,
-/// integral values within ±2^62 as integers, else the shortest digits that read back to the
-/// same double, in plain notation when the exponent is small (`0.00001`, `123.456`,
-/// `123456789012345680000`) and scientific otherwise (`1.2345e-4`, `1e+22`).
-///
-/// Redis takes its digits from Grisu2, which in rare cases gives one digit more than the
-/// shortest; these are the shortest, so such a reply can be one digit longer there (the
-/// value it reads back to is the same).
+/// integral values within ±2^62 as integers, else the digits Redis' `fpconv_dtoa` (Grisu2)
+/// gives, which read back to the same double but are not always the shortest or the nearest
+/// (`206146988113828.12` for 206146988113828.125), in plain notation when the exponent is small
+/// (`0.00001`, `123.456`, `123456789012345680000`) and scientific otherwise (`1.2345e-4`,
+/// `1e+22`).
 pub fn format_double(v: f64) -> String {
     if v.is_nan() {
         return "nan".into();
@@ -71,49 +71,35 @@ pub fn format_double(v: f64) -> String {
     if (-HALF..=HALF).contains(&v) && v.fract() == 0.0 {
         return (v as i64).to_string();
     }
-    // Shortest round-trip digits and the exponent of the first one.
-    let sci = format!("{:e}", v.abs());
-    let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let exp10: i32 = exp.parse().expect("an integer exponent");
-    let n = digits.len() as i32;
-    // The value is digits x 10^k.
-    let k = exp10 - (n - 1);
     let mut out = String::with_capacity(24);
-    if v < 0.0 {
-        out.push('-');
-    }
-    let magnitude = exp10.abs();
-    if k >= 0 && magnitude < n + 7 {
-        out.push_str(&digits);
-        out.extend(std::iter::repeat_n('0', k as usize));
-    } else if k < 0 && (k > -7 || magnitude < 4) {
-        let point = n + k;
-        if point <= 0 {
-            out.push_str("0.");
-            out.extend(std::iter::repeat_n('0', (-point) as usize));
-            out.push_str(&digits);
-        } else {
-            out.push_str(&digits[..point as usize]);
-            out.push('.');
-            out.push_str(&digits[point as usize..]);
-        }
-    } else {
-        out.push_str(&digits[..1]);
-        if n > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        out.push('e');
-        out.push(if exp10 < 0 { '-' } else { '+' });
-        out.push_str(&magnitude.to_string());
-    }
+    dtoa::write(v, &mut out);
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::format_double;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+        /// Grisu2's digits lie inside the double's rounding interval, so every finite double's
+        /// text reads back to the same double, with at most 17 significant digits (integers
+        /// within ±2^62 are written whole).
+        #[test]
+        fn every_finite_double_reads_back(bits in any::<u64>()) {
+            let v = f64::from_bits(bits);
+            prop_assume!(v.is_finite());
+            let text = format_double(v);
+            let back: f64 = text.parse().unwrap();
+            prop_assert_eq!(back.to_bits(), v.to_bits(), "{} -> {}", v, text);
+            prop_assume!(v.fract() != 0.0 || v.abs() > 2f64.powi(62));
+            let mantissa = text.split('e').next().unwrap();
+            let significant = mantissa.trim_start_matches(['-', '0', '.']).replace('.', "");
+            prop_assert!(significant.trim_end_matches('0').len() <= 17, "{}", text);
+        }
+    }
 
     /// Each value as Redis 8.2 replies with it (RedisBloom's TDIGEST.MIN of a one-value digest).
     #[test]
@@ -155,6 +141,13 @@ mod tests {
             (2.71, "2.71"),
             (1234567.125, "1234567.125"),
             (0.12345678901234567, "0.12345678901234566"),
+            // Grisu2: a 17th digit where 16 suffice, a long plain integer where the shortest
+            // digits would be one, an exact halfway case ended on the lower digit.
+            (161.3018901404687, "161.30189014046871"),
+            (1e23, "99999999999999990000000"),
+            (8e23, "7.999999999999999e+23"),
+            (206_146_988_113_828.0 + 0.125, "206146988113828.12"),
+            (-206_146_988_113_828.0 - 0.125, "-206146988113828.12"),
         ] {
             assert_eq!(format_double(v), text, "{v:e}");
         }

@@ -156,10 +156,19 @@ pub fn have_redis_server(test: &str) -> bool {
 /// loaded). A server that exits is retried on another port only when its log says the port was
 /// taken; otherwise the error is its log.
 pub fn redis_server(dir: &Path, configure: impl Fn(&mut Command)) -> Result<Process, String> {
+    redis_server_at(&redis_server_binary(), dir, configure)
+}
+
+/// [`redis_server`] with another server binary (e.g. [`redis8_server_binary`]'s).
+pub fn redis_server_at(
+    binary: &str,
+    dir: &Path,
+    configure: impl Fn(&mut Command),
+) -> Result<Process, String> {
     let log_of = |port: u16| dir.join(format!("redis-{port}.log"));
     let mut last_log = String::new();
     let command = |port: u16| {
-        let mut c = Command::new(redis_server_binary());
+        let mut c = Command::new(binary);
         c.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--dir"])
             .arg(dir)
@@ -173,6 +182,48 @@ pub fn redis_server(dir: &Path, configure: impl Fn(&mut Command)) -> Result<Proc
         last_log.contains("Address already in use")
     };
     Process::start(command, None, Duration::from_secs(60), retry).ok_or(last_log)
+}
+
+/// A Redis 8 `redis-server` for tests that compare with Redis 8 itself (Debian's is 7.0):
+/// `$BLOOMGATE_REDIS8_SERVER`, else `redis8/redis-server` in the target directory or the
+/// workspace's `target/` (where `scripts/ci/get_redis8.sh` puts it), else
+/// `$BLOOMGATE_REDIS_SERVER` when that is Redis 8.
+/// When there is none it says loudly that `test` is skipped and returns `None`, unless
+/// `BLOOMGATE_REQUIRE_REDIS8=1` (CI, after `get_redis8.sh`), where it panics.
+pub fn redis8_server_binary(test: &str) -> Option<String> {
+    let in_target = |dir: PathBuf| Some(dir.join("redis8/redis-server").display().to_string());
+    let candidates = [
+        std::env::var("BLOOMGATE_REDIS8_SERVER").ok(),
+        std::env::var_os("CARGO_TARGET_DIR").and_then(|t| in_target(t.into())),
+        // target/debug/deps/<test binary>
+        std::env::current_exe()
+            .ok()
+            .and_then(|exe| in_target(exe.parent()?.parent()?.parent()?.to_path_buf())),
+        // The workspace's own target/, where get_redis8.sh puts it by default.
+        std::env::var_os("CARGO_MANIFEST_DIR")
+            .and_then(|m| in_target(PathBuf::from(m).join("../../target"))),
+        std::env::var("BLOOMGATE_REDIS_SERVER").ok(),
+    ];
+    let is_redis8 = |binary: &String| {
+        Command::new(binary)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| {
+                o.status.success() && String::from_utf8_lossy(&o.stdout).contains("v=8.")
+            })
+    };
+    let found = candidates.into_iter().flatten().find(is_redis8);
+    if found.is_none() {
+        let message = format!(
+            "SKIPPED {test}: no Redis 8 redis-server (bash scripts/ci/get_redis8.sh fetches it, \
+             or set BLOOMGATE_REDIS8_SERVER)"
+        );
+        if std::env::var("BLOOMGATE_REQUIRE_REDIS8").is_ok_and(|v| v == "1") {
+            panic!("{message}, and BLOOMGATE_REQUIRE_REDIS8=1");
+        }
+        eprintln!("{message}");
+    }
+    found
 }
 
 /// A TCP proxy on a free 127.0.0.1 port in front of `target` that can be frozen: while frozen

@@ -909,7 +909,7 @@ fn tdigest_info(c: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {
 
 /// TDIGEST.* replies and errors (RESP2 and RESP3), as RedisBloom 8 gives them, from the server
 /// on 127.0.0.1:`port`. The values are chosen so every double is written the same by Redis 7's
-/// `%.17g` and Redis 8's shortest form.
+/// `%.17g` and Redis 8's Grisu2 form.
 pub fn tdigest_replies(port: u16) {
     let mut con = connect(port);
     let c = &mut con;

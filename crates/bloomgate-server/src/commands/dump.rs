@@ -58,7 +58,7 @@ fn dump(ctx: &mut Ctx, args: &Args) -> Reply {
 /// FREQ are validated and otherwise ignored (the server keeps no LRU/LFU data). A value larger
 /// than the memory budget (`maxmemory`, else the machine's memory) gets the OOM error; a dialect
 /// value larger than `bloom-memory-usage-limit` gets the cap's error, unless replayed from the
-/// log (then it is kept, with a warning).
+/// log (then it is kept; the load reports keys past the cap).
 fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
     let (mut replace, mut absttl, mut idle, mut freq) = (false, false, false, false);
     let mut j = 4;
@@ -100,8 +100,7 @@ fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
         Some(ttl) if ttl < 0 => return Reply::error("ERR Invalid TTL value, must be >= 0"),
         Some(ttl) => ttl,
     };
-    let cap = ctx.key_cap();
-    let value = match restore_capped(args[3], ctx.store.memory_budget(), cap) {
+    let value = match restore_capped(args[3], ctx.store.memory_budget(), ctx.key_cap()) {
         Ok(Restored::Dialect(value)) => Data::Dialect(value),
         Ok(Restored::String(s)) => Data::String(s),
         Err(PayloadError::VersionOrChecksum) => {
@@ -114,17 +113,6 @@ fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
         }
         Err(PayloadError::OverCap) => return Reply::error(ERR_CAP),
     };
-    if let Data::Dialect(value) = &value {
-        if cap.limit > 0 && value.memory() > cap.limit {
-            ctx.warn(&format!(
-                "key '{}' restored from the log is past bloom-memory-usage-limit ({} > {} \
-                 bytes): kept, as replayed data is never refused",
-                String::from_utf8_lossy(key),
-                value.memory(),
-                cap.limit
-            ));
-        }
-    }
     let deleted = replace && ctx.db().remove(key, now);
     let expires_at = match ttl {
         0 => None,

@@ -144,7 +144,10 @@ impl dialect::Host for ServerHost<'_> {
         self.replaying
     }
     fn warn(&mut self, message: &str) {
-        eprintln!("bloomgate: warning: {message}");
+        // A replayed log reports its keys past the cap once, when the load ends.
+        if !self.replaying {
+            eprintln!("bloomgate: warning: {message}");
+        }
     }
     fn notify(&mut self, event: &str, key: &[u8]) {
         self.store.pubsub.notify(Events::MODULE, event, key);

@@ -70,8 +70,9 @@ fn replicas_reloads_and_restarts_load_keys_over_the_cap() {
 
     // The replica runs with a 1 MB cap, set by load argument.
     let master_port = master.port.to_string();
+    let replica_dir = temp_dir("cap-replica");
     let replica = Redis::start(
-        &temp_dir("cap-replica"),
+        &replica_dir,
         &["bloom-memory-usage-limit", "1mb"],
         &["--replicaof", "127.0.0.1", &master_port],
     );
@@ -105,6 +106,18 @@ fn replicas_reloads_and_restarts_load_keys_over_the_cap() {
         assert!(memory_usage(r, key) > 1 << 20, "{key}");
     }
     assert_eq!(cmd(r, "BF.EXISTS grown g399999"), int(1));
+    // The replica logged what it kept over its cap: values loaded (the full sync, the
+    // RESTORE) and replicated commands.
+    let log =
+        std::fs::read_to_string(replica_dir.join(format!("redis-{}.log", replica.port))).unwrap();
+    assert!(
+        log.contains("a value past bloom-memory-usage-limit was loaded"),
+        "{log}"
+    );
+    assert!(
+        log.contains("a replicated or loaded value is past bloom-memory-usage-limit"),
+        "{log}"
+    );
     // The replica reloads its own RDB with the keys over its cap.
     assert_eq!(cmd(r, "DEBUG RELOAD"), Value::Okay);
     for key in keys {

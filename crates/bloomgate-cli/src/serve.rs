@@ -41,12 +41,15 @@ pub struct Args {
     /// Memory limit for the dataset (bytes, or with k/kb/m/mb/g/gb); 0 = unlimited
     #[arg(long, env = "BLOOMGATE_MAXMEMORY")]
     pub maxmemory: Option<String>,
+    /// Most memory one filter or sketch may take (bytes, or with k/kb/m/mb/g/gb); 0 = no cap
+    #[arg(long, env = "BLOOMGATE_BLOOM_MEMORY_USAGE_LIMIT")]
+    pub bloom_memory_usage_limit: Option<String>,
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9121; a bare port means
     /// loopback; a non-loopback address needs --unprotected, as the endpoint has no password)
     #[arg(long, env = "BLOOMGATE_METRICS_ADDR")]
     pub metrics_addr: Option<String>,
     /// Config file: one `name value` per line (`#` comments): the options above by name
-    /// (`metrics-addr`), plus bf-*/cf-* settings
+    /// (`metrics-addr`), plus bf-*/cf-* settings and bloom-memory-usage-limit
     #[arg(long, env = "BLOOMGATE_CONFIG")]
     pub config: Option<PathBuf>,
     /// Allow a non-loopback --bind without --requirepass (turns off protected mode)
@@ -102,6 +105,7 @@ impl From<Args> for Options {
             enable_debug_command: a.enable_debug_command,
             repair_log: a.repair_log,
             maxmemory: a.maxmemory,
+            bloom_memory_usage_limit: a.bloom_memory_usage_limit,
             metrics_addr: a.metrics_addr,
             config: a.config,
             unprotected: a.unprotected,

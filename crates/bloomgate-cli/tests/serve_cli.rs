@@ -1,5 +1,5 @@
 //! What only the `bloomgate serve` binary shows: the options from flags, the environment and a
-//! config file; the jemalloc-backed `used_memory` under `--maxmemory`; metrics; protected mode
+//! config file (and `--bloom-memory-usage-limit`); the jemalloc-backed `used_memory` under `--maxmemory`; metrics; protected mode
 //! refusing at start; and the gate's remote mode (`demo feed --filters resp://`) against it.
 
 use std::io::{Read, Write};
@@ -39,6 +39,8 @@ fn auth_maxmemory_metrics_env_and_config_file() {
             "8mb",
             "--metrics-addr",
             &metrics,
+            "--bloom-memory-usage-limit",
+            "1mb",
         ],
     );
     // Not `server.conn()`, which would authenticate.
@@ -65,6 +67,17 @@ fn auth_maxmemory_metrics_env_and_config_file() {
     assert_eq!(
         error_of(&mut c, "BF.RESERVE huge 0.001 10000000"),
         "OOM command not allowed when used memory > 'maxmemory'."
+    );
+    // Under maxmemory but over the per-key cap.
+    let cap: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("bloom-memory-usage-limit")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(cap[1], "1048576");
+    assert_eq!(
+        error_of(&mut c, "BF.RESERVE mid 0.001 1000000"),
+        "ERR operation exceeds bloom object memory limit"
     );
     assert_eq!(cmd(&mut c, "BF.ADD k x"), int(1));
     let mut http = TcpStream::connect(&metrics).unwrap();

@@ -1,8 +1,8 @@
-//! The `bf-*` and `cf-*` settings: defaults, ranges and the wording of refusals, shared by the
+//! The `bf-*` and `cf-*` settings and the per-key cap `bloom-memory-usage-limit`: defaults, ranges and the wording of refusals, shared by the
 //! server's CONFIG GET/SET and config file and by the module's configs, so both hosts accept
 //! and refuse the same values.
 
-use crate::num::{parse_f64, parse_i64};
+use crate::num::{parse_f64, parse_i64, parse_memory};
 
 /// RedisBloom's settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,6 +23,10 @@ pub struct Config {
     pub cf_expansion: u64,
     /// `cf-max-expansions`: most sub-filters a cuckoo filter may grow to.
     pub cf_max_expansions: u64,
+    /// `bloom-memory-usage-limit`: bytes one value (of any of the dialect's types) may take in
+    /// all; 0 = no cap. Checked before a value is created or grows from what a client sends;
+    /// never against replayed data (see [`crate::budget::KeyCap`]).
+    pub memory_usage_limit: u64,
 }
 
 impl Default for Config {
@@ -30,6 +34,9 @@ impl Default for Config {
         Self::DEFAULT
     }
 }
+
+/// The greatest `bloom-memory-usage-limit` (bytes): i64::MAX, as valkey-bloom's.
+pub const MAX_MEMORY_USAGE_LIMIT: u64 = i64::MAX as u64;
 
 /// The most an error rate may be: larger values are capped to it (RedisBloom 8.x).
 pub const MAX_ERROR_RATE: f64 = 0.25;
@@ -45,10 +52,11 @@ impl Config {
         cf_max_iterations: 20,
         cf_expansion: 1,
         cf_max_expansions: 32,
+        memory_usage_limit: 0,
     };
 
     /// Setting names, in CONFIG GET order.
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 9] = [
         "bf-error-rate",
         "bf-initial-size",
         "bf-expansion-factor",
@@ -57,6 +65,7 @@ impl Config {
         "cf-max-iterations",
         "cf-expansion-factor",
         "cf-max-expansions",
+        "bloom-memory-usage-limit",
     ];
 
     /// The value of setting `name` (lower-case) as CONFIG GET shows it; `None` if not ours.
@@ -70,6 +79,7 @@ impl Config {
             "cf-max-iterations" => self.cf_max_iterations.to_string(),
             "cf-expansion-factor" => self.cf_expansion.to_string(),
             "cf-max-expansions" => self.cf_max_expansions.to_string(),
+            "bloom-memory-usage-limit" => self.memory_usage_limit.to_string(),
             _ => return None,
         })
     }
@@ -115,6 +125,14 @@ impl Config {
             "cf-max-iterations" => self.cf_max_iterations = int_in(1, 65535)?,
             "cf-expansion-factor" => self.cf_expansion = int_in(0, 32768)?,
             "cf-max-expansions" => self.cf_max_expansions = int_in(1, 65536)?,
+            // Bytes, or with Redis' memory units (`1mb`); at most i64::MAX, as valkey-bloom.
+            "bloom-memory-usage-limit" => {
+                let bytes = parse_memory(value).ok_or("argument must be a memory value")?;
+                if bytes > MAX_MEMORY_USAGE_LIMIT {
+                    return Err(range(&0, MAX_MEMORY_USAGE_LIMIT));
+                }
+                self.memory_usage_limit = bytes;
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -161,5 +179,28 @@ mod tests {
             Err("Value for `cf-initial-size` must be in the range [8, 1073741824]".into())
         );
         assert_eq!(c.set("maxmemory", "1"), Ok(false));
+    }
+
+    #[test]
+    fn the_memory_usage_limit_takes_bytes_or_memory_units() {
+        let mut c = Config::default();
+        assert_eq!(c.get("bloom-memory-usage-limit").as_deref(), Some("0"));
+        assert_eq!(c.set("bloom-memory-usage-limit", "1mb"), Ok(true));
+        assert_eq!(c.memory_usage_limit, 1 << 20);
+        assert_eq!(c.set("bloom-memory-usage-limit", "5000"), Ok(true));
+        assert_eq!(c.get("bloom-memory-usage-limit").as_deref(), Some("5000"));
+        assert_eq!(
+            c.set("bloom-memory-usage-limit", "-1"),
+            Err("argument must be a memory value".into())
+        );
+        assert_eq!(
+            c.set("bloom-memory-usage-limit", "9223372036854775808"),
+            Err(
+                "Value for `bloom-memory-usage-limit` must be in the range [0, 9223372036854775807]"
+                    .into()
+            )
+        );
+        assert_eq!(c.memory_usage_limit, 5000);
+        assert_eq!(c.set("bloom-memory-usage-limit", "0"), Ok(true));
     }
 }

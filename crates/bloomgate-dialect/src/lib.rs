@@ -45,6 +45,9 @@ pub const REDISBLOOM_VERSION: i64 = 80800;
 
 /// Redis' out-of-memory refusal, shared by both command families.
 pub const ERR_OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+/// The per-key cap's refusal (`bloom-memory-usage-limit`), for every type and path — create,
+/// growth, RESTORE, LOADCHUNK — in valkey-bloom's wording, so its users' checks carry over.
+pub const ERR_CAP: &str = "ERR operation exceeds bloom object memory limit";
 /// Redis' wrong-type error.
 pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 /// RedisBloom's missing-key error for reads that need the filter.

@@ -103,6 +103,27 @@ pub fn is(arg: &[u8], name: &str) -> bool {
     arg.eq_ignore_ascii_case(name.as_bytes())
 }
 
+/// Parses Redis memory sizes: plain bytes or with b/k/kb/m/mb/g/gb (k = 1000, kb = 1024).
+pub fn parse_memory(s: &str) -> Option<u64> {
+    let lower = s.to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1_000_000,
+        "mb" => 1024 * 1024,
+        "g" => 1_000_000_000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    n.checked_mul(mul)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

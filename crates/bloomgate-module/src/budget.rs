@@ -74,6 +74,17 @@ pub fn budget(ctx: *mut raw::RedisModuleCtx, loading: bool) -> u64 {
         .min(bloomgate::memory::allowance(false))
 }
 
+/// Whether a context's flags say its write replays data accepted once, which the per-key cap
+/// (`bloom-memory-usage-limit`) never refuses: replicated from the master, loaded (an RDB file,
+/// the AOF), or any write on a read-only replica (only its master writes there; a `RESTORE`
+/// the master sends reaches `rdb_load` without its client, so the replica role is what tells).
+pub fn replaying(flags: std::ffi::c_int) -> bool {
+    let has = |flag: u32| flags & flag as std::ffi::c_int != 0;
+    has(raw::REDISMODULE_CTX_FLAGS_REPLICATED)
+        || has(raw::REDISMODULE_CTX_FLAGS_LOADING)
+        || (has(raw::REDISMODULE_CTX_FLAGS_SLAVE) && has(raw::REDISMODULE_CTX_FLAGS_READONLY))
+}
+
 /// Records `bytes` just allocated for a value.
 pub fn charge(bytes: u64) {
     CHARGED.fetch_add(bytes, Ordering::Relaxed);

@@ -703,6 +703,20 @@ impl Host for ModuleHost<'_> {
         budget::charge(bytes);
     }
 
+    fn replaying(&self) -> bool {
+        budget::replaying(self.context_flags())
+    }
+
+    fn warn(&mut self, message: &str) {
+        let msg = CString::new(format!("bloomgate: {message}")).unwrap_or_default();
+        // SAFETY: a live command context; "%s" consumes one C string.
+        unsafe {
+            if let Some(log) = raw::RedisModule_Log {
+                log(self.ctx, c"warning".as_ptr(), c"%s".as_ptr(), msg.as_ptr());
+            }
+        }
+    }
+
     fn value(&mut self, key: &[u8]) -> Result<Option<&Value>, WrongType> {
         // SAFETY: a value stored by this module's types, alive while the key is open and
         // unchanged for the borrow (every change goes through `&mut self`).

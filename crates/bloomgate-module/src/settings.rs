@@ -3,8 +3,10 @@
 //! `CF_MAX_EXPANSIONS`) and module configs: on Redis 8 and later under RedisBloom 8's names
 //! (`CONFIG GET/SET bf-error-rate`, `--bf-error-rate 0.001` on the command line or
 //! `bf-error-rate 0.001` in redis.conf), on Redis 7 with the module's prefix
-//! (`bf.bf-error-rate`), which Redis 7 requires. Values are checked by the dialect's
-//! `Config::set`, so ranges and refusals are the same as `bloomgate serve`'s.
+//! (`bf.bf-error-rate`), which Redis 7 requires. The per-key cap `bloom-memory-usage-limit` is
+//! one of them: `bf.bloom-memory-usage-limit` on Redis 7 and Valkey is valkey-bloom's name.
+//! Values are checked by the dialect's `Config::set`, so ranges and refusals are the same as
+//! `bloomgate serve`'s.
 
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};

@@ -20,7 +20,7 @@ use std::ffi::{c_char, c_int, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
-use bloomgate_dialect::budget::Allowance;
+use bloomgate_dialect::budget::{Allowance, KeyCap};
 use bloomgate_dialect::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
 use bloomgate_dialect::types::counting::CountingFilter;
 use bloomgate_dialect::types::countmin::CountMin;
@@ -240,24 +240,28 @@ struct Source {
 
 impl Source {
     /// A source whose values are admitted against the module's budget: `maxmemory` for a
-    /// `RESTORE`, what the machine can hold while Redis loads (an RDB file, a full sync).
+    /// `RESTORE`, what the machine can hold while Redis loads (an RDB file, a full sync); and
+    /// against `bloom-memory-usage-limit` unless the value is replayed (loaded, or on a
+    /// read-only replica), where going past it is only logged.
     fn new(io: *mut raw::RedisModuleIO) -> Self {
         // SAFETY: `io` is the live handle Redis passed to `rdb_load`; the context it returns
         // belongs to the IO and stays valid during the callback.
-        let (ctx, loading) = unsafe {
+        let (ctx, flags) = unsafe {
             let ctx = raw::RedisModule_GetContextFromIO.map_or(ptr::null_mut(), |f| f(io));
             let flags = match (ctx.is_null(), raw::RedisModule_GetContextFlags) {
                 (false, Some(f)) => f(ctx),
                 _ => raw::REDISMODULE_CTX_FLAGS_LOADING as c_int,
             };
-            (
-                ctx,
-                flags & raw::REDISMODULE_CTX_FLAGS_LOADING as c_int != 0,
-            )
+            (ctx, flags)
+        };
+        let loading = flags & raw::REDISMODULE_CTX_FLAGS_LOADING as c_int != 0;
+        let cap = KeyCap {
+            limit: crate::settings::read().memory_usage_limit,
+            replaying: crate::budget::replaying(flags),
         };
         Self {
             io,
-            allowance: Allowance::new(crate::budget::budget(ctx, loading)),
+            allowance: Allowance::new(crate::budget::budget(ctx, loading)).capped(cap, 0),
         }
     }
 }
@@ -294,17 +298,32 @@ fn load<T: ModuleType>(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
     let mut source = Source::new(rdb);
     let loaded = T::rdb_load(&mut source, encver);
     crate::budget::charge(source.allowance.spent());
+    if loaded.is_ok() && source.allowance.passed_cap() {
+        log_io(
+            rdb,
+            &format!(
+                "{}: a value past bloom-memory-usage-limit was loaded (replayed data is never \
+                 refused)",
+                T::TYPE_NAME
+            ),
+        );
+    }
     match loaded {
         Ok(filter) => into_raw(filter.into_value()),
         Err(why) => {
-            let msg = CString::new(format!("{}: {why}", T::TYPE_NAME)).unwrap_or_default();
-            // SAFETY: `rdb` is the live IO handle Redis passed in; "%s" consumes one C string.
-            unsafe {
-                if let Some(log) = raw::RedisModule_LogIOError {
-                    log(rdb, c"warning".as_ptr(), c"%s".as_ptr(), msg.as_ptr());
-                }
-            }
+            log_io(rdb, &format!("{}: {why}", T::TYPE_NAME));
             ptr::null_mut()
+        }
+    }
+}
+
+/// Logs a warning about the value `rdb` is loading.
+fn log_io(rdb: *mut raw::RedisModuleIO, message: &str) {
+    let msg = CString::new(message).unwrap_or_default();
+    // SAFETY: `rdb` is the live IO handle Redis passed in; "%s" consumes one C string.
+    unsafe {
+        if let Some(log) = raw::RedisModule_LogIOError {
+            log(rdb, c"warning".as_ptr(), c"%s".as_ptr(), msg.as_ptr());
         }
     }
 }

@@ -35,6 +35,9 @@ pub struct Options {
     pub repair_log: bool,
     /// Memory limit for the dataset (bytes, or with k/kb/m/mb/g/gb); 0 = unlimited.
     pub maxmemory: Option<String>,
+    /// Most bytes one value of the dialect may take (`bloom-memory-usage-limit`: bytes, or with
+    /// k/kb/m/mb/g/gb); 0 = no cap.
+    pub bloom_memory_usage_limit: Option<String>,
     /// Serve Prometheus metrics on this address (a bare port means loopback).
     pub metrics_addr: Option<String>,
     /// Config file: one `name value` per line (`#` comments).
@@ -229,6 +232,14 @@ impl Options {
         if let Some(max) = &self.maxmemory {
             config.maxmemory =
                 parse_memory(max).with_context(|| format!("bad --maxmemory value {max:?}"))?;
+        }
+        if let Some(cap) = &self.bloom_memory_usage_limit {
+            config
+                .dialect
+                .set("bloom-memory-usage-limit", cap)
+                .map_err(|e| {
+                    anyhow::anyhow!("bad --bloom-memory-usage-limit value {cap:?}: {e}")
+                })?;
         }
         if self.metrics_addr.is_some() {
             metrics_addr = self.metrics_addr.clone();
@@ -431,31 +442,12 @@ fn output_limits(value: &str, current: Limits) -> Result<Limits, String> {
     Ok(limits)
 }
 
-/// Parses Redis memory sizes: plain bytes or with b/k/kb/m/mb/g/gb (k = 1000, kb = 1024).
-pub fn parse_memory(s: &str) -> Option<u64> {
-    let lower = s.to_ascii_lowercase();
-    let split = lower
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(lower.len());
-    let (digits, unit) = lower.split_at(split);
-    let n: u64 = digits.parse().ok()?;
-    let mul: u64 = match unit {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1_000_000,
-        "mb" => 1024 * 1024,
-        "g" => 1_000_000_000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    n.checked_mul(mul)
-}
+pub use bloomgate_dialect::num::parse_memory;
 
 /// CONFIG parameter names, in CONFIG GET order: the dialect's `bf-*`/`cf-*` settings (its one
 /// list, [`bloomgate_dialect::Config::NAMES`]), then the server's own.
-pub const CONFIG_NAMES: [&str; 28] = {
-    const DIALECT: [&str; 8] = bloomgate_dialect::Config::NAMES;
+pub const CONFIG_NAMES: [&str; 29] = {
+    const DIALECT: [&str; 9] = bloomgate_dialect::Config::NAMES;
     const OWN: [&str; 20] = [
         "maxmemory",
         "maxmemory-policy",
@@ -478,7 +470,7 @@ pub const CONFIG_NAMES: [&str; 28] = {
         INERT[5].0,
         INERT[6].0,
     ];
-    let mut all = [""; 28];
+    let mut all = [""; 29];
     let mut i = 0;
     while i < all.len() {
         all[i] = if i < DIALECT.len() {

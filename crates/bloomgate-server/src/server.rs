@@ -249,8 +249,10 @@ pub async fn serve(
     let gate_settings = settings.gate.clone();
     let (loaded, gate) = tokio::task::spawn_blocking(move || {
         let removed = persistence::remove_stale_temp_files(&load_dir)?;
+        let cap = config.dialect.memory_usage_limit;
         let mut loaded = persistence::load(&load_dir, repair, &mut Replayer::new(config))?;
         loaded.warnings.extend(removed);
+        loaded.warnings.extend(past_cap(&loaded.db, cap));
         let gate = match &gate_settings {
             Some(gate) => Some(Arc::new(
                 GateService::open(gate, &load_dir.join("gate"))
@@ -341,6 +343,24 @@ pub async fn serve(
     let _ = tokio::task::spawn_blocking(move || writer.sync(Duration::from_secs(30))).await;
     stop_writer(&aof).await;
     Ok(())
+}
+
+/// The warning for keys loaded past `bloom-memory-usage-limit` (`cap` bytes; 0 = none):
+/// persisted data is never refused, but the operator should know.
+fn past_cap(db: &crate::keyspace::Db, cap: u64) -> Option<String> {
+    if cap == 0 {
+        return None;
+    }
+    let over = db
+        .iter_live(now_ms())
+        .filter(|(_, e)| e.data.dialect().is_some_and(|v| v.memory() > cap))
+        .count();
+    (over > 0).then(|| {
+        format!(
+            "{over} key(s) past bloom-memory-usage-limit ({cap} bytes) loaded: persisted data is \
+             never refused; clients may not grow them further"
+        )
+    })
 }
 
 /// Stops the append-only log's thread and waits for it (off the runtime), so that `run` returns

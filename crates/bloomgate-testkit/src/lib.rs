@@ -10,6 +10,8 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "replies")]
+pub mod cap_replies;
 #[cfg(any(
     feature = "fuzz-core",
     feature = "fuzz-dialect",

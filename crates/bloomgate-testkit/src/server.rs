@@ -56,6 +56,7 @@ pub fn options(flags: &[&str]) -> Options {
             "--maxclients" => o.maxclients = Some(value().parse().expect("a number")),
             "--enable-debug-command" => o.enable_debug_command = Some(value()),
             "--maxmemory" => o.maxmemory = Some(value()),
+            "--bloom-memory-usage-limit" => o.bloom_memory_usage_limit = Some(value()),
             "--metrics-addr" => o.metrics_addr = Some(value()),
             "--config" => o.config = Some(PathBuf::from(value())),
             "--gate-store" => o.gate_store = Some(value()),

@@ -91,15 +91,21 @@ fn create<H: Host + ?Sized>(
         return Reply::error("CMS: invalid init arguments");
     }
     let (width, depth) = (width as u64, depth as u64);
-    // Admitted against the memory budget before anything is allocated.
-    let fits = CountMin::planned_bytes(width, depth)
-        .is_some_and(|b| ctx.admit(crate::budget::Buffer(b)).is_ok());
-    match fits.then(|| CountMin::new(width, depth)).flatten() {
+    // Admitted against the memory budget and the per-key cap before anything is allocated.
+    const NO_MEMORY: &str = "CMS: Insufficient memory to create the key";
+    let admitted = match CountMin::planned_bytes(width, depth) {
+        Some(b) => ctx.admit_or(crate::budget::Buffer(b), NO_MEMORY).map(drop),
+        None => Err(Reply::error(NO_MEMORY)),
+    };
+    if let Err(reply) = admitted {
+        return reply;
+    }
+    match CountMin::new(width, depth) {
         Some(cms) => {
             ctx.create(key, cms.into_value());
             Reply::ok()
         }
-        None => Reply::error("CMS: Insufficient memory to create the key"),
+        None => Reply::error(NO_MEMORY),
     }
 }
 

@@ -489,6 +489,8 @@ fn insert_many<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool, name: 
             Added::Yes if nx => Reply::Int(1),
             Added::Yes => Reply::Bool(true),
             Added::AlreadyPresent => Reply::Int(0),
+            // The per-key cap answers its error in the item's place, as BF.INSERT does.
+            Added::NoRoom(InsertError::OverCap) => Reply::error(crate::ERR_CAP),
             Added::NoRoom(_) => Reply::Int(-1),
         })
     };

@@ -86,8 +86,8 @@ pub(crate) fn add_batch<T: DialectType, H: Host + ?Sized, E: Copy>(
 /// The memory budget is asked only if an item needs memory: the batch first runs with an
 /// allowance of nothing, and if an item fails for want of memory (`out_of_memory`; the item
 /// then changed nothing, as every growth admits before it allocates) the rest of the batch
-/// runs again from that item with the command's real allowance, as [`Ctx::update_lazily`]
-/// does for one item.
+/// runs again from that item with the command's real allowance, capped for this value by
+/// `bloom-memory-usage-limit`, as [`Ctx::update_lazily`] does for one item.
 pub(crate) fn update_batch<T: DialectType, H: Host + ?Sized, R, E>(
     ctx: &mut Ctx<H>,
     key: &[u8],
@@ -111,7 +111,10 @@ pub(crate) fn update_batch<T: DialectType, H: Host + ?Sized, R, E>(
             run(filter, rest, charged, &mut answer)
         });
         match result {
-            Err(e) if !real && out_of_memory(&e) => allowance = Some(ctx.allowance()),
+            Err(e) if !real && out_of_memory(&e) => {
+                let used = ctx.update(key, |filter: &mut T| filter.memory());
+                allowance = Some(ctx.allowance_for(used));
+            }
             result => break result,
         }
     };

@@ -3,11 +3,11 @@
 //! RedisBloom's errors, the memory allowance, changes and rewrites), and the [`Outcome`] of a
 //! command.
 
-use crate::budget::{Admitted, Allowance, Shape};
+use crate::budget::{Admitted, Allowance, KeyCap, Limit, Shape};
 use crate::config::Config;
 use crate::reply::Reply;
 use crate::value::{DialectType, Value};
-use crate::{ERR_OOM, ERR_WRONGTYPE};
+use crate::{ERR_CAP, ERR_OOM, ERR_WRONGTYPE};
 
 /// Command arguments, the command name first.
 pub type Args<'a> = [&'a [u8]];
@@ -42,6 +42,17 @@ pub trait Host {
     /// can reach the value without opening the key for writing override this.
     fn value_quiet(&mut self, key: &[u8]) -> Result<Option<&mut Value>, WrongType> {
         self.value_mut(key)
+    }
+    /// Whether the command replays data already accepted once — replicated from a master, or
+    /// loaded from an append-only log or a snapshot — which the per-key cap
+    /// (`bloom-memory-usage-limit`) never refuses: a value going past it is kept and
+    /// [`Host::warn`]ed about, so a replica cannot diverge nor a restart drop a key.
+    fn replaying(&self) -> bool {
+        false
+    }
+    /// Logs `message` as the host logs warnings (a replayed value past the per-key cap).
+    fn warn(&mut self, message: &str) {
+        let _ = message;
     }
     /// Signals the keyspace event `event` on `key` (Redis' keyspace notifications): called by
     /// [`execute`](super::execute) once after a write command that changed its key, with the
@@ -145,7 +156,7 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
     /// with the command's allowance — but asks the host for it only if the change needs memory:
     /// first with an allowance of nothing, and if that fails for want of memory (`out_of_memory`:
     /// the change then allocated and altered nothing, as every growth admits before it
-    /// allocates), again with the real one. Most writes allocate nothing, so most commands never
+    /// allocates), again with the real one, capped for this value ([`Ctx::allowance_for`]). Most writes allocate nothing, so most commands never
     /// read the memory budget. `allowance` holds the real one once asked, across calls.
     pub fn update_lazily<T: DialectType, R, E>(
         &mut self,
@@ -160,20 +171,68 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
         let mut nothing = Allowance::new(0);
         match self.update(key, |filter: &mut T| change(filter, &mut nothing)) {
             Err(e) if out_of_memory(&e) => {
-                let real = allowance.insert(self.allowance());
+                let used = self.update(key, |filter: &mut T| filter.memory());
+                let real = allowance.insert(self.allowance_for(used));
                 self.update(key, |filter: &mut T| change(filter, real))
             }
             done => done,
         }
     }
 
-    /// Stores the allowance back after a filter charged it.
-    pub fn set_allowance(&mut self, allowance: Allowance) {
-        self.allowance = Some(allowance);
+    /// The per-key cap as it applies to this command: `bloom-memory-usage-limit`, and whether
+    /// the host replays (then the cap is reported, never enforced).
+    pub fn key_cap(&self) -> KeyCap {
+        KeyCap {
+            limit: self.host.config().memory_usage_limit,
+            replaying: self.host.replaying(),
+        }
     }
 
-    /// Admits `shape` against the command's allowance, or refuses with Redis' OOM error.
+    /// The command's allowance for one value that holds `used` bytes now: the memory budget
+    /// and what the per-key cap leaves that value. Give it back with [`Ctx::set_allowance`].
+    pub fn allowance_for(&mut self, used: u64) -> Allowance {
+        let cap = self.key_cap();
+        self.allowance().capped(cap, used)
+    }
+
+    /// Stores the allowance back after a filter charged it (without the per-key cap of
+    /// [`Ctx::allowance_for`]; a replayed value that went past it is logged here).
+    pub fn set_allowance(&mut self, allowance: Allowance) {
+        if allowance.passed_cap() {
+            self.host.warn(&format!(
+                "a replicated or loaded value is past bloom-memory-usage-limit ({} bytes): \
+                 kept, as replayed data is never refused",
+                self.host.config().memory_usage_limit
+            ));
+        }
+        self.allowance = Some(allowance.uncapped());
+    }
+
+    /// Admits `shape`, what a new value of the dialect allocates, against the command's
+    /// allowance and the per-key cap; refuses with Redis' OOM error or the cap's
+    /// ([`ERR_CAP`]).
     pub fn admit<S: Shape>(&mut self, shape: S) -> Result<Admitted<S>, Reply> {
+        self.admit_or(shape, ERR_OOM)
+    }
+
+    /// [`Ctx::admit`] with a family's own wording (`oom`) for a refusal by the memory budget.
+    pub fn admit_or<S: Shape>(
+        &mut self,
+        shape: S,
+        oom: &'static str,
+    ) -> Result<Admitted<S>, Reply> {
+        let mut allowance = self.allowance_for(0);
+        let admitted = allowance.admit(shape);
+        self.set_allowance(allowance);
+        admitted.map_err(|over| match over.limit {
+            Limit::Memory => Reply::error(oom),
+            Limit::KeyCap => Reply::error(ERR_CAP),
+        })
+    }
+
+    /// Admits `shape` against the memory budget only: a host's own values (serve's strings),
+    /// which the per-key cap of the dialect's values does not cover.
+    pub fn admit_uncapped<S: Shape>(&mut self, shape: S) -> Result<Admitted<S>, Reply> {
         let mut allowance = self.allowance();
         let admitted = allowance.admit(shape).map_err(|_| Reply::error(ERR_OOM));
         self.set_allowance(allowance);
@@ -194,6 +253,11 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
     /// signalled by [`execute`](super::execute) from their [`Command::event`](super::Command::event)).
     pub fn notify(&mut self, event: &str, key: &[u8]) {
         self.host.notify(event, key);
+    }
+
+    /// Logs `message` as the host logs warnings.
+    pub fn warn(&mut self, message: &str) {
+        self.host.warn(message);
     }
 
     /// Replicate and log `commands` instead of the command as sent.

@@ -332,8 +332,11 @@ pub(crate) fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
             Err(reply) => return reply,
         };
     }
-    let Some(shape) = TDigest::shape(c).and_then(|shape| ctx.admit(shape).ok()) else {
-        return Reply::error("ERR T-Digest: allocation failed");
+    const FAILED: &str = "ERR T-Digest: allocation failed";
+    let shape = match TDigest::shape(c).map(|shape| ctx.admit_or(shape, FAILED)) {
+        Some(Ok(shape)) => shape,
+        Some(Err(reply)) => return reply,
+        None => return Reply::error(FAILED),
     };
     let digest = TDigest::new(shape);
     ctx.create(args[1], digest.into_value());
@@ -449,8 +452,11 @@ pub(crate) fn merge<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
             c = c.max(source_compression);
         }
     }
-    let Some(shape) = TDigest::shape(c).and_then(|shape| ctx.admit(shape).ok()) else {
-        return Reply::error("ERR T-Digest: allocation of destination digest failed");
+    const FAILED: &str = "ERR T-Digest: allocation of destination digest failed";
+    let shape = match TDigest::shape(c).map(|shape| ctx.admit_or(shape, FAILED)) {
+        Some(Ok(shape)) => shape,
+        Some(Err(reply)) => return reply,
+        None => return Reply::error(FAILED),
     };
     let mut merged = TDigest::new(shape);
     if dest_compression.is_some() && !override_dest {

@@ -26,6 +26,10 @@ pub struct Harness {
     pub now_ms: u64,
     /// The keyspace events signalled, in order: `(event, key)`.
     pub events: Vec<(String, Vec<u8>)>,
+    /// Commands run as replayed data (replication, a log or snapshot load).
+    pub replaying: bool,
+    /// The warnings the commands logged, in order.
+    pub warnings: Vec<String>,
 }
 
 impl Host for Harness {
@@ -63,6 +67,12 @@ impl Host for Harness {
     fn notify(&mut self, event: &str, key: &[u8]) {
         self.events.push((event.to_string(), key.to_vec()));
     }
+    fn replaying(&self) -> bool {
+        self.replaying
+    }
+    fn warn(&mut self, message: &str) {
+        self.warnings.push(message.to_string());
+    }
 }
 
 impl Default for Harness {
@@ -83,6 +93,8 @@ impl Harness {
             last: None,
             now_ms: 0,
             events: Vec::new(),
+            replaying: false,
+            warnings: Vec::new(),
         }
     }
 

@@ -127,15 +127,21 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         Ok(p) => p,
         Err(reply) => return reply,
     };
-    // Admitted against the memory budget before anything is allocated.
-    let fits = TopK::planned_bytes(k, width, depth)
-        .is_some_and(|b| ctx.admit(crate::budget::Buffer(b)).is_ok());
-    match fits.then(|| TopK::new(k, width, depth, decay)).flatten() {
+    // Admitted against the memory budget and the per-key cap before anything is allocated.
+    const NO_MEMORY: &str = "ERR Insufficient memory to create topk data structure";
+    let admitted = match TopK::planned_bytes(k, width, depth) {
+        Some(b) => ctx.admit_or(crate::budget::Buffer(b), NO_MEMORY).map(drop),
+        None => Err(Reply::error(NO_MEMORY)),
+    };
+    if let Err(reply) = admitted {
+        return reply;
+    }
+    match TopK::new(k, width, depth, decay) {
         Some(topk) => {
             ctx.create(key, topk.into_value());
             Reply::ok()
         }
-        None => Reply::error("ERR Insufficient memory to create topk data structure"),
+        None => Reply::error(NO_MEMORY),
     }
 }
 

@@ -311,7 +311,7 @@ fn add_items<H: Host + ?Sized>(
         key,
         items,
         |f: &mut WindowedFilter, items, allowance, added| {
-            f.add_many(items, at_ms, allowance.left(), added)
+            f.add_many(items, at_ms, allowance, added)
         },
         AddError::message,
     );

@@ -557,7 +557,11 @@ mod tests {
         for t in [0u64, 1000, 2000] {
             for i in 0..120 {
                 filter
-                    .add(format!("{t}/{i}").as_bytes(), t, u64::MAX)
+                    .add(
+                        format!("{t}/{i}").as_bytes(),
+                        t,
+                        &mut Allowance::unlimited(),
+                    )
                     .unwrap();
             }
         }

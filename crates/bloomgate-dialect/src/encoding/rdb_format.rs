@@ -16,7 +16,7 @@
 
 use std::io::Read;
 
-use crate::budget::{Allowance, Buffer};
+use crate::budget::{Allowance, KeyCap, Limit};
 use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
 use crate::value::{Kind, Value};
 
@@ -210,6 +210,9 @@ pub enum PayloadError {
     BadData(RdbError),
     /// A valid-looking value larger than the budget: the host's out-of-memory refusal.
     OverBudget,
+    /// A valid-looking value larger than `bloom-memory-usage-limit`:
+    /// [`ERR_CAP`](crate::ERR_CAP).
+    OverCap,
 }
 
 /// Decodes a `DUMP` payload into a dialect value, allocating at most `budget` bytes for it.
@@ -233,6 +236,11 @@ pub enum Restored {
 
 /// Decodes a `DUMP` payload of a dialect value or a string, allocating at most `budget` bytes.
 pub fn restore_any_payload(payload: &[u8], budget: u64) -> Result<Restored, PayloadError> {
+    restore_capped(payload, budget, KeyCap::NONE)
+}
+
+/// [`restore_any_payload`] with the per-key `cap` on a dialect value (a string is not capped).
+pub fn restore_capped(payload: &[u8], budget: u64, cap: KeyCap) -> Result<Restored, PayloadError> {
     let Some(body_len) = payload.len().checked_sub(10) else {
         return Err(PayloadError::VersionOrChecksum);
     };
@@ -245,15 +253,19 @@ pub fn restore_any_payload(payload: &[u8], budget: u64) -> Result<Restored, Payl
     let mut reader = RdbReader::new(body, body.len() as u64, budget);
     let value = (|| match reader.u8()? {
         RDB_TYPE_STRING => Ok(Restored::String(reader.string(u64::MAX)?)),
-        RDB_TYPE_MODULE_2 => match reader.module_value()? {
-            ModuleValue::Dialect(value) => Ok(Restored::Dialect(value)),
-            ModuleValue::Foreign(name) => Err(RdbError::Invalid(format!(
-                "module type {name} is not a RedisBloom type"
-            ))),
-        },
+        RDB_TYPE_MODULE_2 => {
+            reader.cap_values(cap);
+            match reader.module_value()? {
+                ModuleValue::Dialect(value) => Ok(Restored::Dialect(value)),
+                ModuleValue::Foreign(name) => Err(RdbError::Invalid(format!(
+                    "module type {name} is not a RedisBloom type"
+                ))),
+            }
+        }
         _ => Err(RdbError::Invalid("not a module value".into())),
     })()
     .map_err(|e| match e {
+        RdbError::OverBudget(o) if o.limit == Limit::KeyCap => PayloadError::OverCap,
         RdbError::OverBudget(_) => PayloadError::OverBudget,
         e => PayloadError::BadData(e),
     })?;
@@ -330,10 +342,19 @@ impl<R: Read> RdbReader<R> {
         self.allowance = Allowance::new(budget);
     }
 
+    /// Applies the per-key `cap` to the values read next (until [`RdbReader::set_budget`]).
+    pub fn cap_values(&mut self, cap: KeyCap) {
+        self.allowance = self.allowance.capped(cap, 0);
+    }
+
+    /// Whether a replayed value went past the per-key cap ([`Allowance::passed_cap`]).
+    pub fn passed_cap(&self) -> bool {
+        self.allowance.passed_cap()
+    }
+
     fn charge(&mut self, bytes: u64) -> Result<(), RdbError> {
         self.allowance
-            .admit(Buffer(bytes))
-            .map(|_| ())
+            .admit_transient(bytes)
             .map_err(RdbError::OverBudget)
     }
 

@@ -64,6 +64,8 @@ use bloomgate::{
     FilterCodec, Inserted, KeyHash, ScalableBloomFilter, WindowConfig, WindowedBloomFilter,
 };
 
+use crate::budget::{Allowance, Buffer, Limit};
+
 /// Most generations a filter may have (each query checks all of them).
 pub const MAX_GENERATIONS: u64 = 1024;
 /// Largest capacity per generation.
@@ -213,6 +215,8 @@ fn image_len(filter: &ScalableBloomFilter) -> u64 {
 pub enum AddError {
     /// The generation would have to grow beyond the memory budget.
     OutOfMemory,
+    /// The generation would take the filter past `bloom-memory-usage-limit`.
+    OverCap,
     /// The generation cannot grow any further (link limit or size overflow).
     Full,
 }
@@ -222,6 +226,7 @@ impl AddError {
     pub fn message(self) -> &'static str {
         match self {
             AddError::OutOfMemory => crate::ERR_OOM,
+            AddError::OverCap => crate::ERR_CAP,
             AddError::Full => "ERR problem inserting into filter",
         }
     }
@@ -259,21 +264,36 @@ impl WindowedFilter {
     }
 
     /// Adds `item` at time `at_ms` (dropping generations dead at that time first), after
-    /// checking what it would allocate (a new generation or link) against `budget`. `Ok(true)`
+    /// admitting what it would allocate (a new generation or link) against `allowance`. `Ok(true)`
     /// if new to its generation; `Ok(false)` if its generation may already hold it — or if
     /// `at_ms` lies in a slot already dead (its retention has passed; nothing is stored).
-    pub fn add(&mut self, item: &[u8], at_ms: u64, budget: u64) -> Result<bool, AddError> {
-        self.add_hash(self.inner.hash(item), at_ms, budget)
+    pub fn add(
+        &mut self,
+        item: &[u8],
+        at_ms: u64,
+        allowance: &mut Allowance,
+    ) -> Result<bool, AddError> {
+        self.add_hash(self.inner.hash(item), at_ms, allowance)
     }
 
     /// [`Self::add`] of the item hashed to `h`.
-    fn add_hash(&mut self, h: KeyHash, at_ms: u64, budget: u64) -> Result<bool, AddError> {
+    fn add_hash(
+        &mut self,
+        h: KeyHash,
+        at_ms: u64,
+        allowance: &mut Allowance,
+    ) -> Result<bool, AddError> {
         let bytes = self
             .inner
             .allocation_for(h, at_ms)
             .map_err(|_| AddError::Full)?;
-        if bytes > 0 && bytes.saturating_add(OVERHEAD) > budget {
-            return Err(AddError::OutOfMemory);
+        if bytes > 0 {
+            allowance
+                .admit(Buffer(bytes.saturating_add(OVERHEAD)))
+                .map_err(|over| match over.limit {
+                    Limit::Memory => AddError::OutOfMemory,
+                    Limit::KeyCap => AddError::OverCap,
+                })?;
         }
         let inserted = self.inner.insert_hash_at(h, at_ms).map_err(|e| match e {
             bloomgate::Error::OutOfMemory(_) => AddError::OutOfMemory,
@@ -299,7 +319,7 @@ impl WindowedFilter {
         &mut self,
         items: &[I],
         at_ms: u64,
-        budget: u64,
+        allowance: &mut Allowance,
         mut added: impl FnMut(bool),
     ) -> Result<(), AddError> {
         let slot = self.inner.slot_of(at_ms);
@@ -326,7 +346,7 @@ impl WindowedFilter {
                 ahead[next % ahead.len()] = hash(self, next);
                 prefetch(self, ahead[next % ahead.len()]);
             }
-            added(self.add_hash(ahead[j % ahead.len()], at_ms, budget)?);
+            added(self.add_hash(ahead[j % ahead.len()], at_ms, allowance)?);
         }
         Ok(())
     }
@@ -628,7 +648,12 @@ mod tests {
                 ..params(1000, 3)
             });
             for i in 0..600u64 {
-                f.add(format!("w{i}").as_bytes(), i * 10, u64::MAX).unwrap();
+                f.add(
+                    format!("w{i}").as_bytes(),
+                    i * 10,
+                    &mut Allowance::unlimited(),
+                )
+                .unwrap();
             }
             let probes: Vec<Vec<u8>> = (0..900).map(|i| format!("w{i}").into_bytes()).collect();
             for now in [0, 2500, 5990, 7000, 9000] {
@@ -655,10 +680,11 @@ mod tests {
                     .map(|i| format!("m{}", (i + n * 50) % 100).into_bytes())
                     .collect();
                 let mut got = Vec::new();
-                a.add_many(&items, at, u64::MAX, |x| got.push(x)).unwrap();
+                a.add_many(&items, at, &mut Allowance::unlimited(), |x| got.push(x))
+                    .unwrap();
                 let want: Vec<bool> = items
                     .iter()
-                    .map(|i| b.add(i, at, u64::MAX).unwrap())
+                    .map(|i| b.add(i, at, &mut Allowance::unlimited()).unwrap())
                     .collect();
                 assert_eq!(got, want);
                 assert!(!got[100], "a duplicate inside the batch");
@@ -694,8 +720,12 @@ mod tests {
         }
         let mut f = WindowedFilter::new(params(1000, 4));
         for i in 0..1000u32 {
-            f.add(&i.to_le_bytes(), u64::from(i % 3) * 1000, u64::MAX)
-                .unwrap();
+            f.add(
+                &i.to_le_bytes(),
+                u64::from(i % 3) * 1000,
+                &mut Allowance::unlimited(),
+            )
+            .unwrap();
         }
         for (iter, len) in f.chunk_plan() {
             assert_eq!(f.chunk_bytes(iter).len() as u64, len);
@@ -708,7 +738,7 @@ mod tests {
         let (w, g) = (1000u64, 3u32);
         for t in [0u64, 1, 499, 999, 1000, 12_345] {
             let mut f = WindowedFilter::new(params(w, g));
-            f.add(b"x", t, u64::MAX).unwrap();
+            f.add(b"x", t, &mut Allowance::unlimited()).unwrap();
             let keep = t + (u64::from(g) - 1) * w;
             for now in [t, t + 1, keep.saturating_sub(1)] {
                 assert!(f.contains(b"x", now), "t={t} now={now}");
@@ -716,7 +746,7 @@ mod tests {
             let gone = t + u64::from(g) * w;
             assert!(!f.contains(b"x", gone), "t={t}");
             // A later write drops the dead generation for good.
-            f.add(b"y", gone, u64::MAX).unwrap();
+            f.add(b"y", gone, &mut Allowance::unlimited()).unwrap();
             assert!(
                 !f.contains(b"x", t),
                 "t={t}: dropped, whatever the reader's clock"
@@ -730,7 +760,8 @@ mod tests {
     fn overload_grows_and_keeps_accuracy() {
         let mut f = WindowedFilter::new(params(60_000, 2));
         for i in 0..5_000u32 {
-            f.add(&i.to_le_bytes(), 10, u64::MAX).unwrap();
+            f.add(&i.to_le_bytes(), 10, &mut Allowance::unlimited())
+                .unwrap();
         }
         assert!((0..5_000u32).all(|i| f.contains(&i.to_le_bytes(), 59_999)));
         let fp = (5_000..105_000u32)
@@ -744,7 +775,12 @@ mod tests {
         let mut f = WindowedFilter::new(params(1000, 4));
         for t in [0u64, 1500, 2500, 3500] {
             for i in 0..300u32 {
-                f.add(format!("{t}-{i}").as_bytes(), t, u64::MAX).unwrap();
+                f.add(
+                    format!("{t}-{i}").as_bytes(),
+                    t,
+                    &mut Allowance::unlimited(),
+                )
+                .unwrap();
             }
         }
         let header = f.dump_header();
@@ -784,10 +820,13 @@ mod tests {
     #[test]
     fn budget_refuses_new_generations() {
         let mut f = WindowedFilter::new(params(1000, 2));
-        assert_eq!(f.add(b"a", 0, 10), Err(AddError::OutOfMemory));
-        assert!(f.add(b"a", 0, u64::MAX).unwrap());
+        assert_eq!(
+            f.add(b"a", 0, &mut Allowance::new(10)),
+            Err(AddError::OutOfMemory)
+        );
+        assert!(f.add(b"a", 0, &mut Allowance::unlimited()).unwrap());
         assert!(
-            !f.add(b"a", 0, 10).unwrap(),
+            !f.add(b"a", 0, &mut Allowance::new(10)).unwrap(),
             "already present needs no memory"
         );
     }
@@ -795,11 +834,11 @@ mod tests {
     #[test]
     fn writes_into_dead_slots_store_nothing() {
         let mut f = WindowedFilter::new(params(1000, 2));
-        f.add(b"new", 5000, u64::MAX).unwrap();
-        assert!(!f.add(b"old", 3000, u64::MAX).unwrap());
+        f.add(b"new", 5000, &mut Allowance::unlimited()).unwrap();
+        assert!(!f.add(b"old", 3000, &mut Allowance::unlimited()).unwrap());
         assert!(!f.contains(b"old", 3000));
         // A late write into a live older slot lands in its own generation.
-        assert!(f.add(b"late", 4200, u64::MAX).unwrap());
+        assert!(f.add(b"late", 4200, &mut Allowance::unlimited()).unwrap());
         assert!(f.contains(b"late", 5000));
         assert!(!f.contains(b"late", 6000), "slot 4 is dead at 6000");
     }
@@ -822,7 +861,12 @@ mod tests {
         let mut f = WindowedFilter::new(params(1000, 3));
         for t in [0u64, 1500, 2500] {
             for i in 0..500u32 {
-                f.add(format!("{t}-{i}").as_bytes(), t, u64::MAX).unwrap();
+                f.add(
+                    format!("{t}-{i}").as_bytes(),
+                    t,
+                    &mut Allowance::unlimited(),
+                )
+                .unwrap();
             }
         }
         let mut half = loaded_header(&f);
@@ -854,9 +898,9 @@ mod tests {
     #[test]
     fn a_write_ends_the_wait() {
         let mut f = WindowedFilter::new(params(1000, 3));
-        f.add(b"old", 1500, u64::MAX).unwrap();
+        f.add(b"old", 1500, &mut Allowance::unlimited()).unwrap();
         let mut half = loaded_header(&f);
-        assert!(half.add(b"new", 1600, u64::MAX).unwrap());
+        assert!(half.add(b"new", 1600, &mut Allowance::unlimited()).unwrap());
         assert_eq!(half.load_chunk(2, &f.chunk_bytes(2)), Err(ERR_BAD_CHUNK));
         assert!(half.contains(b"new", 1700));
     }
@@ -867,7 +911,7 @@ mod tests {
     #[test]
     fn forged_headers_are_refused() {
         let mut f = WindowedFilter::new(params(1000, 3));
-        f.add(b"a", 0, u64::MAX).unwrap();
+        f.add(b"a", 0, &mut Allowance::unlimited()).unwrap();
         let header = f.dump_header();
         let mut h = header.clone();
         h[13..21].copy_from_slice(&MAX_CAPACITY.to_le_bytes());
@@ -902,8 +946,9 @@ mod tests {
         assert_eq!(p.check_time(0, now), Ok(()));
         // The latest accepted time leaves the slot of `now` live.
         let mut f = WindowedFilter::new(p);
-        f.add(b"ahead", 12_999, u64::MAX).unwrap();
-        assert!(f.add(b"now", now, u64::MAX).unwrap());
+        f.add(b"ahead", 12_999, &mut Allowance::unlimited())
+            .unwrap();
+        assert!(f.add(b"now", now, &mut Allowance::unlimited()).unwrap());
         assert!(f.contains(b"now", now));
     }
 
@@ -937,7 +982,12 @@ mod tests {
         });
         for t in [0u64, 700, 1500, 2600, 3100] {
             for i in 0..120u32 {
-                f.add(format!("{t}-{i}").as_bytes(), t, u64::MAX).unwrap();
+                f.add(
+                    format!("{t}-{i}").as_bytes(),
+                    t,
+                    &mut Allowance::unlimited(),
+                )
+                .unwrap();
             }
         }
         assert_eq!(dump(&f), parts);

@@ -5,12 +5,14 @@
 //! the memory budget, and replication to a replica with different settings.
 //!
 //! One test binary in four files: this one holds the reply checks, registration and configs;
-//! `values.rs` the data types through DUMP/RESTORE and the budget; `persistence.rs` AOF, replicas,
+//! `values.rs` the data types through DUMP/RESTORE and the budget; `cap.rs` the per-key cap
+//! `bloom-memory-usage-limit`; `persistence.rs` AOF, replicas,
 //! windowed filters across restarts and RedisBloom 8's RDB; `memory.rs` the module's allocations.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cap;
 mod events;
 mod memory;
 mod persistence;

@@ -193,6 +193,7 @@ pub fn run(
         now_ms: now_ms(),
         table: table(),
         lookup,
+        replaying,
     };
     let outcome = dialect::execute(&mut host, info, args);
     store.db.settle();

@@ -7,11 +7,11 @@
 
 use bloomgate_dialect::commands::flags::*;
 use bloomgate_dialect::encoding::rdb_format::{
-    dump_payload, dump_string_payload, restore_any_payload, PayloadError, Restored,
+    dump_payload, dump_string_payload, restore_capped, PayloadError, Restored,
 };
 
 use super::host::{
-    command, is, parse_i64, Args, Ctx, ServerCommand, ERR_NOT_INTEGER, ERR_OOM, ERR_SYNTAX,
+    command, is, parse_i64, Args, Ctx, ServerCommand, ERR_CAP, ERR_NOT_INTEGER, ERR_OOM, ERR_SYNTAX,
 };
 use crate::keyspace::Data;
 use crate::pubsub::Events;
@@ -56,7 +56,9 @@ fn dump(ctx: &mut Ctx, args: &Args) -> Reply {
 /// `RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]`, checked in Redis' order:
 /// options, existing key, TTL, payload version and checksum, payload contents. IDLETIME and
 /// FREQ are validated and otherwise ignored (the server keeps no LRU/LFU data). A value larger
-/// than the memory budget (`maxmemory`, else the machine's memory) gets the OOM error.
+/// than the memory budget (`maxmemory`, else the machine's memory) gets the OOM error; a dialect
+/// value larger than `bloom-memory-usage-limit` gets the cap's error, unless replayed from the
+/// log (then it is kept; the load reports keys past the cap).
 fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
     let (mut replace, mut absttl, mut idle, mut freq) = (false, false, false, false);
     let mut j = 4;
@@ -98,7 +100,7 @@ fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
         Some(ttl) if ttl < 0 => return Reply::error("ERR Invalid TTL value, must be >= 0"),
         Some(ttl) => ttl,
     };
-    let value = match restore_any_payload(args[3], ctx.store.memory_budget()) {
+    let value = match restore_capped(args[3], ctx.store.memory_budget(), ctx.key_cap()) {
         Ok(Restored::Dialect(value)) => Data::Dialect(value),
         Ok(Restored::String(s)) => Data::String(s),
         Err(PayloadError::VersionOrChecksum) => {
@@ -109,6 +111,7 @@ fn restore(ctx: &mut Ctx, args: &Args) -> Reply {
             ctx.store.stats.rejected_oom += 1;
             return Reply::error(ERR_OOM);
         }
+        Err(PayloadError::OverCap) => return Reply::error(ERR_CAP),
     };
     let deleted = replace && ctx.db().remove(key, now);
     let expires_at = match ttl {

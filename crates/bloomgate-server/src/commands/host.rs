@@ -15,7 +15,7 @@ use crate::resp::Reply;
 
 pub use bloomgate_dialect::commands::{wrong_arity, Args};
 pub use bloomgate_dialect::num::{is, parse_f64, parse_i64};
-pub use bloomgate_dialect::{ERR_OOM, ERR_WRONGTYPE};
+pub use bloomgate_dialect::{ERR_CAP, ERR_OOM, ERR_WRONGTYPE};
 
 /// Redis' error for an argument that must be an integer.
 pub const ERR_NOT_INTEGER: &str = "ERR value is not an integer or out of range";
@@ -82,6 +82,8 @@ pub struct ServerHost<'a> {
     pub table: &'static [ServerCommand],
     /// The command called this (any case).
     pub lookup: fn(&[u8]) -> Option<&'static ServerCommand>,
+    /// The command replays the append-only log (at start): the per-key cap is not enforced.
+    pub replaying: bool,
 }
 
 impl ServerHost<'_> {
@@ -137,6 +139,15 @@ impl dialect::Host for ServerHost<'_> {
     }
     fn now_ms(&self) -> u64 {
         self.now_ms.max(0) as u64
+    }
+    fn replaying(&self) -> bool {
+        self.replaying
+    }
+    fn warn(&mut self, message: &str) {
+        // A replayed log reports its keys past the cap once, when the load ends.
+        if !self.replaying {
+            eprintln!("bloomgate: warning: {message}");
+        }
     }
     fn notify(&mut self, event: &str, key: &[u8]) {
         self.store.pubsub.notify(Events::MODULE, event, key);

@@ -58,7 +58,7 @@ fn string<'a>(ctx: &'a Ctx, key: &[u8]) -> Result<Option<&'a [u8]>, Reply> {
 
 /// Admits `bytes` new bytes against the memory budget, or Redis' OOM error.
 fn admit(ctx: &mut Ctx, bytes: usize) -> Result<(), Reply> {
-    let admitted = ctx.admit(Buffer(bytes as u64)).map(|_| ());
+    let admitted = ctx.admit_uncapped(Buffer(bytes as u64)).map(|_| ());
     if admitted.is_err() {
         ctx.store.stats.rejected_oom += 1;
     }

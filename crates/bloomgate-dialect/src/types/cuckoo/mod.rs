@@ -14,7 +14,7 @@
 //! Slots live in copy-on-write segments of whole buckets ([`CowArray`]), so a snapshot shares
 //! them and a write copies only the segment it changes.
 
-use crate::budget::{Admitted, Allowance, Shape};
+use crate::budget::{Admitted, Allowance, Limit, Shape};
 use crate::encoding::murmur::murmur64a;
 use crate::types::cow::CowArray;
 use bloomgate::relocate::Walk;
@@ -84,6 +84,8 @@ pub enum InsertError {
     MaxExpansions,
     /// A new sub-filter would exceed the memory budget or cannot be allocated.
     OutOfMemory,
+    /// A new sub-filter would take the filter past `bloom-memory-usage-limit`.
+    OverCap,
 }
 
 impl InsertError {
@@ -93,6 +95,7 @@ impl InsertError {
             InsertError::Full => "Filter is full",
             InsertError::MaxExpansions => "Maximum expansions reached",
             InsertError::OutOfMemory => crate::ERR_OOM,
+            InsertError::OverCap => crate::ERR_CAP,
         }
     }
 }
@@ -363,7 +366,10 @@ impl CuckooChain {
                 buckets,
                 bucket_size: self.bucket_size,
             })
-            .map_err(|_| InsertError::OutOfMemory)?
+            .map_err(|over| match over.limit {
+                Limit::Memory => InsertError::OutOfMemory,
+                Limit::KeyCap => InsertError::OverCap,
+            })?
             .into_shape();
         let sub =
             SubFilter::zeroed(plan.buckets, plan.bucket_size).ok_or(InsertError::OutOfMemory)?;

@@ -448,6 +448,8 @@ pub enum AddError {
     GrowFailed,
     /// A new link would exceed the memory budget.
     OutOfMemory,
+    /// A new link would take the chain past `bloom-memory-usage-limit`.
+    OverCap,
 }
 
 impl AddError {
@@ -457,6 +459,15 @@ impl AddError {
             AddError::Full => "ERR non scaling filter is full",
             AddError::GrowFailed => "ERR problem inserting into filter",
             AddError::OutOfMemory => crate::ERR_OOM,
+            AddError::OverCap => crate::ERR_CAP,
+        }
+    }
+
+    /// The error for a new link the allowance refused.
+    pub(crate) fn refused(over: crate::budget::OverBudget) -> Self {
+        match over.limit {
+            crate::budget::Limit::Memory => AddError::OutOfMemory,
+            crate::budget::Limit::KeyCap => AddError::OverCap,
         }
     }
 }

@@ -127,7 +127,7 @@ pub(crate) fn add<L: ChainLink>(
         let plan = capacity
             .and_then(|c| L::plan(c, error))
             .ok_or(AddError::GrowFailed)?;
-        let plan = allowance.admit(plan).map_err(|_| AddError::OutOfMemory)?;
+        let plan = allowance.admit(plan).map_err(AddError::refused)?;
         let link = L::allocate(plan).ok_or(AddError::GrowFailed)?;
         let mut grown = std::mem::take(links).into_vec();
         grown.push(link);

@@ -27,17 +27,10 @@ const K_LAST: &str = "O(k), where k is the number of hash functions used by the 
 const ADD_MANY: &str =
     "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist";
 
-/// `[LAYOUT classic|blocked]` (our extension).
-const LAYOUT_OPTION: Arg = Arg::group(
-    "layout",
-    ArgKind::OneOf,
-    &[
-        Arg::plain("classic", ArgKind::PureToken).token("CLASSIC"),
-        Arg::plain("blocked", ArgKind::PureToken).token("BLOCKED"),
-    ],
-)
-.token("LAYOUT")
-.optional();
+/// BF.RESERVE's and BF.INSERT's documented arguments are RedisBloom 8's exactly: `LAYOUT
+/// classic|blocked`, our extension, is accepted but not listed in `COMMAND DOCS`, so clients
+/// and tools generated from RedisBloom's documentation (and RedisBloom's own docs tests) see the
+/// same argument lists. It is documented in docs/module.md.
 const RESERVE_ARGS: &[Arg] = &[
     Arg::key(),
     Arg::plain("error_rate", ArgKind::Double),
@@ -46,7 +39,6 @@ const RESERVE_ARGS: &[Arg] = &[
     Arg::plain("nonscaling", ArgKind::PureToken)
         .token("NONSCALING")
         .optional(),
-    LAYOUT_OPTION,
 ];
 const INSERT_ARGS: &[Arg] = &[
     Arg::key(),
@@ -57,7 +49,6 @@ const INSERT_ARGS: &[Arg] = &[
     Arg::plain("nonscaling", ArgKind::PureToken)
         .token("NONSCALING")
         .optional(),
-    LAYOUT_OPTION,
     Arg::plain("items", ArgKind::PureToken).token("ITEMS"),
     Arg::plain("item", ArgKind::String).multiple(),
 ];
@@ -683,6 +674,45 @@ mod tests {
         assert_eq!(h.run("BF.RESERVE k 0.01 100"), err("ERR item exists"));
         assert_eq!(h.run("BF.RESERVE z 0.01 100 EXPANSION 0"), Reply::ok());
         assert_eq!(h.run("BF.INFO z EXPANSION"), Reply::Array(vec![Reply::Nil]));
+    }
+
+    /// `COMMAND DOCS` lists RedisBloom 8's arguments, in its order; `LAYOUT` is accepted but not
+    /// listed.
+    #[test]
+    fn documented_arguments_are_redisbloom_8s() {
+        let names = |command: &str| -> Vec<&str> {
+            let info = crate::commands::table::lookup(command.as_bytes()).unwrap();
+            info.docs
+                .as_ref()
+                .unwrap()
+                .args
+                .iter()
+                .map(|a| a.name)
+                .collect()
+        };
+        assert_eq!(
+            names("BF.RESERVE"),
+            ["key", "error_rate", "capacity", "expansion", "nonscaling"]
+        );
+        assert_eq!(
+            names("BF.INSERT"),
+            [
+                "key",
+                "capacity",
+                "error",
+                "expansion",
+                "nocreate",
+                "nonscaling",
+                "items",
+                "item"
+            ]
+        );
+        let mut h = Harness::new();
+        assert_eq!(h.run("BF.RESERVE k 0.01 100 LAYOUT blocked"), Reply::ok());
+        assert_eq!(
+            h.run("BF.INSERT j LAYOUT blocked ITEMS a"),
+            Reply::Array(vec![Reply::Bool(true)])
+        );
     }
 
     #[test]

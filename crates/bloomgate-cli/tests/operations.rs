@@ -34,10 +34,7 @@ fn resp(port: u16, commands: &[&[&str]]) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let mut out = Vec::new();
     for args in commands {
-        out.extend(format!("*{}\r\n", args.len()).bytes());
-        for a in *args {
-            out.extend(format!("${}\r\n{a}\r\n", a.len()).bytes());
-        }
+        out.extend(bloomgate_testkit::resp_command(args));
     }
     stream.write_all(&out).unwrap();
     // One reply line per command is enough to know they ran (none of these answers an array).

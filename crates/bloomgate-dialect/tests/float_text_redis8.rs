@@ -39,12 +39,7 @@ impl Conn {
     }
 
     fn send(&mut self, args: &[&[u8]]) {
-        let mut out = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
+        let out = bloomgate_testkit::resp_command(args);
         self.reader.get_mut().write_all(&out).unwrap();
     }
 

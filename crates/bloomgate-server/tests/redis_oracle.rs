@@ -73,13 +73,7 @@ impl Conn {
     }
 
     fn send(&mut self, args: &[&[u8]]) {
-        let mut out = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
-        self.send_raw(&out);
+        self.send_raw(&bloomgate_testkit::resp_command(args));
     }
 
     fn call(&mut self, args: &[&[u8]]) -> R {

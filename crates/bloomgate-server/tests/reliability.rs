@@ -466,11 +466,7 @@ fn missing_snapshot_or_log_refused() {
 
 /// A command in RESP.
 fn resp(args: &[&str]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend(format!("${}\r\n{a}\r\n", a.len()).into_bytes());
-    }
-    out
+    bloomgate_testkit::resp_command(args)
 }
 
 fn raw(port: u16, request: &[u8]) -> Vec<u8> {

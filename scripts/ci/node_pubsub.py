@@ -31,11 +31,7 @@ def main():
         return 1 if os.environ.get("BLOOMGATE_REQUIRE_GATE_CLIENTS") == "1" else 0
     script = os.path.join(bgtest.ROOT, "scripts", "ci", "node", "pubsub_node_test.js")
     env = dict(os.environ, NODE_PATH=modules)
-    server = None
-    port = args.port
-    if port is None:
-        server = bgtest.Server(bgtest.serve_argv(args.bin), prefix="bloomgate-nodepubsub-", seconds=30)
-        port = server.port
+    server, port = bgtest.serve_unless_port(args.bin, args.port, "bloomgate-nodepubsub-")
     try:
         done = subprocess.run(["node", script, str(port)], env=env, timeout=120)
     finally:

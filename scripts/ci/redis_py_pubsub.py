@@ -20,15 +20,7 @@ import redis
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import bgtest  # noqa: E402  (scripts/lib, found from this file)
 
-failures = []
-
-
-def check(name, got, want):
-    if got != want:
-        failures.append(f"{name}: got {got!r}, want {want!r}")
-        print(f"FAIL {name}: got {got!r}, want {want!r}")
-    else:
-        print(f"ok   {name}")
+check = bgtest.check
 
 
 def next_message(p, seconds=10):
@@ -115,11 +107,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join("target", "release", "bloomgate"))
     ap.add_argument("--port", type=int)
     args = ap.parse_args()
-    server = None
-    port = args.port
-    if port is None:
-        server = bgtest.Server(bgtest.serve_argv(args.bin), prefix="bloomgate-pypubsub-", seconds=30)
-        port = server.port
+    server, port = bgtest.serve_unless_port(args.bin, args.port, "bloomgate-pypubsub-")
     try:
         run(port, 2)
         run(port, 3)
@@ -127,10 +115,7 @@ def main():
     finally:
         if server is not None:
             server.close()
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("all redis-py pub/sub checks passed")
+    bgtest.finish("all redis-py pub/sub checks passed")
 
 
 if __name__ == "__main__":

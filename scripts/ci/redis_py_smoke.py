@@ -17,15 +17,8 @@ import redis
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import bgtest  # noqa: E402  (scripts/lib, found from this file)
 
-failures = []
-
-
-def check(name, got, want):
-    if got != want:
-        failures.append(f"{name}: got {got!r}, want {want!r}")
-        print(f"FAIL {name}: got {got!r}, want {want!r}")
-    else:
-        print(f"ok   {name}")
+failures = bgtest.failures
+check = bgtest.check
 
 
 def expect_error(name, fn, text):
@@ -36,16 +29,6 @@ def expect_error(name, fn, text):
         return
     failures.append(f"{name}: no error")
     print(f"FAIL {name}: no error")
-
-
-def start_server(binary):
-    """`bloomgate serve` on a free port (another process may take it first: five tries)."""
-    for _ in range(5):
-        try:
-            return bgtest.Server(bgtest.serve_argv(binary), prefix="bloomgate-pysmoke-", seconds=30)
-        except RuntimeError as e:
-            print(e)
-    sys.exit("could not start bloomgate serve")
 
 
 def copy_by_dump(family, commands, source, target, end_data):
@@ -189,11 +172,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join("target", "release", "bloomgate"))
     ap.add_argument("--port", type=int)
     args = ap.parse_args()
-    server = None
-    port = args.port
-    if port is None:
-        server = start_server(args.bin)
-        port = server.port
+    server, port = bgtest.serve_unless_port(args.bin, args.port, "bloomgate-pysmoke-")
     try:
         r = redis.Redis(port=port)
         run(r)
@@ -212,10 +191,7 @@ def main():
         if server is not None:
             check("clean shutdown on SIGTERM", server.stop("terminate"), 0)
             server.close()
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("all redis-py checks passed")
+    bgtest.finish("all redis-py checks passed")
 
 
 if __name__ == "__main__":

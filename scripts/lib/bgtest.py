@@ -253,6 +253,47 @@ class Server:
         self.close()
 
 
+def start_serve(binary, prefix="bloomgate-", tries=5):
+    """`bloomgate serve` from `binary` on a free port, as a `Server` (another process may take
+    the port first: `tries` attempts); exits the script when none starts."""
+    for _ in range(tries):
+        try:
+            return Server(serve_argv(binary), prefix=prefix, seconds=30)
+        except RuntimeError as e:
+            print(e)
+    sys.exit("could not start bloomgate serve")
+
+
+def serve_unless_port(binary, port, prefix="bloomgate-"):
+    """(server, port): with a `port`, no server of our own (the caller talks to one already
+    running there); without, `bloomgate serve` started by `start_serve` (the caller closes it)."""
+    if port is not None:
+        return None, port
+    server = start_serve(binary, prefix)
+    return server, server.port
+
+
+# The smoke scripts' checks: each one printed, failures kept for `finish`.
+failures = []
+
+
+def check(name, got, want):
+    """Records one check: `got` must equal `want`."""
+    if got != want:
+        failures.append(f"{name}: got {got!r}, want {want!r}")
+        print(f"FAIL {name}: got {got!r}, want {want!r}")
+    else:
+        print(f"ok   {name}")
+
+
+def finish(passed):
+    """Ends a smoke script: exit status 1 with the failure count, else prints `passed`."""
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print(passed)
+
+
 def postgres_bin_dir():
     """The directory holding `initdb` and `pg_ctl`: Debian's newest /usr/lib/postgresql/N/bin
     (Debian does not put them on PATH), else the one on PATH; None if PostgreSQL is missing."""

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use bloomgate_testkit::replies::{cmd, error_of};
+use bloomgate_testkit::replies::{cmd, error_of, events_of};
 use bloomgate_testkit::server::Server;
 use bloomgate_testkit::temp_dir;
 use redis::Value;
@@ -162,31 +162,6 @@ fn wire_frames_in_resp2_and_resp3() {
         "+OK\r\n-ERR Command not allowed inside a transaction\r\n-EXECABORT Transaction \
          discarded because of previous errors.\r\n"
     );
-}
-
-/// The events published between a command and the marker published after it.
-fn events_of(
-    c: &mut redis::Connection,
-    sub: &mut redis::PubSub,
-    n: &mut u32,
-    line: &str,
-) -> Vec<(String, String)> {
-    cmd(c, line);
-    *n += 1;
-    let marker = format!("marker{n}");
-    cmd(c, &format!("PUBLISH __keyevent@0__:marker {marker}"));
-    let mut out = Vec::new();
-    for _ in 0..16 {
-        let msg = sub
-            .get_message()
-            .expect("a message before the read timeout");
-        let payload: String = msg.get_payload().unwrap();
-        if payload == marker {
-            return out;
-        }
-        out.push((msg.get_channel_name().to_string(), payload));
-    }
-    panic!("no marker after {line}: {out:?}");
 }
 
 #[test]

@@ -34,6 +34,34 @@ pub fn cmd(con: &mut redis::Connection, line: &str) -> Value {
         .unwrap_or_else(|e| panic!("{line}: {e}"))
 }
 
+/// The keyspace events `command` (space-separated words, run with [`cmd`]) published, as
+/// `(channel, payload)` pairs read from `sub` (a subscriber to `__key*__:*` on the same
+/// server): everything `sub` receives before the marker `marker{n}` published after the
+/// command on `__keyevent@0__:marker` (`n` counts the calls). Bounded: at most 16 messages.
+pub fn events_of(
+    c: &mut redis::Connection,
+    sub: &mut redis::PubSub,
+    n: &mut u32,
+    command: &str,
+) -> Vec<(String, String)> {
+    cmd(c, command);
+    *n += 1;
+    let marker = format!("marker{n}");
+    cmd(c, &format!("PUBLISH __keyevent@0__:marker {marker}"));
+    let mut out = Vec::new();
+    for _ in 0..16 {
+        let msg = sub
+            .get_message()
+            .expect("a message before the read timeout");
+        let payload: String = msg.get_payload().unwrap();
+        if payload == marker {
+            return out;
+        }
+        out.push((msg.get_channel_name().to_string(), payload));
+    }
+    panic!("no marker after {command}: {out:?}");
+}
+
 /// The error line (without `-`) of a command that must fail.
 pub fn error_of(con: &mut redis::Connection, line: &str) -> String {
     match build(line).query::<Value>(con) {

@@ -3,39 +3,8 @@
 //! nothing.
 
 use crate::support::{have_redis, temp_dir, Redis};
+use bloomgate_testkit::replies::events_of;
 use std::time::Duration;
-
-/// The events published between a command and the marker published after it, as
-/// `(channel, payload)`, read from a subscriber to `__key*__:*`.
-fn events_of(
-    c: &mut redis::Connection,
-    sub: &mut redis::PubSub,
-    n: &mut u32,
-    command: &str,
-) -> Vec<(String, String)> {
-    let words: Vec<&str> = command.split_whitespace().collect();
-    let _: redis::Value = redis::cmd(words[0]).arg(&words[1..]).query(c).unwrap();
-    *n += 1;
-    let marker = format!("marker{n}");
-    let _: i64 = redis::cmd("PUBLISH")
-        .arg("__keyevent@0__:marker")
-        .arg(&marker)
-        .query(c)
-        .unwrap();
-    let mut out = Vec::new();
-    // Bounded: at most a few events per command, then the marker.
-    for _ in 0..16 {
-        let msg = sub
-            .get_message()
-            .expect("a message before the read timeout");
-        let payload: String = msg.get_payload().unwrap();
-        if payload == marker {
-            return out;
-        }
-        out.push((msg.get_channel_name().to_string(), payload));
-    }
-    panic!("no marker after {command}: {out:?}");
-}
 
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter()

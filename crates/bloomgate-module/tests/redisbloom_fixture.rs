@@ -55,20 +55,10 @@ fn family(key: &str) -> &'static str {
 }
 
 fn scandump(c: &mut redis::Connection, fam: &str, key: &str) -> Vec<(i64, String)> {
-    let mut out = Vec::new();
-    let mut iter = 0i64;
-    loop {
-        let (next, data): (i64, Option<Vec<u8>>) = redis::cmd(&format!("{fam}.SCANDUMP"))
-            .arg(key)
-            .arg(iter)
-            .query(c)
-            .unwrap();
-        if next == 0 {
-            return out;
-        }
-        out.push((next, hex(&data.unwrap_or_default())));
-        iter = next;
-    }
+    bloomgate_testkit::replies::scandump_stream(c, fam, key)
+        .into_iter()
+        .map(|(next, data)| (next, hex(&data)))
+        .collect()
 }
 
 /// Indices of `absent-{i}` probes that answer 1.

@@ -1163,7 +1163,7 @@ pub fn tdigest_replies(port: u16) {
 }
 
 /// A whole `{family}.SCANDUMP` of `key`: `(iterator, data)` pairs, the header first.
-fn scandump_stream(c: &mut redis::Connection, family: &str, key: &str) -> Vec<(i64, Vec<u8>)> {
+pub fn scandump_stream(c: &mut redis::Connection, family: &str, key: &str) -> Vec<(i64, Vec<u8>)> {
     let mut out = Vec::new();
     let mut iter = 0i64;
     for _ in 0..100_000 {

@@ -13,11 +13,10 @@ use super::{
 use crate::config::MAX_ERROR_RATE;
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
-use crate::types::sbchain::{AddError, BlockedChain, BloomChain, BLOCKED_MAGIC};
+use crate::types::sbchain::{self, AddError, BlockedChain, BloomChain, BLOCKED_MAGIC};
 use crate::value::{DialectType, Value};
 use crate::ERR_NOT_FOUND;
 
-const MAX_CAPACITY: i64 = 1 << 30;
 const MAX_EXPANSION: i64 = 32768;
 
 /// `O(k * n)` wording shared by the multi-item commands.
@@ -362,15 +361,16 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
     let Some(error) = parse_f64(args[2]) else {
         return Reply::error("ERR bad error rate");
     };
-    if !(error > 0.0 && error < 1.0) {
-        return Reply::error("ERR error rate must be in the range (0.000000, 1.000000)");
+    if let Err(e) = sbchain::check_error_rate(error) {
+        return Reply::error(e);
     }
     let error = error.min(MAX_ERROR_RATE);
     let Some(capacity) = parse_i64(args[3]) else {
         return Reply::error("ERR bad capacity");
     };
-    if !(1..=MAX_CAPACITY).contains(&capacity) {
-        return Reply::error("ERR capacity must be in the range [1, 1073741824]");
+    // A negative capacity is out of range like 0.
+    if let Err(e) = sbchain::check_capacity(u64::try_from(capacity).unwrap_or(0)) {
+        return Reply::error(e);
     }
     // Options are matched anywhere after the capacity; unknown words are ignored (quirk).
     let options = &args[4..];

@@ -32,8 +32,8 @@ use bloomgate::{CountingBloomFilter, Layout, Params};
 use crate::types::cow::allocation_size;
 use bloomgate::relocate::Walk;
 
-/// Largest capacity.
-pub const MAX_CAPACITY: u64 = 1 << 30;
+/// Largest capacity (BF.RESERVE's).
+pub const MAX_CAPACITY: u64 = crate::types::sbchain::MAX_CAPACITY;
 /// Counter widths, in bits.
 pub const COUNTER_BITS: [u32; 2] = bloomgate::filters::COUNTER_BITS;
 /// The default counter width.
@@ -65,12 +65,8 @@ pub struct CountingParams {
 impl CountingParams {
     /// Checks every range; the error text names the bad argument.
     pub fn validate(&self) -> Result<(), &'static str> {
-        if !(self.error > 0.0 && self.error < 1.0) {
-            return Err("ERR error rate must be in the range (0.000000, 1.000000)");
-        }
-        if !(1..=MAX_CAPACITY).contains(&self.capacity) {
-            return Err("ERR capacity must be in the range [1, 1073741824]");
-        }
+        crate::types::sbchain::check_error_rate(self.error)?;
+        crate::types::sbchain::check_capacity(self.capacity)?;
         if !COUNTER_BITS.contains(&self.counter_bits) {
             return Err("ERR BITS must be 4 or 8");
         }

@@ -68,8 +68,8 @@ use crate::budget::{Allowance, Buffer, Limit};
 
 /// Most generations a filter may have (each query checks all of them).
 pub const MAX_GENERATIONS: u64 = 1024;
-/// Largest capacity per generation.
-pub const MAX_CAPACITY: u64 = 1 << 30;
+/// Largest capacity per generation (BF.RESERVE's).
+pub const MAX_CAPACITY: u64 = crate::types::sbchain::MAX_CAPACITY;
 /// Largest growth factor of a generation.
 pub const MAX_EXPANSION: u64 = 32768;
 /// Longest window: about 100 years in milliseconds.
@@ -121,12 +121,8 @@ pub struct WindowParams {
 impl WindowParams {
     /// Checks every range; the error text names the bad argument.
     pub fn validate(&self) -> Result<(), &'static str> {
-        if !(self.error > 0.0 && self.error < 1.0) {
-            return Err("ERR error rate must be in the range (0.000000, 1.000000)");
-        }
-        if !(1..=MAX_CAPACITY).contains(&self.capacity) {
-            return Err("ERR capacity must be in the range [1, 1073741824]");
-        }
+        crate::types::sbchain::check_error_rate(self.error)?;
+        crate::types::sbchain::check_capacity(self.capacity)?;
         if !(1..=MAX_WINDOW_MS).contains(&self.window_ms) {
             return Err("ERR window must be in the range [1, 3153600000000] milliseconds");
         }

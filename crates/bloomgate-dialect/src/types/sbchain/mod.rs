@@ -47,6 +47,27 @@ const LN2: f64 = 0.693147180559945;
 /// Largest growth factor: what `BF.RESERVE … EXPANSION` accepts (RedisBloom's cap). A loaded
 /// header may not claim more: the growth factor sizes the next link.
 pub const MAX_GROWTH: u32 = 32768;
+/// Largest capacity `BF.RESERVE` takes (and the Bloom-family types built like it, `CBF.*` and
+/// `WF.*`).
+pub const MAX_CAPACITY: u64 = 1 << 30;
+
+/// `BF.RESERVE`'s error-rate range, (0, 1), with its refusal.
+pub fn check_error_rate(error: f64) -> Result<(), &'static str> {
+    if error > 0.0 && error < 1.0 {
+        Ok(())
+    } else {
+        Err("ERR error rate must be in the range (0.000000, 1.000000)")
+    }
+}
+
+/// `BF.RESERVE`'s capacity range, [1, [`MAX_CAPACITY`]], with its refusal.
+pub fn check_capacity(capacity: u64) -> Result<(), &'static str> {
+    if (1..=MAX_CAPACITY).contains(&capacity) {
+        Ok(())
+    } else {
+        Err("ERR capacity must be in the range [1, 1073741824]")
+    }
+}
 /// SCANDUMP never returns more than 16 MiB in one chunk.
 pub const MAX_SCANDUMP_CHUNK: u64 = crate::encoding::chunks::CHUNK_BYTES;
 /// `BF.INFO Size` accounting: the chain struct is 32 bytes and each link struct 64 bytes in

@@ -171,25 +171,6 @@ fn a_windowed_filter_generation_over_the_cap_is_refused() {
     assert_eq!(h.run("WF.ADD w a"), Reply::Bool(true));
 }
 
-/// SCANDUMP of `key` as the (iterator, chunk) pairs LOADCHUNK takes.
-fn scandump(h: &mut Harness, command: &str, key: &str) -> Vec<(String, Vec<u8>)> {
-    let mut chunks = Vec::new();
-    let mut iter = "0".to_string();
-    loop {
-        let Reply::Array(reply) = h.run(&format!("{command} {key} {iter}")) else {
-            panic!("{command} answers an array");
-        };
-        if reply[0] == Reply::Int(0) {
-            return chunks;
-        }
-        let (Reply::Int(next), Reply::Bulk(data)) = (&reply[0], &reply[1]) else {
-            panic!("{command}: {reply:?}");
-        };
-        iter = next.to_string();
-        chunks.push((iter.clone(), data.clone()));
-    }
-}
-
 #[test]
 fn loadchunk_and_restore_over_the_cap_are_refused_but_replay_is_not() {
     let mut h = Harness::new();
@@ -197,8 +178,8 @@ fn loadchunk_and_restore_over_the_cap_are_refused_but_replay_is_not() {
     assert_eq!(h.run("CF.RESERVE cbig 300000"), Reply::ok());
     // (SCANDUMP of an empty cuckoo filter has nothing to say, as RedisBloom's.)
     assert_eq!(h.run("CF.ADD cbig x"), Reply::Bool(true));
-    let bloom = scandump(&mut h, "BF.SCANDUMP", "big");
-    let cuckoo = scandump(&mut h, "CF.SCANDUMP", "cbig");
+    let bloom = h.scandump("BF", "big");
+    let cuckoo = h.scandump("CF", "cbig");
     let payload = dump_payload(&h.keys[b"big".as_slice()]);
     assert!(h.keys[b"big".as_slice()].memory() > 256 << 10);
 
@@ -208,7 +189,7 @@ fn loadchunk_and_restore_over_the_cap_are_refused_but_replay_is_not() {
         let args = vec![
             command.as_bytes().to_vec(),
             b"copy".to_vec(),
-            iter.as_bytes().to_vec(),
+            iter.to_string().into_bytes(),
             header.clone(),
         ];
         assert_eq!(capped.run_args(&args), cap_error(), "{command}");

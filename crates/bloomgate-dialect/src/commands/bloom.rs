@@ -958,30 +958,8 @@ mod tests {
             Reply::Array(vec![Reply::Int(500)])
         );
         // SCANDUMP / LOADCHUNK into a new key rebuild the same blocked chain.
-        let mut iter = 0;
-        let mut chunks = Vec::new();
-        loop {
-            let Reply::Array(reply) = h.run(&format!("BF.SCANDUMP b {iter}")) else {
-                panic!()
-            };
-            let (Reply::Int(next), Reply::Bulk(data)) = (&reply[0], &reply[1]) else {
-                panic!("{reply:?}")
-            };
-            if *next == 0 {
-                break;
-            }
-            chunks.push((*next, data.clone()));
-            iter = *next;
-        }
-        for (iter, data) in &chunks {
-            let args = [
-                b"BF.LOADCHUNK".to_vec(),
-                b"copy".to_vec(),
-                iter.to_string().into_bytes(),
-                data.clone(),
-            ];
-            assert_eq!(h.run_args(&args), Reply::ok());
-        }
+        let chunks = h.scandump("BF", "b");
+        h.loadchunks("BF", "copy", &chunks);
         assert!(matches!(
             h.keys.get(&b"copy"[..]),
             Some(Value::BloomBlocked(_))

@@ -441,26 +441,8 @@ mod tests {
         };
         assert_eq!(filter(&h, b"k"), filter(&replayed, b"k"));
         assert_eq!(filter(&h, b"k").params().capacity, 7);
-        let mut iter = 0;
-        loop {
-            let Reply::Array(reply) = h.run(&format!("CBF.SCANDUMP k {iter}")) else {
-                panic!()
-            };
-            let (Reply::Int(next), Reply::Bulk(data)) = (&reply[0], &reply[1]) else {
-                panic!()
-            };
-            if *next == 0 {
-                break;
-            }
-            let args = [
-                b"CBF.LOADCHUNK".to_vec(),
-                b"copy".to_vec(),
-                next.to_string().into_bytes(),
-                data.clone(),
-            ];
-            assert_eq!(h.run_args(&args), Reply::ok());
-            iter = *next;
-        }
+        let chunks = h.scandump("CBF", "k");
+        h.loadchunks("CBF", "copy", &chunks);
         assert_eq!(filter(&h, b"copy"), filter(&h, b"k"));
     }
 }

@@ -850,29 +850,10 @@ mod tests {
         for i in 0..300 {
             h.run(&format!("CF.ADD src i{i}"));
         }
-        let mut chunks = Vec::new();
-        let mut iter = 0;
-        loop {
-            let Reply::Array(reply) = h.run(&format!("CF.SCANDUMP src {iter}")) else {
-                panic!()
-            };
-            match (&reply[0], &reply[1]) {
-                (Reply::Int(0), Reply::Nil) => break,
-                (Reply::Int(next), Reply::Bulk(data)) => {
-                    chunks.push((*next, data.clone()));
-                    iter = *next;
-                }
-                other => panic!("{other:?}"),
-            }
-        }
+        let chunks = h.scandump("CF", "src");
         assert_eq!(chunks[0].1.len(), 38);
         assert!(chunks.len() > 2, "one chunk per sub-filter");
-        for (iter, data) in &chunks {
-            let mut args = vec![b"CF.LOADCHUNK".to_vec(), b"dst".to_vec()];
-            args.push(iter.to_string().into_bytes());
-            args.push(data.clone());
-            assert_eq!(h.run_args(&args), Reply::ok());
-        }
+        h.loadchunks("CF", "dst", &chunks);
         assert_eq!(h.run("CF.DEBUG dst"), h.run("CF.DEBUG src"));
         assert!((0..300).all(|i| h.run(&format!("CF.EXISTS dst i{i}")) == Reply::Bool(true)));
         let load = |h: &mut Harness, key: &str, iter: &str, data: Vec<u8>| {

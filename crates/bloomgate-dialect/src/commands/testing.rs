@@ -112,6 +112,53 @@ impl Harness {
         self.last = Some(outcome);
         reply
     }
+
+    /// `{family}.SCANDUMP key` walked from iterator 0 to its end: the `(iterator, chunk)` pairs
+    /// `{family}.LOADCHUNK` takes, the header first. Panics on a reply that is neither a chunk
+    /// nor the family's end: `0, nil` for CF, `0` and a bulk string for the others.
+    pub fn scandump(&mut self, family: &str, key: &str) -> Vec<(i64, Vec<u8>)> {
+        let mut chunks = Vec::new();
+        let mut iter = 0;
+        loop {
+            let reply = self.run(&format!("{family}.SCANDUMP {key} {iter}"));
+            let Reply::Array(pair) = &reply else {
+                panic!("{family}.SCANDUMP: {reply:?}")
+            };
+            match (&pair[0], &pair[1]) {
+                (Reply::Int(0), end) => {
+                    let ended = if family == "CF" {
+                        *end == Reply::Nil
+                    } else {
+                        matches!(end, Reply::Bulk(_))
+                    };
+                    assert!(ended, "{family}.SCANDUMP's end: {reply:?}");
+                    return chunks;
+                }
+                (Reply::Int(next), Reply::Bulk(data)) => {
+                    chunks.push((*next, data.clone()));
+                    iter = *next;
+                }
+                _ => panic!("{family}.SCANDUMP: {reply:?}"),
+            }
+        }
+    }
+
+    /// `{family}.LOADCHUNK key` of every pair [`Self::scandump`] gave; each must answer OK.
+    pub fn loadchunks(&mut self, family: &str, key: &str, chunks: &[(i64, Vec<u8>)]) {
+        for (iter, data) in chunks {
+            let args = [
+                format!("{family}.LOADCHUNK").into_bytes(),
+                key.as_bytes().to_vec(),
+                iter.to_string().into_bytes(),
+                data.clone(),
+            ];
+            assert_eq!(
+                self.run_args(&args),
+                Reply::ok(),
+                "{family}.LOADCHUNK {iter}"
+            );
+        }
+    }
 }
 
 /// A command line's space-separated words, as a command's arguments.

@@ -604,35 +604,10 @@ mod tests {
         for cmd in &log {
             replica.run_args(cmd);
         }
-        let dump = |h: &mut Harness| {
-            let mut out = Vec::new();
-            let mut iter = 0;
-            loop {
-                let Reply::Array(r) = h.run(&format!("WF.SCANDUMP k {iter}")) else {
-                    panic!()
-                };
-                let (Reply::Int(next), Reply::Bulk(data)) = (&r[0], &r[1]) else {
-                    panic!()
-                };
-                if *next == 0 {
-                    return out;
-                }
-                out.push((*next, data.clone()));
-                iter = *next;
-            }
-        };
-        let original = dump(&mut h);
-        assert_eq!(original, dump(&mut replica));
+        let original = h.scandump("WF", "k");
+        assert_eq!(original, replica.scandump("WF", "k"));
         // The dump loads back through LOADCHUNK.
-        for (iter, data) in &original {
-            let args = vec![
-                b"WF.LOADCHUNK".to_vec(),
-                b"copy".to_vec(),
-                iter.to_string().into_bytes(),
-                data.clone(),
-            ];
-            assert_eq!(h.run_args(&args), Reply::ok());
-        }
+        h.loadchunks("WF", "copy", &original);
         h.now_ms = 4_300;
         assert_eq!(h.run("WF.MEXISTS copy f a"), bools(&[true, false]));
         // Reads propagate nothing.

@@ -178,6 +178,27 @@ pub enum Part<'a> {
     Nil,
 }
 
+/// Pushes the frame of `parts` to each of `subs`, encoding it at most once per protocol;
+/// returns how many took it (a subscriber over its limits is disconnected instead).
+fn deliver<'a>(
+    subs: impl IntoIterator<Item = &'a Subscriber>,
+    parts: &[Part],
+    limits: &Limits,
+) -> usize {
+    let mut encoded: [Option<Vec<u8>>; 2] = [None, None];
+    let mut sent = 0;
+    for sub in subs {
+        let proto = sub.outbox.proto();
+        let frame = encoded[usize::from(proto >= 3)].get_or_insert_with(|| {
+            let mut out = Vec::new();
+            self::frame(proto, parts, &mut out);
+            out
+        });
+        sent += usize::from(sub.outbox.push(frame, limits));
+    }
+    sent
+}
+
 /// A subscriber: its client id and outbox.
 #[derive(Clone, Debug)]
 struct Subscriber {
@@ -251,41 +272,22 @@ impl Registry {
     /// Sends `message` to the subscribers of `channel` and of the patterns matching it;
     /// returns how many received it (a subscriber over its limits is disconnected instead).
     pub fn publish(&self, channel: &[u8], message: &[u8]) -> usize {
-        let mut encoded: [Option<Vec<u8>>; 2] = [None, None];
-        let mut sent = 0;
-        for sub in self.channels.get(channel).into_iter().flatten() {
-            let proto = sub.outbox.proto();
-            let frame = encoded[usize::from(proto >= 3)].get_or_insert_with(|| {
-                let mut out = Vec::new();
+        let subs = self.channels.get(channel).into_iter().flatten();
+        let message_parts = [
+            Part::Bulk(b"message"),
+            Part::Bulk(channel),
+            Part::Bulk(message),
+        ];
+        let mut sent = deliver(subs, &message_parts, &self.limits);
+        for (pattern, subs) in &self.patterns {
+            if glob_match(pattern, channel, false) {
                 let parts = [
-                    Part::Bulk(b"message"),
+                    Part::Bulk(b"pmessage"),
+                    Part::Bulk(pattern),
                     Part::Bulk(channel),
                     Part::Bulk(message),
                 ];
-                self::frame(proto, &parts, &mut out);
-                out
-            });
-            sent += usize::from(sub.outbox.push(frame, &self.limits));
-        }
-        for (pattern, subs) in &self.patterns {
-            if !glob_match(pattern, channel, false) {
-                continue;
-            }
-            let mut encoded: [Option<Vec<u8>>; 2] = [None, None];
-            for sub in subs {
-                let proto = sub.outbox.proto();
-                let frame = encoded[usize::from(proto >= 3)].get_or_insert_with(|| {
-                    let mut out = Vec::new();
-                    let parts = [
-                        Part::Bulk(b"pmessage"),
-                        Part::Bulk(pattern),
-                        Part::Bulk(channel),
-                        Part::Bulk(message),
-                    ];
-                    self::frame(proto, &parts, &mut out);
-                    out
-                });
-                sent += usize::from(sub.outbox.push(frame, &self.limits));
+                sent += deliver(subs, &parts, &self.limits);
             }
         }
         sent

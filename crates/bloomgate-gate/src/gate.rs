@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::backend::{FilterBackend, NoFilters, Probe};
 use crate::config::{FilterMode, GateConfig, Policy};
-use crate::core::Core;
-use crate::lifecycle::LocalFilters;
-use crate::recorder::Recorder;
-use crate::remote::RemoteFilters;
+use crate::exact::core::Core;
+use crate::exact::recorder::Recorder;
+use crate::filters::lifecycle::LocalFilters;
+use crate::filters::remote::RemoteFilters;
+use crate::filters::{FilterBackend, NoFilters, Probe};
 use crate::{ExactStore, Metrics, Result, Seen};
 
 /// The membership gate over one exact store.

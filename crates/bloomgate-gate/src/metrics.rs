@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bloomgate_metrics::{Exposition, Kind};
 
-use crate::costs::Costs;
+use crate::filters::costs::Costs;
 
 /// Latency bucket bounds in seconds: 25 µs to 1 s, roughly ×2 apart.
 const LATENCY_BOUNDS: [f64; 16] = [

@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use crate::postgres_store::parse_url;
+use crate::stores::postgres::parse_url;
 use crate::{
     Error, ExactStore, FilterMode, PgOptions, PostgresStore, RedisStore, Result, SqliteStore,
 };

@@ -71,7 +71,7 @@ use postgres::types::{ToSql, Type};
 use postgres::{Client, NoTls, Row, Statement};
 
 use crate::error::describe;
-use crate::postgres_partitions::{self, Known, Partition};
+use crate::stores::postgres_partitions::{self, Known, Partition};
 use crate::{Error, ExactStore, Result, Seen};
 
 /// How the store connects and keeps its rows; a parameter in the URL overrides the field.
@@ -342,7 +342,7 @@ impl PostgresStore {
              );
              INSERT INTO {meta} (key, value) VALUES ('identity', '{}') ON CONFLICT (key) DO NOTHING;
              COMMIT;",
-            crate::store::random_token()
+            crate::stores::random_token()
         ))?;
         if let Some(partition) = partition {
             // The period is fixed when the table is made: partitions of another length would
@@ -387,7 +387,7 @@ impl PostgresStore {
              COMMIT;",
             table = self.table,
             meta = self.meta,
-            token = crate::store::random_token()
+            token = crate::stores::random_token()
         );
         self.with_conn(|conn| conn.client.batch_execute(&sql))
     }

@@ -44,10 +44,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use redis::cluster::{cluster_pipe, ClusterClient, ClusterClientBuilder, ClusterConnection};
 use redis::{Connection, ConnectionLike, FromRedisValue, RedisResult, Value};
 
-use crate::backend::{FilterBackend, HistorySource, Probe};
 use crate::config::{LifecycleConfig, Timeouts};
+use crate::filters::{FilterBackend, HistorySource, Probe};
 use crate::metrics::{FilterGauges, Metrics, SATURATION_BOUNDS};
-use crate::redis_pool::{Connector, RedisPool};
+use crate::stores::redis_pool::{Connector, RedisPool};
 use crate::{Result, Seen};
 
 const SHARDS: usize = 64;

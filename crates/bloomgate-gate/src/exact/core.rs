@@ -10,9 +10,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::backend::HistorySource;
-use crate::cache::{SeenCache, Ticket};
-use crate::pending::Pending;
+use crate::exact::cache::{SeenCache, Ticket};
+use crate::exact::pending::Pending;
+use crate::filters::HistorySource;
 use crate::{ExactStore, Metrics, Result, Seen};
 
 /// The exact side of the gate: store, cache, overlay, metrics.

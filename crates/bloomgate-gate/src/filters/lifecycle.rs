@@ -36,12 +36,12 @@ use std::time::Instant;
 
 use bloomgate::{FilterCodec, WindowConfig, WindowedBloomFilter};
 
-use crate::backend::{FilterBackend, HistorySource, Probe};
-use crate::build_queue::{BuildQueue, BuildSlot};
 use crate::config::{GateConfig, LifecycleConfig, Persistence};
-use crate::core::Core;
+use crate::exact::core::Core;
+use crate::filters::build_queue::{BuildQueue, BuildSlot};
+use crate::filters::snapshot::{self, Fingerprint};
+use crate::filters::{FilterBackend, HistorySource, Probe};
 use crate::metrics::{FilterGauges, Metrics, SATURATION_BOUNDS};
-use crate::snapshot::{self, Fingerprint};
 use crate::{Error, Result};
 
 const SHARDS: usize = 64;

@@ -147,7 +147,7 @@ impl ExactStore for SqliteStore {
         self.with_writer(|conn| {
             conn.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('identity', ?1)",
-                params![crate::store::random_token()],
+                params![crate::stores::random_token()],
             )?;
             Ok(Some(conn.query_row(
                 "SELECT value FROM meta WHERE key = 'identity'",

@@ -10,6 +10,12 @@
 //! Back-ends build filters from the exact side through [`HistorySource`] (implemented by the
 //! gate's `Core`: the pending overlay plus the store, with the gate's accounting).
 
+pub(crate) mod build_queue;
+pub(crate) mod costs;
+pub(crate) mod lifecycle;
+pub(crate) mod remote;
+pub(crate) mod snapshot;
+
 use crate::metrics::{FilterGauges, SATURATION_BOUNDS};
 use crate::{Result, Seen};
 

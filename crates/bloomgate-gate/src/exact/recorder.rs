@@ -5,7 +5,7 @@
 //!
 //! Why: one SQLite transaction per request wrote ~7 KB of WAL per recorded row and held the
 //! writer lock on the request path. Nothing is lost for the no-duplicate promise: before a row
-//! is queued it is already in the [`Pending`](crate::pending::Pending) overlay, the cache and the
+//! is queued it is already in the [`Pending`](crate::exact::pending::Pending) overlay, the cache and the
 //! scope's filter (or, for remote filters, written there by this thread right after the store
 //! commit), and it leaves the overlay only after both.
 //!
@@ -24,8 +24,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::backend::FilterBackend;
-use crate::core::Core;
+use crate::exact::core::Core;
+use crate::filters::FilterBackend;
 use crate::{Error, Result, Seen};
 
 /// Rows the queue holds (committed or not yet) before `record` waits for, or during a store

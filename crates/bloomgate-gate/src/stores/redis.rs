@@ -8,7 +8,7 @@
 
 use redis::{Commands, Connection};
 
-use crate::redis_pool::RedisPool;
+use crate::stores::redis_pool::RedisPool;
 use crate::{ExactStore, Result, Seen, Timeouts};
 
 /// Redis-backed [`ExactStore`] (needs Redis ≥ 6.2 for `ZMSCORE` and `ZADD GT`).
@@ -70,7 +70,7 @@ impl RedisStore {
 impl ExactStore for RedisStore {
     /// A random token in `{prefix}identity`, set once (`SET NX`) and read back.
     fn identity(&self) -> Result<Option<String>> {
-        let token = crate::store::random_token();
+        let token = crate::stores::random_token();
         let key = self.identity_key();
         let identity: String = self.with_conn(|conn| {
             redis::pipe()

@@ -6,6 +6,12 @@
 //! overlay, which every exact answer and every filter build reads before the store, so neither a
 //! filter nor an answer ever knows less than the store plus the overlay about the recent past.
 
+pub(crate) mod postgres;
+pub(crate) mod postgres_partitions;
+pub(crate) mod redis;
+pub(crate) mod redis_pool;
+pub(crate) mod sqlite;
+
 use std::time::Duration;
 
 use crate::Result;

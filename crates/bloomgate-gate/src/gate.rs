@@ -54,6 +54,9 @@ impl Gate {
                 metrics,
             )?),
         };
+        if filters.shares_pending() {
+            core.share_scopes();
+        }
         Ok(Gate {
             recorder: Some(Recorder::start(core.clone(), filters.clone())),
             core,
@@ -137,6 +140,11 @@ impl Gate {
         let mut maybe = Vec::with_capacity(candidates.len());
         let probe = match self.filters.probe(scope, candidates, now_ms, &mut maybe) {
             Ok(probe) => probe,
+            Err(err) if self.filters.shares_pending() => {
+                // Other processes' uncommitted rows are known to the filter server only.
+                metrics.filter_errors.fetch_add(1, Relaxed);
+                return Err(err);
+            }
             Err(_) => {
                 metrics.filter_errors.fetch_add(1, Relaxed);
                 maybe.clear();
@@ -144,10 +152,18 @@ impl Gate {
                 Probe::Unfiltered
             }
         };
-        let filtered = probe == Probe::Filtered;
+        let (filtered, pending) = match probe {
+            Probe::Filtered => (true, Vec::new()),
+            Probe::Unfiltered => (false, Vec::new()),
+            Probe::Pending { filtered, seen } => (filtered, seen),
+        };
+        for &i in &pending {
+            maybe[i] = false;
+            verdict[i] = false;
+        }
         let maybe_at: Vec<usize> = (0..candidates.len()).filter(|&i| maybe[i]).collect();
         if filtered {
-            let negatives = (candidates.len() - maybe_at.len()) as u64;
+            let negatives = (candidates.len() - maybe_at.len() - pending.len()) as u64;
             metrics.filter_negatives.fetch_add(negatives, Relaxed);
         }
         let mut sample = false;

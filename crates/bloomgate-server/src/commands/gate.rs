@@ -69,7 +69,7 @@ pub fn commands() -> Vec<ServerCommand> {
             "write gate",
             record,
             docs(
-                "Records that the scope was shown the items now; answers how many were queued for commit",
+                "Records that the scope was shown the items now (logged before the reply); answers how many were recorded",
                 "O(N) where N is the number of items",
                 SCOPE_ITEMS,
             ),

@@ -280,15 +280,30 @@ impl Gate {
     }
 
     /// Remembers `items` (overlay, cache, filters) and queues them for the store; `admitted`:
-    /// the recorder reserved room for them.
+    /// the recorder reserved room for them (else they are a replay).
+    ///
+    /// With shared pending rows the filter server takes them first: a record it refused is an
+    /// error and leaves nothing behind in this process; a replay it refuses is committed all
+    /// the same (the rows were pending on the server when they were first acknowledged).
     fn take(&self, scope: u64, items: &[u64], now_ms: u64, admitted: bool) -> Result<Place> {
         let recorder = self.recorder();
-        self.core.remember(scope, items, now_ms);
+        let shared = self.filters.shares_pending();
+        if !shared {
+            self.core.remember(scope, items, now_ms);
+        }
         if let Err(err) = self.filters.record(scope, items, now_ms) {
             if admitted {
                 recorder.release(items.len());
+                return Err(err);
             }
-            return Err(err);
+            if !shared {
+                return Err(err);
+            }
+            let metrics = self.core.metrics();
+            metrics.filter_errors.fetch_add(1, Relaxed);
+        }
+        if shared {
+            self.core.remember(scope, items, now_ms);
         }
         let rows = items
             .iter()

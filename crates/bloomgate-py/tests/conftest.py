@@ -1,5 +1,5 @@
 """Shared fixtures: the `bloomgate` CLI binary for the file round trips, a PostgreSQL server for
-the gate."""
+the gate, a redis-server with the module for the gate's shared filters."""
 
 import os
 import pathlib
@@ -46,3 +46,22 @@ def postgres_url():
         pytest.skip("PostgreSQL (initdb, pg_ctl) is not installed (bash .ci/setup installs postgresql)")
     with bgtest.Postgres() as pg:
         yield pg.url
+
+
+@pytest.fixture(scope="session")
+def filter_server():
+    """`resp://127.0.0.1:PORT` of a redis-server running the module built in target/ (or
+    $BLOOMGATE_MODULE), for the gate's remote filters. Skipped when redis-server or the module
+    is missing, unless BLOOMGATE_REQUIRE_CLI is set (CI)."""
+    module = os.environ.get("BLOOMGATE_MODULE") or str(REPO / "target" / "debug" / "libbloomgate_module.so")
+    missing = [what for what, ok in [("redis-server", shutil.which("redis-server")),
+                                     (module, pathlib.Path(module).is_file())] if not ok]
+    if missing:
+        if os.environ.get("BLOOMGATE_REQUIRE_CLI"):
+            pytest.fail("needed for the shared filters: %s (cargo build -p bloomgate-module)" % missing)
+        pytest.skip("missing for the shared filters: %s" % missing)
+    sys.path.insert(0, str(REPO / "scripts" / "lib"))
+    import bgtest
+
+    with bgtest.Server(bgtest.redis_argv("redis-server", module), prefix="bloomgate-py-filters-") as server:
+        yield "resp://127.0.0.1:%d" % server.port

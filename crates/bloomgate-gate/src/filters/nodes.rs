@@ -435,7 +435,10 @@ impl Nodes {
                 })
             });
             match read.and_then(|reply| self.parse_map(&addr, &reply)) {
-                Ok(masters) => {
+                Ok(mut masters) => {
+                    if self.spec.cluster {
+                        self.add_run_ids(&old, &mut masters);
+                    }
                     self.install(&old, masters, first);
                     return Ok(());
                 }
@@ -443,6 +446,29 @@ impl Nodes {
             }
         }
         Err(last.unwrap_or_else(|| Error::FilterServer("no node to ask".into())))
+    }
+
+    /// Makes each master's id `NODE_ID/RUN_ID`: a node that restarted (and may have come back
+    /// without its last writes) is another master then. A node that does not answer keeps the
+    /// run id it had in `old` (it is marked once it answers with another).
+    fn add_run_ids(&self, old: &View, masters: &mut [(String, String, Vec<(usize, usize)>)]) {
+        for (id, addr, _) in masters.iter_mut() {
+            let run_id = self
+                .pool(addr)
+                .and_then(|pool| {
+                    pool.with_conn(|conn| redis::cmd("INFO").arg("server").query::<Value>(conn))
+                })
+                .ok()
+                .and_then(|reply| text_of(&reply))
+                .and_then(|text| field(&text, "run_id"));
+            let run_id = run_id.or_else(|| {
+                let before = format!("{id}/");
+                old.masters
+                    .iter()
+                    .find_map(|(known, _)| known.strip_prefix(&before).map(str::to_owned))
+            });
+            *id = format!("{id}/{}", run_id.unwrap_or_default());
+        }
     }
 
     /// The map in a `CLUSTER SLOTS` (or one server's `INFO server`) reply: per master, its id,

@@ -60,6 +60,9 @@ const SHARDS: usize = 64;
 pub const CHECK_EVERY: u64 = 64;
 /// Most items one command carries when a history is loaded (`pending=local`).
 const ITEMS_PER_COMMAND: usize = 10_000;
+/// Most committed rows kept to clear from the pending hashes later (beyond: they stay pending
+/// until their hash expires, which is harmless).
+const UNCLEAR_ROWS: usize = 262_144;
 /// The shortest time a filter or pending hash lives after its last write: the gate's clock may
 /// be simulated, running faster than the server's.
 const MIN_TTL_MS: u64 = 3_600_000;
@@ -108,6 +111,10 @@ pub(crate) struct RemoteFilters {
     epochs: AtomicU64,
     history: Arc<dyn HistorySource>,
     metrics: Arc<Metrics>,
+    /// Shared: committed rows whose pending entries a commit could not clear (the server
+    /// failed, or a build was reading the store): cleared with the next commit. They stay
+    /// pending meanwhile, which answers what the store does.
+    unclear: Mutex<Vec<(u64, Seen)>>,
 }
 
 impl RemoteFilters {
@@ -155,7 +162,12 @@ impl RemoteFilters {
             epochs: AtomicU64::new(0),
             history,
             metrics,
+            unclear: Mutex::new(Vec::new()),
         })
+    }
+
+    fn lock_unclear(&self) -> MutexGuard<'_, Vec<(u64, Seen)>> {
+        self.unclear.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The scope's filter, pending hash and build marker.
@@ -563,9 +575,19 @@ impl FilterBackend for RemoteFilters {
     /// the recorder: shared, the rows stay pending; local, the scope is merged on next use.
     fn commit(&self, rows: &[(u64, Seen)]) -> Result<()> {
         let ttl = self.ttl_ms();
+        let mut again = std::mem::take(&mut *self.lock_unclear());
+        let rows = if again.is_empty() {
+            rows
+        } else {
+            again.extend_from_slice(rows);
+            again.sort_unstable_by_key(|&(scope, seen)| (scope, seen.item, seen.at_ms));
+            &again[..]
+        };
         let mut groups: Vec<(Vec<u8>, Vec<Cmd>)> = Vec::new();
         let mut meta: Vec<(u64, bool, u64)> = Vec::new(); // (scope, check due, latest time)
+        let mut runs = Vec::new();
         for run in rows.chunk_by(|a, b| a.0 == b.0) {
+            runs.push(run);
             let scope = run[0].0;
             let keys = self.keys(scope);
             let mut by_time: Vec<Seen> = run.iter().map(|&(_, s)| s).collect();
@@ -605,7 +627,8 @@ impl FilterBackend for RemoteFilters {
         }
         let results = self.nodes.call_groups(&groups, !self.shared);
         let mut scopes = Vec::with_capacity(meta.len());
-        for ((scope, due, latest), result) in meta.into_iter().zip(results) {
+        let mut unclear = Vec::new();
+        for (((scope, due, latest), result), run) in meta.into_iter().zip(results).zip(runs) {
             scopes.push(scope);
             let replies = match result {
                 Ok(replies) => replies,
@@ -615,6 +638,12 @@ impl FilterBackend for RemoteFilters {
                 || replies
                     .iter()
                     .any(|r| matches!(r, Value::ServerError(_)) && !not_found(r));
+            // Shared: a build was reading the store, so the rows stayed pending: clear later.
+            let held = self.shared
+                && matches!(replies.first(), Some(Value::Array(r)) if r.get(1) == Some(&Value::Int(1)));
+            if self.shared && (failed || held) {
+                unclear.extend_from_slice(run);
+            }
             if failed {
                 self.metrics.filter_errors.fetch_add(1, Relaxed);
                 if !self.shared {
@@ -652,12 +681,21 @@ impl FilterBackend for RemoteFilters {
                 }
             }
         }
+        if !unclear.is_empty() {
+            let mut kept = self.lock_unclear();
+            let room = UNCLEAR_ROWS.saturating_sub(kept.len());
+            kept.extend(unclear.into_iter().take(room));
+        }
         self.enforce_memory_budget(&scopes);
         Ok(())
     }
 
-    /// Stops the thread watching the server's (or cluster's) map.
+    /// Clears what it can of the pending rows still to clear, then stops the thread watching
+    /// the server's (or cluster's) map.
     fn shutdown(&self) -> Result<()> {
+        if !self.lock_unclear().is_empty() {
+            let _ = self.commit(&[]);
+        }
         self.nodes.stop();
         if let Some(thread) = self
             .watcher

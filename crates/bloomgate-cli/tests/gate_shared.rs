@@ -378,3 +378,61 @@ fn shared_pending_rows_need_a_server_with_scripts() {
     assert!(err.to_string().contains("add pending=local"), "{err}");
     server.kill9();
 }
+
+/// Two `bloomgate serve --gate-filters resp://…` over one store: a `GATE.RECORD` on one is
+/// answered seen by the other at once; `GATE.INFO` names the filters, and serve counts none of
+/// their bytes as its own memory.
+#[test]
+fn two_serve_gates_share_their_filters() {
+    let dir = temp_dir("gate-shared-serve-two");
+    let redis = Redis::start(&dir, bloomgate_testkit::free_port(), &[]);
+    let store = format!("sqlite:{}", dir.join("seen.db").display());
+    let filters = format!("resp://127.0.0.1:{}", redis.port);
+    let gates: Vec<_> = (0..2)
+        .map(|i| {
+            let d = dir.join(format!("gate-{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            bloomgate_testkit::server::Server::binary(
+                env!("CARGO_BIN_EXE_bloomgate"),
+                &d,
+                &["--gate-store", &store, "--gate-filters", &filters],
+            )
+        })
+        .collect();
+    let (mut a, mut b) = (gates[0].conn(), gates[1].conn());
+    let unseen = |c: &mut redis::Connection, items: &[&str]| -> Vec<i64> {
+        redis::cmd("GATE.UNSEEN")
+            .arg("user:1")
+            .arg(items)
+            .query(c)
+            .unwrap()
+    };
+    assert_eq!(unseen(&mut b, &["a", "b", "c"]), [1, 1, 1]);
+    let taken: i64 = redis::cmd("GATE.RECORD")
+        .arg("user:1")
+        .arg(&["a", "b"])
+        .query(&mut a)
+        .unwrap();
+    assert_eq!(taken, 2);
+    assert_eq!(unseen(&mut b, &["a", "b", "c"]), [0, 0, 1]);
+    let info: Vec<redis::Value> = redis::cmd("GATE.INFO").query(&mut b).unwrap();
+    let text: Vec<String> = info
+        .iter()
+        .map(|v| redis::from_redis_value::<String>(v.clone()).unwrap_or_default())
+        .collect();
+    let at = text.iter().position(|t| t == "filters").unwrap();
+    assert_eq!(text[at + 1], filters);
+    let memory: String = redis::cmd("INFO").arg("memory").query(&mut b).unwrap();
+    assert!(memory.contains("used_memory_gate:0\r\n"), "{memory}");
+    let kind: String = redis::cmd("TYPE")
+        .arg(format!(
+            "bloomgate:gate:bf:{{{}}}",
+            bloomgate_gate::item_id(b"user:1")
+        ))
+        .query(&mut redis.conn())
+        .unwrap();
+    assert_eq!(kind, "BGwindowF");
+    for gate in gates {
+        gate.kill9();
+    }
+}

@@ -141,8 +141,10 @@ impl From<Reply> for Answer {
     }
 }
 
-/// Every remote filter key of serve's gate starts with this (then the scope's id in braces).
-pub const FILTER_KEY_PREFIX: &str = "bloomgate:gate:";
+/// Every remote filter key of serve's gate starts with this (then the scope's id in braces):
+/// the keys Python's `bloomgate.Gate` uses with its default `key_prefix`, so both kinds of
+/// gate process share filters and pending rows.
+pub const FILTER_KEY_PREFIX: &str = "bloomgate:gate:bf:";
 
 /// The gate and what `GATE.INFO` says about it.
 pub struct GateService {
@@ -160,7 +162,7 @@ pub struct GateService {
 impl GateService {
     /// Opens the store and starts the gate (blocking: connects to the store, and loads the
     /// filters' snapshot or connects to the filter server). Local filters are persisted under
-    /// `filter_dir`; remote ones live on their server, keys `bloomgate:gate:{SCOPE}`.
+    /// `filter_dir`; remote ones live on their server, keys `bloomgate:gate:bf:{SCOPE}`.
     pub fn open(settings: &GateSettings, filter_dir: &std::path::Path) -> anyhow::Result<Self> {
         let store = settings.store.open("bloomgate:gate:", false)?;
         let lifecycle = LifecycleConfig {

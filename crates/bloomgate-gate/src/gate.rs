@@ -217,9 +217,13 @@ impl Gate {
 
     /// Records that `scope` was shown `items` at `now_ms`; returns how many of them (a prefix of
     /// `items`) were taken. Before it returns, the items taken are in the pending overlay and the
-    /// cache, and in the scope's filter (local filters) or queued for it with the store write
-    /// (remote filters; probes consult the overlay until it lands), so the scope's next request
-    /// never shows them. The store write is queued for the background recorder's next group
+    /// cache, and in the scope's filter (local filters), or pending on the filter server beside
+    /// the scope's filter (remote filters: every gate process sharing them finds them there
+    /// until the recorder writes them into the filter; with `pending=local`, in this process's
+    /// overlay), so the scope's next request never shows them. With shared pending rows a
+    /// filter server that fails is an error here, and nothing is queued (the items may be
+    /// pending there anyway: recording them again is safe). The store write is queued for the
+    /// background recorder's next group
     /// commit ([`Durability::Queued`]: a crash before that commit loses the rows; see
     /// [`Gate::record_with`] to wait for it). All are taken unless the recorder's queue is full:
     /// while the store is healthy this call waits for room (up to `recorder::ROOM_WAIT`); while

@@ -10,10 +10,12 @@
 //! The map comes from `CLUSTER SLOTS`: read at start, every [`WATCH_EVERY`] by a watcher
 //! thread, and right away when a command failed or was redirected (`MOVED`: the command is
 //! routed again once the map says where its slot went). Each map is compared with the one
-//! before: every slot whose master is another node now is marked with the new map's
-//! generation ([`Nodes::changed_at`]). At start, a master that was promoted from replica since
-//! it started (`second_repl_offset` in its `INFO replication`) has its slots marked too. One
-//! server is a single slot whose master is known by its `run_id`: a restart marks it.
+//! before: every slot whose master is another node now — another node id, or the same node
+//! restarted (another `run_id`: it may have come back without its last writes) — is marked with
+//! the new map's generation ([`Nodes::changed_at`]). At start, a master that was promoted from
+//! replica since it started (`second_repl_offset` in its `INFO replication`) has its slots
+//! marked too. One server is a single slot whose master is known by its `run_id` (a server
+//! without one, like `bloomgate serve`, is never marked).
 //!
 //! Connections come from a small pool per node ([`RedisPool`]); with `scripts`, each new
 //! connection first loads them (`SCRIPT LOAD`), so `EVALSHA` finds them on a node that

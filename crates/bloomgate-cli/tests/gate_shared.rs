@@ -195,9 +195,10 @@ fn a_record_on_one_gate_hides_the_item_on_every_gate_before_its_commit() {
     }
 }
 
-/// Threads send requests to three gates at random, with a tiny memory budget (filters
-/// evicted under probes, built again by whichever gate comes next) and commits that take a
-/// while: an item whose `record` returned before a request started is never shown by it.
+/// Threads send requests to three gates at random, with a tiny memory budget (scopes
+/// forgotten and found again), commits that take a while and filters deleted under them (as
+/// their expiry or the server's eviction would: built again by whichever gate comes next): an
+/// item whose `record` returned before a request started is never shown by it.
 #[test]
 fn gates_sharing_filters_never_show_an_item_recorded_before_the_request() {
     use rand::{rngs::SmallRng, RngExt, SeedableRng};
@@ -215,10 +216,24 @@ fn gates_sharing_filters_never_show_an_item_recorded_before_the_request() {
         let base = 100 * i as u64;
         let clock = AtomicU64::new(1_000_000);
         let truth: Mutex<HashMap<(u64, u64), u64>> = Mutex::new(HashMap::new());
+        let running = std::sync::atomic::AtomicBool::new(true);
+        let deleted = AtomicU64::new(0);
         std::thread::scope(|threads| {
+            let (running, deleted, redis) = (&running, &deleted, &redis);
+            threads.spawn(move || {
+                let mut conn = redis.conn();
+                let mut rng = SmallRng::seed_from_u64(99);
+                while running.load(Relaxed) {
+                    let key = format!("shared:{{{}}}", base + rng.random_range(0..6u64));
+                    let gone: u64 = redis::cmd("DEL").arg(key).query(&mut conn).unwrap();
+                    deleted.fetch_add(gone, Relaxed);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            });
+            let mut workers = Vec::new();
             for thread in 0..4u64 {
                 let (gates, clock, truth) = (&gates, &clock, &truth);
-                threads.spawn(move || {
+                workers.push(threads.spawn(move || {
                     let mut rng = SmallRng::seed_from_u64(thread + 10 * i as u64);
                     for request in 0..200 {
                         let now = clock.fetch_add(rng.random_range(0..3), Relaxed);
@@ -248,14 +263,22 @@ fn gates_sharing_filters_never_show_an_item_recorded_before_the_request() {
                             truth.insert((scope, item), now);
                         }
                     }
-                });
+                }));
+            }
+            let results: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+            running.store(false, Relaxed);
+            for result in results {
+                if let Err(panic) = result {
+                    std::panic::resume_unwind(panic);
+                }
             }
         });
         let evictions: u64 = gates
             .iter()
             .map(|g| g.metrics().evictions.load(Relaxed))
             .sum();
-        assert!(evictions > 0, "{policy:?}: no eviction");
+        assert!(evictions > 0, "{policy:?}: no scope forgotten");
+        assert!(deleted.load(Relaxed) > 0, "{policy:?}: no filter deleted");
         // Under verify, no answer is an over-filtered one: every "seen" was recorded.
         if policy == Policy::Verify {
             let now = clock.load(Relaxed);

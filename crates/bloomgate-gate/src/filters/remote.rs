@@ -29,8 +29,10 @@
 //!
 //! Every [`CHECK_EVERY`] recorded batches of a scope its `WF.INFO` is read with the writes;
 //! past `fpr_budget` the filter is rebuilt from the history with twice the capacity, and the
-//! sizes read feed this process's memory budget: beyond it the least recently used scopes'
-//! filters are deleted (their next use builds them again). Both run on the recorder thread.
+//! sizes read feed this process's memory budget: beyond it the least recently used scopes are
+//! forgotten here (shared filters stay, for the other gates: their expiry and the server's
+//! memory bound them) or, with `pending=local`, their filters deleted (the next use builds them
+//! again). Both run on the recorder thread.
 //!
 //! Failures: a probe or a pending write that fails is an error for its request (the node
 //! holding the scope is down or failing over: other scopes carry on); the next use of the
@@ -373,17 +375,23 @@ impl RemoteFilters {
         })
     }
 
-    /// Deletes the filters of `scopes` (after forgetting them here), node by node. A delete
-    /// that fails leaves a complete filter: nothing is lost.
+    /// Forgets `scopes` here and, with `pending=local` (this process owns the filters), deletes
+    /// their filters, node by node. A delete that fails leaves a complete filter: nothing is
+    /// lost. Shared filters stay: other gates may be using them, and their expiry and the
+    /// server's memory bound them.
     fn drop_scopes(&self, scopes: &[u64]) -> u64 {
         let mut groups = Vec::new();
+        let mut dropped = 0;
         for &scope in scopes {
             if let Some(gone) = self.shard(scope).remove(&scope) {
                 self.bytes.fetch_sub(gone.bytes, Relaxed);
-                let key = self.keys(scope)[0].clone();
-                let mut del = redis::cmd("DEL");
-                del.arg(&key);
-                groups.push((key.into_bytes(), vec![del]));
+                dropped += 1;
+                if !self.shared {
+                    let key = self.keys(scope)[0].clone();
+                    let mut del = redis::cmd("DEL");
+                    del.arg(&key);
+                    groups.push((key.into_bytes(), vec![del]));
+                }
             }
         }
         let failed = self
@@ -393,12 +401,13 @@ impl RemoteFilters {
             .filter(|r| r.is_err())
             .count() as u64;
         self.metrics.filter_errors.fetch_add(failed.min(1), Relaxed);
-        groups.len() as u64
+        dropped
     }
 
-    /// Past the memory budget, deletes the least recently used scopes' filters until the total
-    /// is back under 90% of it: scopes not in `keep` (the batch just written) first, then, if
-    /// that is not enough, those too (a deleted filter is built again from the store on use).
+    /// Past the memory budget, drops the least recently used scopes (`drop_scopes`) until the
+    /// total is back under 90% of it: scopes not in `keep` (the batch just written) first, then,
+    /// if that is not enough, those too (a deleted filter is built again from the store on use,
+    /// a forgotten one found again).
     fn enforce_memory_budget(&self, keep: &[u64]) {
         let budget = self.config.memory_budget_bytes;
         let total = self.bytes.load(Relaxed);

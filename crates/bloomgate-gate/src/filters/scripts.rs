@@ -15,8 +15,9 @@
 //!   it takes them out of the hash. A filter deleted (evicted, expired) is built again on use.
 //! - **A recorded row stays in the pending hash until it is in the filter, or the filter does
 //!   not exist and no build is reading the store** (one that started before the row's commit
-//!   could miss it): then [`COMMIT`] leaves it, and the row stays pending until the hash
-//!   expires, R after the scope's last record, when the item is past the window anyway.
+//!   could miss it): then [`COMMIT`] leaves it (the recorder tries again with its next
+//!   commit). A row never cleared stays pending until the hash expires, G·W ≥ R after the
+//!   scope's last record, when the item is past the window anyway.
 //! - [`PROBE`] reads the hash, the filter and whether it exists in one step: a candidate is
 //!   seen if pending (at or after the window's start), "maybe" if the filter says so.
 //!

@@ -69,6 +69,9 @@ impl Connector for NodeClient {
     }
 }
 
+/// A master as a map read shows it: its id, `HOST:PORT` and slot ranges.
+type MasterSlots = (String, String, Vec<(usize, usize)>);
+
 /// The masters and which slots each one holds, as read at one time.
 struct View {
     /// Counts the maps read that differed from the one before (1 = the first).
@@ -453,7 +456,7 @@ impl Nodes {
     /// Makes each master's id `NODE_ID/RUN_ID`: a node that restarted (and may have come back
     /// without its last writes) is another master then. A node that does not answer keeps the
     /// run id it had in `old` (it is marked once it answers with another).
-    fn add_run_ids(&self, old: &View, masters: &mut [(String, String, Vec<(usize, usize)>)]) {
+    fn add_run_ids(&self, old: &View, masters: &mut [MasterSlots]) {
         for (id, addr, _) in masters.iter_mut() {
             let run_id = self
                 .pool(addr)
@@ -475,11 +478,7 @@ impl Nodes {
 
     /// The map in a `CLUSTER SLOTS` (or one server's `INFO server`) reply: per master, its id,
     /// address and slot ranges.
-    fn parse_map(
-        &self,
-        asked: &str,
-        reply: &Value,
-    ) -> Result<Vec<(String, String, Vec<(usize, usize)>)>> {
+    fn parse_map(&self, asked: &str, reply: &Value) -> Result<Vec<MasterSlots>> {
         let bad = || Error::FilterServer(format!("{asked}: unexpected map reply"));
         if !self.spec.cluster {
             let text = text_of(reply).ok_or_else(bad)?;
@@ -490,7 +489,7 @@ impl Nodes {
             return Err(bad());
         };
         let asked_host = asked.rsplit_once(':').map_or(asked, |(host, _)| host);
-        let mut masters: Vec<(String, String, Vec<(usize, usize)>)> = Vec::new();
+        let mut masters: Vec<MasterSlots> = Vec::new();
         for range in ranges {
             let Value::Array(parts) = range else {
                 return Err(bad());
@@ -528,12 +527,7 @@ impl Nodes {
 
     /// Installs a map read now; slots whose master differs from `old`'s (and, at start, the
     /// slots of promoted masters) get the new generation.
-    fn install(
-        &self,
-        old: &View,
-        masters: Vec<(String, String, Vec<(usize, usize)>)>,
-        first: bool,
-    ) {
+    fn install(&self, old: &View, masters: Vec<MasterSlots>, first: bool) {
         let slots = if self.spec.cluster { SLOTS } else { 1 };
         let mut owner = vec![u16::MAX; slots];
         for (index, (_, _, ranges)) in masters.iter().enumerate() {
@@ -668,13 +662,14 @@ mod tests {
 
     #[test]
     fn slots_follow_redis_cluster() {
-        // CLUSTER KEYSLOT answers for these keys, from a Redis 7 cluster.
-        assert_eq!(key_slot(b"123456789"), 0x31C3 % 16384);
+        // CRC16/XMODEM's check value, and Redis Cluster's documented slot of "foo".
+        assert_eq!(key_slot(b"123456789"), 0x31C3);
         assert_eq!(key_slot(b"foo"), 12182);
+        // The first {...} with something inside is the hash tag; an empty one is not.
         assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
         assert_eq!(key_slot(b"gate:{42}:p"), key_slot(b"42"));
-        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
-        assert_eq!(key_slot(b"{}x"), key_slot(b"{}x"));
+        assert_eq!(key_slot(b"x{a}{b}"), key_slot(b"a"));
+        assert_ne!(key_slot(b"foo{}{bar}"), key_slot(b"bar"));
     }
 
     #[test]

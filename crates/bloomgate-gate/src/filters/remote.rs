@@ -639,10 +639,7 @@ impl FilterBackend for RemoteFilters {
         let mut unclear = Vec::new();
         for (((scope, due, latest), result), run) in meta.into_iter().zip(results).zip(runs) {
             scopes.push(scope);
-            let replies = match result {
-                Ok(replies) => replies,
-                Err(_) => Vec::new(),
-            };
+            let replies: Vec<Value> = result.unwrap_or_default();
             let failed = replies.is_empty()
                 || replies
                     .iter()

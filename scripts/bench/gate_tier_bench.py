@@ -10,9 +10,10 @@ Phases:
           connections spread over the three gates.
   record  --items items recorded per scope (GATE.RECORD, named fill:U:J), then every gate's
           backlog committed.
-          Measured after each: the masters' used_memory (INFO memory) and MEMORY USAGE of a
-          sample of filter keys, so bytes per scope (empty, then with --items) and per recorded
-          item; PostgreSQL's rows and table size; fill rates.
+          Measured after each: the masters' used_memory (INFO memory, without the clients'
+          buffers and the scripts) and MEMORY USAGE of a
+          sample of filter keys, so bytes per scope (empty, then with --items) and the bytes
+          recording added per row; PostgreSQL's rows and table size; fill rates.
   feed    the Go client (examples/go/gatetier) against 1, 2, then 3 gates: --requests requests
           of 120 candidates over all scopes (2% of them items the user was recorded before),
           --concurrency in flight, 20 recorded per request; requests/s from its request time,
@@ -54,27 +55,34 @@ def info(port):
 
 
 def used_memory(cluster):
+    """The masters' used_memory without their clients' buffers (the gates' pipelines leave
+    query buffers that Redis shrinks later) and the Lua scripts' memory."""
+    time.sleep(1)
     total = 0
     for port in cluster.masters():
-        text = cluster.call(port, "INFO", "memory").decode()
-        total += int(next(l.split(":")[1] for l in text.splitlines() if l.startswith("used_memory:")))
+        fields = dict(l.split(":", 1) for l in cluster.call(port, "INFO", "memory").decode().splitlines()
+                      if ":" in l)
+        total += int(fields["used_memory"]) - int(fields.get("mem_clients_normal", 0)) \
+            - int(fields.get("used_memory_scripts", 0))
     return total
 
 
-def sample_key_bytes(cluster, scopes, n=200):
-    """MEMORY USAGE of n filter keys spread over the scopes (each asked on its master)."""
-    masters = cluster.masters()
+def sample_key_bytes(cluster, n=300):
+    """Mean MEMORY USAGE of up to n filter keys found by SCAN on the masters."""
     sizes = []
-    for i in range(n):
-        key = "bloomgate:gate:{%d}" % (i * (scopes // n))
-        for port in masters:
-            try:
-                got = cluster.call(port, "MEMORY", "USAGE", key)
-            except RuntimeError:  # MOVED: not this master's
-                continue
-            if got is not None:
-                sizes.append(got)
-                break
+    for port in cluster.masters():
+        c = bgtest.Resp(port, 60)
+        try:
+            cursor, keys = b"0", []
+            while len(keys) < n // 3:
+                cursor, found = c.call("SCAN", cursor, "MATCH", "bloomgate:gate:bf:*", "COUNT", 1000)
+                keys += [k for k in found if k.endswith(b"}")]
+                if cursor in (b"0", "0"):
+                    break
+            sizes += [c.call("MEMORY", "USAGE", k) for k in keys[:n // 3]]
+        finally:
+            c.close()
+    sizes = [s for s in sizes if s is not None]
     return sum(sizes) / len(sizes) if sizes else 0
 
 
@@ -182,9 +190,10 @@ def main():
         report["create_errors"] = errors
         created = used_memory(cluster)
         report["bytes_per_empty_scope"] = (created - base) / args.scopes
-        report["key_bytes_empty"] = sample_key_bytes(cluster, args.scopes)
-        print("create: %d scopes in %.0fs (%.0f/s, %d errors), %.0f bytes per scope"
-              % (args.scopes, took, report["create_per_s"], errors, report["bytes_per_empty_scope"]), flush=True)
+        report["key_bytes_empty"] = sample_key_bytes(cluster)
+        print("create: %d scopes in %.0fs (%.0f/s, %d errors), %.0f bytes per scope (MEMORY USAGE of a filter key %.0f)"
+              % (args.scopes, took, report["create_per_s"], errors, report["bytes_per_empty_scope"],
+                 report["key_bytes_empty"]), flush=True)
 
         items = args.items
         started = time.time()
@@ -196,13 +205,15 @@ def main():
         report["record_errors"] = errors
         recorded = used_memory(cluster)
         report["bytes_per_scope"] = (recorded - base) / args.scopes
-        report["bytes_per_recorded_item"] = (recorded - base) / (args.scopes * items)
-        report["key_bytes"] = sample_key_bytes(cluster, args.scopes)
+        # What recording added, per row (the filters' first generation, allocated as it fills).
+        report["bytes_per_recorded_item"] = (recorded - created) / (args.scopes * items)
+        report["key_bytes"] = sample_key_bytes(cluster)
         report["pg_rows"], report["pg_table_bytes"] = pg_rows(pg)
-        print("record: %d rows in %.0fs (%.0f rows/s, %d errors); cluster %.0f bytes per scope, %.1f per item;"
-              " PostgreSQL %d rows, %.0f bytes per row"
+        print("record: %d rows in %.0fs (%.0f rows/s, %d errors); cluster %.0f bytes per scope (a filter key %.0f),"
+              " %.1f more per recorded item; PostgreSQL %d rows, %.0f bytes per row"
               % (args.scopes * items, took_all, report["record_rows_per_s"], errors, report["bytes_per_scope"],
-                 report["bytes_per_recorded_item"], report["pg_rows"], report["pg_table_bytes"] / max(1, report["pg_rows"])),
+                 report["key_bytes"], report["bytes_per_recorded_item"], report["pg_rows"],
+                 report["pg_table_bytes"] / max(1, report["pg_rows"])),
               flush=True)
 
         report["feed"] = {}

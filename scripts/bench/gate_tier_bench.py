@@ -17,7 +17,9 @@ Phases:
   feed    the Go client (examples/go/gatetier) against 1, 2, then 3 gates: --requests requests
           of 120 candidates over all scopes (2% of them items the user was recorded before),
           --concurrency in flight, 20 recorded per request; requests/s from its request time,
-          store_lookups per candidate from the gates' GATE.INFO before and after.
+          store_lookups per candidate from the gates' GATE.INFO before and after, and the CPU
+          time per request of the gates, the cluster's nodes and PostgreSQL (/proc: what a
+          machine of N cores divides, whatever else ran beside the benchmark).
 
 Prints a table and one JSON line. Needs Go with Debian's redigo, PostgreSQL, redis-cli and a
 redis-server (--redis-server, default Debian's). Memory: a few hundred bytes per scope in the
@@ -136,6 +138,40 @@ def drained(ports, seconds=600):
             time.sleep(0.2)
 
 
+def cpu_seconds(pids):
+    """User + system CPU seconds of these processes so far."""
+    total = 0
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+        except OSError:
+            pass
+    return total
+
+
+def postgres_pids(pg):
+    """The PostgreSQL server's processes: the postmaster (its data directory's postmaster.pid)
+    and its children."""
+    try:
+        with open(os.path.join(pg.data, "postmaster.pid")) as f:
+            root = int(f.readline())
+    except OSError:
+        return []
+    pids = [root]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == root:
+                        pids.append(int(entry))
+            except OSError:
+                pass
+    return pids
+
+
 def pg_rows(pg):
     out = subprocess.run([os.path.join(pg.bin, "psql"), "-h", "127.0.0.1", "-p", str(pg.port), "-U", pg.SUPERUSER,
                           "-d", "postgres", "-Atc",
@@ -219,6 +255,9 @@ def main():
         report["feed"] = {}
         for n in (1, 2, 3):
             before = [info(p) for p in ports[:n]]
+            groups = {"gates": [g.proc.pid for g in gates[:n]], "cluster": [p.pid for p in cluster.procs.values()],
+                      "postgres": postgres_pids(pg)}
+            cpu_before = {k: cpu_seconds(v) for k, v in groups.items()}
             out = subprocess.run([client, "-addrs", ",".join("127.0.0.1:%d" % p for p in ports[:n]),
                                   "-users", str(args.scopes), "-requests", str(args.requests),
                                   "-concurrency", str(args.concurrency), "-known", str(items),
@@ -230,8 +269,10 @@ def main():
             result = json.loads(line[len("result "):])
             after = [info(p) for p in ports[:n]]
             delta = lambda name: sum(int(a[name]) - int(b[name]) for a, b in zip(after, before))  # noqa: E731
+            cpu = {k: (cpu_seconds(v) - cpu_before[k]) / result["requests"] * 1e3 for k, v in groups.items()}
             feed = {
                 "requests_per_s": result["requests"] / result["request_seconds"],
+                "cpu_ms_per_request": cpu,
                 "store_lookups_per_candidate": delta("store_lookups") / max(1, delta("candidates")),
                 "history_loads": delta("history_loads"),
                 "duplicates": result["duplicates"],
@@ -239,8 +280,9 @@ def main():
             }
             report["feed"][n] = feed
             print("feed on %d gate(s): %.0f requests/s, store_lookups %.4f per candidate, %d history loads, "
-                  "%d duplicates, %d failed" % (n, feed["requests_per_s"], feed["store_lookups_per_candidate"],
-                                                feed["history_loads"], feed["duplicates"], feed["failed"]), flush=True)
+                  "%d duplicates, %d failed; CPU ms per request: gates %.3f, cluster %.3f, PostgreSQL %.3f"
+                  % (n, feed["requests_per_s"], feed["store_lookups_per_candidate"], feed["history_loads"],
+                     feed["duplicates"], feed["failed"], cpu["gates"], cpu["cluster"], cpu["postgres"]), flush=True)
     finally:
         for g in gates:
             g.close("kill")

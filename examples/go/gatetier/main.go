@@ -74,6 +74,7 @@ type stats struct {
 	Candidates     int            `json:"candidates"`
 	Failed         int            `json:"failed"`
 	AttemptErrors  int            `json:"attempt_errors"`
+	RetriedBy1000  []int          `json:"retried_by_thousand"`
 	Duplicates     int            `json:"duplicates"`
 	FalseSeen      int            `json:"false_seen"`
 	Acknowledged   int            `json:"acknowledged"`
@@ -97,9 +98,9 @@ func (s *stats) attemptFailed(err error) {
 }
 
 // attempt runs do on a random gate, up to attempts times with pause between; it returns the
-// last error if all failed.
+// last error if all failed, and sets *retried if any try failed.
 func attempt(g *gates, rng *rand.Rand, attempts int, pause time.Duration, st *stats,
-	do func(redis.Conn) error) error {
+	retried *bool, do func(redis.Conn) error) error {
 	var last error
 	for i := 0; i < attempts; i++ {
 		if i > 0 {
@@ -114,6 +115,7 @@ func attempt(g *gates, rng *rand.Rand, attempts int, pause time.Duration, st *st
 			return nil
 		}
 		st.attemptFailed(err)
+		*retried = true
 		last = err
 	}
 	return last
@@ -144,7 +146,7 @@ func main() {
 			people[u].attempted[item] = true
 		}
 	}
-	st := &stats{Errors: map[string]int{}}
+	st := &stats{Errors: map[string]int{}, RetriedBy1000: make([]int, (*requests+999)/1000)}
 	var nextItem int64
 	var itemMu sync.Mutex
 	newItem := func() string {
@@ -163,9 +165,13 @@ func main() {
 		go func(w int) {
 			defer done.Done()
 			rng := rand.New(rand.NewSource(*seed*1000 + int64(w)))
-			for range work {
+			for i := range work {
 				u := rng.Intn(*users)
-				request(g, rng, people[u], fmt.Sprintf("user:%d", u), newItem, *attempts, *pause, st)
+				if request(g, rng, people[u], fmt.Sprintf("user:%d", u), newItem, *attempts, *pause, st) {
+					st.Lock()
+					st.RetriedBy1000[i/1000]++
+					st.Unlock()
+				}
 				progress.Lock()
 				finished++
 				if finished%100 == 0 {
@@ -203,7 +209,8 @@ func main() {
 			}
 			args := redis.Args{scope}.AddFlat(p.shown[at:end])
 			var verdict []int
-			err := attempt(g, rng, *attempts, *pause, st, func(c redis.Conn) error {
+			var retried bool
+			err := attempt(g, rng, *attempts, *pause, st, &retried, func(c redis.Conn) error {
 				var err error
 				verdict, err = redis.Ints(c.Do("GATE.UNSEEN", args...))
 				return err
@@ -229,9 +236,10 @@ func main() {
 }
 
 // request is one feed request of one user: GATE.UNSEEN of 120 candidates on a gate, checked
-// against the user's truth, then GATE.RECORD of up to 20 unseen ones (any gate, retried).
+// against the user's truth, then GATE.RECORD of up to 20 unseen ones (any gate, retried). It
+// says whether any try failed.
 func request(g *gates, rng *rand.Rand, p *user, scope string, newItem func() string,
-	attempts int, pause time.Duration, st *stats) {
+	attempts int, pause time.Duration, st *stats) (retried bool) {
 	p.Lock()
 	defer p.Unlock()
 	args := redis.Args{scope}
@@ -243,7 +251,7 @@ func request(g *gates, rng *rand.Rand, p *user, scope string, newItem func() str
 		}
 	}
 	var verdict []int
-	err := attempt(g, rng, attempts, pause, st, func(c redis.Conn) error {
+	err := attempt(g, rng, attempts, pause, st, &retried, func(c redis.Conn) error {
 		var err error
 		verdict, err = redis.Ints(c.Do("GATE.UNSEEN", args...))
 		if err == nil && len(verdict) != candidatesPerRequest {
@@ -282,7 +290,7 @@ func request(g *gates, rng *rand.Rand, p *user, scope string, newItem func() str
 		p.attempted[item.(string)] = true
 	}
 	var taken int
-	err = attempt(g, rng, attempts, pause, st, func(c redis.Conn) error {
+	err = attempt(g, rng, attempts, pause, st, &retried, func(c redis.Conn) error {
 		var err error
 		taken, err = redis.Int(c.Do("GATE.RECORD", record...))
 		return err
@@ -297,4 +305,5 @@ func request(g *gates, rng *rand.Rand, p *user, scope string, newItem func() str
 		p.shown = append(p.shown, item.(string))
 		p.acked[item.(string)] = true
 	}
+	return
 }

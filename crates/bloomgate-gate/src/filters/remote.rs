@@ -347,8 +347,8 @@ impl RemoteFilters {
         }
     }
 
-    /// A write of this process to the scope's filter failed (`pending=local`): its next use
-    /// merges the store's history, and probes in flight take the exact path.
+    /// A write of this process to the scope's filter failed (`pending=local`), or a read of it
+    /// did: its next use merges the store's history, and probes in flight take the exact path.
     fn mark_stale(&self, scope: u64, now_ms: u64) {
         let epoch = self.epochs.fetch_add(1, Relaxed) + 1;
         let capacity = self.config.min_items_per_generation;
@@ -536,7 +536,15 @@ impl FilterBackend for RemoteFilters {
                 self.history.overlay_seen(scope, items, since, &mut seen);
                 answers = seen.iter().map(|&s| u8::from(s)).collect();
             }
-            let (exists, server) = self.ask(scope, items, now_ms)?;
+            let (exists, server) = match self.ask(scope, items, now_ms) {
+                Ok(answer) => answer,
+                Err(err) => {
+                    // Whatever happened to the node, the store's history goes into the filter
+                    // again before it answers next.
+                    self.mark_stale(scope, now_ms);
+                    return Err(err);
+                }
+            };
             if !exists && !built {
                 self.forget(scope);
                 self.load(scope, now_ms, generation, false, None)?;

@@ -19,7 +19,6 @@
 
 pub mod bloom;
 pub mod bloom_merge;
-mod bloom_types;
 pub mod counting;
 pub mod countmin;
 pub mod cuckoo;

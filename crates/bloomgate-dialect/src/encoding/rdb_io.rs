@@ -4,7 +4,7 @@
 //! and the RDB-file reader over Redis' module-value byte format
 //! ([`rdb_format`](super::rdb_format)); each type's field order is in [`rdb`](super::rdb).
 
-use crate::budget::{Allowance, OverBudget};
+use crate::budget::{Admitted, Allowance, OverBudget, Shape};
 
 /// Receives a value's fields in order.
 pub trait RdbSink {
@@ -44,6 +44,19 @@ pub enum RdbError {
     OverBudget(OverBudget),
 }
 
+impl RdbError {
+    /// An invalid value, for this reason.
+    pub fn invalid(why: impl Into<String>) -> Self {
+        RdbError::Invalid(why.into())
+    }
+}
+
+/// Admits `shape` against `input`'s allowance: what a loader does after validating a value's
+/// fields and before allocating it.
+pub fn admit<S: Shape>(input: &mut impl RdbSource, shape: S) -> Result<Admitted<S>, RdbError> {
+    input.allowance().admit(shape).map_err(RdbError::OverBudget)
+}
+
 impl std::fmt::Display for RdbError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -56,3 +69,69 @@ impl std::fmt::Display for RdbError {
 }
 
 impl std::error::Error for RdbError {}
+
+/// Fields as a list, for round trips without a Redis (the loaders' unit tests).
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// A value's fields, in order, and the allowance loads are admitted against.
+    pub(crate) struct Fields {
+        pub(crate) items: std::collections::VecDeque<Field>,
+        pub(crate) allowance: Allowance,
+    }
+
+    impl Default for Fields {
+        fn default() -> Self {
+            Self {
+                items: Default::default(),
+                allowance: Allowance::unlimited(),
+            }
+        }
+    }
+
+    /// One field.
+    #[derive(Debug, PartialEq)]
+    pub(crate) enum Field {
+        U(u64),
+        D(f64),
+        S(Vec<u8>),
+    }
+
+    impl RdbSink for Fields {
+        fn save_unsigned(&mut self, value: u64) {
+            self.items.push_back(Field::U(value));
+        }
+        fn save_double(&mut self, value: f64) {
+            self.items.push_back(Field::D(value));
+        }
+        fn save_string(&mut self, value: &[u8]) {
+            self.items.push_back(Field::S(value.to_vec()));
+        }
+    }
+
+    impl RdbSource for Fields {
+        fn load_unsigned(&mut self) -> Result<u64, RdbError> {
+            match self.items.pop_front() {
+                Some(Field::U(v)) => Ok(v),
+                _ => Err(RdbError::Truncated),
+            }
+        }
+        fn load_double(&mut self) -> Result<f64, RdbError> {
+            match self.items.pop_front() {
+                Some(Field::D(v)) => Ok(v),
+                _ => Err(RdbError::Truncated),
+            }
+        }
+        fn load_string(&mut self, max_len: u64) -> Result<Vec<u8>, RdbError> {
+            match self.items.pop_front() {
+                Some(Field::S(v)) if v.len() as u64 <= max_len => Ok(v),
+                Some(Field::S(_)) => Err(RdbError::invalid("string longer than expected")),
+                _ => Err(RdbError::Truncated),
+            }
+        }
+        fn allowance(&mut self) -> &mut Allowance {
+            &mut self.allowance
+        }
+    }
+}

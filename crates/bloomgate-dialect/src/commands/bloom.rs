@@ -5,9 +5,9 @@
 //! INSERT's ITEMS).
 
 use super::{
-    add_batch, flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo,
-    Ctx, Docs, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS,
-    KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE,
+    add_batch, flags::*, load_chunk, spec, write, wrong_arity, Arg, ArgKind, Args, CommandInfo,
+    Ctx, Docs, Host, Run, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS,
+    KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE, READ,
 };
 use crate::config::MAX_ERROR_RATE;
 use crate::num::{is, parse_f64, parse_i64};
@@ -70,13 +70,16 @@ const INFO_ARGS: &[Arg] = &[
 
 /// The BF.* command table: RedisBloom 8.2's arities, flags and documentation.
 pub fn commands() -> Vec<CommandInfo> {
-    let bf = |name, command, flags, arity, docs| spec(name, command, flags, "bloom", arity, docs);
+    let bf = |name, access, run: Run, flags, arity, docs| {
+        spec(name, access, run, flags, "bloom", arity, docs)
+    };
     let filter = "is key name for a Bloom filter.";
     vec![
         bf(
             "BF.RESERVE",
-            Command::BfReserve,
-            WRITE | DENYOOM,
+            write("bloom.reserve"),
+            reserve,
+            DENYOOM,
             -4,
             Some(Docs::redisbloom(
                 "Creates a new Bloom Filter",
@@ -88,8 +91,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.ADD",
-            Command::BfAdd,
-            WRITE | DENYOOM,
+            write("bloom.add"),
+            add,
+            DENYOOM,
             3,
             Some(Docs::redisbloom(
                 "Adds an item to a Bloom Filter",
@@ -101,8 +105,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.MADD",
-            Command::BfMadd,
-            WRITE | DENYOOM,
+            write("bloom.add"),
+            madd,
+            DENYOOM,
             -3,
             Some(Docs::redisbloom(
                 ADD_MANY,
@@ -114,8 +119,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.INSERT",
-            Command::BfInsert,
-            WRITE | DENYOOM,
+            write("bloom.add"),
+            insert,
+            DENYOOM,
             -4,
             Some(Docs::redisbloom(
                 ADD_MANY,
@@ -127,8 +133,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.EXISTS",
-            Command::BfExists,
-            READONLY | FAST,
+            READ,
+            exists,
+            FAST,
             3,
             Some(Docs::redisbloom(
                 "Checks whether an item exists in a Bloom Filter",
@@ -140,8 +147,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.MEXISTS",
-            Command::BfMexists,
-            READONLY | FAST,
+            READ,
+            mexists,
+            FAST,
             -3,
             Some(Docs::redisbloom(
                 "Checks whether one or more items exist in a Bloom Filter",
@@ -153,8 +161,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.CARD",
-            Command::BfCard,
-            READONLY | FAST,
+            READ,
+            card,
+            FAST,
             2,
             Some(Docs {
                 since: "2.4.4",
@@ -169,8 +178,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.INFO",
-            Command::BfInfo,
-            READONLY | FAST,
+            READ,
+            info,
+            FAST,
             -2,
             Some(Docs::redisbloom(
                 "Returns information about a Bloom Filter",
@@ -183,8 +193,9 @@ pub fn commands() -> Vec<CommandInfo> {
         // RedisBloom's key spec for SCANDUMP says RW although the command only reads.
         bf(
             "BF.SCANDUMP",
-            Command::BfScandump,
-            READONLY,
+            READ,
+            scandump,
+            Flags::NONE,
             3,
             Some(Docs::redisbloom(
                 "Begins an incremental save of the bloom filter",
@@ -196,8 +207,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.LOADCHUNK",
-            Command::BfLoadchunk,
-            WRITE | DENYOOM,
+            write("bloom.loadchunk"),
+            loadchunk,
+            DENYOOM,
             4,
             Some(Docs::redisbloom(
                 "Restores a filter previously saved using SCANDUMP",
@@ -207,7 +219,7 @@ pub fn commands() -> Vec<CommandInfo> {
                 KEY_ITER_DATA,
             )),
         ),
-        bf("BF.DEBUG", Command::BfDebug, READONLY, -1, None),
+        bf("BF.DEBUG", READ, debug, Flags::NONE, -1, None),
     ]
 }
 
@@ -425,7 +437,7 @@ impl<H: Host + ?Sized> ChainOp<H> for AddAll<'_> {
 
 /// BF.RESERVE: at most 7 arguments (9 with `LAYOUT`); error rate, capacity, EXPANSION,
 /// NONSCALING, LAYOUT checked in that order, then the key.
-pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn reserve(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     // RedisBloom's 7, two more for our `LAYOUT l` (only with it: without, RedisBloom's count).
     let limit = if args[4..].iter().any(|a| is(a, "LAYOUT")) {
         9
@@ -499,8 +511,8 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
 
 /// BF.ADD `key item`: the settings read only to create, the memory budget only to grow, the
 /// reply built without the array MADD answers.
-pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    let from_config = |ctx: &Ctx<H>| Some(CreateParams::from_config(ctx));
+pub(crate) fn add(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    let from_config = |ctx: &Ctx<dyn Host + '_>| Some(CreateParams::from_config(ctx));
     if let Err(reply) = ensure_chain(ctx, args[1], &args[2..], from_config) {
         return reply;
     }
@@ -535,7 +547,7 @@ impl<H: Host + ?Sized> ChainOp<H> for Add<'_> {
     }
 }
 
-pub(crate) fn madd<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn madd(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     add_items(ctx, args[1], &args[2..], |ctx| {
         Some(CreateParams::from_config(ctx))
     })
@@ -544,7 +556,7 @@ pub(crate) fn madd<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 /// BF.INSERT options are recognised by their first letters (RedisBloom quirk): `i` ITEMS,
 /// `e`+`r` ERROR else EXPANSION, `c` CAPACITY, `n` with third letter `c` NOCREATE else
 /// NONSCALING; and ours, `l` LAYOUT.
-pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn insert(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let mut params = CreateParams::from_config(ctx);
     let mut nocreate = false;
     let mut items_at = None;
@@ -663,22 +675,22 @@ fn read<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, read: Read) -> Reply {
 }
 
 /// BF.EXISTS over either layout (0 for a missing key or another type).
-pub(crate) fn exists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn exists(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     read(ctx, args, Read::Exists(args))
 }
 
 /// BF.MEXISTS over either layout, batched.
-pub(crate) fn mexists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn mexists(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     read(ctx, args, Read::Mexists(args))
 }
 
-pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn card(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     read(ctx, args, Read::Card(args))
 }
 
 /// BF.INFO: RedisBloom's five fields; a non-classic chain appends `Layout` at the end (clients
 /// read the reply by position) and answers `BF.INFO key LAYOUT`.
-pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn info(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if args.len() != 2 && args.len() != 3 {
         return wrong_arity("bf.info");
     }
@@ -731,7 +743,7 @@ fn info_of<L: ChainValue, H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Re
     )
 }
 
-pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn scandump(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     read(ctx, args, Read::Scandump(args))
 }
 
@@ -754,7 +766,7 @@ fn scandump_of<L: ChainValue, H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -
 
 /// BF.LOADCHUNK: into the chain at the key, whatever its layout; a header for a missing key
 /// makes the chain whose format its magic names (classic without one).
-pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn loadchunk(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     struct LoadChunk<'a>(&'a Args<'a>);
     impl<H: Host + ?Sized> ChainOp<H> for LoadChunk<'_> {
         type Out = Reply;
@@ -770,7 +782,7 @@ pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Repl
     on_chain(kind, ctx, LoadChunk(args))
 }
 
-pub(crate) fn debug<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn debug(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if args.len() != 2 {
         return wrong_arity("bf.debug");
     }

@@ -21,7 +21,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
 use bloomgate_dialect::budget::{Allowance, KeyCap};
-use bloomgate_dialect::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use bloomgate_dialect::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 use bloomgate_dialect::types::counting::CountingFilter;
 use bloomgate_dialect::types::countmin::CountMin;
 use bloomgate_dialect::types::cuckoo::CuckooChain;

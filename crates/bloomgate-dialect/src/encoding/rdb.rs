@@ -16,7 +16,7 @@
 //! [`Allowance`](crate::budget::Allowance); only then is the value allocated.
 
 use crate::budget::Shape;
-use crate::encoding::rdb_io::{admit, RdbError, RdbSink, RdbSource};
+use crate::codec::rdb_io::{admit, RdbError, RdbSink, RdbSource};
 use crate::types::counting::CountingFilter;
 use crate::types::countmin::CountMin;
 use crate::types::cuckoo::{self, CuckooChain};
@@ -327,7 +327,7 @@ mod tests {
     use crate::budget::{Allowance, OverBudget};
     use crate::types::cuckoo::CuckooParams;
 
-    use crate::encoding::rdb_io::testing::{Field, Fields};
+    use crate::codec::rdb_io::testing::{Field, Fields};
 
     #[test]
     fn cuckoo_round_trip_keeps_dump_bytes() {

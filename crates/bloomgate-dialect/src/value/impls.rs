@@ -4,7 +4,7 @@
 
 use super::{ChainValue, DialectType, Kind, Value};
 use crate::budget::Admitted;
-use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use crate::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 use crate::types::counting::{self, CountingFilter};
 use crate::types::countmin::CountMin;
 use crate::types::cuckoo::{self, CuckooChain};

@@ -5,7 +5,7 @@
 //! `impls.rs` (each type's [`DialectType`] impl).
 
 use crate::budget::{Admitted, Allowance, OverBudget, Shape};
-use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use crate::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 use crate::types::counting::CountingFilter;
 use crate::types::countmin::CountMin;
 use crate::types::cuckoo::CuckooChain;

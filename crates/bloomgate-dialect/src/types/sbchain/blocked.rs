@@ -21,7 +21,7 @@ use super::{
     format_g, le_bytes, patch_le_bytes, visit_le_words, Chain, ChainShape, ERR_BAD_DATA, MAX_GROWTH,
 };
 use crate::budget::{Admitted, Shape};
-use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use crate::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 use bloomgate::hash::DEFAULT_SEED;
 use bloomgate::relocate::Walk;
 use bloomgate::{BlockedBloomFilter, KeyHash, Layout, Params};

@@ -27,8 +27,8 @@
 use super::link::{ChainLink, LinkCounts, MergeLink};
 use super::{AddError, ERR_BAD_DATA, ERR_CHUNK_TOO_BIG, ERR_NO_LINK};
 use crate::budget::{Admitted, Allowance, Shape};
-use crate::encoding::chunks::{plan_parts, CHUNK_BYTES};
-use crate::encoding::rdb_io::{admit, RdbError, RdbSink, RdbSource};
+use crate::codec::chunks::{plan_parts, CHUNK_BYTES};
+use crate::codec::rdb_io::{admit, RdbError, RdbSink, RdbSource};
 use bloomgate::filters::LINES_IN_FLIGHT;
 use bloomgate::relocate::Walk;
 

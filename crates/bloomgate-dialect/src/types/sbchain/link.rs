@@ -11,7 +11,7 @@
 
 use super::{Chain, ChainShape};
 use crate::budget::{Admitted, Shape};
-use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use crate::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 use bloomgate::relocate::Walk;
 
 /// One fixed-size Bloom filter of a scalable chain, and the format of a chain of them.

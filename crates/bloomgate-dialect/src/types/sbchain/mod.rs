@@ -57,7 +57,7 @@ pub fn check_capacity(capacity: u64) -> Result<(), &'static str> {
 }
 
 /// SCANDUMP never returns more than 16 MiB in one chunk.
-pub const MAX_SCANDUMP_CHUNK: u64 = crate::encoding::chunks::CHUNK_BYTES;
+pub const MAX_SCANDUMP_CHUNK: u64 = crate::codec::chunks::CHUNK_BYTES;
 
 /// LOADCHUNK: a header or chunk that fails validation.
 pub const ERR_BAD_DATA: &str = "ERR received bad data";

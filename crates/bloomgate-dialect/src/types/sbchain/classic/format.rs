@@ -4,7 +4,7 @@
 //! validation.
 
 use super::*;
-use crate::encoding::rdb_io::admit;
+use crate::codec::rdb_io::admit;
 use crate::types::sbchain::{ERR_BAD_DATA, MAX_GROWTH};
 
 /// Dump header sizes: `u64 size, u32 nfilters, u32 options, u32 growth`, then per link
@@ -256,8 +256,8 @@ pub(super) fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Chain<
 mod tests {
     use super::*;
     use crate::budget::{Allowance, OverBudget};
-    use crate::encoding::rdb_io::testing::Field;
-    use crate::encoding::rdb_io::testing::Fields as RdbFields;
+    use crate::codec::rdb_io::testing::Field;
+    use crate::codec::rdb_io::testing::Fields as RdbFields;
     use crate::types::sbchain::{BloomChain, ERR_CHUNK_TOO_BIG, ERR_NO_LINK};
 
     #[test]

@@ -12,8 +12,8 @@
 use super::link::{ChainLink, LinkCounts, LinkHealth};
 use super::{format_g, le_bytes, patch_le_bytes, visit_le_words, Chain, ChainShape};
 use crate::budget::{Admitted, Shape};
-use crate::encoding::murmur::murmur64a;
-use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use crate::codec::murmur::murmur64a;
+use crate::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 use crate::types::cow::CowArray;
 use bloomgate::relocate::Walk;
 

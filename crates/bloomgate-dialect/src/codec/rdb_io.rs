@@ -2,7 +2,8 @@
 //! values field by field ([`RdbSink`], [`RdbSource`]), and why a load failed ([`RdbError`]).
 //! The module implements them over Redis' `RedisModule_Save*` / `RedisModule_Load*`, the server
 //! and the RDB-file reader over Redis' module-value byte format
-//! ([`rdb_format`](super::rdb_format)); each type's field order is in [`rdb`](super::rdb).
+//! ([`rdb_format`](crate::encoding::rdb_format)); each type's field order is in
+//! [`rdb`](crate::encoding::rdb).
 
 use crate::budget::{Admitted, Allowance, OverBudget, Shape};
 

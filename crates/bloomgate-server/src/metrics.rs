@@ -17,8 +17,8 @@ use bloomgate_metrics::{Exposition, Kind};
 
 use crate::commands::Store;
 use crate::keyspace::{now_ms, Data, Value};
+use crate::lock::relock;
 use crate::persistence::AofWriter;
-use crate::relock;
 
 /// Latency bucket upper bounds in microseconds (10 µs … 1 s).
 const BUCKETS_MICROS: [u64; 11] = [

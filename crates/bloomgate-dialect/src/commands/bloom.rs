@@ -5,8 +5,8 @@
 //! INSERT's ITEMS).
 
 use super::{
-    add_batch, flags::*, load_chunk, spec, write, wrong_arity, Arg, ArgKind, Args, CommandInfo,
-    Ctx, Docs, Host, Run, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS,
+    add_batch, family, flags::*, load_chunk, write, wrong_arity, Arg, ArgKind, Args, CommandInfo,
+    Ctx, Docs, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS,
     KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE, READ,
 };
 use crate::config::MAX_ERROR_RATE;
@@ -70,9 +70,7 @@ const INFO_ARGS: &[Arg] = &[
 
 /// The BF.* command table: RedisBloom 8.2's arities, flags and documentation.
 pub fn commands() -> Vec<CommandInfo> {
-    let bf = |name, access, run: Run, flags, arity, docs| {
-        spec(name, access, run, flags, "bloom", arity, docs)
-    };
+    let bf = family("bloom");
     let filter = "is key name for a Bloom filter.";
     vec![
         bf(

@@ -19,8 +19,8 @@
 //! depend on the replica's settings.
 
 use super::{
-    flags::*, load_chunk, probe, spec, write, Arg, ArgKind, Args, CommandInfo, Ctx, Docs, Host,
-    Run, KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, READ,
+    flags::*, load_chunk, our_family, probe, write, Arg, ArgKind, Args, CommandInfo, Ctx, Host,
+    KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, READ,
 };
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
@@ -43,19 +43,7 @@ const RESERVE_ARGS: &[Arg] = &[
 
 /// The CBF.* command table (our extension: `since` is bloomgate's version).
 pub fn commands() -> Vec<CommandInfo> {
-    let cbf = |name, access, run: Run, flags, arity, summary, complexity, key_rw, args| {
-        let docs = Docs {
-            summary,
-            complexity,
-            since: "0.1.0",
-            key_notes: "is key name for a counting Bloom filter.",
-            key_rw,
-            args,
-            history: &[],
-            numkeys_at: None,
-        };
-        spec(name, access, run, flags, "cbf", arity, Some(docs))
-    };
+    let cbf = our_family("cbf", "is key name for a counting Bloom filter.");
     const K: &str = "O(k), where k is the number of hash functions";
     const K_N: &str = "O(k * n), where n is the number of items";
     const M: &str = "O(m), where m is the number of counters";
@@ -66,10 +54,12 @@ pub fn commands() -> Vec<CommandInfo> {
             reserve,
             DENYOOM,
             -4,
-            "Creates a counting Bloom filter",
-            "O(1)",
-            true,
-            RESERVE_ARGS,
+            (
+                "Creates a counting Bloom filter",
+                "O(1)",
+                true,
+                RESERVE_ARGS,
+            ),
         ),
         cbf(
             "CBF.ADD",
@@ -77,10 +67,7 @@ pub fn commands() -> Vec<CommandInfo> {
             add,
             DENYOOM,
             3,
-            "Adds an item to a counting Bloom filter",
-            K,
-            true,
-            KEY_ITEM,
+            ("Adds an item to a counting Bloom filter", K, true, KEY_ITEM),
         ),
         cbf(
             "CBF.MADD",
@@ -88,10 +75,12 @@ pub fn commands() -> Vec<CommandInfo> {
             madd,
             DENYOOM,
             -3,
-            "Adds items to a counting Bloom filter",
-            K_N,
-            true,
-            KEY_ITEMS,
+            (
+                "Adds items to a counting Bloom filter",
+                K_N,
+                true,
+                KEY_ITEMS,
+            ),
         ),
         cbf(
             "CBF.DEL",
@@ -99,10 +88,12 @@ pub fn commands() -> Vec<CommandInfo> {
             del,
             FAST,
             3,
-            "Deletes one occurrence of an item from a counting Bloom filter",
-            K,
-            true,
-            KEY_ITEM,
+            (
+                "Deletes one occurrence of an item from a counting Bloom filter",
+                K,
+                true,
+                KEY_ITEM,
+            ),
         ),
         cbf(
             "CBF.EXISTS",
@@ -110,10 +101,12 @@ pub fn commands() -> Vec<CommandInfo> {
             exists,
             FAST,
             3,
-            "Checks whether an item may be in a counting Bloom filter",
-            K,
-            false,
-            KEY_ITEM,
+            (
+                "Checks whether an item may be in a counting Bloom filter",
+                K,
+                false,
+                KEY_ITEM,
+            ),
         ),
         cbf(
             "CBF.MEXISTS",
@@ -121,10 +114,12 @@ pub fn commands() -> Vec<CommandInfo> {
             mexists,
             FAST,
             -3,
-            "Checks whether items may be in a counting Bloom filter",
-            K_N,
-            false,
-            KEY_ITEMS,
+            (
+                "Checks whether items may be in a counting Bloom filter",
+                K_N,
+                false,
+                KEY_ITEMS,
+            ),
         ),
         cbf(
             "CBF.COUNT",
@@ -132,10 +127,12 @@ pub fn commands() -> Vec<CommandInfo> {
             count,
             FAST,
             3,
-            "Returns an upper bound on how many times an item was added",
-            K,
-            false,
-            KEY_ITEM,
+            (
+                "Returns an upper bound on how many times an item was added",
+                K,
+                false,
+                KEY_ITEM,
+            ),
         ),
         cbf(
             "CBF.CARD",
@@ -143,10 +140,12 @@ pub fn commands() -> Vec<CommandInfo> {
             card,
             FAST,
             2,
-            "Returns the number of items added and not deleted",
-            "O(1)",
-            false,
-            KEY_ONLY,
+            (
+                "Returns the number of items added and not deleted",
+                "O(1)",
+                false,
+                KEY_ONLY,
+            ),
         ),
         cbf(
             "CBF.INFO",
@@ -154,10 +153,12 @@ pub fn commands() -> Vec<CommandInfo> {
             info,
             Flags::NONE,
             2,
-            "Returns information about a counting Bloom filter",
-            M,
-            false,
-            KEY_ONLY,
+            (
+                "Returns information about a counting Bloom filter",
+                M,
+                false,
+                KEY_ONLY,
+            ),
         ),
         cbf(
             "CBF.SCANDUMP",
@@ -165,10 +166,12 @@ pub fn commands() -> Vec<CommandInfo> {
             scandump,
             Flags::NONE,
             3,
-            "Begins an incremental save of a counting Bloom filter",
-            M,
-            false,
-            KEY_ITER,
+            (
+                "Begins an incremental save of a counting Bloom filter",
+                M,
+                false,
+                KEY_ITER,
+            ),
         ),
         cbf(
             "CBF.LOADCHUNK",
@@ -176,10 +179,12 @@ pub fn commands() -> Vec<CommandInfo> {
             loadchunk,
             DENYOOM,
             4,
-            "Restores a counting Bloom filter previously saved using CBF.SCANDUMP",
-            M,
-            true,
-            KEY_ITER_DATA,
+            (
+                "Restores a counting Bloom filter previously saved using CBF.SCANDUMP",
+                M,
+                true,
+                KEY_ITER_DATA,
+            ),
         ),
     ]
 }

@@ -5,8 +5,9 @@
 //! counts, INSERT's ITEMS).
 
 use super::{
-    flags::*, load_chunk, spec, update_batch, write, wrong_arity, Arg, ArgKind, Args, CommandInfo,
-    Ctx, Docs, Host, Run, KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE, READ,
+    family, flags::*, load_chunk, update_batch, write, wrong_arity, Arg, ArgKind, Args,
+    CommandInfo, Ctx, Docs, Host, KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE,
+    READ,
 };
 use crate::num::{is, parse_i64};
 use crate::reply::Reply;
@@ -73,9 +74,7 @@ const INSERT_ARGS: &[Arg] = &[
 
 /// The CF.* command table: RedisBloom 8.2's arities, flags and documentation.
 pub fn commands() -> Vec<CommandInfo> {
-    let cf = |name, access, run: Run, flags, arity, docs| {
-        spec(name, access, run, flags, "cuckoo", arity, docs)
-    };
+    let cf = family("cuckoo");
     let dump = "O(n), where n is the capacity";
     vec![
         cf(
@@ -156,7 +155,7 @@ pub fn commands() -> Vec<CommandInfo> {
         cf(
             "CF.EXISTS",
             READ,
-            |ctx, args| super::generic::exists(ctx, args, CuckooChain::contains),
+            exists,
             FAST,
             3,
             Some(Docs::redisbloom(
@@ -170,9 +169,7 @@ pub fn commands() -> Vec<CommandInfo> {
         cf(
             "CF.MEXISTS",
             READ,
-            |ctx, args| {
-                super::generic::mexists(ctx, args, |f: &CuckooChain, items| f.contains_many(items))
-            },
+            mexists,
             FAST,
             -3,
             Some(Docs::redisbloom(
@@ -554,6 +551,16 @@ fn probe<T: Default, H: Host + ?Sized>(
         Ok(Some(filter)) => f(filter),
         _ => T::default(),
     }
+}
+
+/// CF.EXISTS (0 for a missing key or another type).
+pub(crate) fn exists(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    super::generic::exists(ctx, args, CuckooChain::contains)
+}
+
+/// CF.MEXISTS.
+pub(crate) fn mexists(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    super::generic::mexists(ctx, args, |f: &CuckooChain, items| f.contains_many(items))
 }
 
 pub(crate) fn count(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {

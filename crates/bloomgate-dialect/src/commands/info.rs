@@ -467,6 +467,35 @@ pub(crate) fn spec(
     }
 }
 
+/// `spec` for the rows of a RedisBloom family of ACL `category`: `(name, access, handler,
+/// flags, arity, docs)`.
+pub(super) fn family(
+    category: &'static str,
+) -> impl Fn(&'static str, Access, Run, Flags, i32, Option<Docs>) -> CommandInfo {
+    move |name, access, run, flags, arity, docs| {
+        spec(name, access, run, flags, category, arity, docs)
+    }
+}
+
+/// The documented parts of a row of one of our families (WF, CBF): summary, complexity,
+/// whether the key is written, the arguments.
+pub(super) type OurDocs = (&'static str, &'static str, bool, &'static [Arg]);
+
+/// `spec` for the rows of one of our families of ACL `category`, documented since bloomgate's
+/// first version with the family's `key_notes`: `(name, access, handler, flags, arity, docs)`.
+pub(super) fn our_family(
+    category: &'static str,
+    key_notes: &'static str,
+) -> impl Fn(&'static str, Access, Run, Flags, i32, OurDocs) -> CommandInfo {
+    move |name, access, run, flags, arity, (summary, complexity, key_rw, args)| {
+        let docs = Docs {
+            since: "0.1.0",
+            ..Docs::redisbloom(summary, complexity, key_notes, key_rw, args)
+        };
+        spec(name, access, run, flags, category, arity, Some(docs))
+    }
+}
+
 /// Complexity of a command over the items it names.
 pub(super) const N_ITEMS: &str = "O(n) where n is the number of items";
 

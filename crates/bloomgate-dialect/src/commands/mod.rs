@@ -43,8 +43,8 @@ pub use table::{categories, lookup, table};
 
 use generic::{add_batch, load_chunk, probe, update_batch};
 use info::{
-    sketch_table, spec, write, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM,
-    KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE, N_ITEMS, READ,
+    family, our_family, sketch_table, spec, write, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION,
+    KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE, N_ITEMS, READ,
 };
 
 #[cfg(test)]

@@ -20,9 +20,9 @@
 //! ([`crate::types::windowed::ERR_FUTURE`]): such a write would kill every generation live now.
 
 use super::{
-    add_batch, flags::*, load_chunk, probe, spec, write, wrong_arity, Arg, ArgKind, Args,
-    CommandInfo, Ctx, Docs, Host, Run, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM,
-    KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE, READ,
+    add_batch, flags::*, load_chunk, our_family, probe, write, wrong_arity, Arg, ArgKind, Args,
+    CommandInfo, Ctx, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS,
+    KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE, READ,
 };
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
@@ -76,19 +76,7 @@ const INSERT_ARGS: &[Arg] = &[
 
 /// The WF.* command table (our extension: `since` is bloomgate's version).
 pub fn commands() -> Vec<CommandInfo> {
-    let wf = |name, access, run: Run, flags, arity, summary, complexity, key_rw, args| {
-        let docs = Docs {
-            summary,
-            complexity,
-            since: "0.1.0",
-            key_notes: "is key name for a time-windowed filter.",
-            key_rw,
-            numkeys_at: None,
-            args,
-            history: &[],
-        };
-        spec(name, access, run, flags, "windowed", arity, Some(docs))
-    };
+    let wf = our_family("windowed", "is key name for a time-windowed filter.");
     const K_G: &str = "O(k * g), where g is the number of live generations";
     const K_G_N: &str = "O(k * g * n), where n is the number of items";
     vec![
@@ -98,10 +86,7 @@ pub fn commands() -> Vec<CommandInfo> {
             reserve,
             DENYOOM,
             -6,
-            "Creates a time-windowed filter",
-            "O(1)",
-            true,
-            RESERVE_ARGS,
+            ("Creates a time-windowed filter", "O(1)", true, RESERVE_ARGS),
         ),
         wf(
             "WF.ADD",
@@ -109,10 +94,12 @@ pub fn commands() -> Vec<CommandInfo> {
             add,
             DENYOOM,
             3,
-            "Adds an item to a time-windowed filter",
-            K_G,
-            true,
-            KEY_ITEM,
+            (
+                "Adds an item to a time-windowed filter",
+                K_G,
+                true,
+                KEY_ITEM,
+            ),
         ),
         wf(
             "WF.MADD",
@@ -120,10 +107,12 @@ pub fn commands() -> Vec<CommandInfo> {
             madd,
             DENYOOM,
             -3,
-            "Adds items to a time-windowed filter",
-            K_G_N,
-            true,
-            KEY_ITEMS,
+            (
+                "Adds items to a time-windowed filter",
+                K_G_N,
+                true,
+                KEY_ITEMS,
+            ),
         ),
         wf(
             "WF.INSERT",
@@ -131,40 +120,38 @@ pub fn commands() -> Vec<CommandInfo> {
             insert,
             DENYOOM,
             -4,
-            "Adds items to a time-windowed filter at a time, creating it if missing",
-            K_G_N,
-            true,
-            INSERT_ARGS,
+            (
+                "Adds items to a time-windowed filter at a time, creating it if missing",
+                K_G_N,
+                true,
+                INSERT_ARGS,
+            ),
         ),
         wf(
             "WF.EXISTS",
             READ,
-            |ctx, args| {
-                let at = ctx.now_ms();
-                super::generic::exists(ctx, args, |f: &WindowedFilter, item| f.contains(item, at))
-            },
+            exists,
             FAST,
             3,
-            "Checks whether an item was added within the retention",
-            K_G,
-            false,
-            KEY_ITEM,
+            (
+                "Checks whether an item was added within the retention",
+                K_G,
+                false,
+                KEY_ITEM,
+            ),
         ),
         wf(
             "WF.MEXISTS",
             READ,
-            |ctx, args| {
-                let at = ctx.now_ms();
-                super::generic::mexists(ctx, args, |f: &WindowedFilter, items| {
-                    f.contains_many(items, at)
-                })
-            },
+            mexists,
             FAST,
             -3,
-            "Checks whether items were added within the retention",
-            K_G_N,
-            false,
-            KEY_ITEMS,
+            (
+                "Checks whether items were added within the retention",
+                K_G_N,
+                false,
+                KEY_ITEMS,
+            ),
         ),
         wf(
             "WF.MEXISTSAT",
@@ -172,10 +159,12 @@ pub fn commands() -> Vec<CommandInfo> {
             mexistsat,
             FAST,
             -4,
-            "Checks whether items were added within the retention as of a time",
-            K_G_N,
-            false,
-            KEY_TIME_ITEMS,
+            (
+                "Checks whether items were added within the retention as of a time",
+                K_G_N,
+                false,
+                KEY_TIME_ITEMS,
+            ),
         ),
         wf(
             "WF.CARD",
@@ -183,10 +172,12 @@ pub fn commands() -> Vec<CommandInfo> {
             card,
             FAST,
             2,
-            "Returns the number of items in the live generations",
-            "O(g)",
-            false,
-            KEY_ONLY,
+            (
+                "Returns the number of items in the live generations",
+                "O(g)",
+                false,
+                KEY_ONLY,
+            ),
         ),
         wf(
             "WF.INFO",
@@ -194,10 +185,12 @@ pub fn commands() -> Vec<CommandInfo> {
             info,
             FAST,
             2,
-            "Returns information about a time-windowed filter",
-            "O(g)",
-            false,
-            KEY_ONLY,
+            (
+                "Returns information about a time-windowed filter",
+                "O(g)",
+                false,
+                KEY_ONLY,
+            ),
         ),
         wf(
             "WF.SCANDUMP",
@@ -205,10 +198,12 @@ pub fn commands() -> Vec<CommandInfo> {
             scandump,
             Flags::NONE,
             3,
-            "Begins an incremental save of a time-windowed filter",
-            "O(n), where n is the capacity",
-            false,
-            KEY_ITER,
+            (
+                "Begins an incremental save of a time-windowed filter",
+                "O(n), where n is the capacity",
+                false,
+                KEY_ITER,
+            ),
         ),
         wf(
             "WF.LOADCHUNK",
@@ -216,10 +211,12 @@ pub fn commands() -> Vec<CommandInfo> {
             loadchunk,
             DENYOOM,
             4,
-            "Restores a time-windowed filter previously saved using WF.SCANDUMP",
-            "O(n), where n is the capacity",
-            true,
-            KEY_ITER_DATA,
+            (
+                "Restores a time-windowed filter previously saved using WF.SCANDUMP",
+                "O(n), where n is the capacity",
+                true,
+                KEY_ITER_DATA,
+            ),
         ),
     ]
 }
@@ -426,6 +423,20 @@ pub(crate) fn insert(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
 }
 
 /// WF.MEXISTSAT `key time item...`: WF.MEXISTS as of `time`.
+/// WF.EXISTS at the host's clock (0 for a missing key or another type).
+pub(crate) fn exists(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    let at = ctx.now_ms();
+    super::generic::exists(ctx, args, |f: &WindowedFilter, item| f.contains(item, at))
+}
+
+/// WF.MEXISTS at the host's clock.
+pub(crate) fn mexists(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    let at = ctx.now_ms();
+    super::generic::mexists(ctx, args, |f: &WindowedFilter, items| {
+        f.contains_many(items, at)
+    })
+}
+
 pub(crate) fn mexistsat(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     match int_in(args[2], 0..=u64::MAX, "ERR bad time") {
         Ok(at) => Reply::Array(probe(

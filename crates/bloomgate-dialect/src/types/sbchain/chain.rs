@@ -3,10 +3,9 @@
 //! ([`super::BlockedChain`]) are the same chain.
 //!
 //! - **The scaling rule.** An item any link reports is not added again; when the newest link
-//!   holds its capacity, a scaling chain grows by a link of `capacity × growth` items at half
-//!   the newest link's error rate (so the chain's total stays below the requested rate:
-//!   Σ e/2^(i+1) < e), admitted against the memory budget before it is allocated; a
-//!   non-scaling chain refuses the item.
+//!   holds its capacity, a scaling chain grows by a link of `capacity × growth` items at a
+//!   tighter error rate (half the newest link's: [`ChainLink::next_error`]), admitted against
+//!   the memory budget before it is allocated; a non-scaling chain refuses the item.
 //! - **Batches.** A link far bigger than the CPU cache costs a memory latency per probe taken
 //!   one after the other; here the cache lines of many probes are requested (prefetched) before
 //!   any of them is tested, so the misses overlap. Reads ([`Chain::contains_many`], BF.MEXISTS)
@@ -42,10 +41,6 @@ pub const PREFETCH_ALL_BYTES: u64 = 4 << 20;
 /// Hashes a batched write keeps (a power of two above [`LINES_IN_FLIGHT`], the farthest it
 /// looks ahead).
 const RING: usize = 64;
-
-/// Each new link gets half the previous link's error rate (the first link of a scaling chain
-/// half the requested rate).
-const ERROR_TIGHTENING_RATIO: f64 = 0.5;
 
 /// `BF.INFO Size` accounting: the chain struct is 32 bytes and each link struct 64 bytes in
 /// RedisBloom's memory; clients see `32 + 64 * links + Σ link bytes`.
@@ -138,23 +133,13 @@ impl<L: ChainLink> Shape for ChainShape<L> {
     }
 }
 
-/// The first link's error rate for a chain created at `error`: `error/2` when it scales (room
-/// for the links it may grow by), `error` when it never grows.
-fn first_error(error: f64, nonscaling: bool) -> f64 {
-    if nonscaling {
-        error
-    } else {
-        error * ERROR_TIGHTENING_RATIO
-    }
-}
-
 impl<L: ChainLink> Chain<L> {
     /// The chain `BF.RESERVE key error capacity [EXPANSION growth] [NONSCALING]` builds, not yet
     /// allocated: its first link uses `error/2` when scaling, `error` when not. Arguments are
     /// validated by the caller. `None` if no link of a supported size meets them.
     pub fn plan(capacity: u64, error: f64, growth: u32, nonscaling: bool) -> Option<ChainPlan<L>> {
         Some(ChainPlan {
-            link: L::plan(capacity, first_error(error, nonscaling))?,
+            link: L::plan(capacity, L::first_error(error, nonscaling))?,
             settings: L::settings(nonscaling),
             growth,
         })
@@ -315,7 +300,7 @@ impl<L: ChainLink> Chain<L> {
                 .capacity()
                 .checked_mul(u64::from(self.growth))
                 .filter(|&c| c > 0);
-            let error = newest.error() * ERROR_TIGHTENING_RATIO;
+            let error = L::next_error(&self.settings, newest);
             let plan = capacity
                 .and_then(|c| L::plan(c, error))
                 .ok_or(AddError::GrowFailed)?;

@@ -6,8 +6,11 @@
 //! `chain.rs`, for every link type.
 //!
 //! A new link type is one file implementing [`ChainLink`] (its filter, its hash, its dump
-//! header and RDB layout), then its registration as a value: a [`crate::Value`] variant and
-//! [`crate::value::Kind`], and its `ChainValue` impl.
+//! header and RDB layout; the provided methods — the error rates of the first and the next
+//! link — are RedisBloom's rule unless it overrides them), then its registration as a value: a
+//! [`crate::Value`] variant and [`crate::value::Kind`] with its arm in
+//! [`Kind::on_chain`](crate::value::Kind::on_chain), and its
+//! [`ChainValue`](crate::value::ChainValue) impl.
 
 use super::{Chain, ChainShape};
 use crate::budget::{Admitted, Shape};
@@ -45,6 +48,22 @@ pub trait ChainLink: Sized + Clone + std::fmt::Debug {
     fn scales(settings: &Self::Settings) -> bool;
     /// The hash of `item` in a chain with these settings.
     fn hash(settings: &Self::Settings, item: &[u8]) -> Self::Hash;
+    /// The error rate of the first link of a chain created at `error`: by default half of it
+    /// when the chain scales (room for the links it may grow by, each at half the rate of the
+    /// one before: Σ e/2^(i+1) < e), all of it when it never grows.
+    fn first_error(error: f64, nonscaling: bool) -> f64 {
+        if nonscaling {
+            error
+        } else {
+            error * 0.5
+        }
+    }
+    /// The error rate of the link a chain grows by after `newest`: by default half the newest
+    /// link's.
+    fn next_error(settings: &Self::Settings, newest: &Self) -> f64 {
+        let _ = settings;
+        newest.error() * 0.5
+    }
 
     /// A link for `capacity` items at `error`; `None` if no link of a supported size meets it.
     fn plan(capacity: u64, error: f64) -> Option<Self::Plan>;

@@ -376,11 +376,12 @@ pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     let result = ctx.update(args[1], |d: &mut TDigest| {
         values.iter().try_for_each(|&v| d.add(v, 1))
     });
+    // An overflow stops the values part-way: those before it, and the compression it began,
+    // changed the digest. The stop is decided by the digest and the values alone, so the
+    // command is replicated and logged as sent and a replay stops at the same place.
+    ctx.changed(1);
     match result {
-        Ok(()) => {
-            ctx.changed(1);
-            Reply::ok()
-        }
+        Ok(()) => Reply::ok(),
         Err(_) => Reply::error(ERR_OVERFLOW),
     }
 }

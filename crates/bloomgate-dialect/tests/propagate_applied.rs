@@ -326,7 +326,11 @@ fn windowed_writes_propagate_the_items_before_the_refusal() {
     same_dump(&mut m, &mut r, "WF", "v");
     // Created, but its first item refused: the creation alone.
     m.memory_limit = m.keys.values().map(|v| v.memory()).sum::<u64>() + 1;
-    let (reply, log) = step(&mut m, &mut r, "WF.INSERT u WINDOW 1000 GENERATIONS 3 ITEMS a");
+    let (reply, log) = step(
+        &mut m,
+        &mut r,
+        "WF.INSERT u WINDOW 1000 GENERATIONS 3 ITEMS a",
+    );
     assert_eq!(reply, Reply::Array(vec![err(ERR_OOM)]));
     assert_eq!(log, ["WF.RESERVE u 0.01 100 1000 3 EXPANSION 2"]);
     same_dump(&mut m, &mut r, "WF", "u");

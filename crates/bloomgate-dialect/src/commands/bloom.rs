@@ -260,20 +260,21 @@ impl CreateParams {
 }
 
 /// Creates a chain of the requested layout at `key`, its first link admitted against the
-/// memory budget first.
+/// memory budget first; a link the allocator refuses answers Redis' OOM error.
 fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], p: CreateParams) -> Result<(), Reply> {
     let failed = || Reply::error("ERR could not create filter");
+    let refused = || Reply::error(crate::ERR_OOM);
     let value = match p.layout {
         BloomLayout::Classic => {
             let plan = BloomChain::plan(p.capacity, p.error, p.expansion, p.nonscaling)
                 .ok_or_else(failed)?;
-            Value::Bloom(BloomChain::create(ctx.admit(plan)?).ok_or_else(failed)?)
+            Value::Bloom(BloomChain::create(ctx.admit(plan)?).ok_or_else(refused)?)
         }
         BloomLayout::Blocked => {
             let plan = BlockedChain::plan(p.capacity, p.error, p.expansion, p.nonscaling)
                 .ok_or_else(failed)?;
             BlockedChain::create(ctx.admit(plan)?)
-                .ok_or_else(failed)?
+                .ok_or_else(refused)?
                 .into_value()
         }
     };

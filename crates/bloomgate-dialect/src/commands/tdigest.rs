@@ -338,7 +338,9 @@ pub(crate) fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
         Some(Err(reply)) => return reply,
         None => return Reply::error(FAILED),
     };
-    let digest = TDigest::new(shape);
+    let Some(digest) = TDigest::new(shape) else {
+        return Reply::error(FAILED);
+    };
     ctx.create(args[1], digest.into_value());
     Reply::ok()
 }
@@ -459,7 +461,9 @@ pub(crate) fn merge<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
         Some(Err(reply)) => return reply,
         None => return Reply::error(FAILED),
     };
-    let mut merged = TDigest::new(shape);
+    let Some(mut merged) = TDigest::new(shape) else {
+        return Reply::error(FAILED);
+    };
     if dest_compression.is_some() && !override_dest {
         // RedisBloom ignores an overflow here.
         let _ = merge_key(ctx, &mut merged, dest);

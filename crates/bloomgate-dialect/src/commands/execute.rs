@@ -24,7 +24,7 @@ pub trait Handler<H: Host + ?Sized> {
 /// handler, and what the outcome propagates — decided here, once, for every command of every
 /// host: nothing unless the command is a write (or runs queued commands, EXEC) that reported a
 /// change; then its rewrite if it made one, else the command as sent — for a write over items,
-/// only the items that went in ([`Ctx::items_applied`]).
+/// only the items that went in (`Ctx::items_applied`).
 pub fn execute<H: Host + ?Sized, C: Handler<H>>(
     host: &mut H,
     info: &CommandInfo<C>,

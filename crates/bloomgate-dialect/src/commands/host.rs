@@ -315,7 +315,7 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
     }
 
     /// Replicate and log `commands` instead of the command as sent (for an item write: before
-    /// its item command, see [`Ctx::items_applied`]).
+    /// its item command, see `Ctx::items_applied`).
     pub fn propagate_as(&mut self, commands: Vec<Vec<Vec<u8>>>) {
         self.rewrite = Some(commands);
     }

@@ -268,12 +268,12 @@ impl<T: CacheLine> Drop for BlockArray<T> {
 }
 
 impl Clone for BlockArray<Block> {
-    /// A copy in a new lazily zeroed allocation; aborts if the allocator refuses it, as cloning
-    /// a `Vec` does.
+    /// A copy in a new allocation. Panics if the allocator refuses it (where cloning a `Vec`
+    /// aborts), so a host that catches panics — the Redis module's `COPY` — fails the one
+    /// command instead of the process.
     fn clone(&self) -> Self {
-        let mut copy = Self::try_zeroed(self.len).unwrap_or_else(|_| {
-            std::alloc::handle_alloc_error(Self::layout(self.len).expect("non-empty"))
-        });
+        let mut copy = Self::try_zeroed(self.len)
+            .unwrap_or_else(|e| panic!("cloning {} blocks: {e}", self.len));
         copy.copy_from_slice(self);
         copy
     }

@@ -260,20 +260,21 @@ impl CreateParams {
 }
 
 /// Creates a chain of the requested layout at `key`, its first link admitted against the
-/// memory budget first.
+/// memory budget first; a link the allocator refuses answers Redis' OOM error.
 fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], p: CreateParams) -> Result<(), Reply> {
     let failed = || Reply::error("ERR could not create filter");
+    let refused = || Reply::error(crate::ERR_OOM);
     let value = match p.layout {
         BloomLayout::Classic => {
             let plan = BloomChain::plan(p.capacity, p.error, p.expansion, p.nonscaling)
                 .ok_or_else(failed)?;
-            Value::Bloom(BloomChain::create(ctx.admit(plan)?).ok_or_else(failed)?)
+            Value::Bloom(BloomChain::create(ctx.admit(plan)?).ok_or_else(refused)?)
         }
         BloomLayout::Blocked => {
             let plan = BlockedChain::plan(p.capacity, p.error, p.expansion, p.nonscaling)
                 .ok_or_else(failed)?;
             BlockedChain::create(ctx.admit(plan)?)
-                .ok_or_else(failed)?
+                .ok_or_else(refused)?
                 .into_value()
         }
     };
@@ -281,13 +282,13 @@ fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], p: CreateParams) -> Re
     Ok(())
 }
 
-/// Makes sure a chain is at `key` before `items` go in: creates it with `create_with`'s
-/// parameters (asked only then) if missing, logging the creation with explicit parameters, or
-/// fails with `ERR not found` if `create_with` gives none.
+/// Makes sure a chain is at `key` before items go in: creates it with `create_with`'s
+/// parameters (asked only then) if missing, logging the creation as `BF.INSERT` with explicit
+/// parameters before the items that go in (a new chain always takes its first item: its one
+/// link is empty), or fails with `ERR not found` if `create_with` gives none.
 fn ensure_chain<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     key: &[u8],
-    items: &Args,
     create_with: impl FnOnce(&Ctx<H>) -> Option<CreateParams>,
 ) -> Result<(), Reply> {
     if BloomLayout::at(ctx, key)?.is_some() {
@@ -296,9 +297,7 @@ fn ensure_chain<H: Host + ?Sized>(
     let params = create_with(ctx).ok_or_else(|| Reply::error(ERR_NOT_FOUND))?;
     create(ctx, key, params)?;
     // Replay must rebuild the same chain whatever the config is then.
-    let mut logged = params.as_insert_options(key);
-    logged.extend(items.iter().map(|item| item.to_vec()));
-    ctx.propagate_as(vec![logged]);
+    ctx.propagate_items_after(params.as_insert_options(key));
     Ok(())
 }
 
@@ -310,7 +309,7 @@ fn add_items<H: Host + ?Sized>(
     items: &Args,
     create_with: impl FnOnce(&Ctx<H>) -> Option<CreateParams>,
 ) -> Reply {
-    if let Err(reply) = ensure_chain(ctx, key, items, create_with) {
+    if let Err(reply) = ensure_chain(ctx, key, create_with) {
         return reply;
     }
     match BloomLayout::at(ctx, key) {
@@ -425,7 +424,7 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
 pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     let (key, item) = (args[1], args[2]);
     let from_config = |ctx: &Ctx<H>| Some(CreateParams::from_config(ctx));
-    if let Err(reply) = ensure_chain(ctx, key, &args[2..], from_config) {
+    if let Err(reply) = ensure_chain(ctx, key, from_config) {
         return reply;
     }
     let mut allowance = None;
@@ -438,6 +437,7 @@ pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     if let Some(allowance) = allowance {
         ctx.set_allowance(allowance);
     }
+    ctx.items_applied(1, added.is_err().then(|| vec![false]));
     match added {
         Ok(new) => {
             ctx.changed(u64::from(new));

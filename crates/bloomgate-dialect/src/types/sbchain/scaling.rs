@@ -128,7 +128,7 @@ pub(crate) fn add<L: ChainLink>(
             .and_then(|c| L::plan(c, error))
             .ok_or(AddError::GrowFailed)?;
         let plan = allowance.admit(plan).map_err(AddError::refused)?;
-        let link = L::allocate(plan).ok_or(AddError::GrowFailed)?;
+        let link = L::allocate(plan).ok_or(AddError::OutOfMemory)?;
         let mut grown = std::mem::take(links).into_vec();
         grown.push(link);
         *links = grown.into_boxed_slice();

@@ -45,6 +45,26 @@ impl FromStr for Policy {
     }
 }
 
+/// When [`crate::Gate::record_with`] returns, and so what a crash of the process (or of the
+/// machine) can take back from a record that returned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Return once the rows are queued for the recorder's next group commit, in memory (the
+    /// default, what [`crate::Gate::record`] does): the fastest, and this process never shows
+    /// them again, but a crash before that commit loses them — normally the last few
+    /// milliseconds of records; while the store is down, everything recorded since the outage
+    /// began (up to [`crate::QUEUE_ROWS`] rows). After a restart such items may be shown again.
+    #[default]
+    Queued,
+    /// Return once the group commit holding the rows succeeded: they are in the store, and no
+    /// crash takes them back. Concurrent callers share a commit (one store transaction for all
+    /// the rows queued meanwhile), so this costs a caller the wait for the next commit, not a
+    /// commit of its own. An error means the commit did not succeed yet: the rows stay queued
+    /// (and hidden by this process) and are committed when the store answers; recording them
+    /// again is safe (the store keeps the latest time of a row, once).
+    Commit,
+}
+
 /// Where the scope filters live.
 #[derive(Clone, Debug)]
 pub enum FilterMode {

@@ -8,7 +8,11 @@ pub enum Error {
     Sqlite(#[from] rusqlite::Error),
     /// The PostgreSQL store failed (connection, statement, or its statement timeout).
     #[error("postgres store: {}", describe(.0))]
-    Postgres(postgres::Error),
+    Postgres(tokio_postgres::Error),
+    /// The PostgreSQL server did not answer within the store's read (or connect) timeout: the
+    /// connection was dropped (the call may still have run there; every call is idempotent).
+    #[error("postgres store: no answer within {0:?} (the connection was dropped)")]
+    PostgresTimeout(std::time::Duration),
     /// A Redis server (store or filters) answered an error or the connection failed.
     #[error("redis: {0}")]
     Redis(redis::RedisError),
@@ -49,14 +53,14 @@ impl From<redis::RedisError> for Error {
     }
 }
 
-impl From<postgres::Error> for Error {
-    fn from(err: postgres::Error) -> Self {
+impl From<tokio_postgres::Error> for Error {
+    fn from(err: tokio_postgres::Error) -> Self {
         Error::Postgres(err)
     }
 }
 
 /// `err` with its cause: the `postgres` crate's own message only names the kind ("db error").
-pub(crate) fn describe(err: &postgres::Error) -> String {
+pub(crate) fn describe(err: &tokio_postgres::Error) -> String {
     match std::error::Error::source(err) {
         Some(cause) => format!("{err}: {cause}"),
         None => err.to_string(),

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::config::{FilterMode, GateConfig, Policy};
+use crate::config::{Durability, FilterMode, GateConfig, Policy};
 use crate::exact::core::Core;
-use crate::exact::recorder::Recorder;
+use crate::exact::recorder::{Place, Recorder};
 use crate::filters::lifecycle::LocalFilters;
 use crate::filters::remote::RemoteFilters;
 use crate::filters::{FilterBackend, NoFilters, Probe};
@@ -204,11 +204,26 @@ impl Gate {
     /// cache, and in the scope's filter (local filters) or queued for it with the store write
     /// (remote filters; probes consult the overlay until it lands), so the scope's next request
     /// never shows them. The store write is queued for the background recorder's next group
-    /// commit. All are taken unless the recorder's queue is full: while the store is healthy
-    /// this call waits for room (up to `recorder::ROOM_WAIT`); while the store is failing it
-    /// takes what fits at once and the rest are not recorded (the count says so: they are
-    /// neither remembered nor written, so the caller may record them again).
+    /// commit ([`Durability::Queued`]: a crash before that commit loses the rows; see
+    /// [`Gate::record_with`] to wait for it). All are taken unless the recorder's queue is full:
+    /// while the store is healthy this call waits for room (up to `recorder::ROOM_WAIT`); while
+    /// the store is failing it takes what fits at once and the rest are not recorded (the count
+    /// says so: they are neither remembered nor written, so the caller may record them again).
     pub fn record(&self, scope: u64, items: &[u64], now_ms: u64) -> Result<usize> {
+        self.record_with(scope, items, now_ms, Durability::Queued)
+    }
+
+    /// [`Gate::record`], returning when `durability` says: [`Durability::Queued`] once the rows
+    /// are queued, [`Durability::Commit`] once the group commit holding them succeeded (an
+    /// error if a commit attempt fails meanwhile: the rows stay queued, hidden by this process,
+    /// and are committed when the store answers; recording them again is safe).
+    pub fn record_with(
+        &self,
+        scope: u64,
+        items: &[u64],
+        now_ms: u64,
+        durability: Durability,
+    ) -> Result<usize> {
         if items.is_empty() {
             return Ok(0);
         }
@@ -218,8 +233,47 @@ impl Gate {
         if items.is_empty() {
             return Ok(0);
         }
-        let core = &*self.core;
-        core.remember(scope, items, now_ms);
+        let place = self.take(scope, items, now_ms, true)?;
+        if durability == Durability::Commit {
+            recorder.wait_committed(place)?;
+        }
+        Ok(taken)
+    }
+
+    /// Puts back rows that a durable log of the caller's accepted before a restart (serve's
+    /// append-only log): `scope` was shown `items` at `at_ms`, their original time. As
+    /// [`Gate::record`], except that the recorder's bound does not apply (they were taken once:
+    /// refusing them now would lose them) and they are counted in `Metrics::replayed_rows`.
+    /// Rows the store already holds are written again, which changes nothing (the store keeps
+    /// a row's latest time).
+    pub fn replay(&self, scope: u64, items: &[u64], at_ms: u64) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        self.take(scope, items, at_ms, false)?;
+        let metrics = self.core.metrics();
+        metrics.replayed_rows.fetch_add(items.len() as u64, Relaxed);
+        Ok(())
+    }
+
+    /// The rows recorded and not yet committed to the store, oldest first, as (scope, row): what
+    /// a caller that logs its records must keep when it drops log records holding them (serve
+    /// writes them at the head of each new log generation).
+    pub fn uncommitted(&self) -> Vec<(u64, Seen)> {
+        self.recorder().uncommitted()
+    }
+
+    /// Remembers `items` (overlay, cache, filters) and queues them for the store; `admitted`:
+    /// the recorder reserved room for them.
+    fn take(&self, scope: u64, items: &[u64], now_ms: u64, admitted: bool) -> Result<Place> {
+        let recorder = self.recorder();
+        self.core.remember(scope, items, now_ms);
+        if let Err(err) = self.filters.record(scope, items, now_ms) {
+            if admitted {
+                recorder.release(items.len());
+            }
+            return Err(err);
+        }
         let rows = items
             .iter()
             .map(|&item| Seen {
@@ -227,12 +281,7 @@ impl Gate {
                 at_ms: now_ms,
             })
             .collect();
-        if let Err(err) = self.filters.record(scope, items, now_ms) {
-            recorder.release(taken);
-            return Err(err);
-        }
-        recorder.queue(scope, rows);
-        Ok(taken)
+        Ok(recorder.push(scope, rows, admitted))
     }
 
     /// Rows recorded and not yet committed to the store (they grow while the store is down).

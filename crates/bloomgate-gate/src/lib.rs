@@ -39,7 +39,9 @@ pub mod sim;
 mod stores;
 mod url;
 
-pub use config::{FilterMode, GateConfig, LifecycleConfig, Persistence, Policy, Timeouts};
+pub use config::{
+    Durability, FilterMode, GateConfig, LifecycleConfig, Persistence, Policy, Timeouts,
+};
 pub use error::{Error, Result};
 pub use exact::cache::{SeenCache, Ticket};
 pub use exact::recorder::{BATCH_ROWS, QUEUE_ROWS, RETRY_FIRST, RETRY_MAX, ROOM_WAIT};

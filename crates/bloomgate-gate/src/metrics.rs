@@ -112,6 +112,9 @@ pub struct Metrics {
     /// Group commits that failed (the store was down or refused them); their rows stay queued
     /// and are committed by a later attempt.
     pub record_failures: AtomicU64,
+    /// Rows put back into the recorder after a restart from a log of the caller's
+    /// ([`crate::Gate::replay`]: serve's append-only log), committed again (idempotently).
+    pub replayed_rows: AtomicU64,
     /// Time per request inside the gate (`unseen`).
     pub request_latency: Histogram,
     /// Time per exact-store call.
@@ -157,6 +160,7 @@ impl Default for Metrics {
             snapshots_refused: zero(),
             snapshot_writes: zero(),
             record_failures: zero(),
+            replayed_rows: zero(),
             request_latency: Histogram::new(),
             store_latency: Histogram::new(),
             costs: Costs::default(),
@@ -202,7 +206,7 @@ impl Metrics {
 
     pub(crate) fn render(&self, gauges: &FilterGauges) -> String {
         let mut out = Exposition::new();
-        let counters: [(&str, &str, &AtomicU64); 24] = [
+        let counters: [(&str, &str, &AtomicU64); 25] = [
             (
                 "bloomgate_gate_requests_total",
                 "Requests answered by the gate.",
@@ -322,6 +326,11 @@ impl Metrics {
                 "bloomgate_gate_record_failures_total",
                 "Group commits that failed; their rows stay queued and are retried.",
                 &self.record_failures,
+            ),
+            (
+                "bloomgate_gate_replayed_rows_total",
+                "Rows put back into the recorder from a log after a restart (committed again).",
+                &self.replayed_rows,
             ),
         ];
         for (name, help, value) in counters {

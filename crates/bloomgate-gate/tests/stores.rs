@@ -308,6 +308,36 @@ fn a_stopped_postgres_fails_fast_and_the_store_recovers() {
     assert_eq!(out, [true, true, true]);
 }
 
+/// A frozen server (SIGSTOP: its connections stay open, nothing answers; its kernel still
+/// acknowledges, so only the client's own deadline ends the wait): every call — on a pooled
+/// connection or a new one — fails within the read or connect timeout instead of hanging, and
+/// the same store works again once the server thaws.
+#[test]
+fn a_frozen_postgres_times_out_and_the_store_recovers() {
+    let Some(mut pg) = Postgres::start("a_frozen_postgres_times_out_and_the_store_recovers") else {
+        return;
+    };
+    let url = format!("{}?read_timeout=1000&connect_timeout=1", pg.url);
+    let store = PostgresStore::connect(&url, PgOptions::default()).unwrap();
+    store.record(1, &[Seen { item: 1, at_ms: 10 }]).unwrap();
+    pg.freeze();
+    let started = Instant::now();
+    let mut out = Vec::new();
+    let err = store.contains(1, &[1], 0, &mut out).unwrap_err();
+    assert!(matches!(err, Error::PostgresTimeout(_)), "{err}");
+    // The pool was emptied: this one opens a connection, which the frozen server never
+    // completes.
+    let err = store.record(1, &[Seen { item: 2, at_ms: 10 }]).unwrap_err();
+    assert!(matches!(err, Error::PostgresTimeout(_)), "{err}");
+    assert!(out.is_empty(), "no answers on failure");
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    pg.thaw();
+    store.record(1, &[Seen { item: 2, at_ms: 10 }]).unwrap();
+    store.contains(1, &[1, 2, 3], 0, &mut out).unwrap();
+    assert_eq!(out, [true, true, false]);
+}
+
 /// A statement that runs past `statement_timeout` (here: waiting for a lock another session
 /// holds) is cancelled by the server and fails; the store works once the lock is gone.
 #[test]

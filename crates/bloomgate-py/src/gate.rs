@@ -9,8 +9,8 @@
 use std::sync::RwLock;
 
 use bloomgate_gate::{
-    item_id, FilterUrl, Gate as RustGate, GateConfig, LifecycleConfig, Persistence, Policy,
-    StoreUrl,
+    item_id, Durability, FilterUrl, Gate as RustGate, GateConfig, LifecycleConfig, Persistence,
+    Policy, StoreUrl,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
@@ -233,19 +233,31 @@ impl Gate {
     }
 
     /// Records that `scope` was shown `shown` (at `now_ms`, default now) and returns how many
-    /// items were taken. The items are never answered unseen again within the window; the store
-    /// write is group-committed in the background (`flush` waits for it). While the store is
-    /// down the recorder's bounded queue keeps what it can: fewer taken than given means the
-    /// rest were not recorded.
-    #[pyo3(signature = (scope, shown, now_ms = None))]
+    /// items were taken. The items are never answered unseen again within the window by this
+    /// gate. By default the store write is group-committed in the background (`flush` waits for
+    /// it), and a crash of the process before that commit loses the items (after a restart they
+    /// may be shown again); with `durable=True` the call returns once the group commit holding
+    /// them succeeded (sharing it with concurrent callers), and raises GateError if it fails —
+    /// the items stay queued and are committed when the store answers, and recording them again
+    /// is safe. While the store is down the recorder's bounded queue keeps what it can: fewer
+    /// taken than given means the rest were not recorded.
+    #[pyo3(signature = (scope, shown, now_ms = None, *, durable = false))]
     fn record(
         &self,
         py: Python<'_>,
         scope: &Bound<'_, PyAny>,
         shown: &Bound<'_, PyAny>,
         now_ms: Option<u64>,
+        durable: bool,
     ) -> PyResult<usize> {
-        self.with_items(py, (scope, shown, now_ms), RustGate::record)
+        let durability = if durable {
+            Durability::Commit
+        } else {
+            Durability::Queued
+        };
+        self.with_items(py, (scope, shown, now_ms), |gate, scope, items, now| {
+            gate.record_with(scope, items, now, durability)
+        })
     }
 
     /// Drops the store's rows last seen more than the window before `now_ms` (default now);

@@ -3,7 +3,9 @@
 //! acquisition, queue their log records, write the log (one `write(2)` for every connection
 //! served in this turn of the event loop; waiting for the fsync too under `appendfsync always`),
 //! then write all replies with one more (pipelining). A GATE.* call's reply is awaited from the
-//! gate's workers without holding the store lock, so other clients go on meanwhile. Writes are refused with `-MISCONF` while the data cannot be persisted, and every
+//! gate's workers without holding the store lock, so other clients go on meanwhile; a
+//! `GATE.RECORD`'s rows are then logged like a write's, and its reply waits for the log too.
+//! Writes are refused with `-MISCONF` while the data cannot be persisted, and every
 //! command with an error once shutdown has started. Protocol errors get
 //! `-ERR Protocol error: ...` and the connection closes.
 
@@ -190,7 +192,7 @@ async fn serve_client(
                 }
             }
             if let Some((action, reply)) = pending_action {
-                if let Some(reply) = perform(shared, action, reply).await {
+                if let Some(reply) = perform(shared, action, reply, &mut wait_for).await {
                     reply.encode(session.proto, &mut out);
                 }
                 if !close {
@@ -261,8 +263,15 @@ async fn logged(shared: &Shared, seq: u64) {
 }
 
 /// Runs a persistence action; returns the reply to send (none for a successful SHUTDOWN, which
-/// closes the connection without a reply, as Redis does).
-async fn perform(shared: &Arc<Shared>, action: Action, reply: Reply) -> Option<Reply> {
+/// closes the connection without a reply, as Redis does). A gate call whose rows the log must
+/// hold queues their record and sets `wait_for` to it: the reply waits for the log, as a
+/// write's does.
+async fn perform(
+    shared: &Arc<Shared>,
+    action: Action,
+    reply: Reply,
+    wait_for: &mut u64,
+) -> Option<Reply> {
     match action {
         Action::Save => Some(match shared.snapshot().await {
             Ok(()) => reply,
@@ -290,10 +299,27 @@ async fn perform(shared: &Arc<Shared>, action: Action, reply: Reply) -> Option<R
         }
         Action::Gate(call) => {
             let gate = relock(&shared.store).gate.clone();
-            Some(match gate {
-                Some(gate) => gate.run(call).await,
-                None => reply,
-            })
+            let Some(gate) = gate else {
+                return Some(reply);
+            };
+            let answer = gate.run(call).await;
+            let Some(rows) = answer.log else {
+                return Some(answer.reply);
+            };
+            // Queued under the store lock, as every write's record is, so a shutdown that has
+            // begun (it syncs what was queued before it) either has this record or refuses it.
+            let mut store = relock(&shared.store);
+            if shared.stopping.load(Ordering::SeqCst) {
+                return Some(Reply::error(
+                    "ERR server is shutting down (the items may be recorded or not: recording \
+                     them again is safe)",
+                ));
+            }
+            if let Some(aof) = shared.aof.get() {
+                store.changed(rows.items.len() as u64);
+                *wait_for = aof.append(&[rows.command()]);
+            }
+            Some(answer.reply)
         }
     }
 }

@@ -8,6 +8,17 @@
 //! later pipelined commands wait for it, other clients do not). A call that takes longer than
 //! [`REPLY_TIMEOUT`] (a store that stopped answering) is answered with an error; the call itself
 //! ends within the store's own timeouts.
+//!
+//! An acknowledged `GATE.RECORD` is a logged write, as a `BF.ADD` is: the gate queues the rows
+//! for its group commit to the store, and the connection appends them to serve's append-only
+//! log as a [`Recorded`] record — its scope, items and the time they were recorded at — and
+//! replies only once the log has them under `appendfsync` (fsynced under `always`, written to
+//! the OS otherwise). At start, the records the log holds are put back into the gate
+//! ([`GateService::replay`]): committed again (the store's upserts keep a row's latest time, so
+//! rows it has change nothing) and hidden meanwhile. A snapshot ends the log generations it
+//! covers, so the rows still not committed at that instant ([`GateService::uncommitted`]) are
+//! written at the head of the next generation: the log holds every row the store may lack, and
+//! rows the store took stop being replayed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +56,89 @@ pub enum GateCall {
     },
     /// GATE.EXPIRE: drop the rows past retention now.
     Expire,
+}
+
+/// Rows the gate recorded, as the log keeps them: the scope was shown the items at `at_ms`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// When they were recorded (the server's clock, ms): a replay keeps it.
+    pub at_ms: u64,
+    /// The scope's id.
+    pub scope: u64,
+    /// The items' ids.
+    pub items: Vec<u64>,
+}
+
+impl Recorded {
+    /// The command name of the logged form, `GATE.RECORDED at_ms scope item [item ...]` (ids
+    /// and time as decimals: a decimal id is its own id, so the form is what a client sending
+    /// the ids would send). Only replay reads it: it is not in the command table.
+    pub const COMMAND: &'static str = "GATE.RECORDED";
+
+    /// The logged form.
+    pub fn command(&self) -> Vec<Vec<u8>> {
+        let mut args = Vec::with_capacity(3 + self.items.len());
+        args.push(Self::COMMAND.as_bytes().to_vec());
+        args.push(self.at_ms.to_string().into_bytes());
+        args.push(self.scope.to_string().into_bytes());
+        args.extend(self.items.iter().map(|id| id.to_string().into_bytes()));
+        args
+    }
+
+    /// The rows of a logged command: `None` for another command; `Some(Err)` for a
+    /// `GATE.RECORDED` that does not parse.
+    pub fn parse(args: &[Vec<u8>]) -> Option<Result<Self, String>> {
+        if !args.first()?.eq_ignore_ascii_case(Self::COMMAND.as_bytes()) {
+            return None;
+        }
+        let number = |arg: &[u8]| -> Result<u64, String> {
+            std::str::from_utf8(arg)
+                .ok()
+                .and_then(|text| text.parse().ok())
+                .ok_or_else(|| format!("{} with a bad number", Self::COMMAND))
+        };
+        Some((|| {
+            let [_, at_ms, scope, items @ ..] = args else {
+                return Err(format!("{} with too few arguments", Self::COMMAND));
+            };
+            Ok(Recorded {
+                at_ms: number(at_ms)?,
+                scope: number(scope)?,
+                items: items
+                    .iter()
+                    .map(|item| number(item))
+                    .collect::<Result<_, _>>()?,
+            })
+        })())
+    }
+
+    /// `rows` (scope, row) grouped into records: consecutive rows of one scope and time (the
+    /// rows of one `GATE.RECORD`, in the recorder's order) share one.
+    pub fn group(rows: &[(u64, bloomgate_gate::Seen)]) -> Vec<Recorded> {
+        rows.chunk_by(|a, b| a.0 == b.0 && a.1.at_ms == b.1.at_ms)
+            .map(|run| Recorded {
+                at_ms: run[0].1.at_ms,
+                scope: run[0].0,
+                items: run.iter().map(|(_, seen)| seen.item).collect(),
+            })
+            .collect()
+    }
+}
+
+/// A gate call's answer: the reply, and for a `GATE.RECORD` that took items, what the log must
+/// hold before the reply is sent.
+#[derive(Debug)]
+pub struct Answer {
+    /// The reply to send.
+    pub reply: Reply,
+    /// The rows to log first.
+    pub log: Option<Recorded>,
+}
+
+impl From<Reply> for Answer {
+    fn from(reply: Reply) -> Self {
+        Answer { reply, log: None }
+    }
 }
 
 /// The gate and what `GATE.INFO` says about it.
@@ -87,9 +181,26 @@ impl GateService {
         self.gate().filter_memory_bytes()
     }
 
+    /// Puts rows a log of this server's held at start back into the gate (committed again,
+    /// hidden meanwhile); returns how many.
+    pub fn replay(&self, records: &[Recorded]) -> anyhow::Result<u64> {
+        let mut rows = 0;
+        for record in records {
+            self.gate()
+                .replay(record.scope, &record.items, record.at_ms)?;
+            rows += record.items.len() as u64;
+        }
+        Ok(rows)
+    }
+
+    /// The rows recorded and not yet committed to the store, as log records.
+    pub fn uncommitted(&self) -> Vec<Recorded> {
+        Recorded::group(&self.gate().uncommitted())
+    }
+
     /// Runs `call` on a worker and answers it (an error reply if it fails or takes longer than
-    /// [`REPLY_TIMEOUT`]).
-    pub async fn run(self: &Arc<Self>, call: GateCall) -> Reply {
+    /// [`REPLY_TIMEOUT`]: then nothing is logged, and a `GATE.RECORD` may be sent again).
+    pub async fn run(self: &Arc<Self>, call: GateCall) -> Answer {
         let service = self.clone();
         let answer = async move {
             let permit = service.workers.clone().acquire_owned().await;
@@ -100,19 +211,20 @@ impl GateService {
             .await
         };
         match tokio::time::timeout(REPLY_TIMEOUT, answer).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(_)) => Reply::error("ERR gate: internal error (see the server log)"),
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Reply::error("ERR gate: internal error (see the server log)").into(),
             Err(_) => Reply::error(format!(
                 "ERR gate: the store did not answer within {} s",
                 REPLY_TIMEOUT.as_secs()
-            )),
+            ))
+            .into(),
         }
     }
 
     /// Runs `call` on this thread (blocking).
-    pub fn execute(&self, call: GateCall) -> Reply {
+    pub fn execute(&self, call: GateCall) -> Answer {
         let now = now_ms().max(0) as u64;
-        let failed = |e: bloomgate_gate::Error| Reply::error(format!("ERR gate: {e}"));
+        let failed = |e: bloomgate_gate::Error| Reply::error(format!("ERR gate: {e}")).into();
         match call {
             GateCall::Unseen { scope, candidates } => {
                 match self.gate().unseen(scope, &candidates, now) {
@@ -121,16 +233,27 @@ impl GateService {
                             .into_iter()
                             .map(|unseen| Reply::Int(i64::from(unseen)))
                             .collect(),
-                    ),
+                    )
+                    .into(),
                     Err(e) => failed(e),
                 }
             }
-            GateCall::Record { scope, items } => match self.gate().record(scope, &items, now) {
-                Ok(taken) => Reply::Int(taken as i64),
+            GateCall::Record { scope, mut items } => match self.gate().record(scope, &items, now) {
+                Ok(taken) => {
+                    items.truncate(taken);
+                    Answer {
+                        reply: Reply::Int(taken as i64),
+                        log: (taken > 0).then_some(Recorded {
+                            at_ms: now,
+                            scope,
+                            items,
+                        }),
+                    }
+                }
                 Err(e) => failed(e),
             },
             GateCall::Expire => match self.gate().expire(now) {
-                Ok(dropped) => Reply::Int(dropped as i64),
+                Ok(dropped) => Reply::Int(dropped as i64).into(),
                 Err(e) => failed(e),
             },
         }
@@ -163,6 +286,7 @@ impl GateService {
             ("recorded_rows", m.recorded_rows.load(Relaxed)),
             ("record_failures", m.record_failures.load(Relaxed)),
             ("record_backlog", self.gate().record_backlog() as u64),
+            ("record_replayed", m.replayed_rows.load(Relaxed)),
             ("filter_memory_bytes", self.memory_bytes()),
         ];
         let text = |s: &str| Reply::bulk(s.as_bytes().to_vec());
@@ -190,5 +314,78 @@ impl Drop for GateService {
                 .spawn(move || drop(gate))
                 .map(|closing| closing.join());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persistence::Replay;
+    use bloomgate_gate::Seen;
+
+    /// The logged form carries the scope, the items and their time, reads back as it was
+    /// written (any case of the name), and is told apart from other commands and from damage.
+    #[test]
+    fn the_logged_form_round_trips() {
+        let rows = Recorded {
+            at_ms: 1_700_000_000_123,
+            scope: u64::MAX,
+            items: vec![0, 42, 1 << 63],
+        };
+        let command = rows.command();
+        assert_eq!(command[0], b"GATE.RECORDED");
+        assert_eq!(command[1], b"1700000000123");
+        assert_eq!(Recorded::parse(&command), Some(Ok(rows.clone())));
+        let mut lower = command.clone();
+        lower[0] = b"gate.recorded".to_vec();
+        assert_eq!(Recorded::parse(&lower), Some(Ok(rows)));
+        let words = |line: &str| -> Vec<Vec<u8>> {
+            line.split(' ').map(|w| w.as_bytes().to_vec()).collect()
+        };
+        assert_eq!(Recorded::parse(&words("BF.ADD k a")), None);
+        assert_eq!(Recorded::parse(&words("GATE.RECORD u a")), None);
+        for bad in [
+            "GATE.RECORDED 1",
+            "GATE.RECORDED x 1 2",
+            "GATE.RECORDED 1 2 -3",
+        ] {
+            assert!(
+                matches!(Recorded::parse(&words(bad)), Some(Err(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    /// The recorder's rows become one record per run of scope and time.
+    #[test]
+    fn uncommitted_rows_group_into_records() {
+        let row = |scope, item, at_ms| (scope, Seen { item, at_ms });
+        let rows = [row(1, 10, 5), row(1, 11, 5), row(2, 10, 5), row(1, 12, 6)];
+        let records = Recorded::group(&rows);
+        let shape: Vec<(u64, u64, Vec<u64>)> = records
+            .into_iter()
+            .map(|r| (r.scope, r.at_ms, r.items))
+            .collect();
+        assert_eq!(
+            shape,
+            [(1, 5, vec![10, 11]), (2, 5, vec![10]), (1, 6, vec![12])]
+        );
+    }
+
+    /// Replay hands the gate's records to the gate's side and runs every other command.
+    #[test]
+    fn replay_collects_the_gate_rows() {
+        let mut replayer = crate::commands::Replayer::new(crate::config::Config::default());
+        let rows = Recorded {
+            at_ms: 7,
+            scope: 1,
+            items: vec![2, 3],
+        };
+        replayer.apply(&[b"BF.ADD".to_vec(), b"k".to_vec(), b"a".to_vec()]);
+        replayer.apply(&rows.command());
+        replayer.apply(&[b"GATE.RECORDED".to_vec()]);
+        assert_eq!(replayer.take_gate_rows(), [rows]);
+        assert!(replayer.db().value(b"k", 0).is_some());
+        assert!(replayer.db().value(b"GATE.RECORDED", 0).is_none());
     }
 }

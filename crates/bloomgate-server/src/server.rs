@@ -219,6 +219,7 @@ pub async fn serve(
         last_snapshot_attempt: Mutex::new(Instant::now()),
         generation: AtomicU64::new(0),
         snapshot_lock: tokio::sync::Mutex::new(()),
+        gate_rows_held: Mutex::new(Vec::new()),
         log_baseline: AtomicU64::new(0),
         shutdown: Notify::new(),
         shutdown_save: true.into(),
@@ -247,23 +248,44 @@ pub async fn serve(
     let load_dir = dir.clone();
     let repair = settings.repair_log;
     let gate_settings = settings.gate.clone();
-    let (loaded, gate) = tokio::task::spawn_blocking(move || {
+    let (loaded, gate, held) = tokio::task::spawn_blocking(move || {
         let removed = persistence::remove_stale_temp_files(&load_dir)?;
         let cap = config.dialect.memory_usage_limit;
-        let mut loaded = persistence::load(&load_dir, repair, &mut Replayer::new(config))?;
+        let mut replayer = Replayer::new(config);
+        let mut loaded = persistence::load(&load_dir, repair, &mut replayer)?;
         loaded.warnings.extend(removed);
         loaded.warnings.extend(past_cap(&loaded.db, cap));
-        let gate = match &gate_settings {
-            Some(gate) => Some(Arc::new(
-                GateService::open(gate, &load_dir.join("gate"))
-                    .with_context(|| format!("starting the gate over {}", gate.store.redacted()))?,
-            )),
-            None => None,
+        let rows = replayer.take_gate_rows();
+        let (gate, held) = match &gate_settings {
+            Some(settings) => {
+                let starting = || format!("starting the gate over {}", settings.store.redacted());
+                let gate =
+                    GateService::open(settings, &load_dir.join("gate")).with_context(starting)?;
+                let replayed = gate.replay(&rows).with_context(starting)?;
+                if replayed > 0 {
+                    eprintln!(
+                        "bloomgate: {replayed} gate rows from the log put back into the gate (to \
+                         be committed to the store again)"
+                    );
+                }
+                (Some(Arc::new(gate)), Vec::new())
+            }
+            None => {
+                let count: usize = rows.iter().map(|r| r.items.len()).sum();
+                if count > 0 {
+                    loaded.warnings.push(format!(
+                        "the log holds {count} rows GATE.RECORD took, but no gate is configured \
+                         (--gate-store): they stay in the log until a gate takes them"
+                    ));
+                }
+                (None, rows)
+            }
         };
-        anyhow::Ok((loaded, gate))
+        anyhow::Ok((loaded, gate, held))
     })
     .await
     .context("load task")??;
+    *relock(&shared.gate_rows_held) = held;
     for warning in &loaded.warnings {
         eprintln!("bloomgate: warning: {warning}");
     }

@@ -11,6 +11,7 @@ use anyhow::{bail, Context as _};
 use tokio::sync::Notify;
 
 use crate::commands::{Replayer, Store};
+use crate::gate::Recorded;
 use crate::keyspace::now_ms;
 use crate::lock::relock;
 use crate::metrics::Latency;
@@ -40,6 +41,9 @@ pub struct Shared {
     pub generation: AtomicU64,
     /// One snapshot at a time.
     pub snapshot_lock: tokio::sync::Mutex<()>,
+    /// Gate rows the log held at start while no gate is configured: carried into every new log
+    /// generation until a gate takes them.
+    pub gate_rows_held: Mutex<Vec<Recorded>>,
     /// Size of the log right after the last snapshot (compaction trigger baseline).
     pub log_baseline: AtomicU64,
     /// Notified when a shutdown is requested (SHUTDOWN, the caller's shutdown future).
@@ -77,13 +81,18 @@ impl Shared {
     /// new generation at that instant, writes the snapshot off the async threads, records it in
     /// the manifest, then drops the logs it covers. A failure (full disk) leaves the previous
     /// files in place, removes the partial snapshot, and sets [`Self::snapshot_error`].
+    ///
+    /// The logs it drops hold the gate's rows too, which are not in the snapshot: the store has
+    /// them once committed. Those still uncommitted after the switch (the gate's queue, copied
+    /// after it: a row logged before it was queued before that) are written at the head of the
+    /// new generation, durably before the manifest lets the old logs go.
     pub async fn snapshot(self: &Arc<Self>) -> anyhow::Result<()> {
         let _one_at_a_time = self.snapshot_lock.lock().await;
         let Some(aof) = self.aof.get() else {
             bail!("the dataset is still loading")
         };
         *relock(&self.last_snapshot_attempt) = Instant::now();
-        let (entries, generation, changes) = {
+        let (entries, generation, changes, gate) = {
             let mut store = relock(&self.store);
             let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
             aof.rotate(generation);
@@ -92,15 +101,30 @@ impl Shared {
                 store.db.snapshot(),
                 generation,
                 store.persistence.changes_since_save,
+                store.gate.clone(),
             )
         };
+        let carried = match gate {
+            Some(gate) => gate.uncommitted(),
+            None => relock(&self.gate_rows_held).clone(),
+        };
+        let carried = (!carried.is_empty())
+            .then(|| aof.append(&carried.iter().map(Recorded::command).collect::<Vec<_>>()));
         let started = Instant::now();
         let dir = self.dir.clone();
         let writer = aof.clone();
         let result = tokio::task::spawn_blocking(move || {
+            if carried.is_some() && !writer.sync(Duration::from_secs(30)) {
+                bail!(
+                    "the gate's uncommitted rows could not be written to the next log generation \
+                     ({})",
+                    writer.error().unwrap_or_else(|| "timed out".into())
+                );
+            }
             persistence::write_snapshot_owned(&dir, entries, generation)?;
             writer.snapshot_done(generation)?;
-            persistence::remove_logs_before(&dir, generation)
+            persistence::remove_logs_before(&dir, generation)?;
+            anyhow::Ok(())
         })
         .await
         .context("snapshot task")

@@ -258,3 +258,62 @@ fn gate_over_postgres_survives_a_store_outage() {
     server.shutdown();
     drop(proxy);
 }
+
+/// A frozen PostgreSQL (SIGSTOP: its connections stay open, nothing answers) holds no gate
+/// worker for good: more GATE.UNSEEN than there are workers all answer an error, a GATE.RECORD
+/// meanwhile — it needs a worker, not the store — is answered (with all the workers pinned it
+/// would time out), and after the thaw the gate answers again without a restart and commits
+/// what was recorded. The store's client-side timeouts are short here to keep the test short.
+#[test]
+fn a_frozen_postgres_does_not_pin_the_gate_workers() {
+    let Some(mut pg) = Postgres::start("a_frozen_postgres_does_not_pin_the_gate_workers") else {
+        return;
+    };
+    let url = format!("{}?connect_timeout=2&read_timeout=2000", pg.url);
+    let dir = temp_dir("gate-pg-frozen");
+    let server = Server::start(&dir, &["--gate-store", &url]);
+    let mut con = server.conn();
+    assert_eq!(unseen(&mut con, "1", &["10"]).unwrap(), vec![1]);
+    pg.freeze();
+    let askers: Vec<_> = (0..2 * bloomgate_server::gate::WORKERS)
+        .map(|i| {
+            let mut con = server.conn();
+            std::thread::spawn(move || {
+                let started = std::time::Instant::now();
+                let answer = unseen(&mut con, &format!("new:{i}"), &["10"]);
+                (answer, started.elapsed())
+            })
+        })
+        .collect();
+    for asker in askers {
+        let (answer, took) = asker.join().unwrap();
+        assert!(answer.is_err(), "a frozen store answered {answer:?}");
+        let limit = bloomgate_server::gate::REPLY_TIMEOUT + Duration::from_secs(5);
+        assert!(took < limit, "an error after {took:?}");
+    }
+    assert_eq!(record(&mut con, "1", &["11"]), 1, "a free worker took it");
+    pg.thaw();
+    let mut back = None;
+    for _ in 0..100 {
+        match unseen(&mut con, "new:0", &["10"]) {
+            Ok(answer) => {
+                back = Some(answer);
+                break;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    assert_eq!(back, Some(vec![1]), "the gate answers again after the thaw");
+    let mut backlog = i64::MAX;
+    for _ in 0..100 {
+        backlog = counter(&info(&mut con), "record_backlog");
+        if backlog == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(backlog, 0, "the record made while frozen is committed");
+    assert_eq!(unseen(&mut con, "1", &["10", "11"]).unwrap(), vec![1, 0]);
+    drop(con);
+    server.shutdown();
+}

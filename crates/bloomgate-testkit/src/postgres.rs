@@ -1,6 +1,7 @@
 //! A throwaway PostgreSQL server for a test: `initdb` in a scratch directory, `pg_ctl start` on a
 //! free 127.0.0.1 port (no Unix socket, trust authentication, fsync off), `pg_ctl stop -m fast`
-//! and the directory removed on drop.
+//! and the directory removed on drop. A test can stop and restart it, or freeze it (SIGSTOP:
+//! connections open, no answers) and thaw it.
 //!
 //! PostgreSQL refuses to run as root, and tests run as root in CI: the server then runs as the
 //! `postgres` user (created by Debian's packages), else `nobody`, through `runuser`, and the
@@ -22,6 +23,7 @@ pub struct Postgres {
     /// loopback trusts) on the default database.
     pub url: String,
     running: bool,
+    frozen: bool,
 }
 
 /// The superuser `initdb` creates; every URL connects as it.
@@ -84,6 +86,7 @@ impl Postgres {
             port: 0,
             url: String::new(),
             running: false,
+            frozen: false,
         };
         pg.as_server_user(&pg.bin.join("initdb"), |c| {
             c.arg("-D").arg(pg.data()).args([
@@ -118,6 +121,7 @@ impl Postgres {
 
     /// Stops the server (`pg_ctl stop -m fast`: open connections are closed); the data stays.
     pub fn stop(&mut self) {
+        self.thaw();
         if self.running {
             self.pg_ctl_stop()
                 .unwrap_or_else(|out| panic!("pg_ctl stop failed: {out}"));
@@ -129,6 +133,64 @@ impl Postgres {
         self.stop();
         self.pg_ctl_start()
             .unwrap_or_else(|log| panic!("PostgreSQL did not restart: {log}"));
+    }
+
+    /// Freezes the server (SIGSTOP to the postmaster and every process it started): its TCP
+    /// connections stay open and new ones are accepted by the kernel, but nothing answers — a
+    /// server stalled on its storage, swapped out, or stopped in a debugger. [`Self::thaw`] (or
+    /// the drop) resumes it.
+    pub fn freeze(&mut self) {
+        let processes = self.processes();
+        signal("STOP", &processes);
+        // Started between the listing and the postmaster's stop: stop those too.
+        let late: Vec<u32> = self
+            .processes()
+            .into_iter()
+            .filter(|pid| !processes.contains(pid))
+            .collect();
+        signal("STOP", &late);
+        self.frozen = true;
+    }
+
+    /// Resumes a frozen server (SIGCONT to the same processes).
+    pub fn thaw(&mut self) {
+        if self.frozen {
+            signal("CONT", &self.processes());
+            self.frozen = false;
+        }
+    }
+
+    /// The postmaster's pid (from `postmaster.pid`) and its children's, postmaster first.
+    fn processes(&self) -> Vec<u32> {
+        let text = std::fs::read_to_string(self.data().join("postmaster.pid"))
+            .expect("postmaster.pid of a running server");
+        let postmaster: u32 = text
+            .lines()
+            .next()
+            .and_then(|line| line.trim().parse().ok())
+            .expect("a pid on postmaster.pid's first line");
+        let mut pids = vec![postmaster];
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            // `pid (comm) state ppid ...`: the command may hold spaces and parentheses.
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|ppid| ppid.parse::<u32>().ok());
+            if ppid == Some(postmaster) {
+                pids.push(pid);
+            }
+        }
+        pids
     }
 
     /// Creates the empty database `name` and returns its URL.
@@ -220,6 +282,7 @@ impl Postgres {
 
 impl Drop for Postgres {
     fn drop(&mut self) {
+        self.thaw();
         if self.running {
             let _ = self.pg_ctl_stop();
         }
@@ -247,6 +310,17 @@ fn server_user() -> Option<String> {
             .expect("running as root, and neither a `postgres` nor a `nobody` user exists")
             .to_owned(),
     )
+}
+
+/// `kill -SIGNAL pids...` (nothing for no pids).
+fn signal(name: &str, pids: &[u32]) {
+    if pids.is_empty() {
+        return;
+    }
+    let mut kill = Command::new("kill");
+    kill.arg(format!("-{name}"))
+        .args(pids.iter().map(|pid| pid.to_string()));
+    run(&mut kill, &format!("kill -{name}"));
 }
 
 fn run(command: &mut Command, what: &str) {

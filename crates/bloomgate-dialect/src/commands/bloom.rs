@@ -351,7 +351,7 @@ impl CreateParams {
 }
 
 /// Creates a chain of the requested layout at `key`, its first link admitted against the
-/// memory budget first.
+/// memory budget first; a link the allocator refuses answers Redis' OOM error.
 struct Create<'k> {
     key: &'k [u8],
     params: CreateParams,
@@ -361,10 +361,11 @@ impl<H: Host + ?Sized> ChainOp<H> for Create<'_> {
     type Out = Result<(), Reply>;
     fn run<L: ChainValue>(self, ctx: &mut Ctx<H>) -> Result<(), Reply> {
         let failed = || Reply::error("ERR could not create filter");
+        let refused = || Reply::error(crate::ERR_OOM);
         let p = self.params;
         let plan =
             Chain::<L>::plan(p.capacity, p.error, p.expansion, p.nonscaling).ok_or_else(failed)?;
-        let chain = Chain::<L>::create(ctx.admit(plan)?).ok_or_else(failed)?;
+        let chain = Chain::<L>::create(ctx.admit(plan)?).ok_or_else(refused)?;
         ctx.create(self.key, L::into_value(chain));
         Ok(())
     }
@@ -378,13 +379,13 @@ fn create<H: Host + ?Sized>(
     on_chain(params.layout, ctx, Create { key, params })
 }
 
-/// Makes sure a chain is at `key` before `items` go in: creates it with `create_with`'s
-/// parameters (asked only then) if missing, logging the creation with explicit parameters, or
-/// fails with `ERR not found` if `create_with` gives none.
+/// Makes sure a chain is at `key` before items go in: creates it with `create_with`'s
+/// parameters (asked only then) if missing, logging the creation as `BF.INSERT` with explicit
+/// parameters before the items that go in (a new chain always takes its first item: its one
+/// link is empty), or fails with `ERR not found` if `create_with` gives none.
 fn ensure_chain<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     key: &[u8],
-    items: &Args,
     create_with: impl FnOnce(&Ctx<H>) -> Option<CreateParams>,
 ) -> Result<(), Reply> {
     if chain_at(ctx, key)?.is_some() {
@@ -393,9 +394,7 @@ fn ensure_chain<H: Host + ?Sized>(
     let params = create_with(ctx).ok_or_else(|| Reply::error(ERR_NOT_FOUND))?;
     create(ctx, key, params)?;
     // Replay must rebuild the same chain whatever the config is then.
-    let mut logged = params.as_insert_options(key);
-    logged.extend(items.iter().map(|item| item.to_vec()));
-    ctx.propagate_as(vec![logged]);
+    ctx.propagate_items_after(params.as_insert_options(key));
     Ok(())
 }
 
@@ -407,7 +406,7 @@ fn add_items<H: Host + ?Sized>(
     items: &Args,
     create_with: impl FnOnce(&Ctx<H>) -> Option<CreateParams>,
 ) -> Reply {
-    if let Err(reply) = ensure_chain(ctx, key, items, create_with) {
+    if let Err(reply) = ensure_chain(ctx, key, create_with) {
         return reply;
     }
     let kind = kind_at(ctx, key);
@@ -511,7 +510,7 @@ pub(crate) fn reserve(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
 /// reply built without the array MADD answers.
 pub(crate) fn add(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let from_config = |ctx: &Ctx<dyn Host + '_>| Some(CreateParams::from_config(ctx));
-    if let Err(reply) = ensure_chain(ctx, args[1], &args[2..], from_config) {
+    if let Err(reply) = ensure_chain(ctx, args[1], from_config) {
         return reply;
     }
     let kind = kind_at(ctx, args[1]);
@@ -535,6 +534,7 @@ impl<H: Host + ?Sized> ChainOp<H> for Add<'_> {
         if let Some(allowance) = allowance {
             ctx.set_allowance(allowance);
         }
+        ctx.items_applied(1, added.is_err().then(|| vec![false]));
         match added {
             Ok(new) => {
                 ctx.changed(u64::from(new));

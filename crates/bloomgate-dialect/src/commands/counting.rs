@@ -242,14 +242,14 @@ pub(crate) fn reserve(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
 
 /// Adds `items` in order, creating the filter from the bf-* settings if missing; stops at the
 /// first error (the last reply). Every add changes counters, so every add is a change; the
-/// write propagates as the adds that happened, after an explicit `CBF.RESERVE` if it created.
-/// `Err`: the command failed as a whole (wrong type, no memory to create).
+/// write propagates the adds that happened (the command's items before the error), after an
+/// explicit `CBF.RESERVE` if it created. `Err`: the command failed as a whole (wrong type, no
+/// memory to create).
 fn add_items<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     key: &[u8],
     items: &Args,
 ) -> Result<Vec<Reply>, Reply> {
-    let mut logged = Vec::new();
     if ctx.typed::<CountingFilter>(key)?.is_none() {
         let c = ctx.config();
         let params = CountingParams {
@@ -258,22 +258,22 @@ fn add_items<H: Host + ?Sized>(
             counter_bits: DEFAULT_COUNTER_BITS,
         };
         create(ctx, key, params)?;
-        logged.push(vec![
+        ctx.propagate_as(vec![vec![
             b"CBF.RESERVE".to_vec(),
             key.to_vec(),
             params.error.to_string().into_bytes(),
             params.capacity.to_string().into_bytes(),
             b"BITS".to_vec(),
             params.counter_bits.to_string().into_bytes(),
-        ]);
+        ]]);
     }
     let mut replies = Vec::with_capacity(items.len());
-    let mut added: Vec<Vec<u8>> = vec![b"CBF.MADD".to_vec(), key.to_vec()];
+    let mut added = 0;
     for item in items {
         match ctx.update(key, |f: &mut CountingFilter| f.add(item)) {
             Ok(new) => {
                 replies.push(Reply::Bool(new));
-                added.push(item.to_vec());
+                added += 1;
             }
             Err(msg) => {
                 replies.push(Reply::error(msg));
@@ -281,11 +281,9 @@ fn add_items<H: Host + ?Sized>(
             }
         }
     }
-    ctx.changed((added.len() - 2 + logged.len()) as u64);
-    if added.len() > 2 {
-        logged.push(added);
-    }
-    ctx.propagate_as(logged);
+    ctx.changed(added as u64);
+    let kept = (added < items.len()).then(|| (0..items.len()).map(|i| i < added).collect());
+    ctx.items_applied(items.len(), kept);
     Ok(replies)
 }
 

@@ -277,23 +277,17 @@ fn configured<H: Host + ?Sized>(ctx: &Ctx<H>, capacity: u64) -> CuckooParams {
 
 /// Creates a filter at `key` after the maxmemory check. The creation is logged as the
 /// `CF.LOADCHUNK key 1 <header>` of the empty filter, which rebuilds exactly this shape on
-/// replay whatever the configuration is then; `then_log` (the command's own effect) follows.
-fn create<H: Host + ?Sized>(
-    ctx: &mut Ctx<H>,
-    key: &[u8],
-    p: CuckooParams,
-    then_log: Option<&Args>,
-) -> Result<(), Reply> {
+/// replay whatever the configuration is then; the items that went in follow (see
+/// [`add_items`]).
+fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], p: CuckooParams) -> Result<(), Reply> {
     let p = ctx.admit(p)?;
-    let filter = CuckooChain::create(p).ok_or_else(|| Reply::error("Couldn't create filter!"))?;
-    let mut log = vec![vec![
+    let filter = CuckooChain::create(p).ok_or_else(|| Reply::error(crate::ERR_OOM))?;
+    ctx.propagate_as(vec![vec![
         b"CF.LOADCHUNK".to_vec(),
         key.to_vec(),
         b"1".to_vec(),
         filter.dump_header(),
-    ]];
-    log.extend(then_log.map(|args| args.iter().map(|a| a.to_vec()).collect()));
-    ctx.propagate_as(log);
+    ]]);
     ctx.create(key, filter.into_value());
     Ok(())
 }
@@ -318,7 +312,9 @@ enum Missing {
 
 /// Adds `items` (unique-only with `nx`), creating the filter as `missing` says if there is
 /// none, and hands each item's outcome to `each`. Stops at an out-of-memory error. The memory
-/// budget is read only if an item needs a new sub-filter.
+/// budget is read only if an item needs a new sub-filter. The write propagates the items that
+/// went in or were there already, not those that found no room: a refused item's kicks are
+/// undone, so the filter is as if it had never been tried, and replaying the rest rebuilds it.
 fn add_items<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     args: &Args,
@@ -328,11 +324,15 @@ fn add_items<H: Host + ?Sized>(
     mut each: impl FnMut(Added),
 ) -> Result<(), Reply> {
     let key = args[1];
-    let max_filters = ctx.config().cf_max_expansions;
+    let max_filters = match ctx.replaying() {
+        false => ctx.config().cf_max_expansions,
+        true => u64::MAX,
+    };
     match ctx.typed::<CuckooChain>(key)? {
         // `cf-max-expansions` is judged once, when the command starts: a filter already at
         // the limit refuses even items that would fit, and one below it may grow past the
-        // limit while this command's items go in (RedisBloom's behaviour).
+        // limit while this command's items go in (RedisBloom's behaviour). Replayed items went
+        // in on the master: a replica or a reload with another setting takes them too.
         Some(f) if f.filters() as u64 >= max_filters => {
             return Err(Reply::error(InsertError::MaxExpansions.message()))
         }
@@ -343,7 +343,7 @@ fn add_items<H: Host + ?Sized>(
                 Missing::CreateDefault => ctx.config().cf_initial_size,
                 Missing::Create(capacity) => capacity,
             };
-            create(ctx, key, configured(ctx, capacity), Some(args))?;
+            create(ctx, key, configured(ctx, capacity))?;
         }
     }
     let mut added = 0;
@@ -356,6 +356,7 @@ fn add_items<H: Host + ?Sized>(
         },
         |e| *e == InsertError::OutOfMemory,
         |inserted| {
+            let went_in = inserted.is_ok();
             each(match inserted {
                 Ok(true) => {
                     added += 1;
@@ -363,7 +364,8 @@ fn add_items<H: Host + ?Sized>(
                 }
                 Ok(false) => Added::AlreadyPresent,
                 Err(e) => Added::NoRoom(e),
-            })
+            });
+            went_in
         },
     );
     ctx.changed(added);
@@ -426,7 +428,7 @@ pub(crate) fn reserve(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
         max_iterations: max_iterations as u16,
         expansion: expansion as u16,
     };
-    match create(ctx, key, params, None) {
+    match create(ctx, key, params) {
         Ok(()) => Reply::ok(),
         Err(reply) => reply,
     }
@@ -461,11 +463,13 @@ fn insert_many<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool, name: 
     let mut capacity = ctx.config().cf_initial_size;
     let min_capacity = 2 * ctx.config().cf_bucket_size;
     let mut nocreate = false;
+    let mut capacity_given = false;
     let mut items_at = None;
     let mut i = 2;
     while i < args.len() {
         match args[i].first().map(u8::to_ascii_lowercase) {
             Some(b'c') => {
+                capacity_given = true;
                 let Some(value) = args.get(i + 1) else {
                     return wrong_arity(name);
                 };
@@ -503,6 +507,16 @@ fn insert_many<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool, name: 
         Missing::Create(capacity)
     };
     let items = &args[items_at..];
+    if capacity_given {
+        // CAPACITY is range-checked against the settings even when the key exists: replayed
+        // without it, the items cannot be refused by a replica's other `cf-bucket-size`.
+        ctx.propagate_items_after(vec![
+            name.to_uppercase().into_bytes(),
+            args[1].to_vec(),
+            b"NOCREATE".to_vec(),
+            b"ITEMS".to_vec(),
+        ]);
+    }
     let mut replies = Vec::with_capacity(items.len());
     let each = |added| {
         replies.push(match added {

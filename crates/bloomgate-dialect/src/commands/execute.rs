@@ -3,7 +3,7 @@
 //! outcome propagates.
 
 use super::flags;
-use super::host::{wrong_arity, Args, Ctx, Host, Outcome, Propagate};
+use super::host::{wrong_arity, Args, Ctx, Host, Items, Outcome, Propagate};
 use super::info::{Command, CommandInfo};
 use crate::reply::Reply;
 
@@ -33,7 +33,8 @@ impl<H: Host> Handler<H> for Command {
 /// Runs `info`'s command with `args` (its name first) against `host`: the arity check, the
 /// handler, and what the outcome propagates — decided here, once, for every command of every
 /// host: nothing unless the command is a write (or runs queued commands, EXEC) that reported a
-/// change; then its rewrite if it made one, else the command as sent.
+/// change; then its rewrite if it made one, else the command as sent — for a write over items,
+/// only the items that went in (`Ctx::items_applied`).
 pub fn execute<H: Host + ?Sized, C: Handler<H>>(
     host: &mut H,
     info: &CommandInfo<C>,
@@ -50,6 +51,7 @@ pub fn execute<H: Host + ?Sized, C: Handler<H>>(
         host,
         dirty: 0,
         rewrite: None,
+        items: Items::default(),
         allowance: None,
     };
     let reply = info.command.call(&mut ctx, args);
@@ -57,6 +59,7 @@ pub fn execute<H: Host + ?Sized, C: Handler<H>>(
         host,
         dirty,
         rewrite,
+        items,
         allowance,
     } = ctx;
     if let Some(spent) = allowance.map(|a| a.spent()).filter(|&s| s > 0) {
@@ -74,7 +77,7 @@ pub fn execute<H: Host + ?Sized, C: Handler<H>>(
     let propagate = if !info.flags.intersects(flags::WRITE | flags::RUNS_QUEUED) || dirty == 0 {
         Propagate::Nothing
     } else {
-        rewrite.map_or(Propagate::Verbatim, Propagate::Commands)
+        items.propagate(rewrite, args)
     };
     Outcome {
         reply,

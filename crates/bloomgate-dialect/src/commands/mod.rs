@@ -16,7 +16,8 @@
 //! command's write flag and the changes it reported, never left to each host: a write that
 //! changed nothing propagates nothing; one that must be replayed differently from how it was
 //! sent (an auto-created filter, whose shape must not depend on the replica's settings) carries
-//! its rewrite.
+//! its rewrite; a write over items that refused some of them (the per-key cap, the memory
+//! budget, a full filter) propagates only the items it applied.
 
 pub mod bloom;
 pub mod bloom_merge;

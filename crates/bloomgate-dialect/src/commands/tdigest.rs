@@ -353,7 +353,9 @@ pub(crate) fn create(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
         Some(Err(reply)) => return reply,
         None => return Reply::error(FAILED),
     };
-    let digest = TDigest::new(shape);
+    let Some(digest) = TDigest::new(shape) else {
+        return Reply::error(FAILED);
+    };
     ctx.create(args[1], digest.into_value());
     Reply::ok()
 }
@@ -391,11 +393,12 @@ pub(crate) fn add(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let result = ctx.update(args[1], |d: &mut TDigest| {
         values.iter().try_for_each(|&v| d.add(v, 1))
     });
+    // An overflow stops the values part-way: those before it, and the compression it began,
+    // changed the digest. The stop is decided by the digest and the values alone, so the
+    // command is replicated and logged as sent and a replay stops at the same place.
+    ctx.changed(1);
     match result {
-        Ok(()) => {
-            ctx.changed(1);
-            Reply::ok()
-        }
+        Ok(()) => Reply::ok(),
         Err(_) => Reply::error(ERR_OVERFLOW),
     }
 }
@@ -473,7 +476,9 @@ pub(crate) fn merge(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
         Some(Err(reply)) => return reply,
         None => return Reply::error(FAILED),
     };
-    let mut merged = TDigest::new(shape);
+    let Some(mut merged) = TDigest::new(shape) else {
+        return Reply::error(FAILED);
+    };
     if dest_compression.is_some() && !override_dest {
         // RedisBloom ignores an overflow here.
         let _ = merge_key(ctx, &mut merged, dest);

@@ -283,7 +283,8 @@ pub(crate) fn reserve(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
 }
 
 /// Adds `items` at `at_ms`, creating the filter with `create` if missing; the write is
-/// propagated as `WF.INSERT` with its time (and the creation parameters when it created).
+/// propagated as `WF.INSERT key AT <time> ITEMS` with the items that went in (after a
+/// `WF.RESERVE` with the creation parameters when it created).
 fn add_items<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     key: &[u8],
@@ -291,7 +292,6 @@ fn add_items<H: Host + ?Sized>(
     at_ms: u64,
     create: Option<Result<WindowParams, &'static str>>,
 ) -> Reply {
-    let mut logged: Vec<Vec<u8>> = vec![b"WF.INSERT".to_vec(), key.to_vec()];
     let now_ms = now(ctx);
     match ctx.typed::<WindowedFilter>(key) {
         Err(reply) => return reply,
@@ -309,19 +309,29 @@ fn add_items<H: Host + ?Sized>(
             if let Err(msg) = params.check_time(at_ms, now_ms) {
                 return Reply::error(msg);
             }
-            for (name, value) in [
-                ("ERROR", params.error.to_string()),
-                ("CAPACITY", params.capacity.to_string()),
-                ("WINDOW", params.window_ms.to_string()),
-                ("GENERATIONS", params.generations.to_string()),
-                ("EXPANSION", params.expansion.to_string()),
-            ] {
-                logged.push(name.as_bytes().to_vec());
-                logged.push(value.into_bytes());
-            }
+            let mut reserve = vec![b"WF.RESERVE".to_vec(), key.to_vec()];
+            reserve.extend(
+                [
+                    params.error.to_string(),
+                    params.capacity.to_string(),
+                    params.window_ms.to_string(),
+                    params.generations.to_string(),
+                    "EXPANSION".into(),
+                    params.expansion.to_string(),
+                ]
+                .map(String::into_bytes),
+            );
+            ctx.propagate_as(vec![reserve]);
             ctx.create(key, WindowedFilter::new(params).into_value());
         }
     }
+    ctx.propagate_items_after(vec![
+        b"WF.INSERT".to_vec(),
+        key.to_vec(),
+        b"AT".to_vec(),
+        at_ms.to_string().into_bytes(),
+        b"ITEMS".to_vec(),
+    ]);
     let replies = add_batch(
         ctx,
         key,
@@ -331,13 +341,6 @@ fn add_items<H: Host + ?Sized>(
         },
         AddError::message,
     );
-    logged.extend([
-        b"AT".to_vec(),
-        at_ms.to_string().into_bytes(),
-        b"ITEMS".to_vec(),
-    ]);
-    logged.extend(items.iter().take(replies.len()).map(|i| i.to_vec()));
-    ctx.propagate_as(vec![logged]);
     Reply::Array(replies)
 }
 
@@ -625,10 +628,10 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-        assert_eq!(
-            String::from_utf8_lossy(&log[1].concat()),
-            "WF.INSERTkAT1500ITEMSc"
-        );
+        let line = |cmd: &Vec<Vec<u8>>| String::from_utf8_lossy(&cmd.join(&b' ')).into_owned();
+        assert_eq!(line(&log[0]), "WF.RESERVE k 0.01 50 1000 2 EXPANSION 2");
+        assert_eq!(line(&log[1]), "WF.INSERT k AT 1000 ITEMS a b");
+        assert_eq!(line(&log[2]), "WF.INSERT k AT 1500 ITEMS c");
         let mut replica = Harness::new();
         replica.now_ms = 99_999_999;
         for cmd in &log {

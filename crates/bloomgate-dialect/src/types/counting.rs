@@ -83,8 +83,12 @@ impl CountingParams {
     /// The validated shape of a filter of these parameters: what it will allocate.
     pub fn shape(&self) -> Result<CountingShape, &'static str> {
         let params = self.filter_params()?;
-        let bytes = CountingBloomFilter::counter_bytes(&params, self.counter_bits)
-            .map_err(|_| "ERR could not create filter")?;
+        let bytes = CountingBloomFilter::counter_bytes(&params, self.counter_bits).map_err(
+            |e| match e {
+                bloomgate::Error::OutOfMemory(_) => crate::ERR_OOM,
+                _ => "ERR could not create filter",
+            },
+        )?;
         Ok(CountingShape {
             params: *self,
             filter: params,
@@ -126,7 +130,10 @@ impl CountingFilter {
             DEFAULT_SEED,
             shape.params.counter_bits,
         )
-        .map_err(|_| "ERR could not create filter")?;
+        .map_err(|e| match e {
+            bloomgate::Error::OutOfMemory(_) => crate::ERR_OOM,
+            _ => "ERR could not create filter",
+        })?;
         inner.set_len(shape.count);
         Ok(Self {
             params: shape.params,

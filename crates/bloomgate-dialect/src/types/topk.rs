@@ -425,7 +425,9 @@ impl TopK {
             rest = tail;
             Ok(head)
         };
-        let mut heap = Vec::with_capacity(k as usize);
+        let mut heap = Vec::new();
+        heap.try_reserve_exact(k as usize)
+            .map_err(|_| "cannot allocate the Top-K")?;
         for _ in 0..k {
             let fields = take(12)?;
             let word = |i: usize| u32::from_le_bytes(fields[i..i + 4].try_into().unwrap());

@@ -18,6 +18,13 @@
 //! which items were not recorded instead of having them dropped silently, and `flush` returns the
 //! commit's error. Once the store answers again everything queued is committed and the gate
 //! works on, without a restart.
+//!
+//! Durability: a row is in memory until its group commit. A caller that must not lose it to a
+//! crash either waits for that commit ([`Recorder::wait_committed`]: the library's
+//! `Durability::Commit`, sharing the commit with every row queued meanwhile) or keeps it in a
+//! durable log of its own and puts it back after a restart ([`Recorder::push`] unbounded: serve's
+//! append-only log), carrying the rows still [`uncommitted`](Recorder::uncommitted) when it
+//! drops older log records.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -70,6 +77,16 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// Where a [`Recorder::push`] left its rows in the queue: what
+/// [`Recorder::wait_committed`] waits for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Place {
+    /// Rows ever queued once these were (they are committed when `committed` reaches it).
+    position: u64,
+    /// Failed commits before they were queued (a later one fails the wait).
+    failures: u64,
 }
 
 pub(crate) struct Recorder {
@@ -127,28 +144,36 @@ impl Recorder {
         self.shared.changed.notify_all();
     }
 
-    /// Queues one request's admitted rows for the next group commit.
-    pub fn queue(&self, scope: u64, rows: Vec<Seen>) {
+    /// Queues one request's rows for the next group commit: rows admitted by
+    /// [`reserve`](Self::reserve) (`admitted`), or rows a durable log accepted before a restart
+    /// (not admitted: the bound does not apply to them, they were taken once already). Returns
+    /// the place [`wait_committed`](Self::wait_committed) takes.
+    pub fn push(&self, scope: u64, rows: Vec<Seen>, admitted: bool) -> Place {
         let mut state = self.shared.lock();
-        state.reserved -= rows.len().min(state.reserved);
+        if admitted {
+            state.reserved -= rows.len().min(state.reserved);
+        }
         state.queued += rows.len() as u64;
         state
             .rows
             .extend(rows.into_iter().map(|seen| (scope, seen)));
         self.shared.changed.notify_all();
+        Place {
+            position: state.queued,
+            failures: state.failures,
+        }
     }
 
-    /// Waits until everything queued before this call has been committed; returns the commit's
-    /// error if an attempt fails meanwhile (the rows stay queued and are retried).
-    pub fn flush(&self) -> Result<()> {
+    /// Waits until the group commit holding the rows at `place` (and everything queued before
+    /// them) succeeded; returns the commit's error if an attempt fails meanwhile (the rows stay
+    /// queued and are committed when the store answers).
+    pub fn wait_committed(&self, place: Place) -> Result<()> {
         let mut state = self.shared.lock();
-        let target = state.queued;
-        let failures = state.failures;
         loop {
-            if state.committed >= target {
+            if state.committed >= place.position {
                 return Ok(());
             }
-            if state.failures > failures {
+            if state.failures > place.failures {
                 let why = state.failing.clone().unwrap_or_default();
                 return Err(Error::Recording(format!(
                     "{why} (the rows stay queued and are committed when the store answers)"
@@ -160,6 +185,25 @@ impl Recorder {
                 .wait(state)
                 .unwrap_or_else(|e| e.into_inner());
         }
+    }
+
+    /// Waits until everything queued before this call has been committed; returns the commit's
+    /// error if an attempt fails meanwhile (the rows stay queued and are retried).
+    pub fn flush(&self) -> Result<()> {
+        let place = {
+            let state = self.shared.lock();
+            Place {
+                position: state.queued,
+                failures: state.failures,
+            }
+        };
+        self.wait_committed(place)
+    }
+
+    /// The rows queued and not yet committed, oldest first (the batch being committed
+    /// included: it leaves the queue only once the store took it).
+    pub fn uncommitted(&self) -> Vec<(u64, Seen)> {
+        self.shared.lock().rows.iter().copied().collect()
     }
 
     /// Rows queued and not yet committed.

@@ -452,6 +452,21 @@ impl LocalFilters {
         Ok((filter, history.len() as u64))
     }
 
+    /// Brings `entry`'s share of the memory total up to date with its filter (which allocates
+    /// as it takes items and frees generations as it rotates); returns the new total.
+    fn account(&self, entry: &mut ScopeFilter) -> u64 {
+        let bytes = match (&entry.filter, &entry.restored) {
+            (Some(filter), _) | (None, Some((filter, _))) => filter.memory_bytes() as u64,
+            (None, None) => 0,
+        };
+        let was = std::mem::replace(&mut entry.bytes, bytes);
+        if bytes >= was {
+            self.memory_bytes.fetch_add(bytes - was, Relaxed) + (bytes - was)
+        } else {
+            self.memory_bytes.fetch_sub(was - bytes, Relaxed) - (was - bytes)
+        }
+    }
+
     /// Drops the least recently used scopes' filters until memory is ≤ 90% of the budget
     /// (a tenth at a time keeps the O(scopes) sweep amortised). An evicted scope is rebuilt from
     /// the store on next use. A scope with a build in flight is never evicted: its `recent`
@@ -536,14 +551,14 @@ impl FilterBackend for LocalFilters {
         entry.last_used_ms = now_ms;
         entry.uses += 1;
         if entry.filter.is_some() {
-            return Ok(
-                if entry.answer(items, now_ms, out, &self.metrics, &self.config) {
-                    Probe::Filtered
-                } else {
-                    out.resize(out.len() + items.len(), true);
-                    Probe::Unfiltered
-                },
-            );
+            let answered = entry.answer(items, now_ms, out, &self.metrics, &self.config);
+            self.account(entry);
+            return Ok(if answered {
+                Probe::Filtered
+            } else {
+                out.resize(out.len() + items.len(), true);
+                Probe::Unfiltered
+            });
         }
         let slot = entry
             .build
@@ -577,7 +592,9 @@ impl FilterBackend for LocalFilters {
         let mut shard = self.shard(scope);
         let answered = match shard.get_mut(&scope) {
             Some(entry) if entry.filter.is_some() => {
-                entry.answer(items, now_ms, out, &self.metrics, &self.config)
+                let answered = entry.answer(items, now_ms, out, &self.metrics, &self.config);
+                self.account(entry);
+                answered
             }
             // The build failed (the exact path will meet the store's error) or was re-queued
             // larger.
@@ -623,18 +640,26 @@ impl FilterBackend for LocalFilters {
         let outgrown = items
             .iter()
             .any(|item| filter.insert(item.to_le_bytes(), now_ms).is_err());
-        entry.high_water_ms = entry.high_water_ms.max(now_ms);
         // The fill-based FPR estimate costs a Poisson mixture per generation (~13% of the demo's
         // CPU when done on every record), so it is checked each time the newest generation
         // passes another quarter of its capacity.
         let quarter = (capacity / 4).max(1);
         let check_fpr = filled_before / quarter != filter.newest_len() / quarter;
-        if outgrown || (check_fpr && filter.estimated_fpr() > self.config.fpr_budget) {
+        let rebuild = outgrown || (check_fpr && filter.estimated_fpr() > self.config.fpr_budget);
+        entry.high_water_ms = entry.high_water_ms.max(now_ms);
+        // Inserts allocate (a new generation, a generation's next link): the total follows.
+        let over_budget = self.account(entry) > self.config.memory_budget_bytes;
+        if rebuild {
             entry.recent = Some(items.iter().map(|&item| (item, now_ms)).collect());
             let slot = BuildSlot::new(scope, now_ms, Some(capacity));
             entry.build = Some(slot.clone());
             drop(shard);
             self.queue.push(&slot, 1, true);
+        } else {
+            drop(shard);
+        }
+        if over_budget {
+            self.enforce_memory_budget();
         }
         Ok(())
     }

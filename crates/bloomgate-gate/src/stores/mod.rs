@@ -7,6 +7,7 @@
 //! filter nor an answer ever knows less than the store plus the overlay about the recent past.
 
 pub(crate) mod postgres;
+pub(crate) mod postgres_client;
 pub(crate) mod postgres_partitions;
 pub(crate) mod redis;
 pub(crate) mod redis_pool;

@@ -2,18 +2,20 @@
 //! keyed by PRIMARY KEY (scope, item), shared by every gate process that connects to it.
 //!
 //! URL: `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE&...]` (or `postgresql://`).
-//! Four parameters are the store's own ([`PgOptions`] gives their defaults): `prepared=false`,
-//! `statement_timeout=MS`, `partition=hour|day|week` (retention by dropping time partitions, see
-//! `postgres_partitions`) and `table=NAME` (the rows table, `seen` by default, so one database
-//! can hold several data sets; its identity is kept in `{NAME}_meta`, or in `meta` for the
-//! default `seen`, the table existing databases already have); every other parameter is libpq's, read by the `postgres` crate
-//! (`connect_timeout` in seconds, `application_name`, `options`, `sslmode`, ...). This build has
+//! Five parameters are the store's own ([`PgOptions`] gives their defaults): `prepared=false`,
+//! `statement_timeout=MS`, `read_timeout=MS`, `partition=hour|day|week` (retention by dropping
+//! time partitions, see `postgres_partitions`) and `table=NAME` (the rows table, `seen` by
+//! default, so one database can hold several data sets; its identity is kept in `{NAME}_meta`,
+//! or in `meta` for the default `seen`, the table existing databases already have); every other
+//! parameter is libpq's, read by `tokio_postgres` (`connect_timeout` in seconds,
+//! `tcp_user_timeout` in seconds (tokio-postgres reads it so, not in libpq's ms), `application_name`, `options`, `sslmode`, ...). This build has
 //! no TLS: `sslmode=disable` and `sslmode=prefer` (the default, which then connects without
 //! TLS) work, `sslmode=require` is refused when the store is opened rather than silently
 //! ignored; reach a server that demands TLS through a TLS tunnel or a local pooler.
 //!
-//! Connections: a small pool of `postgres::Client`s (taken idle or opened on demand, as
-//! [`crate::SqliteStore`]'s readers and the Redis pool are), rather than an `r2d2` pool: the
+//! Connections: a small pool of blocking clients with deadlines (`postgres_client`; taken idle
+//! or opened on demand, as [`crate::SqliteStore`]'s readers and the Redis pool are), rather than
+//! an `r2d2` pool: the
 //! store needs no pool size limit, health-check thread or wait queue, and dropping a broken
 //! connection is the one rule that matters. A call that fails because the connection is gone
 //! (the server restarted, a pooler or firewall closed it) empties the pool — its other idle
@@ -29,11 +31,17 @@
 //! the session, so `statement_timeout` is not sent either — set it on the role or database
 //! (`ALTER ROLE ... SET statement_timeout = '5s'`) or use the pooler's `query_timeout`.
 //!
-//! Timeouts: [`PgOptions::connect_timeout`] bounds opening a connection (a stopped server fails
-//! at once, an unreachable one after the timeout); [`PgOptions::statement_timeout`] is set on
-//! each connection (`SET statement_timeout`), so the server cancels a call that runs longer. A
-//! server that accepts connections but never answers is not covered: the `postgres` crate has no
-//! client-side read timeout.
+//! Timeouts: [`PgOptions::connect_timeout`] bounds opening a connection — TCP, startup and
+//! authentication (a stopped server fails at once, an unreachable or frozen one after the
+//! timeout); [`PgOptions::statement_timeout`] is set on each connection (`SET
+//! statement_timeout`), so the server cancels a call that runs longer; and
+//! [`PgOptions::read_timeout`] bounds the wait for each call's answer on the client
+//! (`postgres_client`): a server that keeps the connection open but stops answering (frozen,
+//! swapped out, a proxy that stopped forwarding), which neither the server's timeout nor the
+//! kernel's (`tcp_user_timeout`, keepalives: its kernel still acknowledges) can end, costs a
+//! caller at most that long, then its connection is dropped and the call is an error. Unless the
+//! URL sets libpq's `tcp_user_timeout`, it is the read timeout too (unacknowledged data: a
+//! network that lost the server).
 //!
 //! Ids are u64 stored as BIGINT (the same bits, bit-cast to i64, as the SQLite store does).
 //! - `contains`: `item = ANY($2)` over the primary key, one round trip per batch.
@@ -65,12 +73,13 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use postgres::config::SslMode;
-use postgres::error::SqlState;
-use postgres::types::{ToSql, Type};
-use postgres::{Client, NoTls, Row, Statement};
+use tokio_postgres::config::SslMode;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Row, Statement};
 
 use crate::error::describe;
+use crate::stores::postgres_client::{CallError, PgClient};
 use crate::stores::postgres_partitions::{self, Known, Partition};
 use crate::{Error, ExactStore, Result, Seen};
 
@@ -92,13 +101,21 @@ pub struct PgOptions {
     /// period, expiry dropping whole partitions. None: one plain table, batched deletes. URL:
     /// `partition=hour|day|week|none`.
     pub partition: Option<Partition>,
+    /// Longest wait for the server's answer to one call, on the client: past it the connection
+    /// is dropped and the call fails ([`crate::Error::PostgresTimeout`]), so a server that
+    /// stops answering cannot hold the gate's threads (zero: no limit). Keep it above
+    /// `statement_timeout`, so that a statement the server cancels reports the server's error.
+    /// URL: `read_timeout=MS`.
+    pub read_timeout: Duration,
 }
 
 impl Default for PgOptions {
-    /// 5 s to connect, 5 s per statement, prepared statements, table `seen`, not partitioned.
+    /// 5 s to connect, 5 s per statement, 6 s for an answer, prepared statements, table `seen`,
+    /// not partitioned.
     fn default() -> Self {
         PgOptions {
             connect_timeout: Duration::from_secs(5),
+            read_timeout: Duration::from_secs(6),
             statement_timeout: Duration::from_secs(5),
             prepared: true,
             table: DEFAULT_TABLE.to_owned(),
@@ -234,7 +251,7 @@ impl Sql {
 
 /// One pooled connection and, in prepared mode, its statements (prepared on first use).
 struct Conn {
-    client: Client,
+    client: PgClient,
     /// The statements' text over the store's tables, indexed by [`Sql`].
     texts: Arc<[String; Sql::COUNT]>,
     prepared: Option<[Option<Statement>; Sql::COUNT]>,
@@ -245,7 +262,7 @@ impl Conn {
         &mut self,
         sql: Sql,
         params: &[&(dyn ToSql + Sync)],
-    ) -> std::result::Result<Vec<Row>, postgres::Error> {
+    ) -> std::result::Result<Vec<Row>, CallError> {
         let Conn {
             client,
             texts,
@@ -272,7 +289,10 @@ impl Conn {
 
 /// PostgreSQL-backed [`ExactStore`] (see the module docs for the URL and the schema).
 pub struct PostgresStore {
-    config: postgres::Config,
+    config: tokio_postgres::Config,
+    /// Longest wait to open a connection, and for one call's answer (None: unbounded).
+    connect_timeout: Duration,
+    read_timeout: Option<Duration>,
     prepared: bool,
     /// `SET statement_timeout` on each new connection, in ms (None: not set).
     statement_timeout_ms: Option<u128>,
@@ -296,6 +316,11 @@ impl PostgresStore {
         let meta = meta_table(&table);
         let partition = options.partition;
         let store = PostgresStore {
+            connect_timeout: config
+                .get_connect_timeout()
+                .copied()
+                .unwrap_or(options.connect_timeout),
+            read_timeout: (!options.read_timeout.is_zero()).then_some(options.read_timeout),
             config,
             prepared: options.prepared,
             statement_timeout_ms: (options.prepared && !options.statement_timeout.is_zero())
@@ -393,7 +418,7 @@ impl PostgresStore {
     }
 
     fn open(&self) -> Result<Conn> {
-        let mut client = self.config.connect(NoTls)?;
+        let mut client = PgClient::connect(&self.config, self.connect_timeout, self.read_timeout)?;
         if let Some(ms) = self.statement_timeout_ms {
             client.batch_execute(&format!("SET statement_timeout = {ms}"))?;
         }
@@ -411,10 +436,13 @@ impl PostgresStore {
             .push(conn);
     }
 
-    /// Runs `f` on a pooled connection (see the module docs for when it runs twice).
+    /// Runs `f` on a pooled connection (see the module docs for when it runs twice). A
+    /// connection whose call failed is dropped, never reused mid-reply; one that timed out takes
+    /// the idle ones with it (they reach the same server: each would wait out its own timeout),
+    /// and the call is not run again (it would double the wait).
     fn with_conn<T>(
         &self,
-        mut f: impl FnMut(&mut Conn) -> std::result::Result<T, postgres::Error>,
+        mut f: impl FnMut(&mut Conn) -> std::result::Result<T, CallError>,
     ) -> Result<T> {
         let pooled = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let fresh = pooled.is_none();
@@ -427,13 +455,20 @@ impl PostgresStore {
                 self.put_back(conn);
                 Ok(value)
             }
-            Err(err) if !fresh && connection_lost(&err) => {
+            Err(CallError::Db(err)) if !fresh && connection_lost(&err) => {
                 drop(conn);
                 self.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
                 let mut conn = self.open()?;
                 let value = f(&mut conn)?;
                 self.put_back(conn);
                 Ok(value)
+            }
+            Err(err @ CallError::Timeout(_)) => {
+                drop(conn);
+                let idle =
+                    std::mem::take(&mut *self.idle.lock().unwrap_or_else(|e| e.into_inner()));
+                drop(idle);
+                Err(err.into())
             }
             Err(err) => Err(err.into()),
         }
@@ -447,7 +482,7 @@ impl PostgresStore {
 pub(crate) fn parse_url(
     url: &str,
     mut options: PgOptions,
-) -> Result<(postgres::Config, PgOptions)> {
+) -> Result<(tokio_postgres::Config, PgOptions)> {
     let invalid = |what: String| Error::InvalidConfig(format!("postgres URL: {what}"));
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let mut rest = Vec::new();
@@ -466,6 +501,12 @@ pub(crate) fn parse_url(
                     invalid(format!("statement_timeout={value}: expected milliseconds"))
                 })?;
                 options.statement_timeout = Duration::from_millis(ms);
+            }
+            "read_timeout" => {
+                let ms = value
+                    .parse()
+                    .map_err(|_| invalid(format!("read_timeout={value}: expected milliseconds")))?;
+                options.read_timeout = Duration::from_millis(ms);
             }
             "table" => options.table = value.to_owned(),
             "partition" => {
@@ -497,7 +538,7 @@ pub(crate) fn parse_url(
             "{url}: expected postgres:// or postgresql://"
         )));
     }
-    let mut config: postgres::Config = url.parse().map_err(|e| invalid(describe(&e)))?;
+    let mut config: tokio_postgres::Config = url.parse().map_err(|e| invalid(describe(&e)))?;
     if !matches!(config.get_ssl_mode(), SslMode::Disable | SslMode::Prefer) {
         return Err(invalid(
             "sslmode=require: this build has no TLS support (use sslmode=disable or prefer, \
@@ -508,12 +549,15 @@ pub(crate) fn parse_url(
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(options.connect_timeout);
     }
+    if config.get_tcp_user_timeout().is_none() && !options.read_timeout.is_zero() {
+        config.tcp_user_timeout(options.read_timeout);
+    }
     Ok((config, options))
 }
 
 /// Whether `err` means the connection is gone (closed, reset, or the server shutting down), as
 /// opposed to a statement that failed on a live connection.
-fn connection_lost(err: &postgres::Error) -> bool {
+fn connection_lost(err: &tokio_postgres::Error) -> bool {
     if err.is_closed() {
         return true;
     }
@@ -571,7 +615,7 @@ impl ExactStore for PostgresStore {
                 .ensure(&mut conn.client, &self.table, SCHEMA_LOCK, &periods)?;
             match conn.query(Sql::Upsert, &[&scopes, &items, &times]) {
                 // No partition for a row: another process dropped one this store had made.
-                Err(err) if err.code() == Some(&SqlState::CHECK_VIOLATION) => {
+                Err(CallError::Db(err)) if err.code() == Some(&SqlState::CHECK_VIOLATION) => {
                     self.known.forget();
                     self.known
                         .ensure(&mut conn.client, &self.table, SCHEMA_LOCK, &periods)?;
@@ -623,7 +667,7 @@ impl ExactStore for PostgresStore {
 mod tests {
     use super::*;
 
-    fn parse(url: &str) -> Result<(postgres::Config, PgOptions)> {
+    fn parse(url: &str) -> Result<(tokio_postgres::Config, PgOptions)> {
         parse_url(url, PgOptions::default())
     }
 
@@ -641,8 +685,14 @@ mod tests {
         assert_eq!(config.get_ports(), [6000]);
         assert_eq!(config.get_application_name(), Some("gate"));
         assert_eq!(config.get_connect_timeout(), Some(&Duration::from_secs(5)));
+        assert_eq!(options.read_timeout, Duration::from_secs(6));
+        assert_eq!(config.get_tcp_user_timeout(), Some(&Duration::from_secs(6)));
 
-        let (config, options) = parse("postgresql://u@h/db?connect_timeout=2").unwrap();
+        let (config, options) =
+            parse("postgresql://u@h/db?connect_timeout=2&read_timeout=1500&tcp_user_timeout=7")
+                .unwrap();
+        assert_eq!(options.read_timeout, Duration::from_millis(1500));
+        assert_eq!(config.get_tcp_user_timeout(), Some(&Duration::from_secs(7)));
         assert!(options.prepared);
         assert_eq!(options.table, "seen");
         assert_eq!(config.get_connect_timeout(), Some(&Duration::from_secs(2)));
@@ -660,6 +710,7 @@ mod tests {
             ("postgres://u@h/db?sslmode=require", "no TLS support"),
             ("postgres://u@h/db?prepared=maybe", "prepared=maybe"),
             ("postgres://u@h/db?statement_timeout=5s", "milliseconds"),
+            ("postgres://u@h/db?read_timeout=never", "read_timeout=never"),
             ("postgres://u@h/db?no_such_option=1", "no_such_option"),
             ("mysql://u@h/db", "expected postgres://"),
             ("postgres://u@h/db?table=Seen", "table=\"Seen\""),

@@ -17,9 +17,9 @@
 
 use std::collections::HashSet;
 
-use postgres::types::Type;
-use postgres::Client;
+use tokio_postgres::types::Type;
 
+use crate::stores::postgres_client::{CallError, PgClient};
 use crate::Error;
 
 /// The period of one partition.
@@ -90,9 +90,9 @@ pub(crate) fn create_table_sql(table: &str) -> String {
 
 /// Whether `table` is partitioned (true), a plain table (false), or missing (None).
 pub(crate) fn is_partitioned(
-    client: &mut Client,
+    client: &mut PgClient,
     table: &str,
-) -> std::result::Result<Option<bool>, postgres::Error> {
+) -> std::result::Result<Option<bool>, CallError> {
     let rows = client.query_typed(
         "SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)",
         &[(&table, Type::TEXT)],
@@ -110,11 +110,11 @@ impl Known {
     /// races between processes otherwise.
     pub(crate) fn ensure(
         &self,
-        client: &mut Client,
+        client: &mut PgClient,
         table: &str,
         lock: i64,
         periods: &[i64],
-    ) -> std::result::Result<(), postgres::Error> {
+    ) -> std::result::Result<(), CallError> {
         let mut wanted: Vec<i64> = periods.to_vec();
         if let Some(&newest) = periods.iter().max() {
             wanted.push(newest + 1);
@@ -154,11 +154,11 @@ impl Known {
     /// rows they held. Each partition is counted and dropped in one transaction.
     pub(crate) fn drop_before(
         &self,
-        client: &mut Client,
+        client: &mut PgClient,
         table: &str,
         partition: Partition,
         before_ms: i64,
-    ) -> std::result::Result<u64, postgres::Error> {
+    ) -> std::result::Result<u64, CallError> {
         let children = client.query_typed(
             "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
              WHERE i.inhparent = to_regclass($1)",
@@ -177,10 +177,12 @@ impl Known {
             if (period + 1).saturating_mul(partition.period_ms()) > before_ms {
                 continue;
             }
-            let mut tx = client.transaction()?;
-            let rows: i64 = tx.query_typed(&format!("SELECT count(*) FROM {name}"), &[])?[0].get(0);
-            tx.batch_execute(&format!("DROP TABLE {name}"))?;
-            tx.commit()?;
+            // One transaction; a failure leaves it open on this connection, which the store
+            // then drops (never reused after an error).
+            client.batch_execute("BEGIN")?;
+            let rows: i64 =
+                client.query_typed(&format!("SELECT count(*) FROM {name}"), &[])?[0].get(0);
+            client.batch_execute(&format!("DROP TABLE {name}; COMMIT"))?;
             self.0
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

@@ -233,10 +233,16 @@ class Gate:
     def unseen(self, scope: Id, candidates: Iterable[Id], now_ms: Optional[int] = None) -> List[bool]:
         """Per candidate: True if ``scope`` was not shown it within the window. A store failure
         raises GateError, never reads as "not seen"."""
-    def record(self, scope: Id, shown: Iterable[Id], now_ms: Optional[int] = None) -> int:
+    def record(
+        self, scope: Id, shown: Iterable[Id], now_ms: Optional[int] = None, *, durable: bool = False
+    ) -> int:
         """Records what ``scope`` was shown; group-committed to the store in the background.
         Returns how many items were taken (fewer than given only while the store is down and
-        the recorder's queue is full: the rest were not recorded)."""
+        the recorder's queue is full: the rest were not recorded). By default it returns once
+        they are queued: a crash before their commit loses them (normally the last few
+        milliseconds of records; during a store outage, all since it began). ``durable=True``
+        returns once the group commit holding them succeeded (shared with concurrent callers)
+        and raises GateError if it fails: they stay queued, and recording them again is safe."""
     def expire(self, now_ms: Optional[int] = None) -> int:
         """Drops the store's rows older than the window; returns how many."""
     def flush(self) -> None:

@@ -17,6 +17,7 @@ use super::host::{
 use super::state::{Session, Store};
 use super::{dump, gate, keys, pubsub, server, strings, transaction};
 use crate::config::Config;
+use crate::gate::Recorded;
 use crate::keyspace::{now_ms, Db};
 use crate::persistence::Replay;
 use crate::resp::Reply;
@@ -262,10 +263,13 @@ fn exec(ctx: &mut Ctx) -> Reply {
 }
 
 /// Replays logged commands into a keyspace at start (`persistence::load`): every command runs
-/// as a client's would, without the checks a live client gets.
+/// as a client's would, without the checks a live client gets. The gate's logged rows
+/// (`GATE.RECORDED`) are not commands of the keyspace: they are collected for the gate
+/// ([`Replayer::take_gate_rows`]).
 pub struct Replayer {
     store: Store,
     session: Session,
+    gate_rows: Vec<Recorded>,
 }
 
 impl Replayer {
@@ -276,7 +280,13 @@ impl Replayer {
         Self {
             store: Store::new(config),
             session: Session::new(0, false),
+            gate_rows: Vec::new(),
         }
+    }
+
+    /// The gate's rows the replayed logs held, in log order.
+    pub fn take_gate_rows(&mut self) -> Vec<Recorded> {
+        std::mem::take(&mut self.gate_rows)
     }
 }
 
@@ -286,7 +296,14 @@ impl Replay for Replayer {
     }
 
     fn apply(&mut self, args: &[Vec<u8>]) {
-        execute(&mut self.store, &mut self.session, args, true);
+        match Recorded::parse(args) {
+            Some(Ok(rows)) => self.gate_rows.push(rows),
+            // Checksummed, so written so: left out as a logged command that fails is.
+            Some(Err(_)) => {}
+            None => {
+                execute(&mut self.store, &mut self.session, args, true);
+            }
+        }
     }
 }
 

@@ -2,7 +2,9 @@
 //! `--gate-store` (see [`crate::gate`]). The handlers do no store or filter work: they turn
 //! scopes and items into ids ([`bloomgate_gate::item_id`]) and hand the call to the network
 //! layer as an [`Action::Gate`], whose result becomes the reply; GATE.INFO reads counters only
-//! and answers at once. Every one is refused inside MULTI (`NO_MULTI`), and without a gate they
+//! and answers at once. GATE.RECORD is a write (refused with `-MISCONF` while the log cannot be
+//! written): the network layer logs the rows the gate took, with their time, before replying,
+//! so the handler itself reports no change (nothing is logged as sent). Every one is refused inside MULTI (`NO_MULTI`), and without a gate they
 //! answer an error saying how to configure one.
 
 use bloomgate_dialect::commands::flags::*;
@@ -63,11 +65,11 @@ pub fn commands() -> Vec<ServerCommand> {
         spec(
             "GATE.RECORD",
             -3,
-            DENYOOM,
+            WRITE | DENYOOM,
             "write gate",
             record,
             docs(
-                "Records that the scope was shown the items now; answers how many were queued for commit",
+                "Records that the scope was shown the items now (logged before the reply); answers how many were recorded",
                 "O(N) where N is the number of items",
                 SCOPE_ITEMS,
             ),

@@ -305,7 +305,7 @@ impl<L: ChainLink> Chain<L> {
                 .and_then(|c| L::plan(c, error))
                 .ok_or(AddError::GrowFailed)?;
             let plan = allowance.admit(plan).map_err(AddError::refused)?;
-            let link = L::allocate(plan).ok_or(AddError::GrowFailed)?;
+            let link = L::allocate(plan).ok_or(AddError::OutOfMemory)?;
             let mut grown = std::mem::take(&mut self.links).into_vec();
             grown.push(link);
             self.links = grown.into_boxed_slice();

@@ -273,6 +273,16 @@ def serve_unless_port(binary, port, prefix="bloomgate-"):
     return server, server.port
 
 
+def serve_from_args(prefix):
+    """`serve_unless_port` for a smoke script's own arguments: `--bin` (the `bloomgate` binary,
+    default target/release/bloomgate) and `--port` (a server already running there)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=os.path.join("target", "release", "bloomgate"))
+    ap.add_argument("--port", type=int)
+    args = ap.parse_args()
+    return serve_unless_port(args.bin, args.port, prefix)
+
+
 # The smoke scripts' checks: each one printed, failures kept for `finish`.
 failures = []
 

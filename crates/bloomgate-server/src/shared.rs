@@ -13,9 +13,9 @@ use tokio::sync::Notify;
 use crate::commands::{Replayer, Store};
 use crate::gate::Recorded;
 use crate::keyspace::now_ms;
+use crate::lock::relock;
 use crate::metrics::Latency;
 use crate::persistence::{self, AofWriter};
-use crate::relock;
 
 /// State shared by all connections.
 pub struct Shared {

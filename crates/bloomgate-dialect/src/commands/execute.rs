@@ -4,7 +4,7 @@
 
 use super::flags;
 use super::host::{wrong_arity, Args, Ctx, Host, Items, Outcome, Propagate};
-use super::info::CommandInfo;
+use super::info::{Command, CommandInfo};
 use crate::reply::Reply;
 
 /// How a table entry's command runs against a host `H`: the dialect's
@@ -17,6 +17,16 @@ pub trait Handler<H: Host + ?Sized> {
     /// writes and changed something; `None` for commands that signal their own (or nothing).
     fn event(&self) -> Option<&'static str> {
         None
+    }
+}
+
+/// The dialect's commands run against any host, through the host as a trait object.
+impl<H: Host> Handler<H> for Command {
+    fn call(&self, ctx: &mut Ctx<H>, args: &Args) -> Reply {
+        ctx.erased(|ctx| self.run(ctx, args))
+    }
+    fn event(&self) -> Option<&'static str> {
+        Command::event(*self)
     }
 }
 

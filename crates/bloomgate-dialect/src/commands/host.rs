@@ -56,7 +56,7 @@ pub trait Host {
     }
     /// Signals the keyspace event `event` on `key` (Redis' keyspace notifications): called by
     /// [`execute`](super::execute) once after a write command that changed its key, with the
-    /// command's event name ([`Command::event`](super::Command::event)). Hosts without
+    /// command's event name ([`Access`](super::Access)). Hosts without
     /// notifications ignore it.
     fn notify(&mut self, event: &str, key: &[u8]) {
         let _ = (event, key);
@@ -177,6 +177,27 @@ impl<H: Host + ?Sized> std::ops::Deref for Ctx<'_, H> {
 impl<H: Host + ?Sized> std::ops::DerefMut for Ctx<'_, H> {
     fn deref_mut(&mut self) -> &mut H {
         self.host
+    }
+}
+
+impl<H: Host> Ctx<'_, H> {
+    /// Runs `f` with this context over the host as a trait object, as the dialect's handlers
+    /// take it (each compiled once for every host); what `f` records — changes, rewrite,
+    /// allowance — is this context's.
+    pub(super) fn erased<R>(&mut self, f: impl FnOnce(&mut Ctx<'_, dyn Host + '_>) -> R) -> R {
+        let mut erased = Ctx {
+            host: &mut *self.host as &mut dyn Host,
+            dirty: self.dirty,
+            rewrite: self.rewrite.take(),
+            items: std::mem::take(&mut self.items),
+            allowance: self.allowance.take(),
+        };
+        let out = f(&mut erased);
+        self.dirty = erased.dirty;
+        self.rewrite = erased.rewrite;
+        self.items = erased.items;
+        self.allowance = erased.allowance;
+        out
     }
 }
 
@@ -304,7 +325,7 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
     }
 
     /// Signals the keyspace event `event` on `key` (a host's own commands; the dialect's are
-    /// signalled by [`execute`](super::execute) from their [`Command::event`](super::Command::event)).
+    /// signalled by [`execute`](super::execute) from their [`Access`](super::Access)).
     pub fn notify(&mut self, event: &str, key: &[u8]) {
         self.host.notify(event, key);
     }

@@ -237,7 +237,7 @@ impl CountingFilter {
 
     /// `(iterator, length)` of each chunk of counters after the header.
     pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        crate::encoding::chunks::plan(self.memory())
+        crate::codec::chunks::plan(self.memory())
     }
 
     /// The counters' bytes from byte `offset` (little endian words, as the file format).
@@ -255,7 +255,7 @@ impl CountingFilter {
 
     /// Writes back the chunk that [`Self::chunk_plan`] lists as ending at `iter`.
     pub fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
-        let start = crate::encoding::chunks::start(iter, data.len()).ok_or(ERR_BAD_CHUNK)?;
+        let start = crate::codec::chunks::start(iter, data.len()).ok_or(ERR_BAD_CHUNK)?;
         if !start.is_multiple_of(8) || !data.len().is_multiple_of(8) {
             return Err(ERR_BAD_CHUNK);
         }

@@ -4,7 +4,7 @@
 
 use super::{capacity, memory_for, SavedFields, TDigest, I64_LIMIT};
 use crate::budget::Buffer;
-use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use crate::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 
 /// The RDB encoding version RedisBloom writes `TDIS-TYPE` with (2.4 and 8 alike).
 pub const ENCODING_VERSION: i32 = 0;

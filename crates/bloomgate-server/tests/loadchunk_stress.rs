@@ -3,11 +3,11 @@
 //! they are applied and logged, the others at random iterators, mostly refused), read 16 MiB
 //! SCANDUMP chunks back now and then, while one more connection runs BGSAVE, SAVE, DEBUG RELOAD,
 //! `CONFIG SET appendfsync always|everysec` and FLUSHALL, each followed by RLTest's wait for
-//! `rdb_bgsave_in_progress:0`. The log grows past 64 MiB within seconds, so serve's own
+//! `rdb_bgsave_in_progress:0`, and another sends BGSAVE every 150 ms on average. The log grows past 64 MiB within seconds, so serve's own
 //! compaction snapshots switch log files as well (serve has no BGREWRITEAOF: a snapshot is its
 //! log rewrite).
 //!
-//! A watchdog fails the test when a connection's reply is overdue by [`STALL`], after taking a
+//! A watchdog fails the test when a connection's reply is overdue by [`stall`], after taking a
 //! diagnosis, printed and saved under the target's `tmp/`: whether the server answers a new
 //! connection, its `INFO persistence`, a thread dump of the server process (`gdb -batch -p PID
 //! -ex 'thread apply all bt'`; `.ci/setup` installs gdb), what each connection was doing (sending
@@ -15,7 +15,7 @@
 //! server's stderr. At the end every key must SCANDUMP the same across a last DEBUG RELOAD.
 //!
 //! Bounded: `BLOOMGATE_STRESS_SECONDS` of load (default 120), then the commands in flight
-//! finish. `BLOOMGATE_TEST_BIN=target/debug/bloomgate` runs it against an unoptimised build.
+//! finish; `BLOOMGATE_STRESS_STALL_SECONDS` (default 120) is the stall threshold. `BLOOMGATE_TEST_BIN=target/debug/bloomgate` runs it against an unoptimised build.
 
 use std::collections::hash_map::DefaultHasher;
 use std::fmt::Write as _;
@@ -41,9 +41,17 @@ fn serve_child() {
 const WORKERS: usize = 3;
 /// The largest chunk, as RedisBloom's test sends.
 const MAX_CHUNK: usize = 36 << 20;
-/// A reply overdue by this much is a stall (the slowest legitimate wait, a DEBUG RELOAD of
-/// about 150 MB in an unoptimised build on a busy machine, takes seconds).
-const STALL: Duration = Duration::from_secs(120);
+/// A reply overdue by this many seconds (`BLOOMGATE_STRESS_STALL_SECONDS`, default 120) is a
+/// stall: the slowest legitimate wait, a DEBUG RELOAD of about 150 MB in an unoptimised build on
+/// a busy machine, takes seconds.
+fn stall() -> Duration {
+    Duration::from_secs(
+        std::env::var("BLOOMGATE_STRESS_STALL_SECONDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(120),
+    )
+}
 /// No socket read or write waits longer than this (a backstop: the watchdog acts first).
 const IO_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -352,11 +360,28 @@ fn controller(port: u16, progress: Arc<Progress>, stop: Arc<AtomicBool>) -> io::
     Ok(actions)
 }
 
-/// `gdb -batch -p PID -ex 'thread apply all bt'`, bounded by `timeout`.
+/// A second persistence connection sending BGSAVE now and then, so snapshots also start while
+/// the first one's SAVE or DEBUG RELOAD runs: returns how many it sent.
+fn bgsaver(port: u16, progress: Arc<Progress>, stop: Arc<AtomicBool>) -> io::Result<u64> {
+    let mut c = Client::connect(port, progress)?;
+    let mut rng = Rng(0xb65a);
+    let mut sent = 0;
+    while !stop.load(Ordering::Relaxed) {
+        match c.simple("BGSAVE")? {
+            Reply::Error(e) if e.contains("already in progress") => {}
+            Reply::Error(e) => return Err(io::Error::other(format!("BGSAVE answered -{e}"))),
+            _ => sent += 1,
+        }
+        std::thread::sleep(Duration::from_millis(rng.below(300)));
+    }
+    Ok(sent)
+}
+
+/// `gdb -batch -p PID -ex 'thread apply all bt 40'` (40 frames a thread), bounded by `timeout`.
 fn thread_dump(pid: u32) -> String {
     let out = Command::new("timeout")
         .args(["120", "gdb", "-batch", "-p", &pid.to_string()])
-        .args(["-ex", "info threads", "-ex", "thread apply all bt"])
+        .args(["-ex", "info threads", "-ex", "thread apply all bt 40"])
         .output();
     match out {
         Ok(out) => {
@@ -391,10 +416,20 @@ fn diagnose(
     let answer = Client::connect(server.port, probe).and_then(|mut c| {
         c.stream.set_read_timeout(Some(Duration::from_secs(10)))?;
         let ping = c.simple("PING")?;
-        let info = c.simple("INFO persistence")?;
-        Ok(format!("PING: {ping:?}\n{info:?}"))
+        let info = match c.simple("INFO persistence")? {
+            Reply::Bulk(Some(text)) => String::from_utf8_lossy(&text).into_owned(),
+            other => format!("{other:?}"),
+        };
+        Ok(format!("PING: {ping:?}\n{info}"))
     });
-    let _ = writeln!(out, "\na new connection: {answer:?}");
+    match answer {
+        Ok(text) => {
+            let _ = writeln!(out, "\na new connection is answered: {text}");
+        }
+        Err(e) => {
+            let _ = writeln!(out, "\na new connection is not answered: {e}");
+        }
+    }
     if let Some(pid) = server.pid() {
         let _ = writeln!(
             out,
@@ -486,11 +521,17 @@ fn loadchunks_are_answered_while_snapshots_switch_log_files() {
         let stop = stop.clone();
         std::thread::spawn(move || controller(port, progress, stop))
     };
+    let progress = Progress::new("BGSAVE connection");
+    all.push(progress.clone());
+    let bgsaves = {
+        let stop = stop.clone();
+        std::thread::spawn(move || bgsaver(port, progress, stop))
+    };
 
     let deadline = Instant::now() + Duration::from_secs(load_seconds());
     loop {
         std::thread::sleep(Duration::from_millis(500));
-        if let Some(stalled) = all.iter().find(|p| p.overdue() > STALL) {
+        if let Some(stalled) = all.iter().find(|p| p.overdue() > stall()) {
             let report = diagnose(&server, &data, &stderr, &all, stalled);
             stop.store(true, Ordering::Relaxed);
             all.iter().for_each(|p| p.cut());
@@ -499,10 +540,11 @@ fn loadchunks_are_answered_while_snapshots_switch_log_files() {
         if Instant::now() >= deadline {
             stop.store(true, Ordering::Relaxed);
         }
-        if workers.iter().all(JoinHandle::is_finished) && control.is_finished() {
+        let others = [&control, &bgsaves];
+        if workers.iter().all(JoinHandle::is_finished) && others.iter().all(|t| t.is_finished()) {
             break;
         }
-        if workers.iter().any(JoinHandle::is_finished) || control.is_finished() {
+        if workers.iter().any(JoinHandle::is_finished) || others.iter().any(|t| t.is_finished()) {
             // One ended early (an error): stop the others and report it below.
             stop.store(true, Ordering::Relaxed);
         }
@@ -520,6 +562,10 @@ fn loadchunks_are_answered_while_snapshots_switch_log_files() {
         .join()
         .unwrap()
         .unwrap_or_else(|e| panic!("persistence connection: {e}"));
+    let bgsaves = bgsaves
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("BGSAVE connection: {e}"));
     // Every snapshot (BGSAVE, SAVE, DEBUG RELOAD, compaction) starts the next log generation.
     let generation = std::fs::read_dir(&data)
         .unwrap()
@@ -534,7 +580,7 @@ fn loadchunks_are_answered_while_snapshots_switch_log_files() {
         .unwrap_or(0);
     eprintln!(
         "loadchunk stress: {applied} LOADCHUNKs applied, {refused} refused, {actions} \
-         persistence actions, log generation {generation}, in {} s",
+         persistence actions, {bgsaves} more BGSAVEs, log generation {generation}, in {} s",
         load_seconds()
     );
     assert!(applied > 0 && actions > 0, "nothing was exercised");
@@ -548,4 +594,7 @@ fn loadchunks_are_answered_while_snapshots_switch_log_files() {
     ));
     let after: Vec<Option<u64>> = keys.iter().map(|k| dump_hash(&mut c, k).unwrap()).collect();
     assert_eq!(before, after, "a key changed across DEBUG RELOAD");
+    drop(server);
+    // Hundreds of megabytes of snapshot and log: not left behind by a passing run.
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -222,21 +222,22 @@ fn allocations_the_allocator_refuses_answer_errors() {
 /// `activedefrag yes` with thresholds that make every cycle run, `INFO bf` counts moved
 /// allocations in several families, the large values were walked across several calls with a
 /// cursor (`bf_defrag_resumed`), and every key dumps to the same bytes and answers as before.
-/// Needs a Redis with active defrag (Redis 8.2 from `scripts/ci/get_redis8.sh`, through
-/// `BLOOMGATE_REDIS_SERVER`); Debian's 7.0 refuses `activedefrag yes` and the test says SKIPPED.
+/// Always inside Redis 8.2 (`bloomgate_testkit::redis8_server_binary`: `scripts/ci/get_redis8.sh`'s,
+/// built with the jemalloc active defrag needs), whichever server the other tests run in:
+/// Debian's 7.0 and Valkey link a jemalloc without it and refuse `activedefrag yes`, so there
+/// is nothing to test in them. Without Redis 8 the test goes through `skip_or_fail` (a failure
+/// under CI); Redis 8 refusing `activedefrag yes` fails it.
 #[test]
 fn active_defrag_moves_values_and_keeps_answers() {
-    if !have_redis("active_defrag_moves_values_and_keeps_answers") {
+    let test = "active_defrag_moves_values_and_keeps_answers";
+    let Some(redis8) = bloomgate_testkit::redis8_server_binary(test) else {
         return;
-    }
-    let server = Redis::start(&temp_dir("defrag"), &[], &[]);
+    };
+    let server = Redis::try_start_at(&redis8, &temp_dir("defrag"), &[], &[])
+        .unwrap_or_else(|log| panic!("Redis 8 with the module did not start: {log}"));
     let c = &mut server.conn();
-    if build("CONFIG SET activedefrag yes")
-        .query::<Value>(c)
-        .is_err()
-    {
-        eprintln!("SKIPPED active_defrag_moves_values_and_keeps_answers: no active defrag here");
-        return;
+    if let Err(e) = build("CONFIG SET activedefrag yes").query::<Value>(c) {
+        panic!("{redis8} refused `activedefrag yes`: {e}");
     }
     cmd(c, "CONFIG SET activedefrag no");
     const KEYS: usize = 3000;

@@ -6,7 +6,7 @@ and must report 0 duplicates; node-redis runs scripts/ci/node/gate_node_test.js 
 installed with npm into target/node-redis once).
 
 Usage: gate_clients.py [--bin target/debug/bloomgate] [--requests N]
-A client whose toolchain is missing is SKIPPED, or fails with BLOOMGATE_REQUIRE_GATE_CLIENTS=1.
+A client whose toolchain is missing goes through bgtest.skip_or_fail (a failure under CI).
 """
 import argparse
 import os
@@ -22,13 +22,6 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 GOPATH = "/usr/share/gocode"
 
 
-def skipped(what, why, failures):
-    msg = "SKIPPED %s: %s" % (what, why)
-    print(msg)
-    if os.environ.get("BLOOMGATE_REQUIRE_GATE_CLIENTS") == "1":
-        failures.append(msg + ", and BLOOMGATE_REQUIRE_GATE_CLIENTS=1")
-
-
 def run(argv, failures, what, **kw):
     print("$ " + " ".join(argv))
     done = subprocess.run(argv, **kw)
@@ -40,7 +33,9 @@ def run(argv, failures, what, **kw):
 def go_client(port, requests, scratch, failures):
     redigo = os.path.join(GOPATH, "src/github.com/gomodule/redigo/redis")
     if not shutil.which("go") or not os.path.isdir(redigo):
-        return skipped("Go (redigo)", "golang-go and golang-github-gomodule-redigo-dev are not installed", failures)
+        return bgtest.skip_or_fail("the gate's Go (redigo) client test",
+                                   "golang-go and golang-github-gomodule-redigo-dev are not installed "
+                                   "(bash .ci/setup installs them)")
     env = dict(os.environ, GO111MODULE="off", GOPATH=GOPATH, GOCACHE=os.path.join(scratch, "gocache"),
                GOFLAGS="")
     binary = os.path.join(scratch, "gatefeed")
@@ -54,7 +49,7 @@ def node_client(port, failures):
     except RuntimeError as e:
         return failures.append(str(e))
     if modules is None:
-        return skipped("node-redis", why, failures)
+        return bgtest.skip_or_fail("the gate's node-redis client test", why + " (bash .ci/setup installs them)")
     env = dict(os.environ, NODE_PATH=modules)
     run(["node", os.path.join(ROOT, "scripts/ci/node/gate_node_test.js"), str(port)], failures, "node-redis test",
         env=env)

@@ -144,10 +144,8 @@ def main():
     try:
         if args.store == "postgres":
             if bgtest.postgres_bin_dir() is None:
-                msg = "SKIPPED gate_feed.py --store postgres: PostgreSQL is not installed"
-                if os.environ.get("BLOOMGATE_REQUIRE_POSTGRES") == "1":
-                    sys.exit(msg + ", and BLOOMGATE_REQUIRE_POSTGRES=1")
-                print(msg)
+                bgtest.skip_or_fail("gate_feed.py --store postgres",
+                                    "PostgreSQL is not installed (bash .ci/setup installs postgresql)")
                 return
             pg = bgtest.Postgres()
             url = pg.url + "?connect_timeout=2"

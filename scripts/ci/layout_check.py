@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Checks the workspace's layout rules: no circle of `use` between the files of a crate,
 no source file (outside the testkit crate) longer than 800 lines before its #[cfg(test)] module,
-the CLI crate's src/ at most 1,500 lines, and no comment that points at an issue number or at a
-reference folder a clone does not have. Exits 1 on a violation.
+the CLI crate's src/ at most 1,500 lines, no comment that points at an issue number or at a
+reference folder a clone does not have, and no code or doc that cites a document the repository
+does not hold (a `.md` name no tracked file has, or the reference notes outside it). Exits 1 on a
+violation.
 
 Usage: python3 scripts/ci/layout_check.py [REPO]"""
 import os, re, sys, subprocess
@@ -97,6 +99,33 @@ def sccs(graph):
         if v not in index: visit(v)
     return out
 
+# Placeholders that stand for any file in a usage line, not for a document.
+PLACEHOLDER_DOCS = {'FILE.md'}
+DOC_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]*\.md\b')
+OUTSIDE_NOTES = re.compile(r'\banchors(\.md)?\b|\b[Pp]itfall #?[0-9]+')
+
+
+def check_document_references():
+    """Lines of code, scripts and docs that cite a document not in the repository: a `.md` file
+    name no tracked file has, or the reference notes outside it ("anchors", "pitfall N")."""
+    tracked = subprocess.run(['git', 'ls-files'], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    names = {os.path.basename(t) for t in tracked}
+    cited = [t for t in tracked
+             if t.endswith(('.rs', '.py', '.sh', '.pyi', '.c', '.md', '.toml')) or t.startswith('.ci/')]
+    found = 0
+    for rel in cited:
+        if rel.endswith('layout_check.py'):
+            continue
+        for no, line in enumerate(open(os.path.join(ROOT, rel), errors='replace'), 1):
+            missing = [m.group(0) for m in DOC_NAME.finditer(line)
+                       if os.path.basename(m.group(0)) not in names | PLACEHOLDER_DOCS]
+            if missing or OUTSIDE_NOTES.search(line):
+                found += 1
+                what = missing[0] if missing else OUTSIDE_NOTES.search(line).group(0)
+                print(f'{rel}:{no}: cites a document not in the repository ({what}): {line.strip()[:100]}')
+    return found
+
+
 def main():
     bad = 0
     crates_dir = os.path.join(ROOT, 'crates')
@@ -130,6 +159,9 @@ def main():
             if pointer.search(line):
                 bad += 1
                 print(f'{rel}:{no}: points at an issue or a folder outside the repository: {line.strip()[:100]}')
+    # Nor do code or docs cite a document a clone does not have: a `NAME.md` that is no file of
+    # the repository, the reference notes by name ("anchors") or by their numbered pitfalls.
+    bad += check_document_references()
     cli = sum(open(os.path.join(ROOT, r)).read().count('\n') for r in tracked if r.startswith('crates/bloomgate-cli/src/'))
     if cli > 1500:
         bad += 1

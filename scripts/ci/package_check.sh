@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # What a user installs, checked as a user gets it (run by scripts/ci/test.sh after the test suite):
 #   1. cargo deny --offline check: advisories (the RustSec database .ci/setup places from CI's
-#      bundle; skipped with a note where absent), licences, duplicate versions, sources;
+#      bundle; where absent, a skip through `bgtest.py skip`, a failure under CI), licences,
+#      duplicate versions, sources;
 #   2. cargo package --workspace --locked, with verification (each publishable crate builds from
 #      its packaged sources);
 #   3. the Debian package (cargo deb, one release build shared with the docs check): installed
 #      with dpkg -i, the unit's ExecStart run as the package's user against its own config and
 #      data directory, spoken to with redis-cli, restarted on its data, then removed and purged
-#      (root and dpkg only; skipped with a note elsewhere);
+#      (root and dpkg only; elsewhere a skip through `bgtest.py skip`, a failure under CI);
 #   4. the abi3 wheel (maturin build --release) installed into a fresh virtualenv with no Rust
 #      toolchain on PATH, running the Python package's tests there.
 # Each part prints one `package: <part> ok` line; the script ends with `package: N passed, 0 failed`.
@@ -23,8 +24,8 @@ db=${CARGO_HOME:-$HOME/.cargo}/advisory-dbs/advisory-db-3157b0e258782691
 if [ -d "$db/.git" ]; then
   cargo deny --offline --log-level error check
 else
-  echo "NOTE: no RustSec database at $db (.ci/setup places it from CI's bundle);"
-  echo "      checking bans, licenses and sources only, advisories skipped"
+  python3 scripts/lib/bgtest.py skip "cargo deny's advisories check" \
+    "no RustSec database at $db (.ci/setup places it from CI's bundle)"
   cargo deny --offline --log-level error check bans licenses sources
 fi
 ok "cargo deny"
@@ -50,7 +51,8 @@ deb=$(ls -t target/debian/bloomgate_*.deb | head -n 1)
 dpkg-deb --info "$deb" | sed -n '/Package:/,/Description:/p'
 dpkg-deb --contents "$deb" | awk '{print $6}'
 if [ "$(id -u)" != 0 ] || ! command -v dpkg >/dev/null 2>&1; then
-  echo "NOTE: not root (or no dpkg): the .deb was built but not installed"
+  python3 scripts/lib/bgtest.py skip "installing the .deb (scripts/ci/deb_check.sh)" \
+    "not root (or no dpkg): the .deb was built but not installed"
 else
   bash scripts/ci/deb_check.sh "$deb"
 fi

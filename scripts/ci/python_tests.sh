@@ -11,4 +11,4 @@ venv=target/py-venv
 rm -rf target/py-wheels
 "$venv/bin/maturin" build --release --locked -m crates/bloomgate-py/Cargo.toml -o target/py-wheels
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps target/py-wheels/bloomgate-*.whl
-BLOOMGATE_BIN="$bin" BLOOMGATE_REQUIRE_CLI=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider crates/bloomgate-py/tests
+BLOOMGATE_BIN="$bin" "$venv/bin/python" -m pytest -q -p no:cacheprovider crates/bloomgate-py/tests

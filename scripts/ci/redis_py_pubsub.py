@@ -9,7 +9,6 @@ Usage: redis_py_pubsub.py [--bin PATH_TO_bloomgate] [--port N]
   target/release/bloomgate) on a free loopback port with a temporary data directory.
 Exits non-zero on any mismatch.
 """
-import argparse
 import os
 import socket
 import sys
@@ -103,11 +102,7 @@ def slow_subscriber(port):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default=os.path.join("target", "release", "bloomgate"))
-    ap.add_argument("--port", type=int)
-    args = ap.parse_args()
-    server, port = bgtest.serve_unless_port(args.bin, args.port, "bloomgate-pypubsub-")
+    server, port = bgtest.serve_from_args("bloomgate-pypubsub-")
     try:
         run(port, 2)
         run(port, 3)

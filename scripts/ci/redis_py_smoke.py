@@ -8,7 +8,6 @@ Usage: redis_py_smoke.py [--bin PATH_TO_bloomgate] [--port N]
   loopback port with a temporary data directory, and stops it afterwards.
 Exits non-zero on any mismatch.
 """
-import argparse
 import os
 import sys
 
@@ -168,11 +167,7 @@ def run_redisbloom_82(r):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default=os.path.join("target", "release", "bloomgate"))
-    ap.add_argument("--port", type=int)
-    args = ap.parse_args()
-    server, port = bgtest.serve_unless_port(args.bin, args.port, "bloomgate-pysmoke-")
+    server, port = bgtest.serve_from_args("bloomgate-pysmoke-")
     try:
         r = redis.Redis(port=port)
         run(r)

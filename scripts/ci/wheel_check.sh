@@ -33,5 +33,5 @@ fi
   "$repo/$wheel[numpy]" pytest hypothesis
 cd "$scratch"
 "${clean[@]}" python -c 'import bloomgate, sys; assert sys.prefix in bloomgate.__file__, bloomgate.__file__; print("installed:", bloomgate.__file__)'
-"${clean[@]}" BLOOMGATE_BIN="$bin" BLOOMGATE_REQUIRE_CLI=1 \
+"${clean[@]}" BLOOMGATE_BIN="$bin" \
   python -m pytest -q -p no:cacheprovider "$repo/crates/bloomgate-py/tests"

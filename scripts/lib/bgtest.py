@@ -18,6 +18,13 @@ Shell scripts run it:
     python3 scripts/lib/bgtest.py wait PORT [--pid PID] [--seconds S]
         until PORT answers PING and is done loading (default 30 s); exits 1, saying why, when
         process PID exits first or the time is up
+    python3 scripts/lib/bgtest.py skip WHAT WHY
+        `skip_or_fail(WHAT, WHY)`: exits 1 under BLOOMGATE_NO_SKIP=1 (CI), else notes the skip
+
+A check that cannot run here (a program it needs is missing) calls `skip_or_fail`, the twin of
+the Rust tests' `bloomgate_testkit::skip_or_fail`: under BLOOMGATE_NO_SKIP=1 (`.ci/run` sets it)
+that is a failure; elsewhere a SKIPPED line, recorded in $BLOOMGATE_SKIP_LOG when set (`.ci/run`
+counts the skips there, and fails on any).
 """
 
 import argparse
@@ -28,6 +35,34 @@ import subprocess
 import sys
 import tempfile
 import time
+
+
+NO_SKIP = "BLOOMGATE_NO_SKIP"
+SKIP_LOG = "BLOOMGATE_SKIP_LOG"
+
+
+def no_skip():
+    """Whether a check that cannot run must fail instead of skipping (CI)."""
+    return os.environ.get(NO_SKIP) == "1"
+
+
+def record_skip(note):
+    """Appends one skip's line to $BLOOMGATE_SKIP_LOG, when that is set."""
+    path = os.environ.get(SKIP_LOG)
+    if path:
+        with open(path, "a") as log:
+            log.write(note.replace("\n", " ") + "\n")
+
+
+def skip_or_fail(what, why):
+    """`what` cannot run here because of `why` (what is missing, and what installs it): under
+    BLOOMGATE_NO_SKIP=1 exits with status 1 saying so (the `finally` blocks of the caller run);
+    otherwise prints a SKIPPED line, records it, and returns so the caller skips `what`."""
+    note = "SKIPPED %s: %s" % (what, why)
+    if no_skip():
+        raise SystemExit("%s; %s=1 (CI) requires it to run" % (note, NO_SKIP))
+    print(note, flush=True)
+    record_skip(note)
 
 
 def port_free(port):
@@ -272,6 +307,16 @@ def serve_unless_port(binary, port, prefix="bloomgate-"):
         return None, port
     server = start_serve(binary, prefix)
     return server, server.port
+
+
+def serve_from_args(prefix):
+    """`serve_unless_port` for a smoke script's own arguments: `--bin` (the `bloomgate` binary,
+    default target/release/bloomgate) and `--port` (a server already running there)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=os.path.join("target", "release", "bloomgate"))
+    ap.add_argument("--port", type=int)
+    args = ap.parse_args()
+    return serve_unless_port(args.bin, args.port, prefix)
 
 
 # The smoke scripts' checks: each one printed, failures kept for `finish`.
@@ -559,7 +604,14 @@ def main():
     wait.add_argument("port", type=int)
     wait.add_argument("--pid", type=int, help="fail as soon as this process has exited")
     wait.add_argument("--seconds", type=float, default=30)
+    skip = sub.add_parser("skip", help="a check that cannot run here: fails under "
+                                       "BLOOMGATE_NO_SKIP=1, else says SKIPPED and records it")
+    skip.add_argument("check")
+    skip.add_argument("why")
     args = ap.parse_args()
+    if args.what == "skip":
+        skip_or_fail(args.check, args.why)
+        return 0
     if args.what == "free-port":
         taken = []
         for _ in range(args.n):

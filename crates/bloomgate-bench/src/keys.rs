@@ -125,18 +125,7 @@ impl Username {
         push(word.as_bytes());
         push(sep.as_bytes());
         let number = index * 2 + stream as u64;
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        let mut rest = number;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (rest % 10) as u8;
-            rest /= 10;
-            if rest == 0 {
-                break;
-            }
-        }
-        push(&digits[at..]);
+        push(itoa::Buffer::new().format(number).as_bytes());
         name
     }
 }

@@ -58,14 +58,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn anchors_numbers() {
+    fn models_match_published_figures() {
         // classic optimal at 9.59 bits/key ≈ 1%.
         let p = classic(9.59, 7, 1.0);
         assert!((p - 0.01).abs() < 0.0006, "{p}");
         // RocksDB FastLocalBloom: 10 bits/key, k = 6, 512-bit blocks → 0.957% (blocked term).
         let p = blocked(512.0, 10.0, 6, 1.0);
         assert!((p - 0.00957).abs() < 0.0003, "{p}");
-        // Parquet SBBF at 10 bits/key really gives ≈1.26% (anchors), not its optimistic 0.85%.
+        // Parquet SBBF at 10 bits/key really gives ≈1.26% (its 256-bit blocks load unevenly),
+        // not the 0.85% the classic formula gives at k = 8.
         let p = split_block(10.0, 1.0);
         assert!((p - 0.0126).abs() < 0.0008, "{p}");
         // The pure model's optimum at 10 bits/key is k = 7 (RocksDB's measured table picks 6:

@@ -4,7 +4,7 @@
 //! really exposes; the alert rules pass `promtool check rules`.
 //!
 //! promtool comes from Debian's `prometheus` package (`.ci/setup` installs it); without it the
-//! promtool parts are skipped with a note, unless BLOOMGATE_REQUIRE_PROMTOOL=1 (CI).
+//! promtool parts go through `bloomgate_testkit::skip_or_fail` (a failure under CI).
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -156,11 +156,13 @@ fn promtool(args: &[&str], input: &str) -> Option<(bool, String)> {
         .spawn()
     {
         Ok(child) => child,
-        Err(_) if std::env::var_os("BLOOMGATE_REQUIRE_PROMTOOL").is_none() => {
-            eprintln!("SKIPPED promtool {args:?}: promtool is not installed (bash .ci/setup)");
+        Err(e) => {
+            bloomgate_testkit::skip_or_fail(
+                &format!("promtool {args:?}"),
+                &format!("promtool is not runnable ({e}; bash .ci/setup installs prometheus)"),
+            );
             return None;
         }
-        Err(e) => panic!("promtool required (BLOOMGATE_REQUIRE_PROMTOOL) but not runnable: {e}"),
     };
     child
         .stdin

@@ -9,8 +9,10 @@
 //!   dump stream;
 //! - [`value`]: [`Value`], one of those types, and [`DialectType`], what hosts use to handle
 //!   any of them (type name, memory, dump stream, RDB fields) without matching on the kind;
-//! - [`encoding`]: how values travel as bytes — RedisBloom's RDB field orders, Redis' framing
-//!   of module values in `DUMP` payloads and RDB files, LZF, RedisBloom's MurmurHash;
+//! - [`codec`]: the leaf codecs the types build on — the RDB field I/O a host supplies, the
+//!   SCANDUMP chunking, LZF, RedisBloom's MurmurHash;
+//! - [`encoding`]: how whole values travel as bytes — RedisBloom's RDB field orders, Redis'
+//!   framing of module values in `DUMP` payloads and RDB files, the RDB file walker;
 //! - [`budget`]: the one rule for allocating from untrusted sizes (validate, admit, allocate);
 //! - [`config`]: the `bf-*`/`cf-*` settings; [`num`]: number parsing as Redis parses;
 //! - [`commands`]: the command model and the BF/CF/CMS/TOPK/TDIGEST/WF commands — argument
@@ -24,6 +26,7 @@
 #![deny(missing_docs)]
 
 pub mod budget;
+pub mod codec;
 pub mod commands;
 pub mod config;
 pub mod encoding;

@@ -1,8 +1,10 @@
 //! Store outages: a failed commit is not sticky, records made meanwhile are kept and committed
 //! when the store answers again, a full queue is reported as items not recorded.
 
+mod common;
+
 use bloomgate_gate::{
-    ExactStore, FilterMode, Gate, GateConfig, LifecycleConfig, Policy, Seen, SqliteStore,
+    ExactStore, FilterMode, Gate, GateConfig, LifecycleConfig, Policy, SqliteStore,
 };
 
 fn gate(store: Box<dyn ExactStore>) -> Gate {
@@ -19,47 +21,19 @@ fn gate(store: Box<dyn ExactStore>) -> Gate {
 }
 
 /// A SQLite store that can be switched off and on: models a store outage.
-struct SwitchedStore {
-    inner: bloomgate_gate::SqliteStore,
+fn switched_store(
+    inner: SqliteStore,
     down: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl SwitchedStore {
-    fn up(&self) -> bloomgate_gate::Result<()> {
-        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
-            Err(bloomgate_gate::Error::InvalidConfig("store down".into()))
-        } else {
-            Ok(())
-        }
-    }
-}
-
-impl ExactStore for SwitchedStore {
-    fn contains(
-        &self,
-        scope: u64,
-        items: &[u64],
-        since: u64,
-        out: &mut Vec<bool>,
-    ) -> bloomgate_gate::Result<()> {
-        self.up()?;
-        self.inner.contains(scope, items, since, out)
-    }
-    fn record(&self, scope: u64, seen: &[Seen]) -> bloomgate_gate::Result<()> {
-        self.up()?;
-        self.inner.record(scope, seen)
-    }
-    fn record_batch(&self, rows: &[(u64, Seen)]) -> bloomgate_gate::Result<()> {
-        self.up()?;
-        self.inner.record_batch(rows)
-    }
-    fn load(&self, scope: u64, since: u64, out: &mut Vec<Seen>) -> bloomgate_gate::Result<()> {
-        self.up()?;
-        self.inner.load(scope, since, out)
-    }
-    fn expire(&self, before: u64) -> bloomgate_gate::Result<u64> {
-        self.up()?;
-        self.inner.expire(before)
+) -> impl ExactStore {
+    common::HookedStore {
+        inner,
+        before: move |_| {
+            if down.load(std::sync::atomic::Ordering::SeqCst) {
+                Err(bloomgate_gate::Error::InvalidConfig("store down".into()))
+            } else {
+                Ok(())
+            }
+        },
     }
 }
 
@@ -72,10 +46,7 @@ fn records_made_during_an_outage_are_committed_when_the_store_returns() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("seen.db");
     let down = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let store = SwitchedStore {
-        inner: SqliteStore::open(&path).unwrap(),
-        down: down.clone(),
-    };
+    let store = switched_store(SqliteStore::open(&path).unwrap(), down.clone());
     let gate = gate(Box::new(store));
     assert_eq!(gate.unseen(1, &[1, 2], 1_000).unwrap(), vec![true, true]);
     down.store(true, SeqCst);

@@ -533,37 +533,19 @@ fn metrics_render_as_prometheus_text() {
 
 /// A SQLite store whose commits of served items wait until released: models a store that
 /// falls behind the request path.
-struct HeldStore {
-    inner: bloomgate_gate::SqliteStore,
-    held: Hold,
-}
-
-impl ExactStore for HeldStore {
-    fn contains(
-        &self,
-        scope: u64,
-        items: &[u64],
-        since: u64,
-        out: &mut Vec<bool>,
-    ) -> bloomgate_gate::Result<()> {
-        self.inner.contains(scope, items, since, out)
-    }
-    fn record(&self, scope: u64, seen: &[Seen]) -> bloomgate_gate::Result<()> {
-        self.record_batch(&seen.iter().map(|&s| (scope, s)).collect::<Vec<_>>())
-    }
-    fn record_batch(&self, rows: &[(u64, Seen)]) -> bloomgate_gate::Result<()> {
-        let (held, released) = &*self.held;
-        let mut held = held.lock().unwrap();
-        while *held {
-            held = released.wait(held).unwrap();
-        }
-        self.inner.record_batch(rows)
-    }
-    fn load(&self, scope: u64, since: u64, out: &mut Vec<Seen>) -> bloomgate_gate::Result<()> {
-        self.inner.load(scope, since, out)
-    }
-    fn expire(&self, before: u64) -> bloomgate_gate::Result<u64> {
-        self.inner.expire(before)
+fn held_store(inner: bloomgate_gate::SqliteStore, held: Hold) -> impl ExactStore {
+    common::HookedStore {
+        inner,
+        before: move |call| {
+            if call == common::Call::Commit {
+                let (held, released) = &*held;
+                let mut held = held.lock().unwrap();
+                while *held {
+                    held = released.wait(held).unwrap();
+                }
+            }
+            Ok(())
+        },
     }
 }
 
@@ -590,10 +572,7 @@ fn served_items_stay_hidden_before_their_commit() {
     for policy in [Policy::Exact, Policy::Verify, Policy::Trust] {
         let (_dir, inner) = common::sqlite_store();
         let held = std::sync::Arc::new((std::sync::Mutex::new(true), std::sync::Condvar::new()));
-        let store = HeldStore {
-            inner,
-            held: held.clone(),
-        };
+        let store = held_store(inner, held.clone());
         let config = GateConfig {
             cache_capacity: 1, // the cache forgets almost at once: the overlay must answer
             trust_sample_every: 2,

@@ -32,18 +32,7 @@ fn partitions(url: &str, table: &str) -> Vec<i64> {
     periods
 }
 
-fn contains(store: &dyn ExactStore, scope: u64, items: &[u64], since: u64) -> Vec<bool> {
-    let mut out = Vec::new();
-    store.contains(scope, items, since, &mut out).unwrap();
-    out
-}
-
-fn load(store: &dyn ExactStore, scope: u64, since: u64) -> Vec<Seen> {
-    let mut out = Vec::new();
-    store.load(scope, since, &mut out).unwrap();
-    out.sort_by_key(|s| (s.at_ms, s.item));
-    out
-}
+use common::{contains, load};
 
 /// Random records over many hours, with lookups and loads compared with SQLite's; then expiry
 /// drops the hours wholly before the cutoff, and every read within the window still agrees.
@@ -71,12 +60,7 @@ fn a_partitioned_store_answers_as_sqlite_and_expires_whole_partitions() {
             let scope = rng.random_range(0..4u64);
             match rng.random_range(0..10) {
                 0..=4 => {
-                    let seen: Vec<Seen> = (0..rng.random_range(1..10))
-                        .map(|_| Seen {
-                            item: rng.random_range(0..60),
-                            at_ms: now - rng.random_range(0..3 * HOUR_MS),
-                        })
-                        .collect();
+                    let seen = common::random_seen(&mut rng, now, 60, 3 * HOUR_MS);
                     newest = seen.iter().map(|s| s.at_ms).max().unwrap().max(newest);
                     for store in stores {
                         store.record(scope, &seen).unwrap();

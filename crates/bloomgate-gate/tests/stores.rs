@@ -35,12 +35,7 @@ fn behave_identically(stores: [&dyn ExactStore; 2]) {
         let scope = rng.random_range(0..5u64);
         match rng.random_range(0..10) {
             0..=3 => {
-                let seen: Vec<Seen> = (0..rng.random_range(1..10))
-                    .map(|_| Seen {
-                        item: rng.random_range(0..100),
-                        at_ms: now - rng.random_range(0..50),
-                    })
-                    .collect();
+                let seen = common::random_seen(&mut rng, now, 100, 50);
                 for store in stores {
                     store.record(scope, &seen).unwrap();
                 }
@@ -50,14 +45,7 @@ fn behave_identically(stores: [&dyn ExactStore; 2]) {
                     .map(|_| rng.random_range(0..100))
                     .collect();
                 let since = now.saturating_sub(rng.random_range(0..300));
-                let answers: Vec<Vec<bool>> = stores
-                    .iter()
-                    .map(|store| {
-                        let mut out = Vec::new();
-                        store.contains(scope, &items, since, &mut out).unwrap();
-                        out
-                    })
-                    .collect();
+                let answers = stores.map(|s| common::contains(s, scope, &items, since));
                 assert_eq!(
                     answers[0], answers[1],
                     "contains({scope}, {items:?}, {since})"
@@ -65,17 +53,7 @@ fn behave_identically(stores: [&dyn ExactStore; 2]) {
             }
             8 => {
                 let since = now.saturating_sub(rng.random_range(0..300));
-                let loads: Vec<Vec<Seen>> = stores
-                    .iter()
-                    .map(|store| {
-                        let mut out = Vec::new();
-                        store.load(scope, since, &mut out).unwrap();
-                        // Equal times may come back in either order; compare as sorted sets.
-                        out.sort_by_key(|s| (s.at_ms, s.item));
-                        assert!(out.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
-                        out
-                    })
-                    .collect();
+                let loads = stores.map(|s| common::load(s, scope, since));
                 assert_eq!(loads[0], loads[1], "load({scope}, {since})");
             }
             _ => {

@@ -1,9 +1,13 @@
 //! The module's global allocator: Redis' own (so `used_memory` and `maxmemory` see every byte
-//! the module holds), with zeroed allocations from `RedisModule_Calloc` — calloc semantics, so a
-//! large filter's pages stay unresident until written, as RedisBloom's do — and a count of
-//! allocations, shown in `INFO bf` (`bf_allocations`), by which a test proves the hot commands
-//! allocate nothing, and the active defragmentation counters (`bf_defrag_hits`,
-//! `bf_defrag_misses` and the others `defrag.rs` reports).
+//! the module holds), through its fallible entry points — `RedisModule_TryAlloc`,
+//! `RedisModule_TryCalloc`, `RedisModule_TryRealloc` — so an allocation Redis cannot make is a
+//! null the caller turns into an error reply, where the plain ones would abort the server.
+//! Zeroed allocations keep calloc's semantics: a large filter's pages stay unresident until
+//! written, as RedisBloom's do (on Redis 7.0, which has `TryAlloc` but no `TryCalloc`, the pages
+//! of a large allocation are zeroed by handing them back to the kernel, which also leaves them
+//! unresident). It counts allocations, shown in `INFO bf` (`bf_allocations`), by which a test
+//! proves the hot commands allocate nothing, and the active defragmentation counters
+//! (`bf_defrag_hits`, `bf_defrag_misses` and the others `defrag.rs` reports).
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_int;
@@ -15,7 +19,7 @@ use redis_module::raw;
 /// Allocations (and reallocations) the module has made since it loaded.
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 
-/// Redis' allocator, counted, with `alloc_zeroed` through `RedisModule_Calloc`.
+/// Redis' allocator, counted, fallible where Redis allows it.
 pub struct ModuleAlloc;
 
 /// The size Redis is asked for: rounded up to the alignment, as `RedisAlloc` does (jemalloc
@@ -24,23 +28,68 @@ fn aligned_size(layout: Layout) -> usize {
     (layout.size() + layout.align() - 1) & !(layout.align() - 1)
 }
 
+/// Allocations from this size on are zeroed, when Redis has no `TryCalloc`, by `madvise`
+/// (`MADV_DONTNEED`) of their whole pages instead of writing zeros over them: Redis' jemalloc
+/// maps large allocations privately and anonymously, so a page given back reads as zeros and
+/// takes no memory until written.
+const ZERO_BY_MADVISE: usize = 1 << 20;
+
+/// Zeroes `size` bytes at `ptr` without making its whole pages resident (see
+/// [`ZERO_BY_MADVISE`]); the partial pages at either end are written.
+///
+/// # Safety
+/// `ptr..ptr + size` is a live allocation of this allocator, owned by the caller.
+unsafe fn zero(ptr: *mut u8, size: usize) {
+    #[cfg(target_os = "linux")]
+    if size >= ZERO_BY_MADVISE {
+        const PAGE: usize = 4096;
+        let start = (ptr as usize).next_multiple_of(PAGE);
+        let end = (ptr as usize + size) / PAGE * PAGE;
+        // SAFETY: [start, end) lies inside the caller's allocation and is page aligned; on a
+        // private anonymous mapping MADV_DONTNEED makes the pages read as zeros. If the kernel
+        // refuses, the range is written instead.
+        let given_back =
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) }
+                == 0;
+        if given_back {
+            // SAFETY: the head and tail outside the pages given back, inside the allocation.
+            unsafe {
+                std::ptr::write_bytes(ptr, 0, start - ptr as usize);
+                std::ptr::write_bytes(end as *mut u8, 0, ptr as usize + size - end);
+            }
+            return;
+        }
+    }
+    // SAFETY: the caller's allocation.
+    unsafe { std::ptr::write_bytes(ptr, 0, size) };
+}
+
 // SAFETY: every method delegates to Redis' allocator (jemalloc), which returns memory aligned
 // for `aligned_size`, as `RedisAlloc` relies on; a null return reports failure.
 unsafe impl GlobalAlloc for ModuleAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract, passed on.
-        unsafe { RedisAlloc.alloc(layout) }
+        // SAFETY: Redis' allocator, available once the module API is initialised (before any
+        // allocation the module makes); otherwise the caller's contract, passed on.
+        match unsafe { raw::RedisModule_TryAlloc } {
+            Some(try_alloc) => unsafe { try_alloc(aligned_size(layout)).cast() },
+            None => unsafe { RedisAlloc.alloc(layout) },
+        }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: Redis' calloc, available once the module API is initialised (before any
-        // allocation the module makes).
-        match unsafe { raw::RedisModule_Calloc } {
-            Some(calloc) => unsafe { calloc(1, aligned_size(layout)).cast() },
-            // SAFETY: the caller's contract, passed on.
-            None => unsafe { RedisAlloc.alloc_zeroed(layout) },
+        // SAFETY: as in `alloc`. Redis 7.4+ and Valkey 8 have TryCalloc; Redis 7.0 only
+        // TryAlloc, whose memory is zeroed here.
+        unsafe {
+            if let Some(try_calloc) = raw::RedisModule_TryCalloc {
+                ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+                return try_calloc(1, aligned_size(layout)).cast();
+            }
+            let ptr = self.alloc(layout);
+            if !ptr.is_null() {
+                zero(ptr, layout.size());
+            }
+            ptr
         }
     }
 
@@ -53,11 +102,12 @@ unsafe impl GlobalAlloc for ModuleAlloc {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         let new = Layout::from_size_align(new_size, layout.align()).expect("valid layout");
         // jemalloc keeps the alignment of sizes rounded as `aligned_size` rounds them.
-        match unsafe { raw::RedisModule_Realloc } {
+        match unsafe { raw::RedisModule_TryRealloc } {
             // SAFETY: `ptr` came from Redis' allocator through this one.
             Some(realloc) => unsafe { realloc(ptr.cast(), aligned_size(new)).cast() },
             None => {
-                // SAFETY: the default: allocate, copy, free.
+                // SAFETY: the default: allocate, copy, free (the old block stays if the new
+                // one cannot be had).
                 let out = unsafe { self.alloc(new) };
                 if !out.is_null() {
                     // SAFETY: both blocks hold at least the smaller size.

@@ -21,15 +21,15 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
 use bloomgate_dialect::budget::{Allowance, KeyCap};
-use bloomgate_dialect::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use bloomgate_dialect::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 use bloomgate_dialect::types::counting::CountingFilter;
 use bloomgate_dialect::types::countmin::CountMin;
 use bloomgate_dialect::types::cuckoo::CuckooChain;
-use bloomgate_dialect::types::sbchain::{BlockedChain, BloomChain};
+use bloomgate_dialect::types::sbchain::{BlockedChain, BloomChain, Chain};
 use bloomgate_dialect::types::tdigest::TDigest;
 use bloomgate_dialect::types::topk::TopK;
 use bloomgate_dialect::types::windowed::WindowedFilter;
-use bloomgate_dialect::value::Kind;
+use bloomgate_dialect::value::{ChainValue, Kind};
 use bloomgate_dialect::{DialectType, Value};
 use redis_module::native_types::RedisType;
 use redis_module::{raw, Context};
@@ -41,11 +41,8 @@ trait ModuleType: DialectType {
     const LOADCHUNK: Option<&'static str>;
 }
 
-impl ModuleType for BloomChain {
-    const LOADCHUNK: Option<&'static str> = Some("BF.LOADCHUNK");
-}
-
-impl ModuleType for BlockedChain {
+/// Every Bloom chain, whatever its link type.
+impl<L: ChainValue> ModuleType for Chain<L> {
     const LOADCHUNK: Option<&'static str> = Some("BF.LOADCHUNK");
 }
 

@@ -118,6 +118,20 @@ impl Gate {
         }
     }
 
+    /// Runs `call` on the open gate with `scope` and `items` as ids and the time `now_ms`
+    /// (default now), the GIL released: what `unseen` and `record` share.
+    fn with_items<T: Send>(
+        &self,
+        py: Python<'_>,
+        (scope, items, now_ms): (&Bound<'_, PyAny>, &Bound<'_, PyAny>, Option<u64>),
+        call: impl FnOnce(&RustGate, u64, &[u64], u64) -> bloomgate_gate::Result<T> + Send,
+    ) -> PyResult<T> {
+        let scope = id_of(scope)?;
+        let items = ids_of(items)?;
+        let now = crate::now_ms(now_ms);
+        self.with(py, |gate| call(gate, scope, &items, now))
+    }
+
     fn check_process(&self) -> PyResult<()> {
         let now = std::process::id();
         if now == self.pid {
@@ -215,10 +229,7 @@ impl Gate {
         candidates: &Bound<'_, PyAny>,
         now_ms: Option<u64>,
     ) -> PyResult<Vec<bool>> {
-        let scope = id_of(scope)?;
-        let items = ids_of(candidates)?;
-        let now = crate::now_ms(now_ms);
-        self.with(py, |gate| gate.unseen(scope, &items, now))
+        self.with_items(py, (scope, candidates, now_ms), RustGate::unseen)
     }
 
     /// Records that `scope` was shown `shown` (at `now_ms`, default now) and returns how many
@@ -239,15 +250,14 @@ impl Gate {
         now_ms: Option<u64>,
         durable: bool,
     ) -> PyResult<usize> {
-        let scope = id_of(scope)?;
-        let items = ids_of(shown)?;
-        let now = crate::now_ms(now_ms);
         let durability = if durable {
             Durability::Commit
         } else {
             Durability::Queued
         };
-        self.with(py, |gate| gate.record_with(scope, &items, now, durability))
+        self.with_items(py, (scope, shown, now_ms), |gate, scope, items, now| {
+            gate.record_with(scope, items, now, durability)
+        })
     }
 
     /// Drops the store's rows last seen more than the window before `now_ms` (default now);

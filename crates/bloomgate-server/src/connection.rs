@@ -20,8 +20,8 @@ use tokio::net::TcpStream;
 use bloomgate_dialect::commands::{flags, Outcome, Propagate};
 
 use crate::commands::{execute, lookup, Action, Session, Store};
+use crate::lock::relock;
 use crate::pubsub::Outbox;
-use crate::relock;
 use crate::resp::{Encode, Reply, RequestParser};
 use crate::shared::Shared;
 
@@ -50,7 +50,7 @@ pub async fn handle(shared: Arc<Shared>, stream: TcpStream, local: bool) {
 }
 
 /// Runs one command, turning a panic into an error reply (`None` for the outcome's second
-/// half: the connection must close; see the lock-poisoning policy at [`crate::relock`]): the
+/// half: the connection must close; see the lock-poisoning policy at [`crate::lock::relock`]): the
 /// store lock is released normally, so later clients are unaffected.
 pub fn guarded(run: impl FnOnce() -> Outcome) -> Result<Outcome, Reply> {
     catch_unwind(AssertUnwindSafe(run)).map_err(|_| {

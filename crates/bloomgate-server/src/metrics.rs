@@ -17,8 +17,8 @@ use bloomgate_metrics::{Exposition, Kind};
 
 use crate::commands::Store;
 use crate::keyspace::{now_ms, Data, Value};
+use crate::lock::relock;
 use crate::persistence::AofWriter;
-use crate::relock;
 
 /// Latency bucket upper bounds in microseconds (10 µs … 1 s).
 const BUCKETS_MICROS: [u64; 11] = [
@@ -45,24 +45,6 @@ impl Latency {
     }
 }
 
-/// Fill ratio and estimated FPR of one chain: a probe misses link i with probability
-/// `1 - fill_i^k_i` (fill = set bits / bits), so FPR ≈ 1 - Π_i (1 - fill_i^k_i). O(links): each
-/// link keeps its set-bit count as writes happen, so a scrape never walks filter bits under the
-/// store lock.
-fn chain_health(chain: &bloomgate_dialect::types::sbchain::BloomChain) -> (f64, f64) {
-    let mut miss_all = 1.0;
-    let (mut ones, mut bits) = (0u64, 0u64);
-    for link in chain.links() {
-        let link_bits = link.bytes() * 8;
-        let link_ones = link.count_ones();
-        let fill = link_ones as f64 / link_bits as f64;
-        miss_all *= 1.0 - fill.powi(link.hashes() as i32);
-        ones += link_ones;
-        bits += link_bits;
-    }
-    (ones as f64 / bits.max(1) as f64, 1.0 - miss_all)
-}
-
 /// Filter health totals.
 #[derive(Default)]
 struct Health {
@@ -86,32 +68,15 @@ pub fn render(store: &Mutex<Store>, latency: &Latency, aof: Option<&AofWriter>) 
             let Data::Dialect(value) = &entry.data else {
                 continue;
             };
-            match value {
-                Value::Bloom(chain) => {
-                    let (fill, fpr) = chain_health(chain);
-                    health.filters += 1;
-                    health.items += chain.items();
-                    health.fill_sum += fill;
-                    health.fpr_sum += fpr;
-                    health.fpr_max = health.fpr_max.max(fpr);
-                }
-                Value::Cuckoo(filter) => {
-                    health.cuckoo_filters += 1;
-                    health.cuckoo_items += filter.items();
-                }
-                Value::BloomBlocked(chain) => {
-                    let (fill, fpr) = chain.model_health();
-                    health.filters += 1;
-                    health.items += chain.items();
-                    health.fill_sum += fill;
-                    health.fpr_sum += fpr;
-                    health.fpr_max = health.fpr_max.max(fpr);
-                }
-                Value::Windowed(_)
-                | Value::CountMin(_)
-                | Value::TopK(_)
-                | Value::TDigest(_)
-                | Value::Counting(_) => {}
+            if let Some((items, fill, fpr)) = value.chain_health() {
+                health.filters += 1;
+                health.items += items;
+                health.fill_sum += fill;
+                health.fpr_sum += fpr;
+                health.fpr_max = health.fpr_max.max(fpr);
+            } else if let Value::Cuckoo(filter) = value {
+                health.cuckoo_filters += 1;
+                health.cuckoo_items += filter.items();
             }
         }
         (

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::glob::glob_match;
-use crate::relock;
+use crate::lock::relock;
 
 /// `client-output-buffer-limit` for pub/sub clients: disconnect at `hard` bytes pending, or
 /// when more than `soft` bytes stayed pending for `soft_seconds`. 0 disables a limit.

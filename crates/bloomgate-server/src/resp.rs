@@ -68,22 +68,8 @@ fn bulk(out: &mut Vec<u8>, data: &[u8]) {
 
 /// `prefix`, the decimal digits of `n`, CRLF, formatted without allocating.
 fn number(out: &mut Vec<u8>, prefix: u8, n: i64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = n.unsigned_abs();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
     out.push(prefix);
-    if n < 0 {
-        out.push(b'-');
-    }
-    out.extend_from_slice(&digits[at..]);
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
     out.extend_from_slice(b"\r\n");
 }
 

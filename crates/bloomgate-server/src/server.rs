@@ -18,10 +18,10 @@ use crate::commands::{Replayer, Store};
 use crate::config::{is_loopback, Settings};
 use crate::gate::GateService;
 use crate::keyspace::now_ms;
+use crate::lock::relock;
 use crate::metrics::Latency;
 use crate::persistence::{self, AofWriter};
 use crate::pubsub::Events;
-use crate::relock;
 use crate::shared::{Shared, SNAPSHOT_RETRY};
 
 /// Most file descriptors this process may open (`Max open files` in /proc/self/limits).

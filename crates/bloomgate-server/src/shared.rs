@@ -13,9 +13,9 @@ use tokio::sync::Notify;
 use crate::commands::{Replayer, Store};
 use crate::gate::Recorded;
 use crate::keyspace::now_ms;
+use crate::lock::relock;
 use crate::metrics::Latency;
 use crate::persistence::{self, AofWriter};
-use crate::relock;
 
 /// State shared by all connections.
 pub struct Shared {
@@ -88,6 +88,11 @@ impl Shared {
     /// new generation, durably before the manifest lets the old logs go.
     pub async fn snapshot(self: &Arc<Self>) -> anyhow::Result<()> {
         let _one_at_a_time = self.snapshot_lock.lock().await;
+        self.snapshot_locked().await
+    }
+
+    /// [`Self::snapshot`], the caller holding [`Self::snapshot_lock`].
+    async fn snapshot_locked(self: &Arc<Self>) -> anyhow::Result<()> {
         let Some(aof) = self.aof.get() else {
             bail!("the dataset is still loading")
         };
@@ -149,9 +154,12 @@ impl Shared {
         result
     }
 
-    /// DEBUG RELOAD: snapshot, then rebuild the keyspace from disk, with writes held off.
+    /// DEBUG RELOAD: snapshot, then rebuild the keyspace from disk, with writes held off. No
+    /// other snapshot starts until the files are read back (one started in between, by BGSAVE
+    /// or the log's compaction, would replace `dump.bgs` and remove the logs being read).
     pub async fn reload(self: &Arc<Self>) -> anyhow::Result<()> {
-        self.snapshot().await?;
+        let _no_other_snapshot = self.snapshot_lock.lock().await;
+        self.snapshot_locked().await?;
         let shared = self.clone();
         tokio::task::spawn_blocking(move || {
             let mut store = relock(&shared.store);

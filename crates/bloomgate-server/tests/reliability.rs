@@ -167,7 +167,8 @@ fn sigterm_under_load_loses_nothing_and_exits_cleanly() {
     });
 }
 
-/// Mounts a tmpfs of `size` at `dir`; false (with a loud message) where that is impossible.
+/// Mounts a tmpfs of `size` at `dir`; false (after `skip_or_fail`: a failure under CI) where
+/// that is impossible.
 fn mount_tmpfs(dir: &Path, size: &str) -> bool {
     let ok = Command::new("mount")
         .args([
@@ -182,9 +183,9 @@ fn mount_tmpfs(dir: &Path, size: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        eprintln!(
-            "\n!!!!!! SKIPPED: full-disk test needs `mount -t tmpfs` (run as root); the disk-full \
-             behaviour was NOT tested !!!!!!\n"
+        bloomgate_testkit::skip_or_fail(
+            "the full-disk test",
+            "it needs `mount -t tmpfs` (root); the disk-full behaviour was NOT tested",
         );
     }
     ok

@@ -4,7 +4,9 @@
 //! items); and what is replayed — a snapshot, the append-only log, DEBUG RELOAD — loading keys
 //! over the cap.
 
-use bloomgate_testkit::cap_replies::{memory_cap_replies, three_mb_filter, ERR_CAP};
+use bloomgate_testkit::cap_replies::{
+    memory_cap_replies, partial_dumps, partial_writes, three_mb_filter, ERR_CAP,
+};
 use bloomgate_testkit::replies::{cmd, error_of, int};
 use bloomgate_testkit::server::Server;
 use bloomgate_testkit::temp_dir;
@@ -117,5 +119,25 @@ fn keys_over_the_cap_load_from_the_snapshot_the_log_and_debug_reload() {
     assert_eq!(
         error_of(&mut c, "BF.RESERVE another 0.001 1700000"),
         ERR_CAP
+    );
+}
+
+/// Writes over items that cross the cap part-way (1M-item BF.MADDs, classic and blocked, a
+/// CF.INSERT, a CBF.MADD, a WF.MADD) are logged as the items they applied: killed with -9
+/// under `appendfsync always`, serve restarts holding exactly what it held, no refused item
+/// added by the log's replay (which the cap never refuses).
+#[test]
+fn partly_refused_writes_are_logged_as_applied() {
+    let dir = temp_dir("cap-applied");
+    let cap = ["--bloom-memory-usage-limit", "1mb"];
+    let server = Server::process(&dir, &[&cap[..], &["--appendfsync", "always"]].concat());
+    let mut c = server.conn();
+    partial_writes(&mut c);
+    let before = partial_dumps(&mut c);
+    server.kill9();
+    let server = Server::start(&dir, &cap);
+    assert!(
+        partial_dumps(&mut server.conn()) == before,
+        "the log replayed other items"
     );
 }

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use bloomgate_testkit::replies::{cmd, error_of, events_of};
+use bloomgate_testkit::replies::{cmd, error_of, events_of, keyspace_subscriber};
 use bloomgate_testkit::server::Server;
 use bloomgate_testkit::temp_dir;
 use redis::Value;
@@ -169,9 +169,7 @@ fn keyspace_notifications() {
     let server = Server::start(&temp_dir("pubsub-events"), &[]);
     let mut c = server.conn();
     let mut s = server.conn();
-    let mut sub = s.as_pubsub();
-    sub.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    sub.psubscribe("__key*__:*").unwrap();
+    let mut sub = keyspace_subscriber(&mut s);
     let mut n = 0;
     // Off by default.
     assert_eq!(config_get(&mut c, "notify-keyspace-events"), "");

@@ -108,3 +108,91 @@ pub fn memory_cap_replies(port: u16, name: &str, restore_refusal: &str) {
     set_cap(c, name, "0");
     let _: Value = redis::cmd("FLUSHALL").query(c).unwrap();
 }
+
+/// The keys [`partial_writes`] writes.
+pub const PARTIAL_KEYS: [&str; 6] = ["bf", "bk", "bi", "cf", "cbf", "wf"];
+
+/// Every key of [`partial_writes`] as its family's SCANDUMP walks it (for a host without
+/// `DEBUG DIGEST-VALUE`).
+pub fn partial_dumps(c: &mut redis::Connection) -> Vec<Vec<(i64, Vec<u8>)>> {
+    PARTIAL_KEYS
+        .iter()
+        .map(|&key| {
+            let family = match key {
+                "cf" => "CF",
+                "cbf" => "CBF",
+                "wf" => "WF",
+                _ => "BF",
+            };
+            crate::replies::scandump_stream(c, family, key)
+        })
+        .collect()
+}
+
+/// `command key [head…] <prefix0 … prefix(n-1)>`: whether the server refused some items (an
+/// error in an item's place, or a cuckoo filter's -1): the cap's error, or `also`.
+fn refused_some(
+    c: &mut redis::Connection,
+    command: &str,
+    head: &[&str],
+    (prefix, n): (&str, usize),
+    also: &str,
+) -> bool {
+    let mut request = redis::cmd(command);
+    request.arg(head);
+    for i in 0..n {
+        request.arg(format!("{prefix}{i}"));
+    }
+    match request.query::<Value>(c) {
+        // redis-rs answers an array holding an error reply as that error.
+        Err(e) => {
+            let error = crate::replies::wire_error(&e);
+            assert!(error == ERR_CAP || error == also, "{command}: {error}");
+            true
+        }
+        Ok(Value::Array(replies)) => {
+            assert_eq!(replies.len(), n, "{command}");
+            replies
+                .iter()
+                .any(|r| matches!(r, Value::ServerError(_) | Value::Int(-1)))
+        }
+        Ok(other) => panic!("{command}: {other:?}"),
+    }
+}
+
+/// Writes over items that cross a per-key cap of 1 MB (set by the caller) part-way, one key per
+/// family that refuses items, each refusing some: a 1M-item `BF.MADD` creating a classic
+/// filter (`bf`), a 1M-item `BF.MADD` into a blocked one (`bk`), a `BF.INSERT … LAYOUT
+/// blocked` creating one (`bi`), a `CF.INSERT` creating a cuckoo filter whose sub-filters
+/// reach the cap (`cf`), a `CBF.MADD` past a counting filter's capacity (`cbf`) and a
+/// `WF.MADD` (`wf`). What the host replicates and logs of them must rebuild exactly these
+/// values ([`PARTIAL_KEYS`]).
+pub fn partial_writes(c: &mut redis::Connection) {
+    const MILLION: usize = 1_000_000;
+    assert!(refused_some(c, "BF.MADD", &["bf"], ("a", MILLION), ERR_CAP));
+    assert_eq!(
+        cmd(c, "BF.RESERVE bk 0.01 1000 LAYOUT blocked"),
+        Value::Okay
+    );
+    assert!(refused_some(c, "BF.MADD", &["bk"], ("b", MILLION), ERR_CAP));
+    let head = ["bi", "CAPACITY", "1000", "LAYOUT", "blocked", "ITEMS"];
+    assert!(refused_some(c, "BF.INSERT", &head, ("c", MILLION), ERR_CAP));
+    let head = ["cf", "CAPACITY", "100000", "ITEMS"];
+    assert!(refused_some(c, "CF.INSERT", &head, ("d", MILLION), ERR_CAP));
+    assert_eq!(cmd(c, "CBF.RESERVE cbf 0.01 1000"), Value::Okay);
+    let full = "ERR counting filter is full";
+    assert!(refused_some(c, "CBF.MADD", &["cbf"], ("e", 5_000), full));
+    assert_eq!(cmd(c, "WF.RESERVE wf 0.01 1000 600000 2"), Value::Okay);
+    assert!(refused_some(c, "WF.MADD", &["wf"], ("f", MILLION), ERR_CAP));
+    // Every key holds its first item.
+    for (key, command, item) in [
+        ("bf", "BF.EXISTS", "a0"),
+        ("bk", "BF.EXISTS", "b0"),
+        ("bi", "BF.EXISTS", "c0"),
+        ("cf", "CF.EXISTS", "d0"),
+        ("cbf", "CBF.EXISTS", "e0"),
+        ("wf", "WF.EXISTS", "f0"),
+    ] {
+        assert_eq!(cmd(c, &format!("{command} {key} {item}")), int(1), "{key}");
+    }
+}

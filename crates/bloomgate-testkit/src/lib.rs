@@ -151,7 +151,38 @@ pub fn redis_server_binary() -> String {
     std::env::var("BLOOMGATE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned())
 }
 
-/// Whether the server binary can be run; if not, says loudly that `test` is skipped.
+/// The environment variable `.ci/run` sets to `1`: a test that cannot run here (a program it
+/// needs is missing, it needs root) fails instead of skipping ([`skip_or_fail`]).
+pub const NO_SKIP: &str = "BLOOMGATE_NO_SKIP";
+
+/// The environment variable naming a file every skip is recorded in, one line each (`.ci/run`
+/// counts them, with libtest's ignored tests, and fails on any).
+pub const SKIP_LOG: &str = "BLOOMGATE_SKIP_LOG";
+
+/// The one way a test gives up because something it needs is not here (`why`: what is missing
+/// and what installs it). Under `BLOOMGATE_NO_SKIP=1` (CI) it panics, failing `test`; elsewhere
+/// it prints a `SKIPPED` note (which libtest shows only for failing tests) and records the skip
+/// in `$BLOOMGATE_SKIP_LOG` when that is set; the caller then returns without testing anything.
+/// `scripts/lib/bgtest.py`'s `skip_or_fail` is its twin for the scripts.
+pub fn skip_or_fail(test: &str, why: &str) {
+    let note = format!("SKIPPED {test}: {why}");
+    if std::env::var(NO_SKIP).is_ok_and(|v| v == "1") {
+        panic!("{note}; {NO_SKIP}=1 (CI) requires this test to run");
+    }
+    eprintln!("{note}");
+    if let Some(path) = std::env::var_os(SKIP_LOG) {
+        let recorded = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut log| log.write_all(format!("{note}\n").as_bytes()));
+        if let Err(e) = recorded {
+            panic!("{note}; recording it in {SKIP_LOG} failed: {e}");
+        }
+    }
+}
+
+/// Whether the server binary can be run; if not, [`skip_or_fail`] for `test`.
 pub fn have_redis_server(test: &str) -> bool {
     let binary = redis_server_binary();
     let ok = Command::new(&binary)
@@ -159,7 +190,10 @@ pub fn have_redis_server(test: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("SKIPPED {test}: {binary} is not installed (bash .ci/setup installs it)");
+        skip_or_fail(
+            test,
+            &format!("{binary} is not installed (bash .ci/setup installs it)"),
+        );
     }
     ok
 }
@@ -202,8 +236,7 @@ pub fn redis_server_at(
 /// `$BLOOMGATE_REDIS8_SERVER`, else `redis8/redis-server` in the target directory or the
 /// workspace's `target/` (where `scripts/ci/get_redis8.sh` puts it), else
 /// `$BLOOMGATE_REDIS_SERVER` when that is Redis 8.
-/// When there is none it says loudly that `test` is skipped and returns `None`, unless
-/// `BLOOMGATE_REQUIRE_REDIS8=1` (CI, after `get_redis8.sh`), where it panics.
+/// When there is none it calls [`skip_or_fail`] for `test` and returns `None`.
 pub fn redis8_server_binary(test: &str) -> Option<String> {
     let in_target = |dir: PathBuf| Some(dir.join("redis8/redis-server").display().to_string());
     let candidates = [
@@ -228,14 +261,11 @@ pub fn redis8_server_binary(test: &str) -> Option<String> {
     };
     let found = candidates.into_iter().flatten().find(is_redis8);
     if found.is_none() {
-        let message = format!(
-            "SKIPPED {test}: no Redis 8 redis-server (bash scripts/ci/get_redis8.sh fetches it, \
-             or set BLOOMGATE_REDIS8_SERVER)"
+        skip_or_fail(
+            test,
+            "no Redis 8 redis-server (bash scripts/ci/get_redis8.sh fetches it, or set \
+             BLOOMGATE_REDIS8_SERVER)",
         );
-        if std::env::var("BLOOMGATE_REQUIRE_REDIS8").is_ok_and(|v| v == "1") {
-            panic!("{message}, and BLOOMGATE_REQUIRE_REDIS8=1");
-        }
-        eprintln!("{message}");
     }
     found
 }

@@ -52,19 +52,15 @@ pub fn bin_dir() -> Option<PathBuf> {
 }
 
 impl Postgres {
-    /// Starts a fresh server, or returns None after printing that `test` is skipped when
-    /// PostgreSQL is not installed; with `BLOOMGATE_REQUIRE_POSTGRES=1` (CI, after `.ci/setup`
-    /// installed it) a missing PostgreSQL fails the test instead. Panics with the server's log
-    /// if it does not start.
+    /// Starts a fresh server, or returns None after [`crate::skip_or_fail`] for `test` when
+    /// PostgreSQL is not installed (under CI's `BLOOMGATE_NO_SKIP=1` that fails the test).
+    /// Panics with the server's log if it does not start.
     pub fn start(test: &str) -> Option<Postgres> {
         let Some(bin) = bin_dir() else {
-            let message = format!(
-                "SKIPPED {test}: PostgreSQL (initdb, pg_ctl) is not installed (bash .ci/setup installs postgresql)"
+            crate::skip_or_fail(
+                test,
+                "PostgreSQL (initdb, pg_ctl) is not installed (bash .ci/setup installs postgresql)",
             );
-            if std::env::var("BLOOMGATE_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
-                panic!("{message}, and BLOOMGATE_REQUIRE_POSTGRES=1");
-            }
-            eprintln!("{message}");
             return None;
         };
         static STARTED: AtomicUsize = AtomicUsize::new(0);

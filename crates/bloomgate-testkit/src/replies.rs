@@ -34,6 +34,15 @@ pub fn cmd(con: &mut redis::Connection, line: &str) -> Value {
         .unwrap_or_else(|e| panic!("{line}: {e}"))
 }
 
+/// `conn` as a subscriber to every keyspace and keyevent channel (`__key*__:*`), waiting at
+/// most 10 s for a message: the `sub` [`events_of`] reads.
+pub fn keyspace_subscriber(conn: &mut redis::Connection) -> redis::PubSub<'_> {
+    let mut sub = conn.as_pubsub();
+    sub.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    sub.psubscribe("__key*__:*").unwrap();
+    sub
+}
+
 /// The keyspace events `command` (space-separated words, run with [`cmd`]) published, as
 /// `(channel, payload)` pairs read from `sub` (a subscriber to `__key*__:*` on the same
 /// server): everything `sub` receives before the marker `marker{n}` published after the

@@ -252,6 +252,15 @@ impl Server {
         }
     }
 
+    /// The process id of a server started as a process (e.g. for a thread dump); `None` for
+    /// one in this process.
+    pub fn pid(&self) -> Option<u32> {
+        match &self.kind {
+            Kind::Process(p) => Some(p.id()),
+            Kind::Thread(_) => None,
+        }
+    }
+
     /// `redis://` URL, with the password if any.
     pub fn url(&self) -> String {
         match &self.password {

@@ -5,6 +5,23 @@
 //! `i / 64` at bit `i % 64`; serialised as little-endian words, that is byte `i / 8`, mask
 //! `1 << (i % 8)` — the LSB-first byte layout RedisBloom dumps use — on every platform.
 
+/// `len` zeroed words from the allocator's zeroed path (`calloc`: pages untouched until
+/// written), or `None` if it refuses them. What `vec![0u64; len]` allocates, without the abort.
+pub(crate) fn zeroed_words(len: usize) -> Option<Vec<u64>> {
+    let layout = std::alloc::Layout::array::<u64>(len).ok()?;
+    if layout.size() == 0 {
+        return Some(Vec::new());
+    }
+    // SAFETY: a non-zero size; the result is checked for null below.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u64>();
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `ptr` is a global-allocator allocation of exactly `Layout::array::<u64>(len)`, the
+    // layout a Vec of capacity `len` owns; all-zero bytes are `len` initialised u64s.
+    Some(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
 /// A heap-allocated array of bits, all zero when created.
 #[derive(Clone, PartialEq, Eq)]
 pub struct BitArray {
@@ -27,6 +44,12 @@ impl BitArray {
         Self {
             words: vec![0; words],
         }
+    }
+
+    /// [`Self::zeroed`], lazily zeroed by the allocator (`alloc_zeroed`: untouched pages stay
+    /// unresident), or `None` if the allocator refuses the words (never aborts).
+    pub fn try_zeroed(words: usize) -> Option<Self> {
+        zeroed_words(words).map(|words| Self { words })
     }
 
     /// Wraps existing words (no copy).

@@ -6,10 +6,12 @@
 //! # Hash
 //! `KeyHash::of(key, seed)` is XXH3-128 of the key bytes with a 64-bit seed; `lo` is the low
 //! 64 bits of the `u128`, `hi` the high 64 bits. 128 bits keep the hash-collision floor
-//! (≈ n / 2^hashbits for a 64-bit hash, anchors pitfall 5) out of reach at billions of keys.
+//! (≈ n / 2^hashbits false positives for a 64-bit hash, whatever the filter's size) out of
+//! reach at billions of keys.
 //!
 //! # Classic layout (k probes over m bits)
-//! `h1 = lo`, `h2 = hi | 1` (odd step, pitfall 4). Probe `i` is computed on its own (no chain
+//! `h1 = lo`, `h2 = hi | 1` (an odd step: on a power-of-two m an even one would revisit its
+//! own probes early). Probe `i` is computed on its own (no chain
 //! through earlier probes): `x = h1 + i·h2` (wrapping), then a nonlinear remix
 //! `x ^= x >> 32; x *= 0xff51afd7ed558ccd`, then `fast_range(x, m)`.
 //! Why the remix: with plain double hashing and multiply-shift reduction, `fast_range` keeps the
@@ -20,7 +22,8 @@
 //!
 //! # Blocked layout (one 512-bit block = one 64-byte cache line = 8 × u64 words)
 //! Block index = `fast_range(lo, blocks)` (uses the high bits of `lo`). In-block positions come
-//! from `hi` only, so block choice and bit choice use disjoint hash bits (pitfall 6).
+//! from `hi` only, so block choice and bit choice use disjoint hash bits (with shared bits, keys
+//! of one block would crowd the same positions in it).
 //! Probe `j` (0 ≤ j < k) lands in word `j % 8` at bit `(h_j · C_j mod 2^32) >> 26`, where
 //! `h_j` is the low 32 bits of `hi` for `j % 8 < 4` and the high 32 bits otherwise, and `C_j` is
 //! the j-th odd constant of [`BLOCK_SALTS`]. For k ≤ 8 each word gets at most one bit; k in
@@ -166,7 +169,7 @@ impl KeyHash {
 }
 
 /// Lemire's fast range: maps a uniform `x` to `[0, n)` by `(x · n) >> 64`, without `%`'s division
-/// or its modulo bias (pitfall 7). Uses the HIGH bits of `x`.
+/// or its modulo bias. Uses the HIGH bits of `x`.
 #[inline(always)]
 pub fn fast_range(x: u64, n: u64) -> u64 {
     ((u128::from(x) * u128::from(n)) >> 64) as u64

@@ -4,17 +4,16 @@
 //! a handler checks only what is stricter than the table (RESERVE, INFO and DEBUG counts,
 //! INSERT's ITEMS).
 
-use super::bloom_types::{BloomLayout, BloomType};
 use super::{
-    add_batch, flags::*, load_chunk, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo,
+    add_batch, family, flags::*, load_chunk, write, wrong_arity, Arg, ArgKind, Args, CommandInfo,
     Ctx, Docs, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS,
-    KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE,
+    KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE, READ,
 };
 use crate::config::MAX_ERROR_RATE;
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
-use crate::types::sbchain::{self, AddError, BlockedChain, BloomChain, BLOCKED_MAGIC};
-use crate::value::{DialectType, Value};
+use crate::types::sbchain::{self, AddError, Chain};
+use crate::value::{ChainValue, Kind, OnChain};
 use crate::ERR_NOT_FOUND;
 
 const MAX_EXPANSION: i64 = 32768;
@@ -71,13 +70,14 @@ const INFO_ARGS: &[Arg] = &[
 
 /// The BF.* command table: RedisBloom 8.2's arities, flags and documentation.
 pub fn commands() -> Vec<CommandInfo> {
-    let bf = |name, command, flags, arity, docs| spec(name, command, flags, "bloom", arity, docs);
+    let bf = family("bloom");
     let filter = "is key name for a Bloom filter.";
     vec![
         bf(
             "BF.RESERVE",
-            Command::BfReserve,
-            WRITE | DENYOOM,
+            write("bloom.reserve"),
+            reserve,
+            DENYOOM,
             -4,
             Some(Docs::redisbloom(
                 "Creates a new Bloom Filter",
@@ -89,8 +89,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.ADD",
-            Command::BfAdd,
-            WRITE | DENYOOM,
+            write("bloom.add"),
+            add,
+            DENYOOM,
             3,
             Some(Docs::redisbloom(
                 "Adds an item to a Bloom Filter",
@@ -102,8 +103,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.MADD",
-            Command::BfMadd,
-            WRITE | DENYOOM,
+            write("bloom.add"),
+            madd,
+            DENYOOM,
             -3,
             Some(Docs::redisbloom(
                 ADD_MANY,
@@ -115,8 +117,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.INSERT",
-            Command::BfInsert,
-            WRITE | DENYOOM,
+            write("bloom.add"),
+            insert,
+            DENYOOM,
             -4,
             Some(Docs::redisbloom(
                 ADD_MANY,
@@ -128,8 +131,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.EXISTS",
-            Command::BfExists,
-            READONLY | FAST,
+            READ,
+            exists,
+            FAST,
             3,
             Some(Docs::redisbloom(
                 "Checks whether an item exists in a Bloom Filter",
@@ -141,8 +145,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.MEXISTS",
-            Command::BfMexists,
-            READONLY | FAST,
+            READ,
+            mexists,
+            FAST,
             -3,
             Some(Docs::redisbloom(
                 "Checks whether one or more items exist in a Bloom Filter",
@@ -154,8 +159,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.CARD",
-            Command::BfCard,
-            READONLY | FAST,
+            READ,
+            card,
+            FAST,
             2,
             Some(Docs {
                 since: "2.4.4",
@@ -170,8 +176,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.INFO",
-            Command::BfInfo,
-            READONLY | FAST,
+            READ,
+            info,
+            FAST,
             -2,
             Some(Docs::redisbloom(
                 "Returns information about a Bloom Filter",
@@ -184,8 +191,9 @@ pub fn commands() -> Vec<CommandInfo> {
         // RedisBloom's key spec for SCANDUMP says RW although the command only reads.
         bf(
             "BF.SCANDUMP",
-            Command::BfScandump,
-            READONLY,
+            READ,
+            scandump,
+            Flags::NONE,
             3,
             Some(Docs::redisbloom(
                 "Begins an incremental save of the bloom filter",
@@ -197,8 +205,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         bf(
             "BF.LOADCHUNK",
-            Command::BfLoadchunk,
-            WRITE | DENYOOM,
+            write("bloom.loadchunk"),
+            loadchunk,
+            DENYOOM,
             4,
             Some(Docs::redisbloom(
                 "Restores a filter previously saved using SCANDUMP",
@@ -208,8 +217,84 @@ pub fn commands() -> Vec<CommandInfo> {
                 KEY_ITER_DATA,
             )),
         ),
-        bf("BF.DEBUG", Command::BfDebug, READONLY, -1, None),
+        bf("BF.DEBUG", READ, debug, Flags::NONE, -1, None),
     ]
+}
+
+/// A `BF.*` operation written once over the chain's link type, run for the link type of the
+/// chain it is for ([`on_chain`]).
+trait ChainOp<H: Host + ?Sized> {
+    /// What the operation gives.
+    type Out;
+    /// Runs over the chain type `Chain<L>`.
+    fn run<L: ChainValue>(self, ctx: &mut Ctx<H>) -> Self::Out;
+}
+
+/// Runs `op` over the chain type of `kind` (a Bloom chain kind).
+fn on_chain<H: Host + ?Sized, O: ChainOp<H>>(kind: Kind, ctx: &mut Ctx<H>, op: O) -> O::Out {
+    struct Run<'r, 'c, H: Host + ?Sized, O> {
+        ctx: &'r mut Ctx<'c, H>,
+        op: O,
+    }
+    impl<H: Host + ?Sized, O: ChainOp<H>> OnChain for Run<'_, '_, H, O> {
+        type Out = O::Out;
+        fn on<L: ChainValue>(self) -> O::Out {
+            self.op.run::<L>(self.ctx)
+        }
+    }
+    kind.on_chain(Run { ctx, op }).expect("a Bloom chain kind")
+}
+
+/// The name of a Bloom chain kind's layout (`LAYOUT classic|blocked`); `None` for other kinds.
+fn layout_name(kind: Kind) -> Option<&'static str> {
+    struct Name;
+    impl OnChain for Name {
+        type Out = &'static str;
+        fn on<L: ChainValue>(self) -> &'static str {
+            L::LAYOUT
+        }
+    }
+    kind.on_chain(Name)
+}
+
+/// The chain kind a `LAYOUT` argument names (any case).
+fn layout_named(arg: &[u8]) -> Option<Kind> {
+    Kind::ALL
+        .into_iter()
+        .find(|&k| layout_name(k).is_some_and(|name| arg.eq_ignore_ascii_case(name.as_bytes())))
+}
+
+/// The chain kind a LOADCHUNK header for a missing key makes: the format whose magic starts
+/// it, else the classic one (which has none).
+fn layout_of_header(header: &[u8]) -> Kind {
+    struct Claims<'h>(&'h [u8]);
+    impl OnChain for Claims<'_> {
+        type Out = bool;
+        fn on<L: ChainValue>(self) -> bool {
+            L::MAGIC.is_some_and(|magic| self.0.starts_with(magic))
+        }
+    }
+    Kind::ALL
+        .into_iter()
+        .find(|&k| k.on_chain(Claims(header)) == Some(true))
+        .unwrap_or(Kind::Bloom)
+}
+
+/// Which Bloom chain kind `key` holds: `Ok(None)` if none, WRONGTYPE if a value of another type.
+/// One lookup, and nothing allocated unless it answers WRONGTYPE (BF.ADD and BF.EXISTS on an
+/// existing key allocate nothing).
+fn chain_at<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8]) -> Result<Option<Kind>, Reply> {
+    match ctx.value(key) {
+        Ok(None) => Ok(None),
+        Ok(Some(v)) if layout_name(v.kind()).is_some() => Ok(Some(v.kind())),
+        _ => Err(Reply::error(crate::ERR_WRONGTYPE)),
+    }
+}
+
+/// The chain kind a command on `key` runs as: the key's, classic when the key is missing or
+/// holds another type (which then answers as RedisBloom's commands do).
+fn kind_at<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8]) -> Kind {
+    chain_at(ctx, key).ok().flatten().unwrap_or(Kind::Bloom)
 }
 
 /// Creation parameters for a chain (explicit or from the bf-* configuration).
@@ -219,7 +304,8 @@ struct CreateParams {
     error: f64,
     expansion: u32,
     nonscaling: bool,
-    layout: BloomLayout,
+    /// The chain kind (its link layout).
+    layout: Kind,
 }
 
 impl CreateParams {
@@ -230,7 +316,7 @@ impl CreateParams {
             error: c.bf_error_rate,
             expansion: c.bf_expansion,
             nonscaling: c.bf_expansion == 0,
-            layout: BloomLayout::Classic,
+            layout: Kind::Bloom,
         }
     }
 
@@ -250,9 +336,14 @@ impl CreateParams {
         if self.nonscaling {
             args.push(b"NONSCALING".to_vec());
         }
-        if self.layout != BloomLayout::Classic {
+        if self.layout != Kind::Bloom {
             args.push(b"LAYOUT".to_vec());
-            args.push(self.layout.name().as_bytes().to_vec());
+            args.push(
+                layout_name(self.layout)
+                    .unwrap_or_default()
+                    .as_bytes()
+                    .to_vec(),
+            );
         }
         args.push(b"ITEMS".to_vec());
         args
@@ -260,45 +351,50 @@ impl CreateParams {
 }
 
 /// Creates a chain of the requested layout at `key`, its first link admitted against the
-/// memory budget first.
-fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], p: CreateParams) -> Result<(), Reply> {
-    let failed = || Reply::error("ERR could not create filter");
-    let value = match p.layout {
-        BloomLayout::Classic => {
-            let plan = BloomChain::plan(p.capacity, p.error, p.expansion, p.nonscaling)
-                .ok_or_else(failed)?;
-            Value::Bloom(BloomChain::create(ctx.admit(plan)?).ok_or_else(failed)?)
-        }
-        BloomLayout::Blocked => {
-            let plan = BlockedChain::plan(p.capacity, p.error, p.expansion, p.nonscaling)
-                .ok_or_else(failed)?;
-            BlockedChain::create(ctx.admit(plan)?)
-                .ok_or_else(failed)?
-                .into_value()
-        }
-    };
-    ctx.create(key, value);
-    Ok(())
+/// memory budget first; a link the allocator refuses answers Redis' OOM error.
+struct Create<'k> {
+    key: &'k [u8],
+    params: CreateParams,
 }
 
-/// Makes sure a chain is at `key` before `items` go in: creates it with `create_with`'s
-/// parameters (asked only then) if missing, logging the creation with explicit parameters, or
-/// fails with `ERR not found` if `create_with` gives none.
+impl<H: Host + ?Sized> ChainOp<H> for Create<'_> {
+    type Out = Result<(), Reply>;
+    fn run<L: ChainValue>(self, ctx: &mut Ctx<H>) -> Result<(), Reply> {
+        let failed = || Reply::error("ERR could not create filter");
+        let refused = || Reply::error(crate::ERR_OOM);
+        let p = self.params;
+        let plan =
+            Chain::<L>::plan(p.capacity, p.error, p.expansion, p.nonscaling).ok_or_else(failed)?;
+        let chain = Chain::<L>::create(ctx.admit(plan)?).ok_or_else(refused)?;
+        ctx.create(self.key, L::into_value(chain));
+        Ok(())
+    }
+}
+
+fn create<H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    params: CreateParams,
+) -> Result<(), Reply> {
+    on_chain(params.layout, ctx, Create { key, params })
+}
+
+/// Makes sure a chain is at `key` before items go in: creates it with `create_with`'s
+/// parameters (asked only then) if missing, logging the creation as `BF.INSERT` with explicit
+/// parameters before the items that go in (a new chain always takes its first item: its one
+/// link is empty), or fails with `ERR not found` if `create_with` gives none.
 fn ensure_chain<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     key: &[u8],
-    items: &Args,
     create_with: impl FnOnce(&Ctx<H>) -> Option<CreateParams>,
 ) -> Result<(), Reply> {
-    if BloomLayout::at(ctx, key)?.is_some() {
+    if chain_at(ctx, key)?.is_some() {
         return Ok(());
     }
     let params = create_with(ctx).ok_or_else(|| Reply::error(ERR_NOT_FOUND))?;
     create(ctx, key, params)?;
     // Replay must rebuild the same chain whatever the config is then.
-    let mut logged = params.as_insert_options(key);
-    logged.extend(items.iter().map(|item| item.to_vec()));
-    ctx.propagate_as(vec![logged]);
+    ctx.propagate_items_after(params.as_insert_options(key));
     Ok(())
 }
 
@@ -310,45 +406,35 @@ fn add_items<H: Host + ?Sized>(
     items: &Args,
     create_with: impl FnOnce(&Ctx<H>) -> Option<CreateParams>,
 ) -> Reply {
-    if let Err(reply) = ensure_chain(ctx, key, items, create_with) {
+    if let Err(reply) = ensure_chain(ctx, key, create_with) {
         return reply;
     }
-    match BloomLayout::at(ctx, key) {
-        Ok(Some(BloomLayout::Blocked)) => add_all::<BlockedChain, H>(ctx, key, items),
-        _ => add_all::<BloomChain, H>(ctx, key, items),
+    let kind = kind_at(ctx, key);
+    on_chain(kind, ctx, AddAll { key, items })
+}
+
+/// Adds a batch in order (batched and prefetched, see the chain's notes).
+struct AddAll<'a> {
+    key: &'a [u8],
+    items: &'a Args<'a>,
+}
+
+impl<H: Host + ?Sized> ChainOp<H> for AddAll<'_> {
+    type Out = Reply;
+    fn run<L: ChainValue>(self, ctx: &mut Ctx<H>) -> Reply {
+        Reply::Array(add_batch(
+            ctx,
+            self.key,
+            self.items,
+            |chain: &mut Chain<L>, items, allowance, added| chain.add_many(items, allowance, added),
+            AddError::message,
+        ))
     }
-}
-
-fn add_all<T: BloomType, H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], items: &Args) -> Reply {
-    Reply::Array(add_batch(
-        ctx,
-        key,
-        items,
-        |chain: &mut T, items, allowance, added| chain.add_many(items, allowance, added),
-        AddError::message,
-    ))
-}
-
-/// Runs `$body` with `$t` naming the chain type at `$key` (classic when missing, so a missing
-/// key or another type answers as RedisBloom's classic commands do).
-macro_rules! with_chain {
-    ($ctx:expr, $key:expr, $t:ident => $body:expr) => {
-        match BloomLayout::at($ctx, $key) {
-            Ok(Some(BloomLayout::Blocked)) => {
-                type $t = BlockedChain;
-                $body
-            }
-            _ => {
-                type $t = BloomChain;
-                $body
-            }
-        }
-    };
 }
 
 /// BF.RESERVE: at most 7 arguments (9 with `LAYOUT`); error rate, capacity, EXPANSION,
 /// NONSCALING, LAYOUT checked in that order, then the key.
-pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn reserve(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     // RedisBloom's 7, two more for our `LAYOUT l` (only with it: without, RedisBloom's count).
     let limit = if args[4..].iter().any(|a| is(a, "LAYOUT")) {
         9
@@ -393,16 +479,16 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         }
         expansion = value;
     }
-    let mut layout = BloomLayout::Classic;
+    let mut layout = Kind::Bloom;
     if let Some(at) = options.iter().position(|a| is(a, "LAYOUT")) {
-        match options.get(at + 1).map(|name| BloomLayout::parse(name)) {
+        match options.get(at + 1).map(|name| layout_named(name)) {
             Some(Some(named)) => layout = named,
             Some(None) => return Reply::error("ERR bad layout"),
             None => return Reply::error("ERR no layout"),
         }
     }
     let key = args[1];
-    match BloomLayout::at(ctx, key) {
+    match chain_at(ctx, key) {
         Err(reply) => return reply,
         Ok(Some(_)) => return Reply::error("ERR item exists"),
         Ok(None) => {}
@@ -422,32 +508,44 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
 
 /// BF.ADD `key item`: the settings read only to create, the memory budget only to grow, the
 /// reply built without the array MADD answers.
-pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    let (key, item) = (args[1], args[2]);
-    let from_config = |ctx: &Ctx<H>| Some(CreateParams::from_config(ctx));
-    if let Err(reply) = ensure_chain(ctx, key, &args[2..], from_config) {
+pub(crate) fn add(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    let from_config = |ctx: &Ctx<dyn Host + '_>| Some(CreateParams::from_config(ctx));
+    if let Err(reply) = ensure_chain(ctx, args[1], from_config) {
         return reply;
     }
-    let mut allowance = None;
-    let added = with_chain!(ctx, key, T => ctx.update_lazily(
-        key,
-        &mut allowance,
-        |chain: &mut T, allowance| chain.add(item, allowance),
-        |e| *e == AddError::OutOfMemory,
-    ));
-    if let Some(allowance) = allowance {
-        ctx.set_allowance(allowance);
-    }
-    match added {
-        Ok(new) => {
-            ctx.changed(u64::from(new));
-            Reply::Bool(new)
+    let kind = kind_at(ctx, args[1]);
+    on_chain(kind, ctx, Add(args))
+}
+
+/// BF.ADD once the chain exists.
+struct Add<'a>(&'a Args<'a>);
+
+impl<H: Host + ?Sized> ChainOp<H> for Add<'_> {
+    type Out = Reply;
+    fn run<L: ChainValue>(self, ctx: &mut Ctx<H>) -> Reply {
+        let (key, item) = (self.0[1], self.0[2]);
+        let mut allowance = None;
+        let added = ctx.update_lazily(
+            key,
+            &mut allowance,
+            |chain: &mut Chain<L>, allowance| chain.add(item, allowance),
+            |e| *e == AddError::OutOfMemory,
+        );
+        if let Some(allowance) = allowance {
+            ctx.set_allowance(allowance);
         }
-        Err(e) => Reply::error(e.message()),
+        ctx.items_applied(1, added.is_err().then(|| vec![false]));
+        match added {
+            Ok(new) => {
+                ctx.changed(u64::from(new));
+                Reply::Bool(new)
+            }
+            Err(e) => Reply::error(e.message()),
+        }
     }
 }
 
-pub(crate) fn madd<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn madd(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     add_items(ctx, args[1], &args[2..], |ctx| {
         Some(CreateParams::from_config(ctx))
     })
@@ -456,7 +554,7 @@ pub(crate) fn madd<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 /// BF.INSERT options are recognised by their first letters (RedisBloom quirk): `i` ITEMS,
 /// `e`+`r` ERROR else EXPANSION, `c` CAPACITY, `n` with third letter `c` NOCREATE else
 /// NONSCALING; and ours, `l` LAYOUT.
-pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn insert(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let mut params = CreateParams::from_config(ctx);
     let mut nocreate = false;
     let mut items_at = None;
@@ -499,7 +597,7 @@ pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
                 let Some(value) = args.get(i + 1) else {
                     return wrong_arity("bf.insert");
                 };
-                match BloomLayout::parse(value) {
+                match layout_named(value) {
                     Some(layout) => params.layout = layout,
                     None => return Reply::error("Bad layout"),
                 }
@@ -525,49 +623,87 @@ pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     })
 }
 
+/// The reads of the chain at a key, each over its layout (0 for a missing key or another type,
+/// as RedisBloom's `BF.EXISTS`/`BF.MEXISTS` answer; `ERR not found` where a read needs it).
+#[derive(Clone, Copy)]
+enum Read<'a> {
+    /// BF.EXISTS `key item`.
+    Exists(&'a Args<'a>),
+    /// BF.MEXISTS `key item...`: batched.
+    Mexists(&'a Args<'a>),
+    /// BF.CARD `key`.
+    Card(&'a Args<'a>),
+    /// BF.INFO `key [field]`.
+    Info(&'a Args<'a>),
+    /// BF.SCANDUMP `key iterator`.
+    Scandump(&'a Args<'a>),
+    /// BF.DEBUG `key`.
+    Debug(&'a Args<'a>),
+}
+
+impl<H: Host + ?Sized> ChainOp<H> for Read<'_> {
+    type Out = Reply;
+    fn run<L: ChainValue>(self, ctx: &mut Ctx<H>) -> Reply {
+        match self {
+            Read::Exists(args) => super::generic::exists(ctx, args, Chain::<L>::contains),
+            Read::Mexists(args) => super::generic::mexists(ctx, args, |chain: &Chain<L>, items| {
+                chain.contains_many(items)
+            }),
+            Read::Card(args) => match ctx.typed::<Chain<L>>(args[1]) {
+                Ok(Some(chain)) => Reply::Int(chain.items() as i64),
+                Ok(None) => Reply::Int(0),
+                Err(reply) => reply,
+            },
+            Read::Info(args) => info_of::<L, H>(ctx, args),
+            Read::Scandump(args) => scandump_of::<L, H>(ctx, args),
+            Read::Debug(args) => match ctx.existing::<Chain<L>>(args[1], ERR_NOT_FOUND) {
+                Ok(chain) => {
+                    Reply::Array(chain.debug_lines().into_iter().map(Reply::bulk).collect())
+                }
+                Err(reply) => reply,
+            },
+        }
+    }
+}
+
+/// Runs a read over the layout of the chain at its key.
+fn read<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, read: Read) -> Reply {
+    let kind = kind_at(ctx, args[1]);
+    on_chain(kind, ctx, read)
+}
+
 /// BF.EXISTS over either layout (0 for a missing key or another type).
-pub(crate) fn exists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    with_chain!(ctx, args[1], T => super::generic::exists(ctx, args, T::contains))
+pub(crate) fn exists(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    read(ctx, args, Read::Exists(args))
 }
 
-/// BF.MEXISTS over either layout; a blocked chain answers through the core's batched query.
-pub(crate) fn mexists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    with_chain!(ctx, args[1], T => {
-        let items = &args[2..];
-        let found = match ctx.typed::<T>(args[1]).ok().flatten() {
-            Some(chain) => chain.contains_many(items),
-            None => vec![false; items.len()],
-        };
-        Reply::Array(found.into_iter().map(Reply::Bool).collect())
-    })
+/// BF.MEXISTS over either layout, batched.
+pub(crate) fn mexists(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    read(ctx, args, Read::Mexists(args))
 }
 
-pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    with_chain!(ctx, args[1], T => match ctx.typed::<T>(args[1]) {
-        Ok(Some(chain)) => Reply::Int(chain.items() as i64),
-        Ok(None) => Reply::Int(0),
-        Err(reply) => reply,
-    })
+pub(crate) fn card(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    read(ctx, args, Read::Card(args))
 }
 
-/// BF.INFO: RedisBloom's five fields; a blocked chain appends `Layout` at the end (clients
+/// BF.INFO: RedisBloom's five fields; a non-classic chain appends `Layout` at the end (clients
 /// read the reply by position) and answers `BF.INFO key LAYOUT`.
-pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn info(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if args.len() != 2 && args.len() != 3 {
         return wrong_arity("bf.info");
     }
-    with_chain!(ctx, args[1], T => info_of::<T, H>(ctx, args))
+    read(ctx, args, Read::Info(args))
 }
 
-fn info_of<T: BloomType, H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+fn info_of<L: ChainValue, H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     let proto = ctx.proto();
-    let chain = match ctx.existing::<T>(args[1], ERR_NOT_FOUND) {
+    let chain = match ctx.existing::<Chain<L>>(args[1], ERR_NOT_FOUND) {
         Ok(chain) => chain,
         Err(reply) => return reply,
     };
-    let expansion = match chain.expansion() {
-        Some(growth) => Reply::Int(i64::from(growth)),
-        None => Reply::Nil,
+    let expansion = match chain.is_scaling() {
+        true => Reply::Int(i64::from(chain.growth())),
+        false => Reply::Nil,
     };
     let mut fields = vec![
         ("Capacity", "CAPACITY", Reply::Int(chain.capacity() as i64)),
@@ -575,7 +711,7 @@ fn info_of<T: BloomType, H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Rep
         (
             "Number of filters",
             "FILTERS",
-            Reply::Int(chain.filters() as i64),
+            Reply::Int(chain.links().len() as i64),
         ),
         (
             "Number of items inserted",
@@ -584,8 +720,8 @@ fn info_of<T: BloomType, H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Rep
         ),
         ("Expansion rate", "EXPANSION", expansion),
     ];
-    if T::LAYOUT != BloomLayout::Classic {
-        fields.push(("Layout", "LAYOUT", Reply::bulk(T::LAYOUT.name())));
+    if L::KIND != Kind::Bloom {
+        fields.push(("Layout", "LAYOUT", Reply::bulk(L::LAYOUT)));
     }
     if let Some(selector) = args.get(2) {
         // RESP2: an array of one element; RESP3: a one-entry map.
@@ -605,13 +741,13 @@ fn info_of<T: BloomType, H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Rep
     )
 }
 
-pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    with_chain!(ctx, args[1], T => scandump_of::<T, H>(ctx, args))
+pub(crate) fn scandump(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    read(ctx, args, Read::Scandump(args))
 }
 
-fn scandump_of<T: BloomType, H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+fn scandump_of<L: ChainValue, H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     // The key is looked up before the iterator is parsed.
-    let chain = match ctx.existing::<T>(args[1], ERR_NOT_FOUND) {
+    let chain = match ctx.existing::<Chain<L>>(args[1], ERR_NOT_FOUND) {
         Ok(chain) => chain,
         Err(reply) => return reply,
     };
@@ -627,29 +763,28 @@ fn scandump_of<T: BloomType, H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) ->
 }
 
 /// BF.LOADCHUNK: into the chain at the key, whatever its layout; a header for a missing key
-/// makes a blocked chain if it starts with the blocked format's magic, a classic one otherwise.
-pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    const BAD_ITER: &str = "ERR Second argument must be numeric";
-    let blocked = match BloomLayout::at(ctx, args[1]) {
-        Ok(Some(layout)) => layout == BloomLayout::Blocked,
-        Ok(None) => args[3].starts_with(BLOCKED_MAGIC),
-        Err(_) => false,
-    };
-    if blocked {
-        load_chunk::<BlockedChain, H>(ctx, args, BAD_ITER)
-    } else {
-        load_chunk::<BloomChain, H>(ctx, args, BAD_ITER)
+/// makes the chain whose format its magic names (classic without one).
+pub(crate) fn loadchunk(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    struct LoadChunk<'a>(&'a Args<'a>);
+    impl<H: Host + ?Sized> ChainOp<H> for LoadChunk<'_> {
+        type Out = Reply;
+        fn run<L: ChainValue>(self, ctx: &mut Ctx<H>) -> Reply {
+            load_chunk::<Chain<L>, H>(ctx, self.0, "ERR Second argument must be numeric")
+        }
     }
+    let kind = match chain_at(ctx, args[1]) {
+        Ok(Some(kind)) => kind,
+        Ok(None) => layout_of_header(args[3]),
+        Err(_) => Kind::Bloom,
+    };
+    on_chain(kind, ctx, LoadChunk(args))
 }
 
-pub(crate) fn debug<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn debug(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if args.len() != 2 {
         return wrong_arity("bf.debug");
     }
-    with_chain!(ctx, args[1], T => match ctx.existing::<T>(args[1], ERR_NOT_FOUND) {
-        Ok(chain) => Reply::Array(chain.debug_lines().into_iter().map(Reply::bulk).collect()),
-        Err(reply) => reply,
-    })
+    read(ctx, args, Read::Debug(args))
 }
 
 #[cfg(test)]
@@ -715,22 +850,36 @@ mod tests {
         );
     }
 
+    /// BF.INFO `key`'s fields: a map whose labels are simple strings.
+    fn info(h: &mut Harness, key: &str) -> Vec<(String, Reply)> {
+        let Reply::Map(pairs) = h.run(&format!("BF.INFO {key}")) else {
+            panic!("BF.INFO answers a map")
+        };
+        pairs
+            .into_iter()
+            .map(|(label, value)| match label {
+                Reply::Simple(label) => (label, value),
+                other => panic!("label {other:?}"),
+            })
+            .collect()
+    }
+
+    /// RedisBloom's five fields, in its order.
+    const INFO_LABELS: [&str; 5] = [
+        "Capacity",
+        "Size",
+        "Number of filters",
+        "Number of items inserted",
+        "Expansion rate",
+    ];
+
     #[test]
     fn info_is_a_map_of_simple_strings() {
         let mut h = Harness::new();
         h.run("BF.ADD k a");
-        let Reply::Map(pairs) = h.run("BF.INFO k") else {
-            panic!()
-        };
-        let labels: Vec<Reply> = pairs.iter().map(|(k, _)| k.clone()).collect();
-        let want = [
-            "Capacity",
-            "Size",
-            "Number of filters",
-            "Number of items inserted",
-            "Expansion rate",
-        ];
-        assert_eq!(labels, want.map(|s| Reply::Simple(s.into())).to_vec());
+        let pairs = info(&mut h, "k");
+        let labels: Vec<&str> = pairs.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(labels, INFO_LABELS);
         assert_eq!(pairs[1].1, Reply::Int(240));
     }
 
@@ -917,29 +1066,17 @@ mod tests {
             ])
         );
         assert_eq!(h.run("BF.CARD b"), Reply::Int(2));
-        let Reply::Map(pairs) = h.run("BF.INFO b") else {
-            panic!()
-        };
-        let labels: Vec<Reply> = pairs.iter().map(|(k, _)| k.clone()).collect();
-        let want = [
-            "Capacity",
-            "Size",
-            "Number of filters",
-            "Number of items inserted",
-            "Expansion rate",
-            "Layout",
-        ];
-        assert_eq!(labels, want.map(|s| Reply::Simple(s.into())).to_vec());
+        let pairs = info(&mut h, "b");
+        let labels: Vec<&str> = pairs.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(labels[..5], INFO_LABELS);
+        assert_eq!(labels[5..], ["Layout"]);
         assert_eq!(pairs[4].1, Reply::Int(4));
         assert_eq!(pairs[5].1, Reply::bulk("blocked"));
         assert_eq!(
             h.run("BF.INFO b LAYOUT"),
             Reply::Array(vec![Reply::bulk("blocked")])
         );
-        let Reply::Map(classic) = h.run("BF.INFO c") else {
-            panic!()
-        };
-        assert_eq!(classic.len(), 5);
+        assert_eq!(info(&mut h, "c").len(), 5);
         assert_eq!(h.run("BF.INFO c LAYOUT"), err("Invalid information value"));
         let Reply::Array(lines) = h.run("BF.DEBUG b") else {
             panic!()

@@ -3,7 +3,7 @@
 //! entry has two key specs, as TDIGEST.MERGE's: the destination read-write at argument 1, the
 //! sources read-only after numkeys at argument 2.
 
-use super::{flags::*, spec, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs, Host};
+use super::{flags::*, spec, write, Arg, ArgKind, Args, CommandInfo, Ctx, Docs, Host};
 use crate::num::{is, parse_i64};
 use crate::reply::Reply;
 use crate::types::sbchain::BloomChain;
@@ -34,8 +34,9 @@ const MERGE_ARGS: &[Arg] = &[
 pub fn commands() -> Vec<CommandInfo> {
     vec![spec(
         "BF.MERGE",
-        Command::BfMerge,
-        WRITE | DENYOOM,
+        write("bloom.merge"),
+        merge,
+        DENYOOM,
         "bloom",
         -4,
         Some(Docs {
@@ -57,7 +58,7 @@ pub fn commands() -> Vec<CommandInfo> {
 /// must exist and be a Bloom filter) and its shape against the first's; the destination's
 /// shape, when it joins the union. A new destination (missing, or replaced by OVERRIDE) is
 /// admitted against the memory budget before it is allocated. Replies OK.
-pub(crate) fn merge<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn merge(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let Some(num_keys) = parse_i64(args[2]) else {
         return Reply::error(ERR_BAD_NUMKEYS);
     };

@@ -19,8 +19,8 @@
 //! depend on the replica's settings.
 
 use super::{
-    flags::*, load_chunk, probe, spec, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs, Host,
-    KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY,
+    flags::*, load_chunk, our_family, probe, write, Arg, ArgKind, Args, CommandInfo, Ctx, Host,
+    KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, READ,
 };
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
@@ -43,132 +43,148 @@ const RESERVE_ARGS: &[Arg] = &[
 
 /// The CBF.* command table (our extension: `since` is bloomgate's version).
 pub fn commands() -> Vec<CommandInfo> {
-    let cbf = |name, command, flags, arity, summary, complexity, key_rw, args| {
-        let docs = Docs {
-            summary,
-            complexity,
-            since: "0.1.0",
-            key_notes: "is key name for a counting Bloom filter.",
-            key_rw,
-            args,
-            history: &[],
-            numkeys_at: None,
-        };
-        spec(name, command, flags, "cbf", arity, Some(docs))
-    };
+    let cbf = our_family("cbf", "is key name for a counting Bloom filter.");
     const K: &str = "O(k), where k is the number of hash functions";
     const K_N: &str = "O(k * n), where n is the number of items";
     const M: &str = "O(m), where m is the number of counters";
     vec![
         cbf(
             "CBF.RESERVE",
-            Command::CbfReserve,
-            WRITE | DENYOOM,
+            write("cbf.reserve"),
+            reserve,
+            DENYOOM,
             -4,
-            "Creates a counting Bloom filter",
-            "O(1)",
-            true,
-            RESERVE_ARGS,
+            (
+                "Creates a counting Bloom filter",
+                "O(1)",
+                true,
+                RESERVE_ARGS,
+            ),
         ),
         cbf(
             "CBF.ADD",
-            Command::CbfAdd,
-            WRITE | DENYOOM,
+            write("cbf.add"),
+            add,
+            DENYOOM,
             3,
-            "Adds an item to a counting Bloom filter",
-            K,
-            true,
-            KEY_ITEM,
+            ("Adds an item to a counting Bloom filter", K, true, KEY_ITEM),
         ),
         cbf(
             "CBF.MADD",
-            Command::CbfMadd,
-            WRITE | DENYOOM,
+            write("cbf.add"),
+            madd,
+            DENYOOM,
             -3,
-            "Adds items to a counting Bloom filter",
-            K_N,
-            true,
-            KEY_ITEMS,
+            (
+                "Adds items to a counting Bloom filter",
+                K_N,
+                true,
+                KEY_ITEMS,
+            ),
         ),
         cbf(
             "CBF.DEL",
-            Command::CbfDel,
-            WRITE | FAST,
+            write("cbf.del"),
+            del,
+            FAST,
             3,
-            "Deletes one occurrence of an item from a counting Bloom filter",
-            K,
-            true,
-            KEY_ITEM,
+            (
+                "Deletes one occurrence of an item from a counting Bloom filter",
+                K,
+                true,
+                KEY_ITEM,
+            ),
         ),
         cbf(
             "CBF.EXISTS",
-            Command::CbfExists,
-            READONLY | FAST,
+            READ,
+            exists,
+            FAST,
             3,
-            "Checks whether an item may be in a counting Bloom filter",
-            K,
-            false,
-            KEY_ITEM,
+            (
+                "Checks whether an item may be in a counting Bloom filter",
+                K,
+                false,
+                KEY_ITEM,
+            ),
         ),
         cbf(
             "CBF.MEXISTS",
-            Command::CbfMexists,
-            READONLY | FAST,
+            READ,
+            mexists,
+            FAST,
             -3,
-            "Checks whether items may be in a counting Bloom filter",
-            K_N,
-            false,
-            KEY_ITEMS,
+            (
+                "Checks whether items may be in a counting Bloom filter",
+                K_N,
+                false,
+                KEY_ITEMS,
+            ),
         ),
         cbf(
             "CBF.COUNT",
-            Command::CbfCount,
-            READONLY | FAST,
+            READ,
+            count,
+            FAST,
             3,
-            "Returns an upper bound on how many times an item was added",
-            K,
-            false,
-            KEY_ITEM,
+            (
+                "Returns an upper bound on how many times an item was added",
+                K,
+                false,
+                KEY_ITEM,
+            ),
         ),
         cbf(
             "CBF.CARD",
-            Command::CbfCard,
-            READONLY | FAST,
+            READ,
+            card,
+            FAST,
             2,
-            "Returns the number of items added and not deleted",
-            "O(1)",
-            false,
-            KEY_ONLY,
+            (
+                "Returns the number of items added and not deleted",
+                "O(1)",
+                false,
+                KEY_ONLY,
+            ),
         ),
         cbf(
             "CBF.INFO",
-            Command::CbfInfo,
-            READONLY,
+            READ,
+            info,
+            Flags::NONE,
             2,
-            "Returns information about a counting Bloom filter",
-            M,
-            false,
-            KEY_ONLY,
+            (
+                "Returns information about a counting Bloom filter",
+                M,
+                false,
+                KEY_ONLY,
+            ),
         ),
         cbf(
             "CBF.SCANDUMP",
-            Command::CbfScandump,
-            READONLY,
+            READ,
+            scandump,
+            Flags::NONE,
             3,
-            "Begins an incremental save of a counting Bloom filter",
-            M,
-            false,
-            KEY_ITER,
+            (
+                "Begins an incremental save of a counting Bloom filter",
+                M,
+                false,
+                KEY_ITER,
+            ),
         ),
         cbf(
             "CBF.LOADCHUNK",
-            Command::CbfLoadchunk,
-            WRITE | DENYOOM,
+            write("cbf.loadchunk"),
+            loadchunk,
+            DENYOOM,
             4,
-            "Restores a counting Bloom filter previously saved using CBF.SCANDUMP",
-            M,
-            true,
-            KEY_ITER_DATA,
+            (
+                "Restores a counting Bloom filter previously saved using CBF.SCANDUMP",
+                M,
+                true,
+                KEY_ITER_DATA,
+            ),
         ),
     ]
 }
@@ -187,7 +203,7 @@ fn create<H: Host + ?Sized>(
 }
 
 /// CBF.RESERVE: error rate, capacity and BITS checked in that order, then the key.
-pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn reserve(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if args.len() != 4 && args.len() != 6 {
         return super::wrong_arity("cbf.reserve");
     }
@@ -226,14 +242,14 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
 
 /// Adds `items` in order, creating the filter from the bf-* settings if missing; stops at the
 /// first error (the last reply). Every add changes counters, so every add is a change; the
-/// write propagates as the adds that happened, after an explicit `CBF.RESERVE` if it created.
-/// `Err`: the command failed as a whole (wrong type, no memory to create).
+/// write propagates the adds that happened (the command's items before the error), after an
+/// explicit `CBF.RESERVE` if it created. `Err`: the command failed as a whole (wrong type, no
+/// memory to create).
 fn add_items<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     key: &[u8],
     items: &Args,
 ) -> Result<Vec<Reply>, Reply> {
-    let mut logged = Vec::new();
     if ctx.typed::<CountingFilter>(key)?.is_none() {
         let c = ctx.config();
         let params = CountingParams {
@@ -242,22 +258,22 @@ fn add_items<H: Host + ?Sized>(
             counter_bits: DEFAULT_COUNTER_BITS,
         };
         create(ctx, key, params)?;
-        logged.push(vec![
+        ctx.propagate_as(vec![vec![
             b"CBF.RESERVE".to_vec(),
             key.to_vec(),
             params.error.to_string().into_bytes(),
             params.capacity.to_string().into_bytes(),
             b"BITS".to_vec(),
             params.counter_bits.to_string().into_bytes(),
-        ]);
+        ]]);
     }
     let mut replies = Vec::with_capacity(items.len());
-    let mut added: Vec<Vec<u8>> = vec![b"CBF.MADD".to_vec(), key.to_vec()];
+    let mut added = 0;
     for item in items {
         match ctx.update(key, |f: &mut CountingFilter| f.add(item)) {
             Ok(new) => {
                 replies.push(Reply::Bool(new));
-                added.push(item.to_vec());
+                added += 1;
             }
             Err(msg) => {
                 replies.push(Reply::error(msg));
@@ -265,22 +281,20 @@ fn add_items<H: Host + ?Sized>(
             }
         }
     }
-    ctx.changed((added.len() - 2 + logged.len()) as u64);
-    if added.len() > 2 {
-        logged.push(added);
-    }
-    ctx.propagate_as(logged);
+    ctx.changed(added as u64);
+    let kept = (added < items.len()).then(|| (0..items.len()).map(|i| i < added).collect());
+    ctx.items_applied(items.len(), kept);
     Ok(replies)
 }
 
-pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn add(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     match add_items(ctx, args[1], &args[2..]) {
         Ok(mut replies) => replies.pop().expect("one item"),
         Err(reply) => reply,
     }
 }
 
-pub(crate) fn madd<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn madd(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     match add_items(ctx, args[1], &args[2..]) {
         Ok(replies) => Reply::Array(replies),
         Err(reply) => reply,
@@ -288,7 +302,7 @@ pub(crate) fn madd<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 /// CBF.DEL `key item`: 1 if deleted, 0 if definitely absent; `ERR not found` if missing.
-pub(crate) fn del<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn del(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if let Err(reply) = ctx.existing::<CountingFilter>(args[1], ERR_NOT_FOUND) {
         return reply;
     }
@@ -298,12 +312,12 @@ pub(crate) fn del<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 /// CBF.EXISTS `key item`.
-pub(crate) fn exists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn exists(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     super::generic::exists(ctx, args, CountingFilter::contains)
 }
 
 /// CBF.MEXISTS `key item...`.
-pub(crate) fn mexists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn mexists(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     Reply::Array(probe(
         ctx,
         args[1],
@@ -313,7 +327,7 @@ pub(crate) fn mexists<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
 }
 
 /// CBF.COUNT `key item`: the smallest counter; 0 for a missing key.
-pub(crate) fn count<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn count(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     match ctx.typed::<CountingFilter>(args[1]) {
         Ok(f) => Reply::Int(f.map_or(0, |f| f.count(args[2])) as i64),
         Err(reply) => reply,
@@ -321,14 +335,14 @@ pub(crate) fn count<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 /// CBF.CARD `key`: adds minus deletes; 0 for a missing key.
-pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn card(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     match ctx.typed::<CountingFilter>(args[1]) {
         Ok(f) => Reply::Int(f.map_or(0, |f| f.items()) as i64),
         Err(reply) => reply,
     }
 }
 
-pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn info(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let f = match ctx.existing::<CountingFilter>(args[1], ERR_NOT_FOUND) {
         Ok(f) => f,
         Err(reply) => return reply,
@@ -359,7 +373,7 @@ pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     ])
 }
 
-pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn scandump(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let f = match ctx.existing::<CountingFilter>(args[1], ERR_NOT_FOUND) {
         Ok(f) => f,
         Err(reply) => return reply,
@@ -371,8 +385,8 @@ pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply
     Reply::Array(vec![Reply::Int(next), Reply::Bulk(data)])
 }
 
-pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    load_chunk::<CountingFilter, H>(ctx, args, "ERR Second argument must be numeric")
+pub(crate) fn loadchunk(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    load_chunk::<CountingFilter, _>(ctx, args, "ERR Second argument must be numeric")
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! checked first ([`super::execute`]); a handler checks what is stricter (INCRBY's pairs).
 
 use super::{
-    flags::*, sketch_table, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
-    Host, KEY_ONLY, N_ITEMS,
+    flags::*, sketch_table, spec, write, wrong_arity, Arg, ArgKind, Args, CommandInfo, Ctx, Docs,
+    Host, KEY_ONLY, N_ITEMS, READ,
 };
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
@@ -55,18 +55,18 @@ const MERGE_ARGS: &[Arg] = &[
 /// (it files the creations and INFO under `@fast` without the `fast` flag).
 pub fn commands() -> Vec<CommandInfo> {
     sketch_table! { "cms";
-        fast "CMS.INITBYDIM", CmsInitbydim, WRITE | DENYOOM, 4, true, DIM_ARGS, "O(1)",
+        fast "CMS.INITBYDIM", write("cms.initbydim"), init_by_dim, DENYOOM, 4, DIM_ARGS, "O(1)",
             "Initializes a Count-Min Sketch to dimensions specified by user";
-        fast "CMS.INITBYPROB", CmsInitbyprob, WRITE | DENYOOM, 4, true, PROB_ARGS, "O(1)",
+        fast "CMS.INITBYPROB", write("cms.initbyprob"), init_by_prob, DENYOOM, 4, PROB_ARGS, "O(1)",
             "Initializes a Count-Min Sketch to accommodate requested tolerances.";
-        slow "CMS.INCRBY", CmsIncrby, WRITE | DENYOOM, -4, true, INCRBY_ARGS, N_ITEMS,
+        slow "CMS.INCRBY", write("cms.incrby"), incrby, DENYOOM, -4, INCRBY_ARGS, N_ITEMS,
             "Increases the count of one or more items by increment";
-        slow "CMS.QUERY", CmsQuery, READONLY, -3, false, QUERY_ARGS, N_ITEMS,
+        slow "CMS.QUERY", READ, query, Flags::NONE, -3, QUERY_ARGS, N_ITEMS,
             "Returns the count for one or more items in a sketch";
-        slow "CMS.MERGE", CmsMerge, WRITE | DENYOOM, -4, true, MERGE_ARGS,
+        slow "CMS.MERGE", write("cms.merge"), merge, DENYOOM, -4, MERGE_ARGS,
             "O(n) where n is the number of sketches",
             "Merges several sketches into one sketch";
-        fast "CMS.INFO", CmsInfo, READONLY, 2, false, KEY_ONLY, "O(1)",
+        fast "CMS.INFO", READ, info, Flags::NONE, 2, KEY_ONLY, "O(1)",
             "Returns information about a sketch";
     }
 }
@@ -110,7 +110,7 @@ fn create<H: Host + ?Sized>(
 }
 
 /// CMS.INITBYDIM `key width depth`.
-pub(crate) fn init_by_dim<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn init_by_dim(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     create(ctx, args, |args| {
         let positive = |arg, msg| parse_i64(arg).filter(|&v| v >= 1).ok_or(msg);
         Ok((
@@ -123,7 +123,7 @@ pub(crate) fn init_by_dim<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Re
 /// CMS.INITBYPROB `key error probability`: both in (0, 1); the dimensions as
 /// [`CountMin::dims_for`] derives them (a value beyond `i64` reads as negative there, hence
 /// invalid).
-pub(crate) fn init_by_prob<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn init_by_prob(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     create(ctx, args, |args| {
         let open_unit = |arg, msg| parse_f64(arg).filter(|&v| v > 0.0 && v < 1.0).ok_or(msg);
         let error = open_unit(args[2], "CMS: invalid overestimation value")?;
@@ -136,7 +136,7 @@ pub(crate) fn init_by_prob<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> R
 /// CMS.INCRBY `key item increment [item increment ...]`: the key, then every pair's increment
 /// (an integer, not negative) before any is applied; each reply is the item's new estimate, or
 /// an overflow error in its place once a counter saturates.
-pub(crate) fn incrby<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn incrby(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if args.len() % 2 == 1 {
         return wrong_arity("cms.incrby");
     }
@@ -166,7 +166,7 @@ pub(crate) fn incrby<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 /// CMS.QUERY `key item...`.
-pub(crate) fn query<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn query(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     match ctx.existing::<CountMin>(args[1], ERR_MISSING) {
         Ok(cms) => Reply::Array(
             cms.query_many(&args[2..])
@@ -183,7 +183,7 @@ pub(crate) fn query<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 /// — its first occurrence after numKeys, case-insensitive — exactly after the sources, one
 /// weight each); then per source its weight (an integer), the key and its dimensions; then the
 /// merge's overflow check. The destination may also be a source.
-pub(crate) fn merge<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn merge(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let dest = args[1];
     if let Err(reply) = ctx.existing::<CountMin>(dest, ERR_MISSING) {
         return reply;
@@ -242,7 +242,7 @@ pub(crate) fn merge<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 /// CMS.INFO `key`: width, depth and the total count (signed, as RedisBloom replies it).
-pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn info(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     match ctx.existing::<CountMin>(args[1], ERR_MISSING) {
         Ok(cms) => Reply::Map(vec![
             (

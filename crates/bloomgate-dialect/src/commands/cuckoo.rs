@@ -5,8 +5,9 @@
 //! counts, INSERT's ITEMS).
 
 use super::{
-    flags::*, load_chunk, spec, update_batch, wrong_arity, Arg, ArgKind, Args, Command,
+    family, flags::*, load_chunk, update_batch, write, wrong_arity, Arg, ArgKind, Args,
     CommandInfo, Ctx, Docs, Host, KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE,
+    READ,
 };
 use crate::num::{is, parse_i64};
 use crate::reply::Reply;
@@ -73,13 +74,14 @@ const INSERT_ARGS: &[Arg] = &[
 
 /// The CF.* command table: RedisBloom 8.2's arities, flags and documentation.
 pub fn commands() -> Vec<CommandInfo> {
-    let cf = |name, command, flags, arity, docs| spec(name, command, flags, "cuckoo", arity, docs);
+    let cf = family("cuckoo");
     let dump = "O(n), where n is the capacity";
     vec![
         cf(
             "CF.RESERVE",
-            Command::CfReserve,
-            WRITE | DENYOOM,
+            write("cf.reserve"),
+            reserve,
+            DENYOOM,
             -3,
             Some(Docs::redisbloom(
                 "Creates a new Cuckoo Filter",
@@ -91,8 +93,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         cf(
             "CF.ADD",
-            Command::CfAdd,
-            WRITE | DENYOOM,
+            write("cf.add"),
+            add,
+            DENYOOM,
             3,
             Some(Docs::redisbloom(
                 "Adds an item to a Cuckoo Filter",
@@ -104,8 +107,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         cf(
             "CF.ADDNX",
-            Command::CfAddnx,
-            WRITE | DENYOOM,
+            write("cf.add"),
+            addnx,
+            DENYOOM,
             3,
             Some(Docs::redisbloom(
                 "Adds an item to a Cuckoo Filter if the item did not exist previously.",
@@ -119,8 +123,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         cf(
             "CF.INSERT",
-            Command::CfInsert,
-            WRITE | DENYOOM,
+            write("cf.add"),
+            insert,
+            DENYOOM,
             -4,
             Some(Docs::redisbloom(
                 "Adds one or more items to a Cuckoo Filter. A filter will be created if it \
@@ -134,8 +139,9 @@ pub fn commands() -> Vec<CommandInfo> {
         // RedisBloom registers CF.INSERTNX with CF.INSERT's key spec and arguments.
         cf(
             "CF.INSERTNX",
-            Command::CfInsertnx,
-            WRITE | DENYOOM,
+            write("cf.add"),
+            insertnx,
+            DENYOOM,
             -4,
             Some(Docs::redisbloom(
                 "Adds one or more items to a Cuckoo Filter if the items did not exist \
@@ -148,8 +154,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         cf(
             "CF.EXISTS",
-            Command::CfExists,
-            READONLY | FAST,
+            READ,
+            exists,
+            FAST,
             3,
             Some(Docs::redisbloom(
                 "Checks whether one or more items exist in a Cuckoo Filter",
@@ -161,8 +168,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         cf(
             "CF.MEXISTS",
-            Command::CfMexists,
-            READONLY | FAST,
+            READ,
+            mexists,
+            FAST,
             -3,
             Some(Docs::redisbloom(
                 "Checks whether one or more items exist in a Cuckoo Filter",
@@ -174,8 +182,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         cf(
             "CF.COUNT",
-            Command::CfCount,
-            READONLY | FAST,
+            READ,
+            count,
+            FAST,
             3,
             Some(Docs::redisbloom(
                 "Return the number of times an item might be in a Cuckoo Filter",
@@ -187,8 +196,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         cf(
             "CF.DEL",
-            Command::CfDel,
-            WRITE | FAST,
+            write("cf.del"),
+            del,
+            FAST,
             3,
             Some(Docs::redisbloom(
                 "Deletes an item from a Cuckoo Filter",
@@ -198,11 +208,19 @@ pub fn commands() -> Vec<CommandInfo> {
                 KEY_ITEM,
             )),
         ),
-        cf("CF.COMPACT", Command::CfCompact, WRITE, -1, None),
+        cf(
+            "CF.COMPACT",
+            write("cf.compact"),
+            compact,
+            Flags::NONE,
+            -1,
+            None,
+        ),
         cf(
             "CF.INFO",
-            Command::CfInfo,
-            READONLY | FAST,
+            READ,
+            info,
+            FAST,
             2,
             Some(Docs::redisbloom(
                 "Returns information about a Cuckoo Filter",
@@ -212,12 +230,13 @@ pub fn commands() -> Vec<CommandInfo> {
                 KEY_ONLY,
             )),
         ),
-        cf("CF.DEBUG", Command::CfDebug, READONLY, -1, None),
+        cf("CF.DEBUG", READ, debug, Flags::NONE, -1, None),
         // RedisBloom's key spec for SCANDUMP says RW although the command only reads.
         cf(
             "CF.SCANDUMP",
-            Command::CfScandump,
-            READONLY,
+            READ,
+            scandump,
+            Flags::NONE,
             3,
             Some(Docs::redisbloom(
                 "Begins an incremental save of the bloom filter",
@@ -229,8 +248,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         cf(
             "CF.LOADCHUNK",
-            Command::CfLoadchunk,
-            WRITE | DENYOOM,
+            write("cf.loadchunk"),
+            loadchunk,
+            DENYOOM,
             4,
             Some(Docs::redisbloom(
                 "Restores a filter previously saved using SCANDUMP",
@@ -257,23 +277,17 @@ fn configured<H: Host + ?Sized>(ctx: &Ctx<H>, capacity: u64) -> CuckooParams {
 
 /// Creates a filter at `key` after the maxmemory check. The creation is logged as the
 /// `CF.LOADCHUNK key 1 <header>` of the empty filter, which rebuilds exactly this shape on
-/// replay whatever the configuration is then; `then_log` (the command's own effect) follows.
-fn create<H: Host + ?Sized>(
-    ctx: &mut Ctx<H>,
-    key: &[u8],
-    p: CuckooParams,
-    then_log: Option<&Args>,
-) -> Result<(), Reply> {
+/// replay whatever the configuration is then; the items that went in follow (see
+/// [`add_items`]).
+fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], p: CuckooParams) -> Result<(), Reply> {
     let p = ctx.admit(p)?;
-    let filter = CuckooChain::create(p).ok_or_else(|| Reply::error("Couldn't create filter!"))?;
-    let mut log = vec![vec![
+    let filter = CuckooChain::create(p).ok_or_else(|| Reply::error(crate::ERR_OOM))?;
+    ctx.propagate_as(vec![vec![
         b"CF.LOADCHUNK".to_vec(),
         key.to_vec(),
         b"1".to_vec(),
         filter.dump_header(),
-    ]];
-    log.extend(then_log.map(|args| args.iter().map(|a| a.to_vec()).collect()));
-    ctx.propagate_as(log);
+    ]]);
     ctx.create(key, filter.into_value());
     Ok(())
 }
@@ -298,7 +312,9 @@ enum Missing {
 
 /// Adds `items` (unique-only with `nx`), creating the filter as `missing` says if there is
 /// none, and hands each item's outcome to `each`. Stops at an out-of-memory error. The memory
-/// budget is read only if an item needs a new sub-filter.
+/// budget is read only if an item needs a new sub-filter. The write propagates the items that
+/// went in or were there already, not those that found no room: a refused item's kicks are
+/// undone, so the filter is as if it had never been tried, and replaying the rest rebuilds it.
 fn add_items<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     args: &Args,
@@ -308,11 +324,15 @@ fn add_items<H: Host + ?Sized>(
     mut each: impl FnMut(Added),
 ) -> Result<(), Reply> {
     let key = args[1];
-    let max_filters = ctx.config().cf_max_expansions;
+    let max_filters = match ctx.replaying() {
+        false => ctx.config().cf_max_expansions,
+        true => u64::MAX,
+    };
     match ctx.typed::<CuckooChain>(key)? {
         // `cf-max-expansions` is judged once, when the command starts: a filter already at
         // the limit refuses even items that would fit, and one below it may grow past the
-        // limit while this command's items go in (RedisBloom's behaviour).
+        // limit while this command's items go in (RedisBloom's behaviour). Replayed items went
+        // in on the master: a replica or a reload with another setting takes them too.
         Some(f) if f.filters() as u64 >= max_filters => {
             return Err(Reply::error(InsertError::MaxExpansions.message()))
         }
@@ -323,7 +343,7 @@ fn add_items<H: Host + ?Sized>(
                 Missing::CreateDefault => ctx.config().cf_initial_size,
                 Missing::Create(capacity) => capacity,
             };
-            create(ctx, key, configured(ctx, capacity), Some(args))?;
+            create(ctx, key, configured(ctx, capacity))?;
         }
     }
     let mut added = 0;
@@ -336,6 +356,7 @@ fn add_items<H: Host + ?Sized>(
         },
         |e| *e == InsertError::OutOfMemory,
         |inserted| {
+            let went_in = inserted.is_ok();
             each(match inserted {
                 Ok(true) => {
                     added += 1;
@@ -343,7 +364,8 @@ fn add_items<H: Host + ?Sized>(
                 }
                 Ok(false) => Added::AlreadyPresent,
                 Err(e) => Added::NoRoom(e),
-            })
+            });
+            went_in
         },
     );
     ctx.changed(added);
@@ -354,7 +376,7 @@ fn add_items<H: Host + ?Sized>(
 /// count; the capacity must be an integer; then each option is parsed and range-checked in
 /// the order MAXITERATIONS, BUCKETSIZE, EXPANSION; then the capacity's range (which depends on
 /// the bucket size); then the key.
-pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn reserve(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if args.len().is_multiple_of(2) {
         return wrong_arity("cf.reserve");
     }
@@ -406,7 +428,7 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
         max_iterations: max_iterations as u16,
         expansion: expansion as u16,
     };
-    match create(ctx, key, params, None) {
+    match create(ctx, key, params) {
         Ok(()) => Reply::ok(),
         Err(reply) => reply,
     }
@@ -426,11 +448,11 @@ fn add_one<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool) -> Reply {
     }
 }
 
-pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn add(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     add_one(ctx, args, false)
 }
 
-pub(crate) fn addnx<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn addnx(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     add_one(ctx, args, true)
 }
 
@@ -441,11 +463,13 @@ fn insert_many<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool, name: 
     let mut capacity = ctx.config().cf_initial_size;
     let min_capacity = 2 * ctx.config().cf_bucket_size;
     let mut nocreate = false;
+    let mut capacity_given = false;
     let mut items_at = None;
     let mut i = 2;
     while i < args.len() {
         match args[i].first().map(u8::to_ascii_lowercase) {
             Some(b'c') => {
+                capacity_given = true;
                 let Some(value) = args.get(i + 1) else {
                     return wrong_arity(name);
                 };
@@ -483,6 +507,16 @@ fn insert_many<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool, name: 
         Missing::Create(capacity)
     };
     let items = &args[items_at..];
+    if capacity_given {
+        // CAPACITY is range-checked against the settings even when the key exists: replayed
+        // without it, the items cannot be refused by a replica's other `cf-bucket-size`.
+        ctx.propagate_items_after(vec![
+            name.to_uppercase().into_bytes(),
+            args[1].to_vec(),
+            b"NOCREATE".to_vec(),
+            b"ITEMS".to_vec(),
+        ]);
+    }
     let mut replies = Vec::with_capacity(items.len());
     let each = |added| {
         replies.push(match added {
@@ -500,11 +534,11 @@ fn insert_many<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, nx: bool, name: 
     }
 }
 
-pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn insert(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     insert_many(ctx, args, false, "cf.insert")
 }
 
-pub(crate) fn insertnx<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn insertnx(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     insert_many(ctx, args, true, "cf.insertnx")
 }
 
@@ -533,11 +567,21 @@ fn probe<T: Default, H: Host + ?Sized>(
     }
 }
 
-pub(crate) fn count<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+/// CF.EXISTS (0 for a missing key or another type).
+pub(crate) fn exists(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    super::generic::exists(ctx, args, CuckooChain::contains)
+}
+
+/// CF.MEXISTS.
+pub(crate) fn mexists(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    super::generic::mexists(ctx, args, |f: &CuckooChain, items| f.contains_many(items))
+}
+
+pub(crate) fn count(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     Reply::Int(probe(ctx, args[1], |f| f.count(args[2])) as i64)
 }
 
-pub(crate) fn del<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn del(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if let Err(reply) = cuckoo_only(ctx, args[1], "Not found") {
         return reply;
     }
@@ -548,7 +592,7 @@ pub(crate) fn del<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     Reply::Bool(deleted)
 }
 
-pub(crate) fn compact<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn compact(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if args.len() != 2 {
         return wrong_arity("cf.compact");
     }
@@ -560,7 +604,7 @@ pub(crate) fn compact<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
     Reply::ok()
 }
 
-pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn info(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let f = match ctx.existing::<CuckooChain>(args[1], ERR_NOT_FOUND) {
         Ok(f) => f,
         Err(reply) => return reply,
@@ -583,7 +627,7 @@ pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     )
 }
 
-pub(crate) fn debug<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn debug(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if args.len() != 2 {
         return wrong_arity("cf.debug");
     }
@@ -595,7 +639,7 @@ pub(crate) fn debug<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 
 /// SCANDUMP: `[1, header]` at 0, then chunks; `[0, nil]` when done — and at once for a filter
 /// holding no items (RedisBloom quirk: an empty filter has nothing to dump).
-pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn scandump(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let Some(iter) = parse_i64(args[2]).filter(|&i| i >= 0) else {
         return Reply::error("Invalid position");
     };
@@ -619,7 +663,7 @@ pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply
 /// LOADCHUNK: iterator ≤ 0 (or not a number) is `Invalid position`; iterator 1 creates the
 /// filter from the 38-byte header and refuses an existing filter (`ERR item exists`; another
 /// type is WRONGTYPE); later iterators write chunks into an existing filter.
-pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn loadchunk(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let Some(iter) = parse_i64(args[2]).filter(|&i| i > 0) else {
         return Reply::error("Invalid position");
     };
@@ -630,7 +674,7 @@ pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Repl
             Err(wrongtype) => return wrongtype,
         }
     }
-    load_chunk::<CuckooChain, H>(ctx, args, "Invalid position")
+    load_chunk::<CuckooChain, _>(ctx, args, "Invalid position")
 }
 
 #[cfg(test)]

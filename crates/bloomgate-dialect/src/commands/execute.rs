@@ -3,8 +3,8 @@
 //! outcome propagates.
 
 use super::flags;
-use super::host::{wrong_arity, Args, Ctx, Host, Outcome, Propagate};
-use super::info::CommandInfo;
+use super::host::{wrong_arity, Args, Ctx, Host, Items, Outcome, Propagate};
+use super::info::{Command, CommandInfo};
 use crate::reply::Reply;
 
 /// How a table entry's command runs against a host `H`: the dialect's
@@ -20,10 +20,21 @@ pub trait Handler<H: Host + ?Sized> {
     }
 }
 
+/// The dialect's commands run against any host, through the host as a trait object.
+impl<H: Host> Handler<H> for Command {
+    fn call(&self, ctx: &mut Ctx<H>, args: &Args) -> Reply {
+        ctx.erased(|ctx| self.run(ctx, args))
+    }
+    fn event(&self) -> Option<&'static str> {
+        Command::event(*self)
+    }
+}
+
 /// Runs `info`'s command with `args` (its name first) against `host`: the arity check, the
 /// handler, and what the outcome propagates — decided here, once, for every command of every
 /// host: nothing unless the command is a write (or runs queued commands, EXEC) that reported a
-/// change; then its rewrite if it made one, else the command as sent.
+/// change; then its rewrite if it made one, else the command as sent — for a write over items,
+/// only the items that went in (`Ctx::items_applied`).
 pub fn execute<H: Host + ?Sized, C: Handler<H>>(
     host: &mut H,
     info: &CommandInfo<C>,
@@ -40,6 +51,7 @@ pub fn execute<H: Host + ?Sized, C: Handler<H>>(
         host,
         dirty: 0,
         rewrite: None,
+        items: Items::default(),
         allowance: None,
     };
     let reply = info.command.call(&mut ctx, args);
@@ -47,6 +59,7 @@ pub fn execute<H: Host + ?Sized, C: Handler<H>>(
         host,
         dirty,
         rewrite,
+        items,
         allowance,
     } = ctx;
     if let Some(spent) = allowance.map(|a| a.spent()).filter(|&s| s > 0) {
@@ -64,7 +77,7 @@ pub fn execute<H: Host + ?Sized, C: Handler<H>>(
     let propagate = if !info.flags.intersects(flags::WRITE | flags::RUNS_QUEUED) || dirty == 0 {
         Propagate::Nothing
     } else {
-        rewrite.map_or(Propagate::Verbatim, Propagate::Commands)
+        items.propagate(rewrite, args)
     };
     Outcome {
         reply,

@@ -49,8 +49,8 @@ pub(crate) fn probe<T: DialectType, H: Host + ?Sized>(
 
 /// Adds `items` in order to the filter of type `T` at `key` (which must exist), one Bool reply
 /// per item, stopping at the first error (its message is the last reply), as MADD and INSERT
-/// reply. The items newly added count as changes. `add` adds a batch as [`update_batch`]
-/// runs it.
+/// reply. The items newly added count as changes; the write propagates the items before the
+/// error only. `add` adds a batch as [`update_batch`] runs it.
 pub(crate) fn add_batch<T: DialectType, H: Host + ?Sized, E: Copy>(
     ctx: &mut Ctx<H>,
     key: &[u8],
@@ -69,6 +69,7 @@ pub(crate) fn add_batch<T: DialectType, H: Host + ?Sized, E: Copy>(
         |new| {
             added += u64::from(new);
             replies.push(Reply::Bool(new));
+            true
         },
     );
     if let Err(e) = result {
@@ -78,10 +79,13 @@ pub(crate) fn add_batch<T: DialectType, H: Host + ?Sized, E: Copy>(
     replies
 }
 
-/// Runs the batch write `run` over `items` on the filter of type `T` at `key` (which the
-/// command has just found with that type). `run` takes the items in order (so a type can
-/// prefetch ahead), reports each item it has done through its callback (handed on to `each`)
-/// and stops at the first error, which it returns.
+/// Runs the batch write `run` over `items` — the command's last arguments — on the filter of
+/// type `T` at `key` (which the command has just found with that type). `run` takes the items
+/// in order (so a type can prefetch ahead), reports each item it has done through its callback
+/// (handed on to `each`, which says whether the item went in or was already there, false if it
+/// was refused) and stops at the first error, which it returns. The write propagates the items
+/// that went in, and only those ([`Ctx::items_applied`]): not the refused ones, nor the error's
+/// and those after it.
 ///
 /// The memory budget is asked only if an item needs memory: the batch first runs with an
 /// allowance of nothing, and if an item fails for want of memory (`out_of_memory`; the item
@@ -94,9 +98,11 @@ pub(crate) fn update_batch<T: DialectType, H: Host + ?Sized, R, E>(
     items: &Args,
     run: impl Fn(&mut T, &Args, &mut Allowance, &mut dyn FnMut(R)) -> Result<(), E>,
     out_of_memory: impl Fn(&E) -> bool,
-    mut each: impl FnMut(R),
+    mut each: impl FnMut(R) -> bool,
 ) -> Result<(), E> {
     let mut done = 0;
+    // Which items went in, made at the first refusal (most writes refuse none).
+    let mut kept: Option<Vec<bool>> = None;
     let mut allowance: Option<Allowance> = None;
     let result = loop {
         let rest = &items[done..];
@@ -104,8 +110,10 @@ pub(crate) fn update_batch<T: DialectType, H: Host + ?Sized, R, E>(
         let real = allowance.is_some();
         let charged = allowance.as_mut().unwrap_or(&mut nothing);
         let mut answer = |r: R| {
+            if !each(r) {
+                kept.get_or_insert_with(|| vec![true; items.len()])[done] = false;
+            }
             done += 1;
-            each(r);
         };
         let result = ctx.update(key, |filter: &mut T| {
             run(filter, rest, charged, &mut answer)
@@ -121,6 +129,10 @@ pub(crate) fn update_batch<T: DialectType, H: Host + ?Sized, R, E>(
     if let Some(allowance) = allowance {
         ctx.set_allowance(allowance);
     }
+    if done < items.len() {
+        kept.get_or_insert_with(|| vec![true; items.len()])[done..].fill(false);
+    }
+    ctx.items_applied(items.len(), kept);
     result
 }
 

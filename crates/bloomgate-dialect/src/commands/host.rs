@@ -56,7 +56,7 @@ pub trait Host {
     }
     /// Signals the keyspace event `event` on `key` (Redis' keyspace notifications): called by
     /// [`execute`](super::execute) once after a write command that changed its key, with the
-    /// command's event name ([`Command::event`](super::Command::event)). Hosts without
+    /// command's event name ([`Access`](super::Access)). Hosts without
     /// notifications ignore it.
     fn notify(&mut self, event: &str, key: &[u8]) {
         let _ = (event, key);
@@ -92,6 +92,58 @@ impl Propagate {
     }
 }
 
+/// How a write over a list of items — the command's last arguments (BF.MADD, CF.INSERT,
+/// WF.INSERT, …) — propagates: the items that went in, and only those, after the command's own
+/// arguments before them or after a family's head for them (an auto-created Bloom filter's
+/// explicit parameters, a windowed filter's time). An item the write refused (the per-key cap,
+/// the memory budget, a full filter) is left out, so a replica, which never refuses replicated
+/// data, and a log replay hold exactly what the master holds.
+#[derive(Debug, Default)]
+pub(super) struct Items {
+    /// How many of the command's last arguments are its items (`None`: not an item write).
+    count: Option<usize>,
+    /// The propagated command before its items (`None`: the command's own arguments).
+    head: Option<Vec<Vec<u8>>>,
+    /// Which items went in (or were already there), once one did not (`None`: every one).
+    kept: Option<Vec<bool>>,
+}
+
+impl Items {
+    /// What a write that changed something propagates: `before` (the commands it logged
+    /// itself, such as a creation) and then, for an item write, its item command — omitted if
+    /// no item went in. The command as sent when nothing had to be rewritten.
+    pub(super) fn propagate(self, before: Option<Vec<Vec<Vec<u8>>>>, args: &Args) -> Propagate {
+        let Some(count) = self.count else {
+            return before.map_or(Propagate::Verbatim, Propagate::Commands);
+        };
+        if self.head.is_none() && self.kept.is_none() && before.is_none() {
+            return Propagate::Verbatim;
+        }
+        let at = args.len().saturating_sub(count);
+        let mut commands = before.unwrap_or_default();
+        let mut command = self
+            .head
+            .unwrap_or_else(|| args[..at].iter().map(|a| a.to_vec()).collect());
+        let head_len = command.len();
+        let kept = |i: usize| self.kept.as_ref().is_none_or(|kept| kept[i]);
+        command.extend(
+            args[at..]
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| kept(i))
+                .map(|(_, item)| item.to_vec()),
+        );
+        if command.len() > head_len {
+            commands.push(command);
+        }
+        if commands.is_empty() {
+            Propagate::Nothing
+        } else {
+            Propagate::Commands(commands)
+        }
+    }
+}
+
 /// The result of one command.
 #[derive(Debug)]
 pub struct Outcome {
@@ -108,6 +160,8 @@ pub struct Ctx<'a, H: Host + ?Sized> {
     pub(super) host: &'a mut H,
     pub(super) dirty: u64,
     pub(super) rewrite: Option<Vec<Vec<Vec<u8>>>>,
+    /// An item write's items and how they propagate.
+    pub(super) items: Items,
     /// The memory budget when first asked, charged with what the command admitted since.
     pub(super) allowance: Option<Allowance>,
 }
@@ -123,6 +177,27 @@ impl<H: Host + ?Sized> std::ops::Deref for Ctx<'_, H> {
 impl<H: Host + ?Sized> std::ops::DerefMut for Ctx<'_, H> {
     fn deref_mut(&mut self) -> &mut H {
         self.host
+    }
+}
+
+impl<H: Host> Ctx<'_, H> {
+    /// Runs `f` with this context over the host as a trait object, as the dialect's handlers
+    /// take it (each compiled once for every host); what `f` records — changes, rewrite,
+    /// allowance — is this context's.
+    pub(super) fn erased<R>(&mut self, f: impl FnOnce(&mut Ctx<'_, dyn Host + '_>) -> R) -> R {
+        let mut erased = Ctx {
+            host: &mut *self.host as &mut dyn Host,
+            dirty: self.dirty,
+            rewrite: self.rewrite.take(),
+            items: std::mem::take(&mut self.items),
+            allowance: self.allowance.take(),
+        };
+        let out = f(&mut erased);
+        self.dirty = erased.dirty;
+        self.rewrite = erased.rewrite;
+        self.items = erased.items;
+        self.allowance = erased.allowance;
+        out
     }
 }
 
@@ -250,7 +325,7 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
     }
 
     /// Signals the keyspace event `event` on `key` (a host's own commands; the dialect's are
-    /// signalled by [`execute`](super::execute) from their [`Command::event`](super::Command::event)).
+    /// signalled by [`execute`](super::execute) from their [`Access`](super::Access)).
     pub fn notify(&mut self, event: &str, key: &[u8]) {
         self.host.notify(event, key);
     }
@@ -260,9 +335,26 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
         self.host.warn(message);
     }
 
-    /// Replicate and log `commands` instead of the command as sent.
+    /// Replicate and log `commands` instead of the command as sent (for an item write: before
+    /// its item command, see `Ctx::items_applied`).
     pub fn propagate_as(&mut self, commands: Vec<Vec<Vec<u8>>>) {
         self.rewrite = Some(commands);
+    }
+
+    /// Says the command's last `count` arguments are items, of which those `kept` marks (every
+    /// one if `None`) went in or were already there: replicas and the log get only those (see
+    /// [`Items`]), after what [`Ctx::propagate_as`] logged (a creation) and after the head
+    /// [`Ctx::propagate_items_after`] set, if any. An item write calls this once, after its
+    /// items.
+    pub(crate) fn items_applied(&mut self, count: usize, kept: Option<Vec<bool>>) {
+        self.items.count = Some(count);
+        self.items.kept = kept;
+    }
+
+    /// Propagates the items of an item write after `head` instead of after the command's own
+    /// arguments (an auto-created filter's explicit parameters, a windowed filter's time).
+    pub(crate) fn propagate_items_after(&mut self, head: Vec<Vec<u8>>) {
+        self.items.head = Some(head);
     }
 
     /// The filter of type `T` at `key`: `Ok(None)` if missing, WRONGTYPE if another type.

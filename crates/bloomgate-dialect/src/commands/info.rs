@@ -1,89 +1,67 @@
 //! The command table's entry type, [`CommandInfo`]: name, arity, flags, key positions, ACL
 //! categories, documentation (`COMMAND INFO` / `COMMAND DOCS`) and a handler — for the
-//! dialect's commands the [`Command`] enum; the argument shapes the families' documentation
-//! shares; [`spec`], the one-key module command every family declares with.
+//! dialect's commands a [`Command`] (the handler and its keyspace event); [`spec`], the one
+//! place a dialect command is declared, with its [`Access`] (a read, or a write and its event);
+//! the argument shapes the families' documentation shares.
 
 use super::flags::{self, Flags, ACL_CATEGORIES};
+use super::host::{Args, Ctx, Host};
+use crate::reply::Reply;
 
-/// Which handler a command runs.
+/// A dialect command's handler: a function of the command's context over any host (the host
+/// as a trait object, so each handler is compiled once for every host).
+pub type Run = fn(&mut Ctx<'_, dyn Host + '_>, &Args<'_>) -> Reply;
+
+/// What a dialect command does to its key: reads it, or writes it — and then signals this
+/// keyspace event whenever it changed it. The only way to make a write command (`spec`), so
+/// no write can lack its event.
+///
+/// Event names: the Bloom family uses valkey-bloom's (`bloom.reserve`, `bloom.add`), so
+/// subscribers written for it keep working; every other family is the command's lower-case
+/// family prefix and verb (`cf.add`, `cms.incrby`, `tdigest.merge`, …). Every command that adds
+/// items (ADD, MADD, INSERT and their NX forms) signals `<family>.add`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub enum Command {
-    BfReserve,
-    BfAdd,
-    BfMadd,
-    BfInsert,
-    BfExists,
-    BfMexists,
-    BfCard,
-    BfInfo,
-    BfScandump,
-    BfLoadchunk,
-    BfDebug,
-    BfMerge,
-    CfReserve,
-    CfAdd,
-    CfAddnx,
-    CfInsert,
-    CfInsertnx,
-    CfExists,
-    CfMexists,
-    CfCount,
-    CfDel,
-    CfCompact,
-    CfInfo,
-    CfDebug,
-    CfScandump,
-    CfLoadchunk,
-    WfReserve,
-    WfAdd,
-    WfMadd,
-    WfInsert,
-    WfExists,
-    WfMexists,
-    WfMexistsat,
-    WfCard,
-    WfInfo,
-    WfScandump,
-    WfLoadchunk,
-    TdCreate,
-    TdReset,
-    TdAdd,
-    TdMerge,
-    TdMin,
-    TdMax,
-    TdQuantile,
-    TdCdf,
-    TdRank,
-    TdRevrank,
-    TdByrank,
-    TdByrevrank,
-    TdTrimmedMean,
-    TdInfo,
-    CmsInitbydim,
-    CmsInitbyprob,
-    CmsIncrby,
-    CmsQuery,
-    CmsMerge,
-    CmsInfo,
-    TopkReserve,
-    TopkAdd,
-    TopkIncrby,
-    TopkQuery,
-    TopkCount,
-    TopkList,
-    TopkInfo,
-    CbfReserve,
-    CbfAdd,
-    CbfMadd,
-    CbfDel,
-    CbfExists,
-    CbfMexists,
-    CbfCount,
-    CbfCard,
-    CbfInfo,
-    CbfScandump,
-    CbfLoadchunk,
+pub enum Access {
+    /// Only reads (`readonly`).
+    Read,
+    /// Writes (`write`) and signals the event named when it changed its key.
+    Write(&'static str),
+}
+
+/// A read command.
+pub(super) const READ: Access = Access::Read;
+
+/// A write command signalling `event`.
+pub(super) const fn write(event: &'static str) -> Access {
+    Access::Write(event)
+}
+
+/// The dialect's handler of a table entry: the function it runs and the keyspace event it
+/// signals (see [`Access`]).
+#[derive(Clone, Copy)]
+pub struct Command {
+    run: Run,
+    event: Option<&'static str>,
+}
+
+impl Command {
+    /// The keyspace event this command signals when it changes its key, `None` for a read.
+    pub fn event(self) -> Option<&'static str> {
+        self.event
+    }
+
+    /// Runs the handler.
+    pub(super) fn run(self, ctx: &mut Ctx<'_, dyn Host + '_>, args: &Args) -> Reply {
+        (self.run)(ctx, args)
+    }
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Command")
+            .field("event", &self.event)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A command's metadata and handler: the one command table entry type of every host. The
@@ -454,19 +432,32 @@ impl<C> CommandInfo<C> {
     }
 }
 
-/// A one-key module command (keys at argument 1).
+/// A dialect command: its name, what it does to its key ([`Access`]: read, or write with its
+/// keyspace event), its handler, its other flags (`DENYOOM`, `FAST`; never `WRITE` or `READONLY`, which
+/// come from `access`), its ACL category, its arity and its documentation — all
+/// the table, `COMMAND INFO`/`DOCS`, ACL and keyspace events know of it. A module command
+/// with one key, at argument 1.
 pub(crate) fn spec(
     name: &'static str,
-    command: Command,
+    access: Access,
+    run: Run,
     flags: Flags,
     category: &'static str,
     arity: i32,
     docs: Option<Docs>,
 ) -> CommandInfo {
+    assert!(
+        !flags.intersects(flags::WRITE.union(flags::READONLY)),
+        "{name}: WRITE and READONLY come from its Access"
+    );
+    let (access_flag, event) = match access {
+        Access::Read => (flags::READONLY, None),
+        Access::Write(event) => (flags::WRITE, Some(event)),
+    };
     CommandInfo {
         name,
-        command,
-        flags: flags | flags::MODULE,
+        command: Command { run, event },
+        flags: flags | access_flag | flags::MODULE,
         arity,
         first_key: 1,
         last_key: 1,
@@ -476,26 +467,62 @@ pub(crate) fn spec(
     }
 }
 
+/// `spec` for the rows of a RedisBloom family of ACL `category`: `(name, access, handler,
+/// flags, arity, docs)`.
+pub(super) fn family(
+    category: &'static str,
+) -> impl Fn(&'static str, Access, Run, Flags, i32, Option<Docs>) -> CommandInfo {
+    move |name, access, run, flags, arity, docs| {
+        spec(name, access, run, flags, category, arity, docs)
+    }
+}
+
+/// The documented parts of a row of one of our families (WF, CBF): summary, complexity,
+/// whether the key is written, the arguments.
+pub(super) type OurDocs = (&'static str, &'static str, bool, &'static [Arg]);
+
+/// `spec` for the rows of one of our families of ACL `category`, documented since bloomgate's
+/// first version with the family's `key_notes`: `(name, access, handler, flags, arity, docs)`.
+pub(super) fn our_family(
+    category: &'static str,
+    key_notes: &'static str,
+) -> impl Fn(&'static str, Access, Run, Flags, i32, OurDocs) -> CommandInfo {
+    move |name, access, run, flags, arity, (summary, complexity, key_rw, args)| {
+        let docs = Docs {
+            since: "0.1.0",
+            ..Docs::redisbloom(summary, complexity, key_notes, key_rw, args)
+        };
+        spec(name, access, run, flags, category, arity, Some(docs))
+    }
+}
+
 /// Complexity of a command over the items it names.
 pub(super) const N_ITEMS: &str = "O(n) where n is the number of items";
 
 /// The table of a sketch family (CMS, TOPK), one row per command: `fast` or `slow` (`fast`
-/// where RedisBloom files the command under `@fast` without the `fast` flag), name, [`Command`]
-/// variant, flags, arity, whether the key is written, the argument shapes, the complexity and
-/// the summary (documented since 2.0.0, [`Docs::sketch`]), optionally a `history`.
+/// where RedisBloom files the command under `@fast` without the `fast` flag), name, access
+/// ([`READ`] or [`write`]`(event)`; the key spec is `RW` for a write), handler, other flags,
+/// arity, the argument shapes, the complexity and the summary (documented since 2.0.0,
+/// [`Docs::sketch`]), optionally a `history`.
 macro_rules! sketch_table {
-    ($category:literal; $($fast:ident $name:literal, $command:ident, $flags:expr, $arity:literal,
-        $key_rw:literal, $args:expr, $complexity:expr, $summary:literal
+    ($category:literal; $($fast:ident $name:literal, $access:expr, $run:expr, $flags:expr,
+        $arity:literal, $args:expr, $complexity:expr, $summary:literal
         $(, history $history:expr)?;)*) => {
         vec![$(spec(
             $name,
-            Command::$command,
+            $access,
+            $run,
             $flags,
             sketch_table!(@category $fast $category),
             $arity,
             Some(Docs {
                 $(history: $history,)?
-                ..Docs::sketch($summary, $complexity, $key_rw, $args)
+                ..Docs::sketch(
+                    $summary,
+                    $complexity,
+                    matches!($access, $crate::commands::Access::Write(_)),
+                    $args,
+                )
             }),
         )),*]
     };

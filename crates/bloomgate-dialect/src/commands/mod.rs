@@ -2,11 +2,12 @@
 //! host.
 //!
 //! The front door of the family files (`bloom.rs`, `cuckoo.rs`, `countmin.rs`, `topk.rs`,
-//! `tdigest.rs`, `windowed.rs`, `counting.rs`: each a family's table entries and handlers): what a host runs
-//! against (`host.rs`: [`Host`], [`Ctx`], [`Outcome`]), the flags and ACL categories
-//! (`flags.rs`), the table's entry type and the [`Command`] enum (`info.rs`), the table and
-//! the dispatch of each command to its family (`table.rs`), [`execute`] (`execute.rs`), and the
-//! handler pieces the families share (`generic.rs`).
+//! `tdigest.rs`, `windowed.rs`, `counting.rs`: each a family's commands — one `spec` each:
+//! name, access and keyspace event, handler, flags, arity, docs — and their handlers): what a
+//! host runs against (`host.rs`: [`Host`], [`Ctx`], [`Outcome`]), the flags and ACL categories
+//! (`flags.rs`), the table's entry type and `spec` (`info.rs`), the table of every family's
+//! specs (`table.rs`), [`execute`] (`execute.rs`), and the handler pieces the families share
+//! (`generic.rs`).
 //!
 //! A host (the server's keyspace, or Redis' through the module API) implements [`Host`]: the
 //! calling client's protocol version, the settings, a memory budget and typed access to keys.
@@ -15,15 +16,14 @@
 //! command's write flag and the changes it reported, never left to each host: a write that
 //! changed nothing propagates nothing; one that must be replayed differently from how it was
 //! sent (an auto-created filter, whose shape must not depend on the replica's settings) carries
-//! its rewrite.
+//! its rewrite; a write over items that refused some of them (the per-key cap, the memory
+//! budget, a full filter) propagates only the items it applied.
 
 pub mod bloom;
 pub mod bloom_merge;
-mod bloom_types;
 pub mod counting;
 pub mod countmin;
 pub mod cuckoo;
-mod events;
 mod execute;
 pub mod flags;
 mod generic;
@@ -39,13 +39,13 @@ pub mod windowed;
 pub use execute::{execute, Handler};
 pub use flags::{Flags, ACL_CATEGORIES};
 pub use host::{wrong_arity, Args, Ctx, Host, Outcome, Propagate, WrongType};
-pub use info::{Arg, ArgKind, Command, CommandInfo, Docs, MODULE_NAME};
+pub use info::{Access, Arg, ArgKind, Command, CommandInfo, Docs, Run, MODULE_NAME};
 pub use table::{categories, lookup, table};
 
 use generic::{add_batch, load_chunk, probe, update_batch};
 use info::{
-    sketch_table, spec, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS,
-    KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE, N_ITEMS,
+    family, our_family, sketch_table, spec, write, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION,
+    KEY_ITEM, KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE, N_ITEMS, READ,
 };
 
 #[cfg(test)]

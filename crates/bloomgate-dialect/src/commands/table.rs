@@ -1,15 +1,9 @@
-//! The dialect's command table (every family's entries), lookups by name, its own ACL
-//! categories, and the dispatch of each [`Command`] to its family's handler.
+//! The dialect's command table (every family's specs, each command declared once in its
+//! family's file), lookups by name, and its own ACL categories.
 
-use super::execute::Handler;
 use super::flags::ACL_CATEGORIES;
-use super::generic::{exists, mexists};
-use super::host::{Args, Ctx, Host};
-use super::info::{Command, CommandInfo};
+use super::info::CommandInfo;
 use super::{bloom, bloom_merge, counting, countmin, cuckoo, tdigest, topk, windowed};
-use crate::reply::Reply;
-use crate::types::cuckoo::CuckooChain;
-use crate::types::windowed::WindowedFilter;
 
 /// Every dialect command.
 pub fn table() -> &'static [CommandInfo] {
@@ -49,98 +43,86 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandInfo> {
         .find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
-impl<H: Host + ?Sized> Handler<H> for Command {
-    fn call(&self, ctx: &mut Ctx<H>, args: &Args) -> Reply {
-        match self {
-            Command::BfReserve => bloom::reserve(ctx, args),
-            Command::BfAdd => bloom::add(ctx, args),
-            Command::BfMadd => bloom::madd(ctx, args),
-            Command::BfInsert => bloom::insert(ctx, args),
-            Command::BfExists => bloom::exists(ctx, args),
-            Command::BfMexists => bloom::mexists(ctx, args),
-            Command::BfCard => bloom::card(ctx, args),
-            Command::BfInfo => bloom::info(ctx, args),
-            Command::BfScandump => bloom::scandump(ctx, args),
-            Command::BfLoadchunk => bloom::loadchunk(ctx, args),
-            Command::BfDebug => bloom::debug(ctx, args),
-            Command::BfMerge => bloom_merge::merge(ctx, args),
-            Command::CfReserve => cuckoo::reserve(ctx, args),
-            Command::CfAdd => cuckoo::add(ctx, args),
-            Command::CfAddnx => cuckoo::addnx(ctx, args),
-            Command::CfInsert => cuckoo::insert(ctx, args),
-            Command::CfInsertnx => cuckoo::insertnx(ctx, args),
-            Command::CfExists => exists(ctx, args, CuckooChain::contains),
-            Command::CfMexists => {
-                mexists(ctx, args, |f: &CuckooChain, items| f.contains_many(items))
+#[cfg(test)]
+mod tests {
+    use super::super::flags::WRITE;
+    use super::super::testing::*;
+    use super::table;
+
+    /// Every write command of the table declares an event, every read none, and each name is
+    /// the family's lower-case prefix (valkey-bloom's `bloom` for BF) and a dot.
+    #[test]
+    fn every_write_command_has_an_event_of_its_family() {
+        for info in table() {
+            let event = info.command.event();
+            assert_eq!(
+                event.is_some(),
+                info.flags.contains(WRITE),
+                "{} and its event {event:?}",
+                info.name
+            );
+            if let Some(event) = event {
+                let family = info.name.split('.').next().unwrap().to_ascii_lowercase();
+                let family = if family == "bf" {
+                    "bloom".into()
+                } else {
+                    family
+                };
+                assert!(event.starts_with(&format!("{family}.")), "{event}");
             }
-            Command::CfCount => cuckoo::count(ctx, args),
-            Command::CfDel => cuckoo::del(ctx, args),
-            Command::CfCompact => cuckoo::compact(ctx, args),
-            Command::CfInfo => cuckoo::info(ctx, args),
-            Command::CfDebug => cuckoo::debug(ctx, args),
-            Command::CfScandump => cuckoo::scandump(ctx, args),
-            Command::CfLoadchunk => cuckoo::loadchunk(ctx, args),
-            Command::WfReserve => windowed::reserve(ctx, args),
-            Command::WfAdd => windowed::add(ctx, args),
-            Command::WfMadd => windowed::madd(ctx, args),
-            Command::WfInsert => windowed::insert(ctx, args),
-            Command::WfExists => {
-                let at = ctx.now_ms();
-                exists(ctx, args, |f: &WindowedFilter, item| f.contains(item, at))
-            }
-            Command::WfMexists => {
-                let at = ctx.now_ms();
-                mexists(ctx, args, |f: &WindowedFilter, items| {
-                    f.contains_many(items, at)
-                })
-            }
-            Command::WfMexistsat => windowed::mexistsat(ctx, args),
-            Command::WfCard => windowed::card(ctx, args),
-            Command::WfInfo => windowed::info(ctx, args),
-            Command::WfScandump => windowed::scandump(ctx, args),
-            Command::WfLoadchunk => windowed::loadchunk(ctx, args),
-            Command::TdCreate => tdigest::create(ctx, args),
-            Command::TdReset => tdigest::reset(ctx, args),
-            Command::TdAdd => tdigest::add(ctx, args),
-            Command::TdMerge => tdigest::merge(ctx, args),
-            Command::TdMin => tdigest::min_max(ctx, args, false),
-            Command::TdMax => tdigest::min_max(ctx, args, true),
-            Command::TdQuantile => tdigest::quantile(ctx, args),
-            Command::TdCdf => tdigest::cdf(ctx, args),
-            Command::TdRank => tdigest::rank(ctx, args, false),
-            Command::TdRevrank => tdigest::rank(ctx, args, true),
-            Command::TdByrank => tdigest::by_rank(ctx, args, false),
-            Command::TdByrevrank => tdigest::by_rank(ctx, args, true),
-            Command::TdTrimmedMean => tdigest::trimmed_mean(ctx, args),
-            Command::TdInfo => tdigest::info(ctx, args),
-            Command::CmsInitbydim => countmin::init_by_dim(ctx, args),
-            Command::CmsInitbyprob => countmin::init_by_prob(ctx, args),
-            Command::CmsIncrby => countmin::incrby(ctx, args),
-            Command::CmsQuery => countmin::query(ctx, args),
-            Command::CmsMerge => countmin::merge(ctx, args),
-            Command::CmsInfo => countmin::info(ctx, args),
-            Command::TopkReserve => topk::reserve(ctx, args),
-            Command::TopkAdd => topk::add(ctx, args),
-            Command::TopkIncrby => topk::incrby(ctx, args),
-            Command::TopkQuery => topk::query(ctx, args),
-            Command::TopkCount => topk::count(ctx, args),
-            Command::TopkList => topk::list(ctx, args),
-            Command::TopkInfo => topk::info(ctx, args),
-            Command::CbfReserve => counting::reserve(ctx, args),
-            Command::CbfAdd => counting::add(ctx, args),
-            Command::CbfMadd => counting::madd(ctx, args),
-            Command::CbfDel => counting::del(ctx, args),
-            Command::CbfExists => counting::exists(ctx, args),
-            Command::CbfMexists => counting::mexists(ctx, args),
-            Command::CbfCount => counting::count(ctx, args),
-            Command::CbfCard => counting::card(ctx, args),
-            Command::CbfInfo => counting::info(ctx, args),
-            Command::CbfScandump => counting::scandump(ctx, args),
-            Command::CbfLoadchunk => counting::loadchunk(ctx, args),
         }
     }
 
-    fn event(&self) -> Option<&'static str> {
-        Command::event(*self)
+    /// A write is declared only through its `Access`, with its event: `WRITE` among the other
+    /// flags is refused as the table is built.
+    #[test]
+    #[should_panic(expected = "WRITE and READONLY come from its Access")]
+    fn a_write_flag_without_its_event_is_refused() {
+        crate::commands::spec(
+            "X.SET",
+            crate::commands::READ,
+            |_, _| crate::reply::Reply::ok(),
+            WRITE,
+            "x",
+            2,
+            None,
+        );
+    }
+
+    /// One event per write that changed something, with the command's key; none for a read, a
+    /// failed write or a write that changed nothing.
+    #[test]
+    fn a_write_that_changed_its_key_signals_one_event() {
+        let mut h = Harness::new();
+        let cases: &[(&str, Option<&str>)] = &[
+            ("BF.ADD b x", Some("bloom.add")),
+            ("BF.ADD b x", None),
+            ("BF.EXISTS b x", None),
+            ("BF.MADD b x y", Some("bloom.add")),
+            ("BF.RESERVE r 0.01 100", Some("bloom.reserve")),
+            ("BF.RESERVE r 0.01 100", None),
+            ("BF.INSERT i ITEMS a", Some("bloom.add")),
+            ("CF.ADD c x", Some("cf.add")),
+            ("CF.DEL c x", Some("cf.del")),
+            ("CF.DEL c x", None),
+            ("CMS.INITBYDIM m 10 5", Some("cms.initbydim")),
+            ("CMS.INCRBY m a 1", Some("cms.incrby")),
+            ("CMS.QUERY m a", None),
+            ("TOPK.RESERVE t 3", Some("topk.reserve")),
+            ("TOPK.ADD t a", Some("topk.add")),
+            ("TDIGEST.CREATE d", Some("tdigest.create")),
+            ("TDIGEST.ADD d 1", Some("tdigest.add")),
+            ("TDIGEST.MIN d", None),
+            ("WF.RESERVE w 0.01 100 1000 3", Some("wf.reserve")),
+            ("WF.ADD w a", Some("wf.add")),
+        ];
+        for (line, want) in cases {
+            h.events.clear();
+            h.run(line);
+            let key = line.split(' ').nth(1).unwrap().as_bytes();
+            let want: Vec<(String, Vec<u8>)> =
+                want.iter().map(|e| (e.to_string(), key.to_vec())).collect();
+            assert_eq!(h.events, want, "{line}");
+        }
     }
 }

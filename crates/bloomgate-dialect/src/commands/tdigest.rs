@@ -8,7 +8,9 @@
 //!   through [`Ctx::typed_quiet`] (not a write: nothing is replicated or signalled).
 //! - Doubles are replied as doubles (RESP3 `,`; RESP2 bulk strings), `nan` and `±inf` included.
 
-use super::{flags::*, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs};
+use super::{
+    flags::*, spec, write, wrong_arity, Arg, ArgKind, Args, CommandInfo, Ctx, Docs, Run, READ,
+};
 use super::{Host, KEY_ONLY};
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
@@ -80,24 +82,25 @@ const fn docs(
 /// The TDIGEST.* command table: RedisBloom 8's arities, flags, ACL categories and docs.
 pub fn commands() -> Vec<CommandInfo> {
     // RedisBloom registers them without the `fast` flag, most in the `@fast` category.
-    let td = |name, command, flags, category, arity, docs| {
-        spec(name, command, flags, category, arity, Some(docs))
+    let td = |name, access, run: Run, flags, category, arity, docs| {
+        spec(name, access, run, flags, category, arity, Some(docs))
     };
-    let (write, read) = (WRITE | DENYOOM, READONLY);
     let (fast, slow) = ("fast tdigest", "tdigest");
     vec![
         td(
             "TDIGEST.CREATE",
-            Command::TdCreate,
-            write,
+            write("tdigest.create"),
+            create,
+            DENYOOM,
             fast,
             -2,
             docs("Allocates memory and initializes a new t-digest sketch", "O(1)", true, CREATE_ARGS),
         ),
         td(
             "TDIGEST.RESET",
-            Command::TdReset,
-            write,
+            write("tdigest.reset"),
+            reset,
+            DENYOOM,
             fast,
             2,
             docs(
@@ -109,8 +112,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         td(
             "TDIGEST.ADD",
-            Command::TdAdd,
-            write,
+            write("tdigest.add"),
+            add,
+            DENYOOM,
             slow,
             -3,
             docs(
@@ -122,8 +126,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         td(
             "TDIGEST.MERGE",
-            Command::TdMerge,
-            write,
+            write("tdigest.merge"),
+            merge,
+            DENYOOM,
             slow,
             -4,
             // The sources are RedisBloom's second key spec: read-only, counted by numkeys.
@@ -139,8 +144,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         td(
             "TDIGEST.MIN",
-            Command::TdMin,
-            read,
+            READ,
+            |ctx, args| min_max(ctx, args, false),
+            Flags::NONE,
             fast,
             2,
             docs(
@@ -152,8 +158,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         td(
             "TDIGEST.MAX",
-            Command::TdMax,
-            read,
+            READ,
+            |ctx, args| min_max(ctx, args, true),
+            Flags::NONE,
             fast,
             2,
             docs(
@@ -165,8 +172,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         td(
             "TDIGEST.QUANTILE",
-            Command::TdQuantile,
-            read,
+            READ,
+            quantile,
+            Flags::NONE,
             fast,
             -3,
             docs(
@@ -178,8 +186,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         td(
             "TDIGEST.CDF",
-            Command::TdCdf,
-            read,
+            READ,
+            cdf,
+            Flags::NONE,
             fast,
             -3,
             docs(
@@ -191,8 +200,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         td(
             "TDIGEST.RANK",
-            Command::TdRank,
-            read,
+            READ,
+            |ctx, args| rank(ctx, args, false),
+            Flags::NONE,
             fast,
             -3,
             docs(
@@ -204,8 +214,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         td(
             "TDIGEST.REVRANK",
-            Command::TdRevrank,
-            read,
+            READ,
+            |ctx, args| rank(ctx, args, true),
+            Flags::NONE,
             fast,
             -3,
             docs(
@@ -217,8 +228,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         td(
             "TDIGEST.BYRANK",
-            Command::TdByrank,
-            read,
+            READ,
+            |ctx, args| by_rank(ctx, args, false),
+            Flags::NONE,
             fast,
             -3,
             docs(
@@ -230,8 +242,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         td(
             "TDIGEST.BYREVRANK",
-            Command::TdByrevrank,
-            read,
+            READ,
+            |ctx, args| by_rank(ctx, args, true),
+            Flags::NONE,
             fast,
             -3,
             docs(
@@ -243,8 +256,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         td(
             "TDIGEST.TRIMMED_MEAN",
-            Command::TdTrimmedMean,
-            read,
+            READ,
+            trimmed_mean,
+            Flags::NONE,
             slow,
             4,
             docs(
@@ -256,8 +270,9 @@ pub fn commands() -> Vec<CommandInfo> {
         ),
         td(
             "TDIGEST.INFO",
-            Command::TdInfo,
-            read,
+            READ,
+            info,
+            Flags::NONE,
             fast,
             2,
             docs(
@@ -313,7 +328,7 @@ fn round_half_down(v: f64) -> f64 {
 }
 
 /// TDIGEST.CREATE `key [COMPRESSION c]`: the key is checked before the options.
-pub(crate) fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn create(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if args.len() != 2 && args.len() != 4 {
         return wrong_arity("tdigest.create");
     }
@@ -338,13 +353,15 @@ pub(crate) fn create<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
         Some(Err(reply)) => return reply,
         None => return Reply::error(FAILED),
     };
-    let digest = TDigest::new(shape);
+    let Some(digest) = TDigest::new(shape) else {
+        return Reply::error(FAILED);
+    };
     ctx.create(args[1], digest.into_value());
     Reply::ok()
 }
 
 /// TDIGEST.RESET `key`.
-pub(crate) fn reset<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn reset(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if let Err(reply) = existing_for_write(ctx, args[1]) {
         return reply;
     }
@@ -359,7 +376,7 @@ fn existing_for_write<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8]) -> Result<
 
 /// TDIGEST.ADD `key value...`: every value parsed (finite) before any is added; an overflow
 /// stops the adds there (those before it stay) and answers an error.
-pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn add(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if let Err(reply) = existing_for_write(ctx, args[1]) {
         return reply;
     }
@@ -376,11 +393,12 @@ pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     let result = ctx.update(args[1], |d: &mut TDigest| {
         values.iter().try_for_each(|&v| d.add(v, 1))
     });
+    // An overflow stops the values part-way: those before it, and the compression it began,
+    // changed the digest. The stop is decided by the digest and the values alone, so the
+    // command is replicated and logged as sent and a replay stops at the same place.
+    ctx.changed(1);
     match result {
-        Ok(()) => {
-            ctx.changed(1);
-            Reply::ok()
-        }
+        Ok(()) => Reply::ok(),
         Err(_) => Reply::error(ERR_OVERFLOW),
     }
 }
@@ -393,7 +411,7 @@ pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 /// it exists (without OVERRIDE), else of the largest among the sources; the old destination
 /// (unless OVERRIDE) and then each source are merged into it in order, each compressed in place
 /// first, as RedisBloom's merge does to them.
-pub(crate) fn merge<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn merge(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let dest = args[1];
     let dest_compression = match ctx.typed::<TDigest>(dest) {
         Err(reply) => return reply,
@@ -458,7 +476,9 @@ pub(crate) fn merge<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
         Some(Err(reply)) => return reply,
         None => return Reply::error(FAILED),
     };
-    let mut merged = TDigest::new(shape);
+    let Some(mut merged) = TDigest::new(shape) else {
+        return Reply::error(FAILED);
+    };
     if dest_compression.is_some() && !override_dest {
         // RedisBloom ignores an overflow here.
         let _ = merge_key(ctx, &mut merged, dest);
@@ -508,7 +528,7 @@ fn parse_all<T>(args: &Args, parse: impl Fn(&[u8]) -> Result<T, Reply>) -> Resul
 }
 
 /// TDIGEST.QUANTILE `key q...`: each in [0, 1].
-pub(crate) fn quantile<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn quantile(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let d = match digest(ctx, args[1]) {
         Ok(d) => d,
         Err(reply) => return reply,
@@ -531,7 +551,7 @@ fn doubles(values: Vec<f64>) -> Reply {
 }
 
 /// TDIGEST.CDF `key value...`.
-pub(crate) fn cdf<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn cdf(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let d = match digest(ctx, args[1]) {
         Ok(d) => d,
         Err(reply) => return reply,
@@ -630,7 +650,7 @@ pub(crate) fn by_rank<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, reverse: 
 }
 
 /// TDIGEST.TRIMMED_MEAN `key low high`.
-pub(crate) fn trimmed_mean<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn trimmed_mean(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let d = match digest(ctx, args[1]) {
         Ok(d) => d,
         Err(reply) => return reply,
@@ -655,7 +675,7 @@ pub(crate) fn trimmed_mean<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> R
 }
 
 /// TDIGEST.INFO `key`: nine fields, a map in RESP3.
-pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn info(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let d = match ctx.existing::<TDigest>(args[1], ERR_MISSING) {
         Ok(d) => d,
         Err(reply) => return reply,

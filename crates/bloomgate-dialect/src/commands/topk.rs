@@ -3,8 +3,8 @@
 //! arguments, INCRBY's pairs, LIST's optional WITHCOUNT).
 
 use super::{
-    flags::*, sketch_table, spec, wrong_arity, Arg, ArgKind, Args, Command, CommandInfo, Ctx, Docs,
-    Host, KEY_ONLY, N_ITEMS,
+    flags::*, sketch_table, spec, write, wrong_arity, Arg, ArgKind, Args, CommandInfo, Ctx, Docs,
+    Host, KEY_ONLY, N_ITEMS, READ,
 };
 use crate::num::{parse_f64, parse_i64};
 use crate::reply::Reply;
@@ -61,28 +61,28 @@ const LIST_ARGS: &[Arg] = &[
 /// (it files RESERVE and INFO under `@fast` without the `fast` flag).
 pub fn commands() -> Vec<CommandInfo> {
     sketch_table! { "topk";
-        fast "TOPK.RESERVE", TopkReserve, WRITE | DENYOOM, -3, true, RESERVE_ARGS, "O(1)",
+        fast "TOPK.RESERVE", write("topk.reserve"), reserve, DENYOOM, -3, RESERVE_ARGS, "O(1)",
             "Initializes a Top-K sketch with specified parameters";
-        slow "TOPK.ADD", TopkAdd, WRITE | DENYOOM, -3, true, ITEMS_ARGS,
+        slow "TOPK.ADD", write("topk.add"), add, DENYOOM, -3, ITEMS_ARGS,
             "O(n * k) where n is the number of items and k is the depth",
             "Adds an item to a Top-k sketch. Multiple items can be added at the same time.";
-        slow "TOPK.INCRBY", TopkIncrby, WRITE | DENYOOM, -4, true, INCRBY_ARGS,
+        slow "TOPK.INCRBY", write("topk.incrby"), incrby, DENYOOM, -4, INCRBY_ARGS,
             "O(n * k * incr) where n is the number of items, k is the depth and incr is \
              the increment",
             "Increases the count of one or more items by increment";
-        slow "TOPK.QUERY", TopkQuery, READONLY, -3, false, ITEMS_ARGS, N_ITEMS,
+        slow "TOPK.QUERY", READ, query, Flags::NONE, -3, ITEMS_ARGS, N_ITEMS,
             "Checks whether one or more items are in a sketch";
-        slow "TOPK.COUNT", TopkCount, READONLY, -3, false, ITEMS_ARGS, N_ITEMS,
+        slow "TOPK.COUNT", READ, count, Flags::NONE, -3, ITEMS_ARGS, N_ITEMS,
             "Return the count for one or more items are in a sketch",
             history &[(
                 "2.4.0",
                 "As of Bloom version 2.4, this command is regarded as deprecated. The count \
                  value is not a representative of the number of appearances of an item",
             )];
-        slow "TOPK.LIST", TopkList, READONLY, -2, false, LIST_ARGS,
+        slow "TOPK.LIST", READ, list, Flags::NONE, -2, LIST_ARGS,
             "O(k*log(k)) where k is the value of top-k",
             "Return the full list of items in Top-K sketch.";
-        fast "TOPK.INFO", TopkInfo, READONLY, 2, false, KEY_ONLY, "O(1)",
+        fast "TOPK.INFO", READ, info, Flags::NONE, 2, KEY_ONLY, "O(1)",
             "Returns information about a sketch";
     }
 }
@@ -103,7 +103,7 @@ fn dimension(arg: &[u8], msg: &'static str) -> Result<u32, Reply> {
 
 /// TOPK.RESERVE `key topk [width depth decay]`: 3 or 6 arguments; the key must not exist
 /// (whatever it holds); then k, width, depth and decay in `(0, 1]`; then the memory budget.
-pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn reserve(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if args.len() != 3 && args.len() != 6 {
         return wrong_arity("topk.reserve");
     }
@@ -160,7 +160,7 @@ fn add_all<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8], items: &[(&[u8], u32)
 }
 
 /// TOPK.ADD `key item...`.
-pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn add(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let key = args[1];
     if let Err(reply) = ctx.existing::<TopK>(key, ERR_MISSING) {
         return reply;
@@ -175,7 +175,7 @@ pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 /// one's increment is not an integer in `0..=100000`; that one's reply is the error and the
 /// rest are not applied. (RedisBloom announces a reply per pair and then sends fewer, which
 /// desynchronises the connection; we send the replies made.)
-pub(crate) fn incrby<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn incrby(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if args.len() % 2 == 1 {
         return wrong_arity("topk.incrby");
     }
@@ -203,7 +203,7 @@ pub(crate) fn incrby<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 /// TOPK.QUERY `key item...`: whether each item is in the heap (a boolean in RESP3).
-pub(crate) fn query<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn query(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     match ctx.existing::<TopK>(args[1], ERR_MISSING) {
         Ok(topk) => Reply::Array(
             args[2..]
@@ -216,7 +216,7 @@ pub(crate) fn query<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 /// TOPK.COUNT `key item...`: each item's count estimate.
-pub(crate) fn count<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn count(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     match ctx.existing::<TopK>(args[1], ERR_MISSING) {
         Ok(topk) => Reply::Array(
             args[2..]
@@ -230,7 +230,7 @@ pub(crate) fn count<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 
 /// TOPK.LIST `key [WITHCOUNT]`: the option is checked before the key, and RedisBloom accepts
 /// any case-insensitive prefix of WITHCOUNT (the empty string included).
-pub(crate) fn list<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn list(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if args.len() > 3 {
         return wrong_arity("topk.list");
     }
@@ -254,7 +254,7 @@ pub(crate) fn list<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 /// TOPK.INFO `key`: k, width, depth and decay (a double).
-pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn info(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     match ctx.existing::<TopK>(args[1], ERR_MISSING) {
         Ok(topk) => Reply::Map(vec![
             (Reply::Simple("k".into()), Reply::Int(topk.k().into())),

@@ -20,9 +20,9 @@
 //! ([`crate::types::windowed::ERR_FUTURE`]): such a write would kill every generation live now.
 
 use super::{
-    add_batch, flags::*, load_chunk, probe, spec, wrong_arity, Arg, ArgKind, Args, Command,
-    CommandInfo, Ctx, Docs, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM,
-    KEY_ITEMS, KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE,
+    add_batch, flags::*, load_chunk, our_family, probe, write, wrong_arity, Arg, ArgKind, Args,
+    CommandInfo, Ctx, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS,
+    KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE, READ,
 };
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
@@ -76,131 +76,147 @@ const INSERT_ARGS: &[Arg] = &[
 
 /// The WF.* command table (our extension: `since` is bloomgate's version).
 pub fn commands() -> Vec<CommandInfo> {
-    let wf = |name, command, flags, arity, summary, complexity, key_rw, args| {
-        let docs = Docs {
-            summary,
-            complexity,
-            since: "0.1.0",
-            key_notes: "is key name for a time-windowed filter.",
-            key_rw,
-            numkeys_at: None,
-            args,
-            history: &[],
-        };
-        spec(name, command, flags, "windowed", arity, Some(docs))
-    };
+    let wf = our_family("windowed", "is key name for a time-windowed filter.");
     const K_G: &str = "O(k * g), where g is the number of live generations";
     const K_G_N: &str = "O(k * g * n), where n is the number of items";
     vec![
         wf(
             "WF.RESERVE",
-            Command::WfReserve,
-            WRITE | DENYOOM,
+            write("wf.reserve"),
+            reserve,
+            DENYOOM,
             -6,
-            "Creates a time-windowed filter",
-            "O(1)",
-            true,
-            RESERVE_ARGS,
+            ("Creates a time-windowed filter", "O(1)", true, RESERVE_ARGS),
         ),
         wf(
             "WF.ADD",
-            Command::WfAdd,
-            WRITE | DENYOOM,
+            write("wf.add"),
+            add,
+            DENYOOM,
             3,
-            "Adds an item to a time-windowed filter",
-            K_G,
-            true,
-            KEY_ITEM,
+            (
+                "Adds an item to a time-windowed filter",
+                K_G,
+                true,
+                KEY_ITEM,
+            ),
         ),
         wf(
             "WF.MADD",
-            Command::WfMadd,
-            WRITE | DENYOOM,
+            write("wf.add"),
+            madd,
+            DENYOOM,
             -3,
-            "Adds items to a time-windowed filter",
-            K_G_N,
-            true,
-            KEY_ITEMS,
+            (
+                "Adds items to a time-windowed filter",
+                K_G_N,
+                true,
+                KEY_ITEMS,
+            ),
         ),
         wf(
             "WF.INSERT",
-            Command::WfInsert,
-            WRITE | DENYOOM,
+            write("wf.add"),
+            insert,
+            DENYOOM,
             -4,
-            "Adds items to a time-windowed filter at a time, creating it if missing",
-            K_G_N,
-            true,
-            INSERT_ARGS,
+            (
+                "Adds items to a time-windowed filter at a time, creating it if missing",
+                K_G_N,
+                true,
+                INSERT_ARGS,
+            ),
         ),
         wf(
             "WF.EXISTS",
-            Command::WfExists,
-            READONLY | FAST,
+            READ,
+            exists,
+            FAST,
             3,
-            "Checks whether an item was added within the retention",
-            K_G,
-            false,
-            KEY_ITEM,
+            (
+                "Checks whether an item was added within the retention",
+                K_G,
+                false,
+                KEY_ITEM,
+            ),
         ),
         wf(
             "WF.MEXISTS",
-            Command::WfMexists,
-            READONLY | FAST,
+            READ,
+            mexists,
+            FAST,
             -3,
-            "Checks whether items were added within the retention",
-            K_G_N,
-            false,
-            KEY_ITEMS,
+            (
+                "Checks whether items were added within the retention",
+                K_G_N,
+                false,
+                KEY_ITEMS,
+            ),
         ),
         wf(
             "WF.MEXISTSAT",
-            Command::WfMexistsat,
-            READONLY | FAST,
+            READ,
+            mexistsat,
+            FAST,
             -4,
-            "Checks whether items were added within the retention as of a time",
-            K_G_N,
-            false,
-            KEY_TIME_ITEMS,
+            (
+                "Checks whether items were added within the retention as of a time",
+                K_G_N,
+                false,
+                KEY_TIME_ITEMS,
+            ),
         ),
         wf(
             "WF.CARD",
-            Command::WfCard,
-            READONLY | FAST,
+            READ,
+            card,
+            FAST,
             2,
-            "Returns the number of items in the live generations",
-            "O(g)",
-            false,
-            KEY_ONLY,
+            (
+                "Returns the number of items in the live generations",
+                "O(g)",
+                false,
+                KEY_ONLY,
+            ),
         ),
         wf(
             "WF.INFO",
-            Command::WfInfo,
-            READONLY | FAST,
+            READ,
+            info,
+            FAST,
             2,
-            "Returns information about a time-windowed filter",
-            "O(g)",
-            false,
-            KEY_ONLY,
+            (
+                "Returns information about a time-windowed filter",
+                "O(g)",
+                false,
+                KEY_ONLY,
+            ),
         ),
         wf(
             "WF.SCANDUMP",
-            Command::WfScandump,
-            READONLY,
+            READ,
+            scandump,
+            Flags::NONE,
             3,
-            "Begins an incremental save of a time-windowed filter",
-            "O(n), where n is the capacity",
-            false,
-            KEY_ITER,
+            (
+                "Begins an incremental save of a time-windowed filter",
+                "O(n), where n is the capacity",
+                false,
+                KEY_ITER,
+            ),
         ),
         wf(
             "WF.LOADCHUNK",
-            Command::WfLoadchunk,
-            WRITE | DENYOOM,
+            write("wf.loadchunk"),
+            loadchunk,
+            DENYOOM,
             4,
-            "Restores a time-windowed filter previously saved using WF.SCANDUMP",
-            "O(n), where n is the capacity",
-            true,
-            KEY_ITER_DATA,
+            (
+                "Restores a time-windowed filter previously saved using WF.SCANDUMP",
+                "O(n), where n is the capacity",
+                true,
+                KEY_ITER_DATA,
+            ),
         ),
     ]
 }
@@ -223,7 +239,7 @@ fn int_in(
         .ok_or_else(|| Reply::error(err))
 }
 
-pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn reserve(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if args.len() != 6 && args.len() != 8 {
         return wrong_arity("wf.reserve");
     }
@@ -267,7 +283,8 @@ pub(crate) fn reserve<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply 
 }
 
 /// Adds `items` at `at_ms`, creating the filter with `create` if missing; the write is
-/// propagated as `WF.INSERT` with its time (and the creation parameters when it created).
+/// propagated as `WF.INSERT key AT <time> ITEMS` with the items that went in (after a
+/// `WF.RESERVE` with the creation parameters when it created).
 fn add_items<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     key: &[u8],
@@ -275,7 +292,6 @@ fn add_items<H: Host + ?Sized>(
     at_ms: u64,
     create: Option<Result<WindowParams, &'static str>>,
 ) -> Reply {
-    let mut logged: Vec<Vec<u8>> = vec![b"WF.INSERT".to_vec(), key.to_vec()];
     let now_ms = now(ctx);
     match ctx.typed::<WindowedFilter>(key) {
         Err(reply) => return reply,
@@ -293,19 +309,29 @@ fn add_items<H: Host + ?Sized>(
             if let Err(msg) = params.check_time(at_ms, now_ms) {
                 return Reply::error(msg);
             }
-            for (name, value) in [
-                ("ERROR", params.error.to_string()),
-                ("CAPACITY", params.capacity.to_string()),
-                ("WINDOW", params.window_ms.to_string()),
-                ("GENERATIONS", params.generations.to_string()),
-                ("EXPANSION", params.expansion.to_string()),
-            ] {
-                logged.push(name.as_bytes().to_vec());
-                logged.push(value.into_bytes());
-            }
+            let mut reserve = vec![b"WF.RESERVE".to_vec(), key.to_vec()];
+            reserve.extend(
+                [
+                    params.error.to_string(),
+                    params.capacity.to_string(),
+                    params.window_ms.to_string(),
+                    params.generations.to_string(),
+                    "EXPANSION".into(),
+                    params.expansion.to_string(),
+                ]
+                .map(String::into_bytes),
+            );
+            ctx.propagate_as(vec![reserve]);
             ctx.create(key, WindowedFilter::new(params).into_value());
         }
     }
+    ctx.propagate_items_after(vec![
+        b"WF.INSERT".to_vec(),
+        key.to_vec(),
+        b"AT".to_vec(),
+        at_ms.to_string().into_bytes(),
+        b"ITEMS".to_vec(),
+    ]);
     let replies = add_batch(
         ctx,
         key,
@@ -315,17 +341,10 @@ fn add_items<H: Host + ?Sized>(
         },
         AddError::message,
     );
-    logged.extend([
-        b"AT".to_vec(),
-        at_ms.to_string().into_bytes(),
-        b"ITEMS".to_vec(),
-    ]);
-    logged.extend(items.iter().take(replies.len()).map(|i| i.to_vec()));
-    ctx.propagate_as(vec![logged]);
     Reply::Array(replies)
 }
 
-pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn add(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let at = now(ctx);
     match add_items(ctx, args[1], &args[2..], at, None) {
         Reply::Array(mut replies) => replies.pop().expect("one item"),
@@ -333,12 +352,12 @@ pub(crate) fn add<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     }
 }
 
-pub(crate) fn madd<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn madd(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let at = now(ctx);
     add_items(ctx, args[1], &args[2..], at, None)
 }
 
-pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn insert(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let c = ctx.config();
     let mut error = c.bf_error_rate;
     let mut capacity = c.bf_initial_size;
@@ -407,7 +426,21 @@ pub(crate) fn insert<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
 }
 
 /// WF.MEXISTSAT `key time item...`: WF.MEXISTS as of `time`.
-pub(crate) fn mexistsat<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+/// WF.EXISTS at the host's clock (0 for a missing key or another type).
+pub(crate) fn exists(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    let at = ctx.now_ms();
+    super::generic::exists(ctx, args, |f: &WindowedFilter, item| f.contains(item, at))
+}
+
+/// WF.MEXISTS at the host's clock.
+pub(crate) fn mexists(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    let at = ctx.now_ms();
+    super::generic::mexists(ctx, args, |f: &WindowedFilter, items| {
+        f.contains_many(items, at)
+    })
+}
+
+pub(crate) fn mexistsat(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     match int_in(args[2], 0..=u64::MAX, "ERR bad time") {
         Ok(at) => Reply::Array(probe(
             ctx,
@@ -419,7 +452,7 @@ pub(crate) fn mexistsat<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Repl
     }
 }
 
-pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn card(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let at = now(ctx);
     match ctx.typed::<WindowedFilter>(args[1]) {
         Ok(f) => Reply::Int(f.map_or(0, |f| f.items(at)) as i64),
@@ -427,7 +460,7 @@ pub(crate) fn card<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     }
 }
 
-pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn info(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let at = now(ctx);
     let f = match ctx.existing::<WindowedFilter>(args[1], ERR_NOT_FOUND) {
         Ok(f) => f,
@@ -466,7 +499,7 @@ pub(crate) fn info<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
     ])
 }
 
-pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
+pub(crate) fn scandump(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let Some(iter) = parse_i64(args[2]) else {
         return Reply::error("ERR Second argument must be numeric");
     };
@@ -479,8 +512,8 @@ pub(crate) fn scandump<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply
     }
 }
 
-pub(crate) fn loadchunk<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    load_chunk::<WindowedFilter, H>(ctx, args, "ERR Second argument must be numeric")
+pub(crate) fn loadchunk(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    load_chunk::<WindowedFilter, _>(ctx, args, "ERR Second argument must be numeric")
 }
 
 #[cfg(test)]
@@ -595,10 +628,10 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-        assert_eq!(
-            String::from_utf8_lossy(&log[1].concat()),
-            "WF.INSERTkAT1500ITEMSc"
-        );
+        let line = |cmd: &Vec<Vec<u8>>| String::from_utf8_lossy(&cmd.join(&b' ')).into_owned();
+        assert_eq!(line(&log[0]), "WF.RESERVE k 0.01 50 1000 2 EXPANSION 2");
+        assert_eq!(line(&log[1]), "WF.INSERT k AT 1000 ITEMS a b");
+        assert_eq!(line(&log[2]), "WF.INSERT k AT 1500 ITEMS c");
         let mut replica = Harness::new();
         replica.now_ms = 99_999_999;
         for cmd in &log {

@@ -1,6 +1,6 @@
-//! RedisBloom's RDB encoding of its module types (Bloom, cuckoo, Count-Min, Top-K) and of our
-//! windowed filter, as sequences of typed fields; the t-digest's is with its type
-//! ([`crate::types::tdigest`]).
+//! RedisBloom's RDB encoding of its module types (cuckoo, Count-Min, Top-K) and of our windowed
+//! and counting filters, as sequences of typed fields; a Bloom chain's is with its link format
+//! ([`crate::types::sbchain`]), the t-digest's with its type ([`crate::types::tdigest`]).
 //!
 //! Redis saves a module value as a stream of unsigned integers, doubles and string buffers
 //! written through the module API; RedisBloom's field order (its documented RDB encoding of each
@@ -15,111 +15,21 @@
 //! payload); the shape is admitted against the source's
 //! [`Allowance`](crate::budget::Allowance); only then is the value allocated.
 
-use crate::budget::{Admitted, Shape};
-use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use crate::budget::Shape;
+use crate::codec::rdb_io::{admit, RdbError, RdbSink, RdbSource};
 use crate::types::counting::CountingFilter;
 use crate::types::countmin::CountMin;
 use crate::types::cuckoo::{self, CuckooChain};
-use crate::types::sbchain::BlockedChain;
-use crate::types::sbchain::BloomChain;
 use crate::types::topk::TopK;
 use crate::types::windowed::WindowedFilter;
 use crate::value::DialectType;
 
-/// Admits `shape` against `input`'s allowance.
-fn admit<S: Shape>(input: &mut impl RdbSource, shape: S) -> Result<Admitted<S>, RdbError> {
-    input.allowance().admit(shape).map_err(RdbError::OverBudget)
-}
-
 fn invalid(why: impl Into<String>) -> RdbError {
-    RdbError::Invalid(why.into())
+    RdbError::invalid(why)
 }
 
-/// Most links or sub-filters a value may describe before anything is allocated for them.
+/// Most sub-filters a value may describe before anything is allocated for them.
 const MAX_PARTS: u64 = 65536;
-
-/// `MBbloom--`: chain items, link count, options (encver ≥ 2), growth (encver ≥ 4); per link
-/// entries, error, hashes, bpe, bits and n2 (encver ≥ 1), the bit array, link items.
-pub fn save_bloom(chain: &BloomChain, out: &mut impl RdbSink) {
-    out.save_unsigned(chain.items());
-    out.save_unsigned(chain.links().len() as u64);
-    out.save_unsigned(u64::from(chain.options()));
-    out.save_unsigned(u64::from(chain.growth()));
-    for link in chain.links() {
-        out.save_unsigned(link.capacity());
-        out.save_double(link.error());
-        out.save_unsigned(u64::from(link.hashes()));
-        out.save_double(link.bpe());
-        out.save_unsigned(link.bits());
-        out.save_unsigned(u64::from(link.n2()));
-        out.save_string(&link.to_le_bytes());
-        out.save_unsigned(link.items());
-    }
-}
-
-/// Reads a `MBbloom--` value (encoding versions 0–4).
-pub fn load_bloom(input: &mut impl RdbSource, encver: i32) -> Result<BloomChain, RdbError> {
-    if !(0..=BloomChain::ENCODING_VERSION).contains(&encver) {
-        return Err(RdbError::UnknownEncoding(encver));
-    }
-    let items = input.load_unsigned()?;
-    let nfilters = input.load_unsigned()?;
-    if nfilters == 0 || nfilters > MAX_PARTS {
-        return Err(invalid("filter count out of range"));
-    }
-    let options = if encver >= 2 {
-        input.load_unsigned()?
-    } else {
-        0
-    };
-    let growth = if encver >= 4 {
-        input.load_unsigned()?
-    } else {
-        2
-    };
-    let (options, growth) = (
-        u32::try_from(options).map_err(|_| invalid("options out of range"))?,
-        u32::try_from(growth).map_err(|_| invalid("growth out of range"))?,
-    );
-    let mut header = Vec::new();
-    header.extend_from_slice(&items.to_le_bytes());
-    header.extend_from_slice(&(nfilters as u32).to_le_bytes());
-    header.extend_from_slice(&options.to_le_bytes());
-    header.extend_from_slice(&growth.to_le_bytes());
-    let mut bodies = Vec::new();
-    for _ in 0..nfilters {
-        let capacity = input.load_unsigned()?;
-        let error = input.load_double()?;
-        let hashes = input.load_unsigned()?;
-        let bpe = input.load_double()?;
-        let (bits, n2) = if encver >= 1 {
-            (input.load_unsigned()?, input.load_unsigned()?)
-        } else {
-            ((capacity as f64 * bpe) as u64, 0)
-        };
-        let bytes = bits.div_ceil(8);
-        let data = input.load_string(bytes)?;
-        if data.len() as u64 != bytes {
-            return Err(invalid("bit array length does not match its bit count"));
-        }
-        let link_items = input.load_unsigned()?;
-        let hashes = u32::try_from(hashes).map_err(|_| invalid("hash count out of range"))?;
-        let n2 = u8::try_from(n2).map_err(|_| invalid("n2 out of range"))?;
-        header.extend_from_slice(&bytes.to_le_bytes());
-        header.extend_from_slice(&bits.to_le_bytes());
-        header.extend_from_slice(&link_items.to_le_bytes());
-        header.extend_from_slice(&error.to_le_bytes());
-        header.extend_from_slice(&bpe.to_le_bytes());
-        header.extend_from_slice(&hashes.to_le_bytes());
-        header.extend_from_slice(&capacity.to_le_bytes());
-        header.push(n2);
-        bodies.push(data);
-    }
-    let shape = admit(input, BloomChain::shape(&header).map_err(invalid)?)?;
-    let mut chain = BloomChain::from_shape(shape).map_err(invalid)?;
-    fill(&mut chain, &bodies)?;
-    Ok(chain)
-}
 
 /// Writes each part's bytes back through LOADCHUNK's path, in the chunks SCANDUMP would use.
 fn fill<T: DialectType>(value: &mut T, parts: &[Vec<u8>]) -> Result<(), RdbError> {
@@ -281,36 +191,6 @@ pub fn load_counting(input: &mut impl RdbSource, encver: i32) -> Result<Counting
     Ok(filter)
 }
 
-/// `BGbloomBK` (our type): its dump header as one string, then each chunk of its links' bits.
-pub fn save_blocked(chain: &BlockedChain, out: &mut impl RdbSink) {
-    out.save_string(&chain.dump_header());
-    for (iter, len) in chain.chunk_plan() {
-        out.save_string(&chain.chunk_bytes(iter, len));
-    }
-}
-
-/// Reads a `BGbloomBK` value, every part validated as LOADCHUNK validates it and the shape
-/// admitted before the links are allocated.
-pub fn load_blocked(input: &mut impl RdbSource, encver: i32) -> Result<BlockedChain, RdbError> {
-    if encver != BlockedChain::ENCODING_VERSION {
-        return Err(RdbError::UnknownEncoding(encver));
-    }
-    const MAX_HEADER: u64 = 4 << 20;
-    let header = input.load_string(MAX_HEADER)?;
-    let shape = BlockedChain::shape(&header).map_err(invalid)?;
-    let plan = shape.chunk_plan();
-    let shape = admit(input, shape)?;
-    let mut chain = BlockedChain::from_shape(shape).map_err(invalid)?;
-    for (iter, len) in plan {
-        let data = input.load_string(len)?;
-        if data.len() as u64 != len {
-            return Err(invalid("chunk length does not match its header"));
-        }
-        chain.load_chunk(iter, &data).map_err(invalid)?;
-    }
-    Ok(chain)
-}
-
 /// `CMSk-TYPE` (encver 0): width, depth, total; the counters as one string buffer
 /// (`4 × width × depth` bytes, little endian).
 pub fn save_countmin(cms: &CountMin, out: &mut impl RdbSink) {
@@ -447,81 +327,7 @@ mod tests {
     use crate::budget::{Allowance, OverBudget};
     use crate::types::cuckoo::CuckooParams;
 
-    /// Fields as a list, for round trips without a Redis.
-    struct Fields {
-        items: std::collections::VecDeque<Field>,
-        allowance: Allowance,
-    }
-
-    impl Default for Fields {
-        fn default() -> Self {
-            Self {
-                items: Default::default(),
-                allowance: Allowance::unlimited(),
-            }
-        }
-    }
-
-    #[derive(Debug, PartialEq)]
-    enum Field {
-        U(u64),
-        D(f64),
-        S(Vec<u8>),
-    }
-
-    impl RdbSink for Fields {
-        fn save_unsigned(&mut self, value: u64) {
-            self.items.push_back(Field::U(value));
-        }
-        fn save_double(&mut self, value: f64) {
-            self.items.push_back(Field::D(value));
-        }
-        fn save_string(&mut self, value: &[u8]) {
-            self.items.push_back(Field::S(value.to_vec()));
-        }
-    }
-
-    impl RdbSource for Fields {
-        fn load_unsigned(&mut self) -> Result<u64, RdbError> {
-            match self.items.pop_front() {
-                Some(Field::U(v)) => Ok(v),
-                _ => Err(RdbError::Truncated),
-            }
-        }
-        fn load_double(&mut self) -> Result<f64, RdbError> {
-            match self.items.pop_front() {
-                Some(Field::D(v)) => Ok(v),
-                _ => Err(RdbError::Truncated),
-            }
-        }
-        fn load_string(&mut self, max_len: u64) -> Result<Vec<u8>, RdbError> {
-            match self.items.pop_front() {
-                Some(Field::S(v)) if v.len() as u64 <= max_len => Ok(v),
-                Some(Field::S(_)) => Err(invalid("string longer than expected")),
-                _ => Err(RdbError::Truncated),
-            }
-        }
-        fn allowance(&mut self) -> &mut Allowance {
-            &mut self.allowance
-        }
-    }
-
-    #[test]
-    fn bloom_round_trip_keeps_dump_bytes() {
-        let mut chain = BloomChain::new(10, 0.01, 2, false).unwrap();
-        for i in 0..100 {
-            chain
-                .add(format!("k{i}").as_bytes(), &mut Allowance::unlimited())
-                .unwrap();
-        }
-        let mut fields = Fields::default();
-        save_bloom(&chain, &mut fields);
-        assert_eq!(fields.items[1], Field::U(chain.links().len() as u64));
-        let back = load_bloom(&mut fields, 4).unwrap();
-        assert!(fields.items.is_empty());
-        assert_eq!(back.dump_header(), chain.dump_header());
-        assert!(back.dump_stream().eq(chain.dump_stream()));
-    }
+    use crate::codec::rdb_io::testing::{Field, Fields};
 
     #[test]
     fn cuckoo_round_trip_keeps_dump_bytes() {
@@ -582,27 +388,6 @@ mod tests {
 
     #[test]
     fn damaged_fields_are_refused() {
-        let chain = BloomChain::new(100, 0.01, 2, false).unwrap();
-        let mut fields = Fields::default();
-        save_bloom(&chain, &mut fields);
-        // hashes (field 6) off by one.
-        fields.items[6] = Field::U(99);
-        assert!(matches!(
-            load_bloom(&mut fields, 4),
-            Err(RdbError::Invalid(_))
-        ));
-        let mut fields = Fields::default();
-        save_bloom(&chain, &mut fields);
-        fields.items.truncate(5);
-        assert_eq!(load_bloom(&mut fields, 4).unwrap_err(), RdbError::Truncated);
-        let mut fields = Fields::default();
-        fields.save_unsigned(0);
-        fields.save_unsigned(0);
-        assert!(load_bloom(&mut fields, 4).is_err());
-        assert_eq!(
-            load_bloom(&mut Fields::default(), 5).unwrap_err(),
-            RdbError::UnknownEncoding(5)
-        );
         let mut fields = Fields::default();
         for v in [1, 1 << 40, 0, 0, 2, 20, 1] {
             fields.save_unsigned(v);
@@ -673,15 +458,6 @@ mod tests {
 
     #[test]
     fn values_over_the_allowance_are_refused() {
-        let mut chain = BloomChain::new(1000, 0.01, 2, false).unwrap();
-        chain.add(b"x", &mut Allowance::unlimited()).unwrap();
-        let mut fields = Fields::default();
-        save_bloom(&chain, &mut fields);
-        fields.allowance = Allowance::new(100);
-        assert!(matches!(
-            load_bloom(&mut fields, 4),
-            Err(RdbError::OverBudget(OverBudget { allowed: 100, .. }))
-        ));
         let filter = CuckooChain::new(CuckooParams {
             capacity: 1000,
             bucket_size: 2,

@@ -11,10 +11,10 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 
+use crate::codec::rdb_io::RdbError;
 use crate::encoding::rdb_format::{
     opcode, ModuleValue, RdbReader, MAX_RDB_VERSION, RDB_TYPE_MODULE_2,
 };
-use crate::encoding::rdb_io::RdbError;
 use crate::value::Value;
 
 /// RDB opcodes (`RDB_OPCODE_*`) that may come where a value type would.
@@ -378,10 +378,10 @@ fn skip_stream(r: &mut RdbReader<impl Read>, value_type: u8) -> Result<(), RdbEr
 mod tests {
     use super::*;
     use crate::budget::Allowance;
+    use crate::codec::rdb_io::RdbSink;
     use crate::encoding::rdb_format::{
         crc64, dump_payload, module_type_id, write_len, write_string, ModuleWriter,
     };
-    use crate::encoding::rdb_io::RdbSink;
     use crate::types::sbchain::BloomChain;
 
     fn bloom() -> Value {

@@ -17,7 +17,7 @@
 use std::io::Read;
 
 use crate::budget::{Allowance, KeyCap, Limit};
-use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use crate::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 use crate::value::{Kind, Value};
 
 /// RDB object type of a plain string (`RDB_TYPE_STRING`).
@@ -128,7 +128,7 @@ pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
         }
     }
     if s.len() > 20 {
-        if let Some(compressed) = crate::encoding::lzf::compress(s, s.len() - 4) {
+        if let Some(compressed) = crate::codec::lzf::compress(s, s.len() - 4) {
             out.push(0xc0 | ENC_LZF);
             write_len(out, compressed.len() as u64);
             write_len(out, s.len() as u64);
@@ -453,12 +453,12 @@ impl<R: Read> RdbReader<R> {
                 if compressed_len > self.remaining {
                     return Err(RdbError::Truncated);
                 }
-                if len > compressed_len.saturating_mul(crate::encoding::lzf::MAX_EXPANSION) {
+                if len > compressed_len.saturating_mul(crate::codec::lzf::MAX_EXPANSION) {
                     return Err(invalid("LZF length beyond what its input can expand to"));
                 }
                 let compressed = self.bytes(compressed_len)?;
                 self.charge(len)?;
-                let out = crate::encoding::lzf::decompress(&compressed, len as usize)
+                let out = crate::codec::lzf::decompress(&compressed, len as usize)
                     .ok_or_else(|| invalid("invalid LZF compressed string"))?;
                 self.allowance.release(compressed_len);
                 Ok(out)

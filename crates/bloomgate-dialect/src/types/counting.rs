@@ -83,8 +83,12 @@ impl CountingParams {
     /// The validated shape of a filter of these parameters: what it will allocate.
     pub fn shape(&self) -> Result<CountingShape, &'static str> {
         let params = self.filter_params()?;
-        let bytes = CountingBloomFilter::counter_bytes(&params, self.counter_bits)
-            .map_err(|_| "ERR could not create filter")?;
+        let bytes = CountingBloomFilter::counter_bytes(&params, self.counter_bits).map_err(
+            |e| match e {
+                bloomgate::Error::OutOfMemory(_) => crate::ERR_OOM,
+                _ => "ERR could not create filter",
+            },
+        )?;
         Ok(CountingShape {
             params: *self,
             filter: params,
@@ -126,7 +130,10 @@ impl CountingFilter {
             DEFAULT_SEED,
             shape.params.counter_bits,
         )
-        .map_err(|_| "ERR could not create filter")?;
+        .map_err(|e| match e {
+            bloomgate::Error::OutOfMemory(_) => crate::ERR_OOM,
+            _ => "ERR could not create filter",
+        })?;
         inner.set_len(shape.count);
         Ok(Self {
             params: shape.params,
@@ -230,7 +237,7 @@ impl CountingFilter {
 
     /// `(iterator, length)` of each chunk of counters after the header.
     pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        crate::encoding::chunks::plan(self.memory())
+        crate::codec::chunks::plan(self.memory())
     }
 
     /// The counters' bytes from byte `offset` (little endian words, as the file format).
@@ -248,7 +255,7 @@ impl CountingFilter {
 
     /// Writes back the chunk that [`Self::chunk_plan`] lists as ending at `iter`.
     pub fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
-        let start = crate::encoding::chunks::start(iter, data.len()).ok_or(ERR_BAD_CHUNK)?;
+        let start = crate::codec::chunks::start(iter, data.len()).ok_or(ERR_BAD_CHUNK)?;
         if !start.is_multiple_of(8) || !data.len().is_multiple_of(8) {
             return Err(ERR_BAD_CHUNK);
         }

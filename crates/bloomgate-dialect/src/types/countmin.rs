@@ -9,7 +9,7 @@
 //! snapshots, as a dump stream of our own: a 24-byte header (width, depth, total; little
 //! endian) and the counters' bytes in chunks.
 
-use crate::encoding::murmur::murmur2;
+use crate::codec::murmur::murmur2;
 use crate::types::cow::{allocation_size, CowArray};
 use bloomgate::filters::prefetch;
 use bloomgate::relocate::Walk;
@@ -284,13 +284,12 @@ impl CountMin {
     /// The dump's chunks after the header: `(iterator, length)`, the iterator being the byte
     /// offset just past the chunk plus one.
     pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        crate::encoding::chunks::plan(4 * self.width * self.depth)
+        crate::codec::chunks::plan(4 * self.width * self.depth)
     }
 
     /// Writes back the chunk that [`Self::chunk_plan`] lists as ending at `iter`.
     pub fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
-        let start =
-            crate::encoding::chunks::start(iter, data.len()).ok_or("bad Count-Min chunk")?;
+        let start = crate::codec::chunks::start(iter, data.len()).ok_or("bad Count-Min chunk")?;
         if self.write_cells(start, data) {
             Ok(())
         } else {

@@ -14,7 +14,7 @@
 //! answers — on a replica fed the same commands, and after `bloomgate serve` restarts (its
 //! snapshot keeps the generator's state).
 
-use crate::encoding::murmur::murmur2;
+use crate::codec::murmur::murmur2;
 use crate::types::cow::{allocation_size, CowArray};
 use bloomgate::relocate::Walk;
 
@@ -425,7 +425,9 @@ impl TopK {
             rest = tail;
             Ok(head)
         };
-        let mut heap = Vec::with_capacity(k as usize);
+        let mut heap = Vec::new();
+        heap.try_reserve_exact(k as usize)
+            .map_err(|_| "cannot allocate the Top-K")?;
         for _ in 0..k {
             let fields = take(12)?;
             let word = |i: usize| u32::from_le_bytes(fields[i..i + 4].try_into().unwrap());
@@ -452,12 +454,12 @@ impl TopK {
     /// The dump's bucket chunks: `(iterator, length)`, the iterator being the byte offset just
     /// past the chunk plus one.
     pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        crate::encoding::chunks::plan(BUCKET_BYTES * u64::from(self.width) * u64::from(self.depth))
+        crate::codec::chunks::plan(BUCKET_BYTES * u64::from(self.width) * u64::from(self.depth))
     }
 
     /// Writes back the chunk that [`Self::chunk_plan`] lists as ending at `iter`.
     pub fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
-        let start = crate::encoding::chunks::start(iter, data.len()).ok_or("bad Top-K chunk")?;
+        let start = crate::codec::chunks::start(iter, data.len()).ok_or("bad Top-K chunk")?;
         if self.write_buckets(start, data) {
             Ok(())
         } else {

@@ -2,128 +2,109 @@
 //! header's shape, its SCANDUMP/LOADCHUNK stream (delegating to the type's own methods) and
 //! its RDB field order (delegating to [`crate::encoding::rdb`], or to the t-digest's own).
 
-use super::{DialectType, Kind, Value};
+use super::{ChainValue, DialectType, Kind, Value};
 use crate::budget::Admitted;
-use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use crate::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 use crate::types::counting::{self, CountingFilter};
 use crate::types::countmin::CountMin;
 use crate::types::cuckoo::{self, CuckooChain};
-use crate::types::sbchain::{self, BlockedChain, BloomChain};
+use crate::types::sbchain::{BlockedLink, Chain, ChainShape, Link};
 use crate::types::tdigest::TDigest;
 use crate::types::topk::TopK;
 use crate::types::windowed::{WindowedFilter, WindowedShape};
 use crate::types::SketchShape;
 
-impl DialectType for BloomChain {
-    type Shape = crate::types::sbchain::ChainShape;
-    const TYPE_NAME: &'static str = "MBbloom--";
-    const ENCODING_VERSION: i32 = 4;
-    const HEADER_PREFIX: usize = crate::types::sbchain::HEADER_FIXED;
-    const KIND: Kind = Kind::Bloom;
+/// Every Bloom chain, whatever its link type: the link format decides the type name, the
+/// header and the RDB layout.
+impl<L: ChainValue> DialectType for Chain<L> {
+    type Shape = ChainShape<L>;
+    const TYPE_NAME: &'static str = L::TYPE_NAME;
+    const ENCODING_VERSION: i32 = L::ENCODING_VERSION;
+    const HEADER_PREFIX: usize = L::HEADER_PREFIX;
+    const KIND: Kind = L::KIND;
 
     fn of(value: &Value) -> Option<&Self> {
-        match value {
-            Value::Bloom(chain) => Some(chain),
-            _ => None,
-        }
+        L::of(value)
     }
     fn of_mut(value: &mut Value) -> Option<&mut Self> {
-        match value {
-            Value::Bloom(chain) => Some(chain),
-            _ => None,
-        }
+        L::of_mut(value)
     }
     fn into_value(self) -> Value {
-        Value::Bloom(self)
+        L::into_value(self)
     }
     fn memory(&self) -> u64 {
         self.size_bytes()
     }
     fn header_len(prefix: &[u8]) -> Option<usize> {
-        crate::types::sbchain::BloomChain::header_len(prefix)
+        L::header_len(prefix)
     }
     fn shape(header: &[u8]) -> Result<Self::Shape, &'static str> {
-        BloomChain::shape(header)
+        Chain::shape(header)
     }
     fn from_shape(shape: Admitted<Self::Shape>) -> Result<Self, &'static str> {
-        BloomChain::from_shape(shape)
+        Chain::from_shape(shape)
     }
     fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
-        BloomChain::load_chunk(self, iter, data)
+        Chain::load_chunk(self, iter, data)
     }
     fn dump_header(&self) -> Vec<u8> {
-        BloomChain::dump_header(self)
+        Chain::dump_header(self)
     }
     fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        BloomChain::chunk_plan(self)
+        Chain::chunk_plan(self)
     }
     fn chunk_bytes(&self, iter: i64, len: u64) -> Vec<u8> {
-        self.dump_chunk(iter - len as i64).1
+        Chain::chunk_bytes(self, iter, len)
     }
     fn visit_dump(&self, f: &mut dyn FnMut(&[u8])) {
         f(&self.dump_header());
         self.visit_bits(f);
     }
     fn rdb_save(&self, out: &mut impl RdbSink) {
-        crate::encoding::rdb::save_bloom(self, out)
+        L::rdb_save(self, out)
     }
     fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
-        crate::encoding::rdb::load_bloom(input, encver)
+        L::rdb_load(input, encver)
     }
 }
 
-/// The blocked Bloom chain: our type, its own dump format (`types/sbchain/blocked.rs`).
-impl DialectType for BlockedChain {
-    type Shape = sbchain::BlockedShape;
-    const TYPE_NAME: &'static str = "BGbloomBK";
-    const ENCODING_VERSION: i32 = 1;
-    const HEADER_PREFIX: usize = sbchain::BLOCKED_HEADER_FIXED;
-    const KIND: Kind = Kind::BloomBlocked;
+/// RedisBloom's chain, inline in a value (32 bytes, the option enum holding the value's tag).
+impl ChainValue for Link {
+    const KIND: Kind = Kind::Bloom;
+    fn of(value: &Value) -> Option<&Chain<Self>> {
+        match value {
+            Value::Bloom(chain) => Some(chain),
+            _ => None,
+        }
+    }
+    fn of_mut(value: &mut Value) -> Option<&mut Chain<Self>> {
+        match value {
+            Value::Bloom(chain) => Some(chain),
+            _ => None,
+        }
+    }
+    fn into_value(chain: Chain<Self>) -> Value {
+        Value::Bloom(chain)
+    }
+}
 
-    fn of(value: &Value) -> Option<&Self> {
+/// The blocked chain, boxed.
+impl ChainValue for BlockedLink {
+    const KIND: Kind = Kind::BloomBlocked;
+    fn of(value: &Value) -> Option<&Chain<Self>> {
         match value {
             Value::BloomBlocked(chain) => Some(&**chain),
             _ => None,
         }
     }
-    fn of_mut(value: &mut Value) -> Option<&mut Self> {
+    fn of_mut(value: &mut Value) -> Option<&mut Chain<Self>> {
         match value {
             Value::BloomBlocked(chain) => Some(&mut **chain),
             _ => None,
         }
     }
-    fn into_value(self) -> Value {
-        Value::BloomBlocked(Box::new(self))
-    }
-    fn memory(&self) -> u64 {
-        self.size_bytes()
-    }
-    fn header_len(prefix: &[u8]) -> Option<usize> {
-        BlockedChain::header_len(prefix)
-    }
-    fn shape(header: &[u8]) -> Result<Self::Shape, &'static str> {
-        BlockedChain::shape(header)
-    }
-    fn from_shape(shape: Admitted<Self::Shape>) -> Result<Self, &'static str> {
-        BlockedChain::from_shape(shape)
-    }
-    fn load_chunk(&mut self, iter: i64, data: &[u8]) -> Result<(), &'static str> {
-        BlockedChain::load_chunk(self, iter, data)
-    }
-    fn dump_header(&self) -> Vec<u8> {
-        BlockedChain::dump_header(self)
-    }
-    fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        BlockedChain::chunk_plan(self)
-    }
-    fn chunk_bytes(&self, iter: i64, len: u64) -> Vec<u8> {
-        BlockedChain::chunk_bytes(self, iter, len)
-    }
-    fn rdb_save(&self, out: &mut impl RdbSink) {
-        crate::encoding::rdb::save_blocked(self, out)
-    }
-    fn rdb_load(input: &mut impl RdbSource, encver: i32) -> Result<Self, RdbError> {
-        crate::encoding::rdb::load_blocked(input, encver)
+    fn into_value(chain: Chain<Self>) -> Value {
+        Value::BloomBlocked(Box::new(chain))
     }
 }
 

@@ -5,11 +5,11 @@
 //! `impls.rs` (each type's [`DialectType`] impl).
 
 use crate::budget::{Admitted, Allowance, OverBudget, Shape};
-use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use crate::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 use crate::types::counting::CountingFilter;
 use crate::types::countmin::CountMin;
 use crate::types::cuckoo::CuckooChain;
-use crate::types::sbchain::{BlockedChain, BloomChain};
+use crate::types::sbchain::{BlockedChain, BlockedLink, BloomChain, Chain, ChainLink, Link};
 use crate::types::tdigest::TDigest;
 use crate::types::topk::TopK;
 use crate::types::windowed::WindowedFilter;
@@ -154,6 +154,37 @@ impl Kind {
     pub fn rdb_load(self, input: &mut impl RdbSource, encver: i32) -> Result<Value, RdbError> {
         each_kind!(self, T => T::rdb_load(input, encver).map(T::into_value))
     }
+
+    /// Runs `f` over the link type of this kind's Bloom chain; `None` if the kind is not a
+    /// Bloom chain. The one place a link type is tied to its kind: `BF.*` reaches every chain
+    /// through it.
+    pub fn on_chain<F: OnChain>(self, f: F) -> Option<F::Out> {
+        match self {
+            Kind::Bloom => Some(f.on::<Link>()),
+            Kind::BloomBlocked => Some(f.on::<BlockedLink>()),
+            _ => None,
+        }
+    }
+}
+
+/// Work over a Bloom chain whose link type is picked at run time ([`Kind::on_chain`]).
+pub trait OnChain {
+    /// What the work gives.
+    type Out;
+    /// Does the work for chains of `L` links.
+    fn on<L: ChainValue>(self) -> Self::Out;
+}
+
+/// A link type whose chains are values: where a [`Chain`] of them sits in a [`Value`].
+pub trait ChainValue: ChainLink {
+    /// The kind of its chains.
+    const KIND: Kind;
+    /// The chain inside a [`Value`], if it is one of these.
+    fn of(value: &Value) -> Option<&Chain<Self>>;
+    /// Mutable [`ChainValue::of`].
+    fn of_mut(value: &mut Value) -> Option<&mut Chain<Self>>;
+    /// Wraps a chain into a [`Value`].
+    fn into_value(chain: Chain<Self>) -> Value;
 }
 
 /// Why a dump header was not turned into a value.
@@ -374,6 +405,21 @@ impl Value {
                 v.relocate(walk);
             }
         }
+    }
+
+    /// A Bloom chain's items, fill ratio and false-positive rate (see
+    /// [`Chain::health`](crate::types::sbchain::Chain::health)); `None` for other kinds.
+    pub fn chain_health(&self) -> Option<(u64, f64, f64)> {
+        struct Health<'v>(&'v Value);
+        impl OnChain for Health<'_> {
+            type Out = Option<(u64, f64, f64)>;
+            fn on<L: ChainValue>(self) -> Self::Out {
+                let chain = L::of(self.0)?;
+                let (fill, fpr) = chain.health();
+                Some((chain.items(), fill, fpr))
+            }
+        }
+        self.kind().on_chain(Health(self)).flatten()
     }
 
     /// Allocations [`Value::relocate`] walks over (its slots), counted by walking them with

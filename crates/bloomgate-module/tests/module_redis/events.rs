@@ -3,8 +3,7 @@
 //! nothing.
 
 use crate::support::{have_redis, temp_dir, Redis};
-use bloomgate_testkit::replies::events_of;
-use std::time::Duration;
+use bloomgate_testkit::replies::{events_of, keyspace_subscriber};
 
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter()
@@ -20,9 +19,7 @@ fn writes_publish_module_keyspace_events() {
     let server = Redis::start(&temp_dir("events"), &[], &[]);
     let mut c = server.conn();
     let mut s = server.conn();
-    let mut sub = s.as_pubsub();
-    sub.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    sub.psubscribe("__key*__:*").unwrap();
+    let mut sub = keyspace_subscriber(&mut s);
     let mut n = 0;
     let _: () = redis::cmd("CONFIG")
         .arg(&["SET", "notify-keyspace-events", "Ed"])

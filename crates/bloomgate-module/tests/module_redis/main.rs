@@ -12,6 +12,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod applied;
 mod cap;
 mod events;
 mod memory;

@@ -388,20 +388,19 @@ fn check_redisbloom8_answers(c: &mut redis::Connection, answers: &serde_json::Va
 
 /// An RDB written by Redis 8.2 + RedisBloom 8 holding all five of its types (BF, CF, CMS, TopK,
 /// t-digest; tests/fixtures/redisbloom8-rdb) loads with every recorded answer equal, and again
-/// after our own SAVE and a restart. Redis 8 only (the file is RDB version 12).
+/// after our own SAVE and a restart. Always inside Redis 8 (`redis8_server_binary`), whichever
+/// server the other tests run in: the file is RDB version 12, which Redis 7 cannot read.
 #[test]
 fn redisbloom8_rdb_loads_with_every_answer_equal() {
-    if !have_redis("redisbloom8_rdb_loads_with_every_answer_equal") {
+    let test = "redisbloom8_rdb_loads_with_every_answer_equal";
+    let Some(redis8) = bloomgate_testkit::redis8_server_binary(test) else {
         return;
-    }
+    };
+    let start = |dir: &std::path::Path| {
+        Redis::try_start_at(&redis8, dir, &[], &[])
+            .unwrap_or_else(|log| panic!("Redis 8 with the module did not start: {log}"))
+    };
     let dir = temp_dir("rb8-rdb");
-    let probe = Redis::start(&dir, &[], &[]);
-    let major = redis_major(&mut probe.conn());
-    probe.shutdown(false);
-    if major < 8 {
-        eprintln!("SKIPPED redisbloom8_rdb_loads_with_every_answer_equal: needs Redis 8 (RDB 12)");
-        return;
-    }
     let fixture = std::path::Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../tests/fixtures/redisbloom8-rdb"
@@ -409,10 +408,10 @@ fn redisbloom8_rdb_loads_with_every_answer_equal() {
     let expected: serde_json::Value =
         serde_json::from_slice(&std::fs::read(fixture.join("expected.json")).unwrap()).unwrap();
     std::fs::copy(fixture.join("dump.rdb"), dir.join("dump.rdb")).unwrap();
-    let server = Redis::start(&dir, &[], &[]);
+    let server = start(&dir);
     check_redisbloom8_answers(&mut server.conn(), &expected["answers"]);
     let _: () = redis::cmd("SAVE").query(&mut server.conn()).unwrap();
     server.shutdown(false);
-    let server = Redis::start(&dir, &[], &[]);
+    let server = start(&dir);
     check_redisbloom8_answers(&mut server.conn(), &expected["answers"]);
 }

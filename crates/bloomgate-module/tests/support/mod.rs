@@ -38,8 +38,25 @@ impl Redis {
 
     /// Like [`Redis::start`], but returns the server's log if it exits instead.
     pub fn try_start(dir: &Path, module_args: &[&str], extra: &[&str]) -> Result<Redis, String> {
+        Self::try_start_at(
+            &bloomgate_testkit::redis_server_binary(),
+            dir,
+            module_args,
+            extra,
+        )
+    }
+
+    /// Like [`Redis::try_start`], with another server binary (a test that needs Redis 8 itself
+    /// passes `bloomgate_testkit::redis8_server_binary`'s).
+    #[allow(dead_code)] // not every test binary sharing this file uses it
+    pub fn try_start_at(
+        binary: &str,
+        dir: &Path,
+        module_args: &[&str],
+        extra: &[&str],
+    ) -> Result<Redis, String> {
         let module = module_path();
-        let process = bloomgate_testkit::redis_server(dir, |c| {
+        let process = bloomgate_testkit::redis_server_at(binary, dir, |c| {
             c.args(["--enable-debug-command", "yes", "--loadmodule"])
                 .arg(&module)
                 .args(module_args)

@@ -25,10 +25,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use bloomgate_dialect::codec::rdb_io::RdbSink;
 use bloomgate_dialect::encoding::rdb_format::{
     crc64, opcode, write_len, write_string, Length, ModuleWriter, RdbReader,
 };
-use bloomgate_dialect::encoding::rdb_io::RdbSink;
 use bloomgate_dialect::value::Kind;
 use mutate::*;
 use payload::*;

@@ -101,27 +101,11 @@ fn key_specs(info: &ServerCommand) -> Reply {
     spec.push((s("flags"), statuses(flags.iter().copied())));
     spec.push((
         s("begin_search"),
-        Reply::Map(vec![
-            (s("type"), s("index")),
-            (
-                s("spec"),
-                Reply::Map(vec![(s("index"), Reply::Int(i64::from(info.first_key)))]),
-            ),
-        ]),
+        search("index", &[("index", i64::from(info.first_key))]),
     ));
     spec.push((
         s("find_keys"),
-        Reply::Map(vec![
-            (s("type"), s("range")),
-            (
-                s("spec"),
-                Reply::Map(vec![
-                    (s("lastkey"), Reply::Int(0)),
-                    (s("keystep"), Reply::Int(1)),
-                    (s("limit"), Reply::Int(0)),
-                ]),
-            ),
-        ]),
+        search("range", &[("lastkey", 0), ("keystep", 1), ("limit", 0)]),
     ));
     let mut specs = vec![Reply::Map(spec)];
     if let Some(at) = info.docs.as_ref().and_then(|d| d.numkeys_at) {
@@ -129,31 +113,27 @@ fn key_specs(info: &ServerCommand) -> Reply {
             (s("flags"), statuses(["RO"])),
             (
                 s("begin_search"),
-                Reply::Map(vec![
-                    (s("type"), s("index")),
-                    (
-                        s("spec"),
-                        Reply::Map(vec![(s("index"), Reply::Int(i64::from(at)))]),
-                    ),
-                ]),
+                search("index", &[("index", i64::from(at))]),
             ),
             (
                 s("find_keys"),
-                Reply::Map(vec![
-                    (s("type"), s("keynum")),
-                    (
-                        s("spec"),
-                        Reply::Map(vec![
-                            (s("keynumidx"), Reply::Int(0)),
-                            (s("firstkey"), Reply::Int(1)),
-                            (s("keystep"), Reply::Int(1)),
-                        ]),
-                    ),
-                ]),
+                search(
+                    "keynum",
+                    &[("keynumidx", 0), ("firstkey", 1), ("keystep", 1)],
+                ),
             ),
         ]));
     }
     Reply::Array(specs)
+}
+
+/// A key spec's `begin_search` or `find_keys`: its type and its integer fields.
+fn search(kind: &str, fields: &[(&str, i64)]) -> Reply {
+    let fields = fields
+        .iter()
+        .map(|&(name, value)| (s(name), Reply::Int(value)))
+        .collect();
+    Reply::Map(vec![(s("type"), s(kind)), (s("spec"), Reply::Map(fields))])
 }
 
 /// One `COMMAND DOCS` entry (the value under the command's name).

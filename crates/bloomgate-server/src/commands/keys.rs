@@ -1,8 +1,8 @@
 //! Generic keyspace commands (DEL, EXISTS, TYPE, KEYS, SCAN, RENAME, the expiry family,
 //! FLUSHDB/FLUSHALL, DBSIZE, MEMORY USAGE) with Redis' replies and errors.
 
+use bloomgate_dialect::codec::murmur::murmur64a;
 use bloomgate_dialect::commands::flags::*;
-use bloomgate_dialect::encoding::murmur::murmur64a;
 
 use super::host::{
     command, is, parse_i64, text, Args, Ctx, ServerCommand, ERR_NOT_INTEGER, ERR_SYNTAX,

@@ -23,7 +23,6 @@ use std::path::Path;
 
 use crate::keyspace::Db;
 
-pub use crate::relock;
 pub use log::{aof_path, remove_logs_before};
 pub use manifest::Manifest;
 pub use snapshot::{read_snapshot, write_snapshot, write_snapshot_owned};

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use super::log::{aof_path, encode_record, open_log};
 use super::manifest::Manifest;
-use super::relock;
 use super::FsyncPolicy;
+use crate::lock::relock;
 
 /// Segment tag for "whatever generation the writer has open".
 const CURRENT_GENERATION: u64 = u64::MAX;

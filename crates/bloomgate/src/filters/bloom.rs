@@ -56,12 +56,20 @@ impl<L: BitLayout> Bloom<L> {
         Self::with_params(Params::for_items(L::LAYOUT, items, fpr)?, DEFAULT_SEED)
     }
 
-    /// An empty filter with explicit parameters (which must be of this layout).
+    /// An empty filter with explicit parameters (which must be of this layout). Its bits are
+    /// lazily zeroed (pages become resident as they are written);
+    /// [`Error::OutOfMemory`](crate::Error::OutOfMemory) if they do not fit the memory left or the
+    /// allocator refuses them (never an abort).
     pub fn with_params(params: Params, seed: u64) -> Result<Self> {
         params.validate_for(L::LAYOUT, L::TYPE_NAME)?;
         crate::memory::ensure_fits(params.bytes())?;
         let units = Geometry::of(&params, L::Unit::WORDS).units as usize;
-        Ok(Self::from_store(params, seed, L::Unit::zeroed(units), 0))
+        Ok(Self::from_store(
+            params,
+            seed,
+            L::Unit::try_zeroed(units)?,
+            0,
+        ))
     }
 
     /// Assembles a filter from validated parts; the kernel is chosen here, once.
@@ -84,13 +92,8 @@ impl<L: BitLayout> Bloom<L> {
     }
 
     /// The parts, for a conversion that keeps the allocation.
-    pub(crate) fn into_parts(self) -> (Params, u64, Vec<L::Unit>, u64) {
-        (
-            self.params,
-            self.seed,
-            L::Unit::into_vec(self.store),
-            self.len,
-        )
+    pub(crate) fn into_parts(self) -> (Params, u64, <L::Unit as StorageUnit>::Store, u64) {
+        (self.params, self.seed, self.store, self.len)
     }
 
     pub(crate) fn store(&self) -> &<L::Unit as StorageUnit>::Store {
@@ -249,7 +252,7 @@ impl<L: BitLayout> Bloom<L> {
         } else {
             // Never observed: replaced by the result below.
             let placeholder = Bloom {
-                store: L::Unit::from_vec(Vec::new()),
+                store: L::Unit::zeroed(0),
                 ..*self
             };
             let shared = ConcurrentBloom::from(std::mem::replace(self, placeholder));

@@ -15,6 +15,7 @@ use super::prefetch::{advise_huge_pages, prefetch};
 use super::Bloom;
 use crate::bits::BitArray;
 use crate::codec::FilterKind;
+use crate::error::{Error, Result};
 use crate::hash::KeyHash;
 use crate::params::{Layout, Params};
 
@@ -29,13 +30,19 @@ pub type BloomFilter = Bloom<Classic>;
 impl StorageUnit for u64 {
     type Store = BitArray;
     type Atomic = AtomicU64;
+    type AtomicStore = Vec<AtomicU64>;
     const WORDS: usize = 1;
 
-    fn zeroed(count: usize) -> BitArray {
-        // vec![0; n] comes from alloc_zeroed: pages stay untouched until the first insert.
-        let mut bits = BitArray::zeroed(count);
+    fn try_zeroed(count: usize) -> Result<BitArray> {
+        // Lazily zeroed: pages stay untouched until the first insert.
+        let mut bits = BitArray::try_zeroed(count).ok_or_else(|| {
+            Error::OutOfMemory(format!(
+                "the allocator refused {} for {count} words",
+                crate::memory::human_bytes((count as u64).saturating_mul(8))
+            ))
+        })?;
         advise_huge_pages(bits.words_mut().as_mut_ptr(), bits.len_bytes());
-        bits
+        Ok(bits)
     }
 
     fn units(store: &BitArray) -> &[u64] {
@@ -44,14 +51,6 @@ impl StorageUnit for u64 {
 
     fn units_mut(store: &mut BitArray) -> &mut [u64] {
         store.words_mut()
-    }
-
-    fn into_vec(store: BitArray) -> Vec<u64> {
-        store.into_words()
-    }
-
-    fn from_vec(units: Vec<u64>) -> BitArray {
-        BitArray::from_words(units)
     }
 
     fn relocate(store: &mut BitArray, walk: &mut crate::relocate::Walk<'_>) {
@@ -66,7 +65,8 @@ impl StorageUnit for u64 {
         units
     }
 
-    fn into_atomic(words: Vec<u64>) -> Vec<AtomicU64> {
+    fn into_atomic(store: BitArray) -> Vec<AtomicU64> {
+        let words = store.into_words();
         if align_of::<AtomicU64>() != align_of::<u64>() {
             return words.into_iter().map(AtomicU64::new).collect();
         }
@@ -83,20 +83,20 @@ impl StorageUnit for u64 {
         }
     }
 
-    fn from_atomic(words: Vec<AtomicU64>) -> Vec<u64> {
+    fn from_atomic(words: Vec<AtomicU64>) -> BitArray {
         if align_of::<AtomicU64>() != align_of::<u64>() {
-            return words.into_iter().map(AtomicU64::into_inner).collect();
+            return BitArray::from_words(words.into_iter().map(AtomicU64::into_inner).collect());
         }
         let mut words = ManuallyDrop::new(words);
         // SAFETY: as in `into_atomic`; we own the Vec, so no other thread can access the
         // atomics.
-        unsafe {
+        BitArray::from_words(unsafe {
             Vec::from_raw_parts(
                 words.as_mut_ptr().cast::<u64>(),
                 words.len(),
                 words.capacity(),
             )
-        }
+        })
     }
 
     fn atomic_words(units: &[AtomicU64]) -> &[AtomicU64] {

@@ -53,7 +53,7 @@ impl StripedLen {
 pub struct ConcurrentBloom<L: BitLayout> {
     params: Params,
     seed: u64,
-    units: Vec<<L::Unit as StorageUnit>::Atomic>,
+    units: <L::Unit as StorageUnit>::AtomicStore,
     len: StripedLen,
     geometry: Geometry,
     layout: L,
@@ -175,19 +175,23 @@ impl<L: BitLayout> ConcurrentBloom<L> {
     /// Back to a plain filter, without copying bits.
     pub fn into_inner(self) -> Bloom<L> {
         let len = self.len.total();
-        let units = L::Unit::from_atomic(self.units);
-        Bloom::from_store(self.params, self.seed, L::Unit::from_vec(units), len)
+        Bloom::from_store(
+            self.params,
+            self.seed,
+            L::Unit::from_atomic(self.units),
+            len,
+        )
     }
 }
 
 impl<L: BitLayout> From<Bloom<L>> for ConcurrentBloom<L> {
     /// Without copying bits.
     fn from(filter: Bloom<L>) -> Self {
-        let (params, seed, units, len) = filter.into_parts();
+        let (params, seed, store, len) = filter.into_parts();
         ConcurrentBloom {
             params,
             seed,
-            units: L::Unit::into_atomic(units),
+            units: L::Unit::into_atomic(store),
             len: StripedLen::starting_at(len),
             geometry: Geometry::of(&params, L::Unit::WORDS),
             layout: L::select(),

@@ -65,12 +65,18 @@ impl CountingBloomFilter {
     pub fn with_counter_bits(params: Params, seed: u64, counter_bits: u32) -> Result<Self> {
         let words = counter_words(&params, counter_bits)?;
         crate::memory::ensure_fits(words as u64 * 8)?;
+        let counters = crate::bits::zeroed_words(words).ok_or_else(|| {
+            crate::Error::OutOfMemory(format!(
+                "the allocator refused {} of counters",
+                crate::memory::human_bytes(words as u64 * 8)
+            ))
+        })?;
         Ok(Self {
             params,
             seed,
             counter_bits,
             len: 0,
-            counters: vec![0; words],
+            counters,
         })
     }
 

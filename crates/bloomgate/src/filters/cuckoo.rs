@@ -27,8 +27,9 @@
 //! # Insertion and `Full`
 //! Random-walk cuckoo kicking, at most [`MAX_KICKS`] evictions. If the walk fails, it is replayed
 //! backwards and every evicted fingerprint is put back exactly where it was, so the table is
-//! bit-for-bit what it was before the call: **no previously inserted item is ever lost** (anchors
-//! pitfall 9); the caller gets [`Error::Full`]. The eviction slot of step `j` is a pure function
+//! bit-for-bit what it was before the call: **no previously inserted item is ever lost** (a walk
+//! that gave up with a fingerprint in hand would drop it: a false negative); the caller gets
+//! [`Error::Full`]. The eviction slot of step `j` is a pure function
 //! of (`len`, `j`, seed), which is what lets the undo recompute the path without storing it.
 //! With 500 kicks the table reaches ≥ 95% load before the first `Full` (tested).
 //!

@@ -10,9 +10,11 @@
 //! every call, so the dispatch is one predictable branch on a field, never a CPU-feature check.
 
 use std::fmt::Debug;
+use std::ops::Deref;
 use std::sync::atomic::AtomicU64;
 
 use crate::codec::FilterKind;
+use crate::error::Result;
 use crate::hash::KeyHash;
 use crate::params::{Layout, Params};
 
@@ -48,27 +50,37 @@ pub trait StorageUnit: Copy + Default + PartialEq + Eq + Debug + Send + Sync + '
     type Store: Clone + PartialEq + Eq + Debug + Send + Sync;
     /// The same unit with atomic words (what the concurrent filter stores).
     type Atomic: Send + Sync;
+    /// The owned array of atomic units (what the concurrent filter stores).
+    type AtomicStore: Deref<Target = [Self::Atomic]> + Send + Sync;
     /// 64-bit words per unit.
     const WORDS: usize;
 
-    /// `count` zeroed units, advised onto huge pages when large.
-    fn zeroed(count: usize) -> Self::Store;
+    /// `count` zeroed units, lazily (untouched pages stay unresident) and advised onto huge
+    /// pages when large; [`Error::OutOfMemory`](crate::Error::OutOfMemory) if the allocator
+    /// refuses them.
+    fn try_zeroed(count: usize) -> Result<Self::Store>;
+    /// [`Self::try_zeroed`] that aborts if the allocator refuses, as `vec![0; n]` does.
+    fn zeroed(count: usize) -> Self::Store {
+        Self::try_zeroed(count).unwrap_or_else(|_| {
+            let bytes = count.saturating_mul(Self::WORDS * 8);
+            std::alloc::handle_alloc_error(
+                std::alloc::Layout::from_size_align(bytes, 8)
+                    .unwrap_or(std::alloc::Layout::new::<u64>()),
+            )
+        })
+    }
     /// The units of a store.
     fn units(store: &Self::Store) -> &[Self];
     /// The units of a store, mutably.
     fn units_mut(store: &mut Self::Store) -> &mut [Self];
-    /// Unwraps a store into its units (no copy).
-    fn into_vec(store: Self::Store) -> Vec<Self>;
-    /// Wraps units into a store (no copy).
-    fn from_vec(units: Vec<Self>) -> Self::Store;
     /// The units as consecutive little-endian-order words (unit u = words `u·WORDS..`).
     fn words(units: &[Self]) -> &[u64];
     /// The units as mutable words.
     fn words_mut(units: &mut [Self]) -> &mut [u64];
     /// Plain → atomic, reusing the allocation where the platform allows.
-    fn into_atomic(units: Vec<Self>) -> Vec<Self::Atomic>;
+    fn into_atomic(store: Self::Store) -> Self::AtomicStore;
     /// Atomic → plain, reusing the allocation where the platform allows.
-    fn from_atomic(units: Vec<Self::Atomic>) -> Vec<Self>;
+    fn from_atomic(store: Self::AtomicStore) -> Self::Store;
     /// The atomic units as consecutive atomic words.
     fn atomic_words(units: &[Self::Atomic]) -> &[AtomicU64];
     /// Offers a store's buffer to a host that moves allocations (one slot).

@@ -5,8 +5,8 @@
 //! tightening ratio `r`). Inserts go to the newest link; when it has taken its capacity a new
 //! link is added. A query is positive if any link answers positive, so the compound FPR is at
 //! most `Σ p0 r^i < p0 / (1 − r)`. Setting `p0 = p·(1 − r)` from the user's target `p` makes
-//! the bound exactly `p` no matter how many links are added (anchors pitfall 8: sizing the first
-//! link at `p` itself lets the compound rate drift to `p/(1 − r)`, 2× the target at r = 0.5).
+//! the bound exactly `p` no matter how many links are added (sizing the first link at `p` itself
+//! would let the compound rate drift to `p/(1 − r)`, 2× the target at r = 0.5).
 //! [`ScalableBloomFilter::fpr_bound`] reports the bound for the links that exist.
 //!
 //! Links are classic filters ([`BloomFilter`]), not blocked ones: link FPRs shrink

@@ -15,7 +15,7 @@
 //! them and a write copies only the segment it changes.
 
 use crate::budget::{Admitted, Allowance, Limit, Shape};
-use crate::encoding::murmur::murmur64a;
+use crate::codec::murmur::murmur64a;
 use crate::types::cow::CowArray;
 use bloomgate::relocate::Walk;
 
@@ -31,7 +31,7 @@ const SUB_FILTER_OVERHEAD: u64 = 16;
 /// u16 maxIterations, u16 expansion`, packed little-endian.
 pub const HEADER_LEN: usize = 38;
 /// SCANDUMP chunks never exceed 16 MiB and never cross a sub-filter boundary.
-pub const MAX_SCANDUMP_CHUNK: u64 = crate::encoding::chunks::CHUNK_BYTES;
+pub const MAX_SCANDUMP_CHUNK: u64 = crate::codec::chunks::CHUNK_BYTES;
 /// Compaction runs after a delete once deletes exceed this share of the stored items.
 const COMPACT_DELETE_RATIO: f64 = 0.10;
 
@@ -599,7 +599,7 @@ impl CuckooChain {
     /// Where each SCANDUMP chunk ends, `(iterator returned with it, length)`, without copying
     /// any slots: what walking [`Self::dump_chunk`] from iterator 1 returns.
     pub fn chunk_plan(&self) -> Vec<(i64, u64)> {
-        crate::encoding::chunks::plan_parts(self.filters.iter().map(|f| f.slots.len() as u64))
+        crate::codec::chunks::plan_parts(self.filters.iter().map(|f| f.slots.len() as u64))
     }
 
     /// A SCANDUMP header's validated shape (see `parse_header`), before anything is allocated.

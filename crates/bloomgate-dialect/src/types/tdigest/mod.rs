@@ -60,6 +60,14 @@ pub struct TDigest {
     weights: Vec<i64>,
 }
 
+/// `len` zeros in a vector the allocator may refuse (`None`, never an abort).
+fn zeroed<T: Copy + Default>(len: usize) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).ok()?;
+    v.resize(len, T::default());
+    Some(v)
+}
+
 /// Centroid slots for a compression: `6 · trunc(compression) + 10`, or `None` when the arrays
 /// could not be addressed (RedisBloom's own limit, far above any budget).
 pub fn capacity(compression: f64) -> Option<u64> {
@@ -97,8 +105,8 @@ impl TDigest {
         (cap <= i32::MAX as u64).then_some(TDigestShape { compression, cap })
     }
 
-    /// An empty digest of an admitted shape.
-    pub fn new(shape: Admitted<TDigestShape>) -> Self {
+    /// An empty digest of an admitted shape; `None` if the allocator refuses its arrays.
+    pub fn new(shape: Admitted<TDigestShape>) -> Option<Self> {
         let shape = shape.into_shape();
         Self::empty(shape.compression, shape.cap as usize)
     }
@@ -109,11 +117,12 @@ impl TDigest {
         let admitted = Allowance::new(budget)
             .admit(Self::shape(compression)?)
             .ok()?;
-        Some(Self::new(admitted))
+        Self::new(admitted)
     }
 
-    fn empty(compression: f64, cap: usize) -> Self {
-        Self {
+    /// An empty digest of `cap` slots; `None` if the allocator refuses them (never aborts).
+    fn empty(compression: f64, cap: usize) -> Option<Self> {
+        Some(Self {
             compression,
             min: f64::MAX,
             max: -f64::MAX,
@@ -122,9 +131,9 @@ impl TDigest {
             compressions: 0,
             merged_weight: 0,
             unmerged_weight: 0,
-            means: vec![0.0; cap],
-            weights: vec![0; cap],
-        }
+            means: zeroed(cap)?,
+            weights: zeroed(cap)?,
+        })
     }
 
     /// Empties the digest, keeping its compression and arrays (TDIGEST.RESET). Slots keep
@@ -487,8 +496,8 @@ impl TDigest {
     /// A digest from saved fields and its merged centroids (validated by the caller:
     /// `fields.cap` is the compression's capacity, `merged` ≤ cap, one mean and weight per
     /// merged centroid); other slots are zero, as a freshly loaded RedisBloom digest's are.
-    pub(crate) fn from_saved(fields: &SavedFields, means: &[f64], weights: &[i64]) -> Self {
-        let mut digest = Self::empty(fields.compression, fields.cap as usize);
+    pub(crate) fn from_saved(fields: &SavedFields, means: &[f64], weights: &[i64]) -> Option<Self> {
+        let mut digest = Self::empty(fields.compression, fields.cap as usize)?;
         digest.min = fields.min;
         digest.max = fields.max;
         digest.merged = fields.merged as usize;
@@ -498,7 +507,7 @@ impl TDigest {
         digest.unmerged_weight = fields.unmerged_weight as i64;
         digest.means[..means.len()].copy_from_slice(means);
         digest.weights[..weights.len()].copy_from_slice(weights);
-        digest
+        Some(digest)
     }
 
     /// Every slot, for the snapshot stream (which keeps the buffer and stale slots, so a
@@ -512,8 +521,9 @@ impl TDigest {
         (&mut self.means, &mut self.weights)
     }
 
-    /// A digest with these counts and empty slots, for the snapshot reader.
-    pub(crate) fn from_counts(fields: &SavedFields) -> Self {
+    /// A digest with these counts and empty slots, for the snapshot reader; `None` if the
+    /// allocator refuses its arrays.
+    pub(crate) fn from_counts(fields: &SavedFields) -> Option<Self> {
         Self::from_saved(fields, &[], &[])
     }
 }

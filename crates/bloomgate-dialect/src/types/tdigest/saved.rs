@@ -4,7 +4,7 @@
 
 use super::{capacity, memory_for, SavedFields, TDigest, I64_LIMIT};
 use crate::budget::Buffer;
-use crate::encoding::rdb_io::{RdbError, RdbSink, RdbSource};
+use crate::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 
 /// The RDB encoding version RedisBloom writes `TDIS-TYPE` with (2.4 and 8 alike).
 pub const ENCODING_VERSION: i32 = 0;
@@ -122,7 +122,8 @@ pub fn load(input: &mut impl RdbSource, encver: i32) -> Result<TDigest, RdbError
         .allowance()
         .admit(Buffer(bytes))
         .map_err(RdbError::OverBudget)?;
-    Ok(TDigest::from_saved(&fields, &means, &weights))
+    TDigest::from_saved(&fields, &means, &weights)
+        .ok_or_else(|| RdbError::Invalid("cannot allocate".into()))
 }
 
 /// Bytes of the snapshot header: the nine scalar fields, little-endian.
@@ -195,7 +196,7 @@ impl TDigest {
     pub fn from_header(header: &[u8]) -> Result<Self, &'static str> {
         let fields = Self::header_fields(header)?;
         check_fields(&fields)?;
-        let mut digest = Self::from_counts(&fields);
+        let mut digest = Self::from_counts(&fields).ok_or("cannot allocate")?;
         // Exact integers (the header keeps them as such, not as doubles).
         digest.merged_weight = i64::from_le_bytes(header[56..64].try_into().expect("8"));
         digest.unmerged_weight = i64::from_le_bytes(header[64..72].try_into().expect("8"));

@@ -1,51 +1,26 @@
-//! The union of chains of one shape (`BF.MERGE`): the bitwise OR of each link's bits, and the
-//! item counts estimated afterwards from the bits set.
+//! The union of classic links (`BF.MERGE`, through [`Chain::merge_from`]): the bitwise OR of
+//! their bits, and the item count estimated afterwards from the bits set.
 
 use super::*;
+use crate::types::sbchain::MergeLink;
 
 /// Words ORed per step: a bounded buffer whatever the link's size.
 const STEP_WORDS: usize = 8192;
 
-impl BloomChain {
-    /// Whether `other` has this chain's shape, so their bits can be ORed: the same options,
-    /// growth factor and number of links, and per link the same bits, hashes, capacity, error
-    /// rate and bits per entry (where each item's probes land, and how the chain grows).
-    pub fn same_shape(&self, other: &Self) -> bool {
-        self.options == other.options
-            && self.growth == other.growth
-            && self.links.len() == other.links.len()
-            && self.links.iter().zip(other.links.iter()).all(|(a, b)| {
-                a.bits.len() == b.bits.len()
-                    && a.hashes == b.hashes
-                    && a.capacity == b.capacity
-                    && a.n2 == b.n2
-                    && a.error.to_bits() == b.error.to_bits()
-                    && a.bpe.to_bits() == b.bpe.to_bits()
-            })
+impl MergeLink for Link {
+    /// The same bits, hashes, capacity, error rate, bits per entry and n2: where each item's
+    /// probes land, and how the chain grows.
+    fn same_shape(&self, other: &Self) -> bool {
+        self.bits.len() == other.bits.len()
+            && self.hashes == other.hashes
+            && self.counts.capacity == other.counts.capacity
+            && self.n2 == other.n2
+            && self.counts.error.to_bits() == other.counts.error.to_bits()
+            && self.bpe.to_bits() == other.bpe.to_bits()
     }
 
-    /// ORs the bits of every chain in `sources` (each of this chain's shape, see
-    /// [`Self::same_shape`]) into this one, then sets each link's item count to the estimate
-    /// [`estimate_items`] makes from its set bits, and the chain's to their sum.
-    pub fn merge_from(&mut self, sources: &[&Self]) {
-        for source in sources {
-            debug_assert!(self.same_shape(source));
-            for (link, other) in self.links.iter_mut().zip(source.links.iter()) {
-                link.or_from(other);
-            }
-        }
-        let mut total = 0u64;
-        for link in self.links.iter_mut() {
-            link.items = estimate_items(link.bits(), link.hashes(), link.count_ones());
-            total = total.saturating_add(link.items);
-        }
-        self.items = total;
-    }
-}
-
-impl Link {
-    /// `self.bits |= other.bits` (same length), in bounded steps, keeping the set-bit count.
-    fn or_from(&mut self, other: &Link) {
+    /// In bounded steps, keeping the set-bit count.
+    fn or_from(&mut self, other: &Self) {
         let len = self.bits.len();
         let mut at = 0;
         while at < len {
@@ -66,6 +41,11 @@ impl Link {
             at += n;
         }
     }
+
+    /// [`estimate_items`] of the link's kept set-bit count.
+    fn estimated_items(&self) -> u64 {
+        estimate_items(self.bits(), self.hashes(), self.count_ones())
+    }
 }
 
 /// The number of distinct items a Bloom filter of `bits` bits and `hashes` probes per item most
@@ -85,6 +65,8 @@ pub fn estimate_items(bits: u64, hashes: u32, ones: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budget::Allowance;
+    use crate::types::sbchain::BloomChain;
 
     fn filled(range: std::ops::Range<u32>) -> BloomChain {
         let mut chain = BloomChain::new(100_000, 0.01, 2, false).unwrap();

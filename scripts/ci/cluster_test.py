@@ -15,9 +15,8 @@ Phases, each checked through a cluster-aware client (redis-py RedisCluster) and 
   gate      - with --bloomgate BIN: `bloomgate demo feed --filters redis+cluster://...` keeps its
               per-user WF.* filters in the cluster (cluster-aware `redis` crate client): no
               duplicate shown in any mode, and the filter keys are spread over several masters.
-              A second run with a filter memory budget of a few KiB makes the gate evict filters
-              (DEL node by node) and build them again from the store (history loads, writes
-              batched per node by slot) while requests run: still no duplicate shown.
+              A second run with a filter memory budget of a few KiB makes the gate forget users
+              and find their filters again while requests run: still no duplicate shown.
   merge     - BF.MERGE of hash-tagged keys routes through RedisCluster (its key specs); keys in
               two slots answer CROSSSLOT.
   3. failover - writes acknowledged by `WAIT 1 <ms>` while a master is killed with SIGKILL; its
@@ -621,7 +620,8 @@ def phase_gate(cluster, bloomgate, root):
     delete_gate_keys(gate_keys)
     print(f"     (gate demo in {time.time() - t:.1f}s; filter keys per master {per_master})", flush=True)
 
-    # Remote builds and evictions: 20 users whose filters do not all fit in 12 KiB.
+    # A per-process budget smaller than the users' filters: the gate forgets users and finds their
+    # filters again (shared filters stay in the cluster for the other gates).
     t = time.time()
     report = gate_demo(cluster, bloomgate, root, "demo feed with a 12 KiB filter budget",
                        20, 30, 2000, "gate-evict.db", "--filter-memory-kib", "12")
@@ -629,8 +629,8 @@ def phase_gate(cluster, bloomgate, root):
         return
     for mode in ["verify", "trust"]:
         m = report["modes"][mode]
-        check(f"gate: {mode} mode under a tiny budget: filters evicted and built again, 0 duplicates",
-              m["duplicates_shown"] == 0 and m["evictions"] > 0 and m["history_loads"] > 20, str(m))
+        check(f"gate: {mode} mode under a tiny budget: users forgotten and found again, 0 duplicates",
+              m["duplicates_shown"] == 0 and m["evictions"] > 0 and m["history_loads"] >= 20, str(m))
     delete_gate_keys(gate_keys_by_master(cluster))
     print(f"     (gate eviction demo in {time.time() - t:.1f}s)", flush=True)
 

@@ -2,7 +2,8 @@
 # The test suite: every crate's unit, property, statistical and integration tests, then the
 # module's tests again inside Valkey and Redis 8.2, the real-client smoke tests (redis-cli, redis-py, node-redis) against
 # a real `bloomgate serve`, the gate's client tests (scripts/ci/gate_feed.py, gate_clients.py), the Redis
-# Cluster test (six redis-server nodes with the module, scripts/ci/cluster_test.py), the Python
+# Cluster test (six redis-server nodes with the module, scripts/ci/cluster_test.py), the gate tier
+# (three serve gates sharing filters in a Redis 8.2 cluster, scripts/ci/gate_tier.py), the Python
 # package's pytest suite (scripts/ci/python_tests.sh), what users install (scripts/ci/package_check.sh:
 # cargo deny, cargo package, the .deb with dpkg, the wheel in a fresh virtualenv) and every
 # example in README.md and docs/ (scripts/ci/docs_check.sh).
@@ -52,6 +53,13 @@ python3 scripts/ci/gate_feed.py --bin target/debug/bloomgate --store postgres --
 python3 scripts/ci/gate_clients.py --bin target/debug/bloomgate
 echo "== Redis Cluster test (3 masters + 3 replicas of redis-server with the module, loopback)"
 python3 scripts/ci/cluster_test.py --module target/debug/libbloomgate_module.so --bloomgate target/debug/bloomgate
+echo "== the gate tier: 3 serve gates over PostgreSQL and a Redis 8.2 cluster with the module, a Go client, a gate killed, a master failed over"
+# The script itself fails without Go with redigo or PostgreSQL.
+if [ -n "$R8" ]; then
+  python3 scripts/ci/gate_tier.py --bin target/debug/bloomgate --module target/debug/libbloomgate_module.so --redis-server "$R8"
+else
+  skip "the gate tier" "it needs Redis 8.2, which scripts/ci/get_redis8.sh could not fetch"
+fi
 echo "== Python package (maturin wheel + pytest)"
 bash scripts/ci/python_tests.sh target/debug/bloomgate
 echo "== packaging (cargo deny, cargo package, the .deb installed with dpkg, the wheel without Rust)"

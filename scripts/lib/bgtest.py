@@ -2,8 +2,9 @@
 """The scripts' shared helpers (standard library only): free loopback ports, a minimal RESP2
 client (nothing between the clock and the server), waiting until a server answers PING, a
 server process on a free port in its own directory, stopped (and the directory removed) on close,
-a throwaway PostgreSQL (`Postgres`), node-redis installed once for the node client scripts
-(`node_redis`), and the benchmarks' percentile of a sorted list.
+a throwaway PostgreSQL (`Postgres`), a Redis Cluster of redis-server nodes with a module
+(`Cluster`), node-redis installed once for the node client scripts (`node_redis`), and the
+benchmarks' percentile of a sorted list.
 
 A Python script elsewhere under scripts/ imports it after putting this directory on its path,
 relative to its own file, so it runs from any cwd:
@@ -444,6 +445,127 @@ class Postgres:
             self.stop()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.close()
+
+
+class Cluster:
+    """A Redis Cluster of `masters` masters with `replicas` replicas each: redis-server processes
+    (`binary`, loading `module`) on loopback ports, each in its own directory under `root` with
+    its log there, created with `redis-cli --cluster create` and ready (every slot covered, every
+    node agreeing) when the constructor returns. `kill9(port)` and `start(port)` stop and bring
+    back one node (same port, same directory: it rejoins); `close` stops them all."""
+
+    def __init__(self, binary, module, root, masters=3, replicas=1, node_timeout_ms=2000,
+                 extra=(), seconds=60):
+        self.binary, self.module, self.root = binary, module, root
+        self.node_timeout_ms = node_timeout_ms
+        self.extra = list(extra)
+        self.procs = {}
+        count = masters * (1 + replicas)
+        taken = []
+        for _ in range(count):  # each port's bus port (+10000) must be free too
+            taken.append(free_port(also=(10000,), avoid=taken + [p + 10000 for p in taken]))
+        self.ports = taken
+        try:
+            for port in self.ports:
+                self.start(port)
+            out = subprocess.run(["redis-cli", "--cluster", "create"]
+                                 + ["127.0.0.1:%d" % p for p in self.ports]
+                                 + ["--cluster-replicas", str(replicas), "--cluster-yes"],
+                                 capture_output=True, text=True, timeout=seconds)
+            if out.returncode != 0:
+                raise RuntimeError("redis-cli --cluster create failed: %s%s"
+                                   % (out.stdout[-1500:], out.stderr[-1500:]))
+            self.wait_ok(seconds)
+        except BaseException:
+            self.close()
+            raise
+
+    def start(self, port):
+        """Starts (or restarts) the node on `port` and waits until it answers PING."""
+        d = os.path.join(self.root, "node-%d" % port)
+        os.makedirs(d, exist_ok=True)
+        argv = [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
+                "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", str(self.node_timeout_ms),
+                "--save", "", "--appendonly", "no", "--logfile", os.path.join(d, "redis.log"),
+                "--loadmodule", self.module] + self.extra
+        self.procs[port] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_ready(port, self.procs[port], 30)
+
+    def kill9(self, port):
+        proc = self.procs.pop(port)
+        proc.kill()
+        proc.wait()
+
+    def call(self, port, *args):
+        c = Resp(port, 10)
+        try:
+            return c.call(*args)
+        finally:
+            c.close()
+
+    def nodes(self, port=None):
+        """CLUSTER NODES as seen by `port` (default: any live node):
+        {port: (id, "master" or "replica", master id, flags)}."""
+        port = port or next(iter(self.procs))
+        text = self.call(port, "CLUSTER", "NODES")
+        text = text.decode() if isinstance(text, bytes) else text
+        out = {}
+        for line in text.strip().splitlines():
+            f = line.split()
+            node_port = int(f[1].split("@")[0].rsplit(":", 1)[1])
+            flags = f[2].split(",")
+            out[node_port] = (f[0], "master" if "master" in flags else "replica", f[3], flags)
+        return out
+
+    def masters(self):
+        """Ports of the live masters that hold slots (per a live node's view)."""
+        view = self.nodes()
+        return sorted(p for p, v in view.items()
+                      if v[1] == "master" and "fail" not in v[3] and p in self.procs)
+
+    def wait_ok(self, seconds=60):
+        """Until every live node says cluster_state:ok and they agree on every node's role."""
+        deadline = time.time() + seconds
+        last = None
+        while time.time() < deadline:
+            try:
+                states = [self.call(p, "CLUSTER", "INFO") for p in self.procs]
+                views = [self.nodes(p) for p in self.procs]
+                ok = all(b"cluster_state:ok" in s for s in states)
+                roles = [{q: v[1] for q, v in view.items() if q in self.procs} for view in views]
+                if ok and all(r == roles[0] for r in roles):
+                    return
+                last = "states or roles differ"
+            except (OSError, RuntimeError) as e:
+                last = e
+            time.sleep(0.1)
+        raise RuntimeError("cluster not ok within %g s (%s)" % (seconds, last))
+
+    def seeds(self):
+        """`HOST:PORT,...` of the first two nodes, for a `redis+cluster://` URL."""
+        return ",".join("127.0.0.1:%d" % p for p in self.ports[:2])
+
+    def log_tail(self, port, size=1500):
+        try:
+            with open(os.path.join(self.root, "node-%d" % port, "redis.log"), "rb") as f:
+                return f.read()[-size:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def close(self):
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self.procs.values():
+            proc.wait()
+        self.procs.clear()
 
     def __enter__(self):
         return self

@@ -69,6 +69,10 @@ pub struct Args {
     /// Memory budget of the gate's filters (bytes, or with k/kb/m/mb/g/gb) [default: 256mb]
     #[arg(long, env = "BLOOMGATE_GATE_MEMORY")]
     pub gate_memory: Option<String>,
+    /// The gate's filters: local, or shared by every gate process: resp://HOST:PORT or
+    /// redis+cluster://HOST:PORT[,HOST:PORT...] (Redis/Valkey with the module) [default: local]
+    #[arg(long, env = "BLOOMGATE_GATE_FILTERS")]
+    pub gate_filters: Option<String>,
 }
 
 /// `--appendfsync` values.
@@ -113,6 +117,7 @@ impl From<Args> for Options {
             gate_policy: a.gate_policy,
             gate_window: a.gate_window,
             gate_memory: a.gate_memory,
+            gate_filters: a.gate_filters,
         }
     }
 }

@@ -24,7 +24,7 @@ fn gate_with(
 ) -> Gate {
     let store = SqliteStore::open(dir.join("seen.db")).unwrap();
     let filters = FilterMode::Remote {
-        url: format!("resp://127.0.0.1:{port}"),
+        url: format!("resp://127.0.0.1:{port}?pending=local"),
         key_prefix: "seen:".into(),
     };
     let lifecycle = LifecycleConfig {
@@ -75,7 +75,7 @@ fn shown_items_stay_seen_through_eviction_and_expire_after_retention() {
     // may have evicted it in any batch, depending on how the recorder's batches fell).
     g.unseen(29, &[], now).unwrap();
     let mut con = server.conn();
-    let kind: String = redis::cmd("TYPE").arg("seen:29").query(&mut con).unwrap();
+    let kind: String = redis::cmd("TYPE").arg("seen:{29}").query(&mut con).unwrap();
     assert_eq!(kind, "BGwindowF");
     // Every shown item still reads as seen (trust mode: the filter alone decides), whether its
     // scope's filter stayed on the server or was evicted and is reloaded from the store now.
@@ -246,7 +246,7 @@ fn local_and_remote_filters_age_items_the_same_way() {
     let remote = make(
         "remote",
         FilterMode::Remote {
-            url: format!("resp://127.0.0.1:{}", server.port),
+            url: format!("resp://127.0.0.1:{}?pending=local", server.port),
             key_prefix: "aging:".into(),
         },
     );

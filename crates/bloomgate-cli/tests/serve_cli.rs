@@ -148,7 +148,7 @@ fn demo_feed_with_remote_filters_on_the_server_shows_no_duplicates() {
             "400",
         ])
         .args(["--concurrency", "2", "--json", "--filters"])
-        .arg(format!("resp://127.0.0.1:{}", server.port))
+        .arg(format!("resp://127.0.0.1:{}?pending=local", server.port))
         .arg("--store")
         .arg(format!("sqlite:{}", dir.join("history.db").display()))
         .succeed();

@@ -70,12 +70,18 @@ pub enum Durability {
 pub enum FilterMode {
     /// In this process, within the lifecycle's memory budget.
     Local,
-    /// On a bloomgate server or Redis with the bloomgate module: `resp://HOST:PORT`, or a Redis
-    /// Cluster running the module: `redis+cluster://HOST:PORT[,HOST:PORT...]`.
+    /// On Redis or Valkey with the bloomgate module (`resp://HOST:PORT`), or a Redis Cluster
+    /// running it (`redis+cluster://HOST:PORT[,HOST:PORT...]`), shared by every gate process
+    /// using the same server and key prefix, with the rows recorded and not yet committed beside
+    /// each filter. URL parameters: `pending=local` keeps those rows in this process instead
+    /// (one gate process per scope; the only choice on a server without Lua scripts, like
+    /// `bloomgate serve`), `wait=N` makes each record wait for N replicas (`WAIT`) within
+    /// `wait_timeout=MS` (default 1000). See docs/gate.md, "The gate across machines".
     Remote {
-        /// The server's (or the cluster's seed nodes') address.
+        /// The server's (or the cluster's seed nodes') address, with its parameters.
         url: String,
-        /// Every filter key starts with this (one key per scope: `{prefix}{scope}`).
+        /// Every key starts with this (one filter per scope: `{key_prefix}{SCOPE}`, the scope's
+        /// id in braces as the hash tag of the scope's keys). It may not hold a brace.
         key_prefix: String,
     },
 }

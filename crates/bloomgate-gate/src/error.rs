@@ -19,6 +19,10 @@ pub enum Error {
     /// A Redis server did not connect, answer or accept a write within the configured timeout.
     #[error("redis: no answer within the timeout ({0})")]
     Timeout(redis::RedisError),
+    /// The remote filters' server (or a cluster node) failed, answered something unexpected,
+    /// or did not get a write to as many replicas as asked.
+    #[error("filter server: {0}")]
+    FilterServer(String),
     /// A filter could not be created or decoded.
     #[error("filter: {0}")]
     Filter(#[from] bloomgate::Error),

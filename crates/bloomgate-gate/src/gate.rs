@@ -54,6 +54,9 @@ impl Gate {
                 metrics,
             )?),
         };
+        if filters.shares_pending() {
+            core.share_scopes();
+        }
         Ok(Gate {
             recorder: Some(Recorder::start(core.clone(), filters.clone())),
             core,
@@ -137,6 +140,11 @@ impl Gate {
         let mut maybe = Vec::with_capacity(candidates.len());
         let probe = match self.filters.probe(scope, candidates, now_ms, &mut maybe) {
             Ok(probe) => probe,
+            Err(err) if self.filters.shares_pending() => {
+                // Other processes' uncommitted rows are known to the filter server only.
+                metrics.filter_errors.fetch_add(1, Relaxed);
+                return Err(err);
+            }
             Err(_) => {
                 metrics.filter_errors.fetch_add(1, Relaxed);
                 maybe.clear();
@@ -144,10 +152,18 @@ impl Gate {
                 Probe::Unfiltered
             }
         };
-        let filtered = probe == Probe::Filtered;
+        let (filtered, pending) = match probe {
+            Probe::Filtered => (true, Vec::new()),
+            Probe::Unfiltered => (false, Vec::new()),
+            Probe::Pending { filtered, seen } => (filtered, seen),
+        };
+        for &i in &pending {
+            maybe[i] = false;
+            verdict[i] = false;
+        }
         let maybe_at: Vec<usize> = (0..candidates.len()).filter(|&i| maybe[i]).collect();
         if filtered {
-            let negatives = (candidates.len() - maybe_at.len()) as u64;
+            let negatives = (candidates.len() - maybe_at.len() - pending.len()) as u64;
             metrics.filter_negatives.fetch_add(negatives, Relaxed);
         }
         let mut sample = false;
@@ -201,9 +217,13 @@ impl Gate {
 
     /// Records that `scope` was shown `items` at `now_ms`; returns how many of them (a prefix of
     /// `items`) were taken. Before it returns, the items taken are in the pending overlay and the
-    /// cache, and in the scope's filter (local filters) or queued for it with the store write
-    /// (remote filters; probes consult the overlay until it lands), so the scope's next request
-    /// never shows them. The store write is queued for the background recorder's next group
+    /// cache, and in the scope's filter (local filters), or pending on the filter server beside
+    /// the scope's filter (remote filters: every gate process sharing them finds them there
+    /// until the recorder writes them into the filter; with `pending=local`, in this process's
+    /// overlay), so the scope's next request never shows them. With shared pending rows a
+    /// filter server that fails is an error here, and nothing is queued (the items may be
+    /// pending there anyway: recording them again is safe). The store write is queued for the
+    /// background recorder's next group
     /// commit ([`Durability::Queued`]: a crash before that commit loses the rows; see
     /// [`Gate::record_with`] to wait for it). All are taken unless the recorder's queue is full:
     /// while the store is healthy this call waits for room (up to `recorder::ROOM_WAIT`); while
@@ -264,15 +284,30 @@ impl Gate {
     }
 
     /// Remembers `items` (overlay, cache, filters) and queues them for the store; `admitted`:
-    /// the recorder reserved room for them.
+    /// the recorder reserved room for them (else they are a replay).
+    ///
+    /// With shared pending rows the filter server takes them first: a record it refused is an
+    /// error and leaves nothing behind in this process; a replay it refuses is committed all
+    /// the same (the rows were pending on the server when they were first acknowledged).
     fn take(&self, scope: u64, items: &[u64], now_ms: u64, admitted: bool) -> Result<Place> {
         let recorder = self.recorder();
-        self.core.remember(scope, items, now_ms);
+        let shared = self.filters.shares_pending();
+        if !shared {
+            self.core.remember(scope, items, now_ms);
+        }
         if let Err(err) = self.filters.record(scope, items, now_ms) {
             if admitted {
                 recorder.release(items.len());
+                return Err(err);
             }
-            return Err(err);
+            if !shared {
+                return Err(err);
+            }
+            let metrics = self.core.metrics();
+            metrics.filter_errors.fetch_add(1, Relaxed);
+        }
+        if shared {
+            self.core.remember(scope, items, now_ms);
         }
         let rows = items
             .iter()

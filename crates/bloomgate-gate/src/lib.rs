@@ -16,7 +16,8 @@
 //!   `pending.rs`, and the recorder (`recorder.rs`) that commits served items in groups;
 //! - `filters/`: the filters, a `FilterBackend` (`filters/mod.rs`): none, local (`lifecycle.rs`,
 //!   its build jobs and queue in `build_queue.rs`, with `snapshot.rs` and the cold-path rule in
-//!   `costs.rs`) or remote (`remote.rs`);
+//!   `costs.rs`) or remote (`remote.rs`, routed by `nodes.rs`, its pending rows kept by the
+//!   Lua scripts of `scripts.rs`);
 //! - `stores/`: the exact stores, implementing [`ExactStore`] (`stores/mod.rs`): `sqlite.rs`,
 //!   `redis.rs` (with `redis_pool.rs`, which the remote filters share), `postgres.rs` with its
 //!   time partitions in `postgres_partitions.rs`.

@@ -218,16 +218,130 @@ impl FromStr for FilterUrl {
     fn from_str(spec: &str) -> std::result::Result<Self, UrlError> {
         if spec == "local" {
             Ok(FilterUrl::Local)
-        } else if ["resp://", "resp+cluster://", "redis+cluster://"]
-            .iter()
-            .any(|scheme| spec.starts_with(scheme))
-        {
+        } else if REMOTE_SCHEMES.iter().any(|scheme| spec.starts_with(scheme)) {
+            RemoteSpec::parse(spec)?;
             Ok(FilterUrl::Remote(spec.to_owned()))
         } else {
             Err(UrlError(format!(
                 "filters must be local, resp://HOST:PORT or redis+cluster://HOST:PORT[,HOST:PORT...], got {spec:?}"
             )))
         }
+    }
+}
+
+/// The schemes of remote filters: one server, or a cluster's seed nodes.
+const REMOTE_SCHEMES: [&str; 3] = ["resp://", "resp+cluster://", "redis+cluster://"];
+
+/// Where the rows a gate recorded and has not committed to the store yet are kept, for the
+/// other gate processes to see (the `pending=` parameter of a remote filter URL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PendingRows {
+    /// `pending=shared` (the default): in a hash per scope on the filter server, beside the
+    /// scope's filter, so every gate process sharing the filters sees them. Needs a server that
+    /// runs Lua scripts (Redis or Valkey with the module).
+    Shared,
+    /// `pending=local`: in this process only (one gate process per scope; any RESP server with
+    /// the module's commands, `bloomgate serve` included).
+    Local,
+}
+
+/// A remote filter URL taken apart: `resp://[USER:PASSWORD@]HOST:PORT[/DB][?PARAMS]` or
+/// `redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...][?PARAMS]`, PARAMS among
+/// `pending=shared|local`, `wait=N` (replicas each pending write waits for) and
+/// `wait_timeout=MS` (how long, default 1000).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RemoteSpec {
+    /// A Redis Cluster (its seed nodes), or one server.
+    pub cluster: bool,
+    /// `HOST:PORT` of the server, or of each seed node.
+    pub nodes: Vec<String>,
+    /// `USER:PASSWORD@` (or `:PASSWORD@`) as given, or empty: put before every node's address.
+    pub credentials: String,
+    /// `/DB` of one server, or empty.
+    pub database: String,
+    /// Where uncommitted rows are kept.
+    pub pending: PendingRows,
+    /// Replicas each pending write waits for (`WAIT`), 0 = none, and for how long.
+    pub wait_replicas: u32,
+    /// How long a write waits for its replicas.
+    pub wait_timeout_ms: u64,
+}
+
+impl RemoteSpec {
+    /// Parses a remote filter URL; the error says what is wrong.
+    pub fn parse(url: &str) -> std::result::Result<Self, UrlError> {
+        let bad = |why: String| UrlError(format!("filter URL {}: {why}", redacted(url)));
+        let (scheme, rest) = REMOTE_SCHEMES
+            .iter()
+            .find_map(|scheme| url.strip_prefix(scheme).map(|rest| (*scheme, rest)))
+            .ok_or_else(|| bad("expected resp:// or redis+cluster://".into()))?;
+        let cluster = scheme != "resp://";
+        let (address, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (credentials, address) = match address.rfind('@') {
+            Some(at) => (&address[..=at], &address[at + 1..]),
+            None => ("", address),
+        };
+        let (hosts, database) = match address.find('/') {
+            Some(slash) => (&address[..slash], &address[slash..]),
+            None => (address, ""),
+        };
+        let nodes: Vec<String> = hosts
+            .split(',')
+            .filter(|node| !node.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if nodes.is_empty() || nodes.iter().any(|node| !node.contains(':')) {
+            return Err(bad("expected HOST:PORT".into()));
+        }
+        if !cluster && nodes.len() > 1 {
+            return Err(bad(
+                "one server (several seed nodes are redis+cluster://)".into()
+            ));
+        }
+        if cluster && !database.is_empty() {
+            return Err(bad("a cluster has no database number".into()));
+        }
+        let mut spec = RemoteSpec {
+            cluster,
+            nodes,
+            credentials: credentials.to_owned(),
+            database: database.to_owned(),
+            pending: PendingRows::Shared,
+            wait_replicas: 0,
+            wait_timeout_ms: 1000,
+        };
+        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let number = |max: u64| {
+                value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| *n <= max)
+                    .ok_or_else(|| bad(format!("{pair}: expected a number up to {max}")))
+            };
+            match name {
+                "pending" => {
+                    spec.pending = match value {
+                        "shared" => PendingRows::Shared,
+                        "local" => PendingRows::Local,
+                        _ => return Err(bad(format!("{pair}: expected shared or local"))),
+                    }
+                }
+                "wait" => spec.wait_replicas = number(64)? as u32,
+                "wait_timeout" => spec.wait_timeout_ms = number(3_600_000)?.max(1),
+                _ => {
+                    return Err(bad(format!(
+                        "unknown parameter {name:?} (pending, wait, wait_timeout)"
+                    )))
+                }
+            }
+        }
+        Ok(spec)
+    }
+
+    /// The `redis://` URL of the node at `HOST:PORT`, with this spec's credentials and database.
+    pub fn node_url(&self, node: &str) -> String {
+        format!("redis://{}{node}{}", self.credentials, self.database)
     }
 }
 
@@ -241,7 +355,13 @@ impl fmt::Display for FilterUrl {
 }
 
 impl FilterUrl {
-    /// The gate's [`FilterMode`]; remote filters keep one key per scope, `{key_prefix}{scope}`.
+    /// The URL as [`Display`](fmt::Display) writes it, with a password replaced by `***`.
+    pub fn redacted(&self) -> String {
+        redacted(&self.to_string())
+    }
+
+    /// The gate's [`FilterMode`]; remote filters keep one key per scope,
+    /// `{key_prefix}{SCOPE}` (the scope's id in braces: a hash tag).
     pub fn mode(&self, key_prefix: impl Into<String>) -> FilterMode {
         match self {
             FilterUrl::Local => FilterMode::Local,

@@ -1,6 +1,7 @@
 """Shared fixtures: the `bloomgate` CLI binary for the file round trips, a PostgreSQL server for
-the gate. Under BLOOMGATE_NO_SKIP=1 (CI) a skipped test is reported as failed; elsewhere each
-skip is also recorded in $BLOOMGATE_SKIP_LOG when set (scripts/lib/bgtest.py's convention)."""
+the gate, a redis-server with the module for the gate's shared filters. Under BLOOMGATE_NO_SKIP=1
+(CI) a skipped test is reported as failed; elsewhere each skip is also recorded in
+$BLOOMGATE_SKIP_LOG when set (scripts/lib/bgtest.py's convention)."""
 
 import os
 import pathlib
@@ -63,3 +64,20 @@ def postgres_url():
         pytest.skip("PostgreSQL (initdb, pg_ctl) is not installed (bash .ci/setup installs postgresql)")
     with bgtest.Postgres() as pg:
         yield pg.url
+
+
+@pytest.fixture(scope="session")
+def filter_server():
+    """`resp://127.0.0.1:PORT` of a redis-server running the module built in target/ (or
+    $BLOOMGATE_MODULE), for the gate's remote filters. Skipped when redis-server or the module
+    is missing (a failure under BLOOMGATE_NO_SKIP=1)."""
+    module = os.environ.get("BLOOMGATE_MODULE") or str(REPO / "target" / "debug" / "libbloomgate_module.so")
+    missing = [what for what, ok in [("redis-server", shutil.which("redis-server")),
+                                     (module, pathlib.Path(module).is_file())] if not ok]
+    if missing:
+        pytest.skip("missing for the shared filters: %s (cargo build -p bloomgate-module)" % missing)
+    sys.path.insert(0, str(REPO / "scripts" / "lib"))
+    import bgtest
+
+    with bgtest.Server(bgtest.redis_argv("redis-server", module), prefix="bloomgate-py-filters-") as server:
+        yield "resp://127.0.0.1:%d" % server.port

@@ -378,3 +378,20 @@ def test_the_password_stays_out_of_stats_and_repr(pg_table_url):
         assert "s3cret" not in gate.stats()["store"]
         assert "bloomgate:***@" in gate.stats()["store"]
         assert "s3cret" not in repr(gate)
+
+
+def test_gates_sharing_filters_never_show_what_another_recorded(tmp_path, filter_server):
+    # Two gates, as two processes would be: their filters and pending rows on the server.
+    url = "sqlite:%s" % (tmp_path / "shared.db")
+    prefix = "py:%s:" % uuid.uuid4().hex[:8]
+    with Gate(url, filters=filter_server, key_prefix=prefix) as a, \
+            Gate(url, filters=filter_server, key_prefix=prefix) as b:
+        assert b.unseen("user:1", ["x", "y", "z"], now_ms=T0) == [True, True, True]
+        assert a.record("user:1", ["x", "y"], now_ms=T0) == 2
+        # Before a's group commit as after it.
+        assert b.unseen("user:1", ["x", "y", "z"], now_ms=T0 + 1) == [False, False, True]
+        a.flush()
+        assert b.unseen("user:1", ["x", "y", "z"], now_ms=T0 + 2) == [False, False, True]
+        assert b.stats()["filter_errors"] == 0
+    with pytest.raises(ValueError, match="pending"):
+        Gate(url, filters=filter_server + "?pending=maybe")

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context as _};
-use bloomgate_gate::{Policy, StoreUrl};
+use bloomgate_gate::{FilterUrl, Policy, StoreUrl};
 
 use crate::persistence::FsyncPolicy;
 use crate::pubsub::{Events, Limits};
@@ -53,6 +53,9 @@ pub struct Options {
     pub gate_window: Option<String>,
     /// The gate's filters' memory budget (bytes, or with k/kb/m/mb/g/gb; default 256mb).
     pub gate_memory: Option<String>,
+    /// Where the gate's filters live: `local` (default), `resp://HOST:PORT` or
+    /// `redis+cluster://HOST:PORT[,...]` (shared by every gate process using them).
+    pub gate_filters: Option<String>,
 }
 
 /// What the gate behind `GATE.*` runs with (see [`crate::gate`]).
@@ -66,26 +69,39 @@ pub struct GateSettings {
     pub retention_ms: u64,
     /// All scope filters together stay within this many bytes.
     pub memory_bytes: u64,
+    /// Where the scope filters live.
+    pub filters: FilterUrl,
 }
+
+/// The gate's options, as the config file names them (in `Options::resolve`'s order).
+const GATE_OPTIONS: [&str; 5] = [
+    "gate-store",
+    "gate-policy",
+    "gate-window",
+    "gate-memory",
+    "gate-filters",
+];
 
 /// The gate's defaults: a 30-day window, filters within 256 MiB.
 const GATE_WINDOW_DAYS: &str = "30";
 const GATE_MEMORY: &str = "256mb";
 
 impl GateSettings {
-    /// The gate settings from their four options as given (`store` absent: no gate).
+    /// The gate settings from their five options as given (`store` absent: no gate).
     fn resolve(
         store: Option<&str>,
         policy: Option<&str>,
         window_days: Option<&str>,
         memory: Option<&str>,
+        filters: Option<&str>,
     ) -> anyhow::Result<Option<GateSettings>> {
         let Some(store) = store else {
-            if policy.or(window_days).or(memory).is_some() {
-                bail!("gate-policy, gate-window and gate-memory need gate-store");
+            if policy.or(window_days).or(memory).or(filters).is_some() {
+                bail!("gate-policy, gate-window, gate-memory and gate-filters need gate-store");
             }
             return Ok(None);
         };
+        let filters: FilterUrl = filters.unwrap_or("local").parse().context("gate-filters")?;
         let store: StoreUrl = store.parse().context("gate-store")?;
         let policy = match policy.unwrap_or("verify").to_ascii_lowercase().as_str() {
             "verify" => Policy::Verify,
@@ -111,6 +127,7 @@ impl GateSettings {
             policy,
             retention_ms,
             memory_bytes,
+            filters,
         }))
     }
 }
@@ -154,6 +171,7 @@ impl Options {
             self.gate_policy.clone(),
             self.gate_window.clone(),
             self.gate_memory.clone(),
+            self.gate_filters.clone(),
         ];
         if let Some(path) = &self.config {
             let text = std::fs::read_to_string(path)
@@ -184,11 +202,9 @@ impl Options {
                             .parse()
                             .with_context(|| format!("{}: bad maxclients", at()))?
                     }
-                    "gate-store" | "gate-policy" | "gate-window" | "gate-memory" => {
-                        let at = ["gate-store", "gate-policy", "gate-window", "gate-memory"]
-                            .iter()
-                            .position(|&n| n == name)
-                            .unwrap_or(0);
+                    "gate-store" | "gate-policy" | "gate-window" | "gate-memory"
+                    | "gate-filters" => {
+                        let at = GATE_OPTIONS.iter().position(|&n| n == name).unwrap_or(0);
                         // A flag given on the command line wins over the file.
                         gate[at] = gate[at].take().or_else(|| Some(value.to_string()));
                     }
@@ -246,12 +262,13 @@ impl Options {
         }
         config.dir = dir.display().to_string();
         config.memory_ceiling = physical_memory().unwrap_or(u64::MAX);
-        let [store, policy, window, memory] = &gate;
+        let [store, policy, window, memory, filters] = &gate;
         let gate = GateSettings::resolve(
             store.as_deref(),
             policy.as_deref(),
             window.as_deref(),
             memory.as_deref(),
+            filters.as_deref(),
         )?;
         Ok(Settings {
             config,
@@ -565,7 +582,8 @@ mod tests {
         let file = dir.join("serve.conf");
         std::fs::write(
             &file,
-            "gate-store sqlite:/tmp/seen.db\ngate-policy trust\ngate-window 7\ngate-memory 1mb\n",
+            "gate-store sqlite:/tmp/seen.db\ngate-policy trust\ngate-window 7\ngate-memory 1mb\n\
+             gate-filters redis+cluster://127.0.0.1:7000,127.0.0.1:7001?wait=1\n",
         )
         .unwrap();
         let options = Options {
@@ -578,7 +596,25 @@ mod tests {
         assert_eq!(gate.policy, Policy::Trust);
         assert_eq!(gate.retention_ms, 43_200_000, "the flag wins over the file");
         assert_eq!(gate.memory_bytes, 1 << 20);
+        assert_eq!(
+            gate.filters.to_string(),
+            "redis+cluster://127.0.0.1:7000,127.0.0.1:7001?wait=1"
+        );
         assert!(Options::default().resolve().unwrap().gate.is_none());
+        let local = Options {
+            gate_store: Some("sqlite:/tmp/seen.db".into()),
+            ..Options::default()
+        };
+        assert_eq!(
+            local.resolve().unwrap().gate.unwrap().filters,
+            FilterUrl::Local
+        );
+        let bad_filters = Options {
+            gate_store: Some("sqlite:/tmp/seen.db".into()),
+            gate_filters: Some("resp://h:1?wait=x".into()),
+            ..Options::default()
+        };
+        assert!(format!("{:#}", options_error(bad_filters)).contains("wait=x"));
         let refused = |options: Options| options.resolve().unwrap_err().to_string();
         let bad_policy = Options {
             gate_store: Some("sqlite:/tmp/seen.db".into()),
@@ -596,6 +632,11 @@ mod tests {
             ..Options::default()
         };
         assert!(format!("{:#}", options_error(bad_url)).contains("store must be"));
+        let filters_alone = Options {
+            gate_filters: Some("resp://h:1".into()),
+            ..Options::default()
+        };
+        assert!(refused(filters_alone).contains("need gate-store"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -23,7 +23,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bloomgate_gate::{FilterMode, Gate, GateConfig, LifecycleConfig, Persistence, Policy};
+use bloomgate_gate::{FilterUrl, Gate, GateConfig, LifecycleConfig, Persistence, Policy};
 use tokio::sync::Semaphore;
 
 use crate::config::GateSettings;
@@ -141,32 +141,49 @@ impl From<Reply> for Answer {
     }
 }
 
+/// Every remote filter key of serve's gate starts with this (then the scope's id in braces):
+/// the keys Python's `bloomgate.Gate` uses with its default `key_prefix`, so both kinds of
+/// gate process share filters and pending rows.
+pub const FILTER_KEY_PREFIX: &str = "bloomgate:gate:bf:";
+
 /// The gate and what `GATE.INFO` says about it.
 pub struct GateService {
     /// Always `Some` until drop.
     gate: Option<Gate>,
     policy: Policy,
     store: String,
+    /// Where the filters live (password hidden).
+    filters: String,
+    /// The filters live in this process (their bytes count in `used_memory`).
+    local: bool,
     workers: Arc<Semaphore>,
 }
 
 impl GateService {
-    /// Opens the store and starts the gate (blocking: connects to the store and loads the
-    /// filters' snapshot). Local filters are persisted under `filter_dir`.
+    /// Opens the store and starts the gate (blocking: connects to the store, and loads the
+    /// filters' snapshot or connects to the filter server). Local filters are persisted under
+    /// `filter_dir`; remote ones live on their server, keys `bloomgate:gate:bf:{SCOPE}`.
     pub fn open(settings: &GateSettings, filter_dir: &std::path::Path) -> anyhow::Result<Self> {
         let store = settings.store.open("bloomgate:gate:", false)?;
         let lifecycle = LifecycleConfig {
             memory_budget_bytes: settings.memory_bytes,
             ..LifecycleConfig::new(settings.retention_ms, GENERATIONS)
         };
+        let local = settings.filters == FilterUrl::Local;
         let config = GateConfig {
-            persistence: Some(Persistence::new(filter_dir)),
-            ..GateConfig::new(settings.policy, FilterMode::Local, lifecycle)
+            persistence: local.then(|| Persistence::new(filter_dir)),
+            ..GateConfig::new(
+                settings.policy,
+                settings.filters.mode(FILTER_KEY_PREFIX),
+                lifecycle,
+            )
         };
         Ok(GateService {
             gate: Some(Gate::new(store, config)?),
             policy: settings.policy,
             store: settings.store.redacted(),
+            filters: settings.filters.redacted(),
+            local,
             workers: Arc::new(Semaphore::new(WORKERS)),
         })
     }
@@ -176,9 +193,14 @@ impl GateService {
         self.gate.as_ref().expect("the gate lives until drop")
     }
 
-    /// Bytes held by the gate's filters (counted in `used_memory`).
+    /// Bytes this process holds for the gate's filters (counted in `used_memory`): none when
+    /// they live on a filter server.
     pub fn memory_bytes(&self) -> u64 {
-        self.gate().filter_memory_bytes()
+        if self.local {
+            self.gate().filter_memory_bytes()
+        } else {
+            0
+        }
     }
 
     /// Puts rows a log of this server's held at start back into the gate (committed again,
@@ -287,12 +309,13 @@ impl GateService {
             ("record_failures", m.record_failures.load(Relaxed)),
             ("record_backlog", self.gate().record_backlog() as u64),
             ("record_replayed", m.replayed_rows.load(Relaxed)),
-            ("filter_memory_bytes", self.memory_bytes()),
+            ("filter_memory_bytes", self.gate().filter_memory_bytes()),
         ];
         let text = |s: &str| Reply::bulk(s.as_bytes().to_vec());
         let mut map = vec![
             (text("policy"), text(policy)),
             (text("store"), text(&self.store)),
+            (text("filters"), text(&self.filters)),
         ];
         map.extend(
             counters

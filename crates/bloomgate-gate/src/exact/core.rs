@@ -6,7 +6,7 @@
 //! commits the recorder's batches ([`Core::commit`]), keeping the cache and the overlay consistent
 //! with the store and counting every call in the metrics.
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,6 +22,9 @@ pub(crate) struct Core {
     cache: SeenCache,
     pending: Pending,
     metrics: Arc<Metrics>,
+    /// Other processes record into the same scopes (filters that share pending rows): a
+    /// "not seen" answer of the store may be wrong a moment later, so it is not cached.
+    shared: AtomicBool,
 }
 
 impl Core {
@@ -37,7 +40,14 @@ impl Core {
             cache: SeenCache::new(cache_capacity),
             pending: Pending::new(),
             metrics,
+            shared: AtomicBool::new(false),
         }
+    }
+
+    /// Other gate processes record into the same scopes from now on: the store's "not seen"
+    /// answers are no longer cached.
+    pub fn share_scopes(&self) {
+        self.shared.store(true, Relaxed);
     }
 
     pub fn metrics(&self) -> &Metrics {
@@ -135,7 +145,7 @@ impl Core {
                 .fetch_add(batch.len() as u64, Relaxed);
             for (&(i, ticket), answer) in missed.iter().zip(answers) {
                 seen[i] = answer;
-                if !answer {
+                if !answer && !self.shared.load(Relaxed) {
                     self.cache.put_unseen(scope, items[i], since, ticket);
                 }
                 // A "seen" answer is not cached here: the store did not say when, and the cache

@@ -13,7 +13,9 @@
 pub(crate) mod build_queue;
 pub(crate) mod costs;
 pub(crate) mod lifecycle;
+pub(crate) mod nodes;
 pub(crate) mod remote;
+pub(crate) mod scripts;
 pub(crate) mod snapshot;
 
 use crate::metrics::{FilterGauges, SATURATION_BOUNDS};
@@ -31,7 +33,7 @@ pub(crate) trait HistorySource: Send + Sync {
 }
 
 /// What a probe could say.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Probe {
     /// `out` holds the filter's answers: `false` = definitely not seen within R.
     Filtered,
@@ -39,6 +41,15 @@ pub(crate) enum Probe {
     /// one now, or the filter server failed): every item reads "maybe" and the caller takes the
     /// exact path for all of them, under every policy.
     Unfiltered,
+    /// Some items were recorded (by this gate or another one sharing the filters) and are not
+    /// committed to the store yet: they are seen, `seen` lists their indices (`out` is `false`
+    /// for them); the others are answered as `filtered` says (`Filtered` or `Unfiltered`).
+    Pending {
+        /// Whether `out` holds the filter's answers for the other items.
+        filtered: bool,
+        /// The indices of the items known seen.
+        seen: Vec<usize>,
+    },
 }
 
 /// One kind of scope filters (none, local, remote).
@@ -72,6 +83,14 @@ pub(crate) trait FilterBackend: Send + Sync {
 
     /// Filter count, memory and saturation, for the metrics.
     fn gauges(&self) -> FilterGauges;
+
+    /// Whether the pending rows live with the filters, shared by every gate process: a probe
+    /// that fails is then an error for its request (the exact path alone does not know the
+    /// rows other processes recorded and have not committed), and "not seen" answers of the
+    /// store may not be cached (another process may record the item any moment).
+    fn shares_pending(&self) -> bool {
+        false
+    }
 
     /// Estimated false-positive rate of a scope's resident filter (None if none is resident).
     fn estimated_fpr(&self, _scope: u64) -> Option<f64> {

@@ -43,17 +43,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import bgtest  # noqa: E402
 
-GOPATH = "/usr/share/gocode"
 DEPTH = 64  # commands in flight per fill connection
-
-
-def info(port):
-    c = bgtest.Resp(port, 60)
-    try:
-        flat = c.call("GATE.INFO")
-    finally:
-        c.close()
-    return {k.decode(): (v.decode() if isinstance(v, bytes) else v) for k, v in zip(flat[::2], flat[1::2])}
 
 
 def used_memory(cluster):
@@ -131,13 +121,6 @@ def fill(ports, scopes, connections, make):
     return time.time() - t, sum(errors)
 
 
-def drained(ports, seconds=600):
-    deadline = time.time() + seconds
-    for port in ports:
-        while int(info(port)["record_backlog"]) > 0 and time.time() < deadline:
-            time.sleep(0.2)
-
-
 def cpu_seconds(pids):
     """User + system CPU seconds of these processes so far."""
     total = 0
@@ -206,9 +189,7 @@ def main():
     gates = []
     report = {"scopes": args.scopes, "items_per_scope": args.items}
     try:
-        env = dict(os.environ, GO111MODULE="off", GOPATH=GOPATH, GOCACHE=os.path.join(scratch, "gocache"), GOFLAGS="")
-        client = os.path.join(scratch, "gatetier")
-        subprocess.run(["go", "build", "-o", client, "./examples/go/gatetier"], cwd=bgtest.ROOT, env=env, check=True)
+        client = bgtest.build_gatetier(scratch)
         pg = bgtest.Postgres()
         cluster = bgtest.Cluster(redis_server, module, os.path.join(scratch, "cluster"), masters=3, replicas=0)
         filters = "redis+cluster://%s" % cluster.seeds()
@@ -235,7 +216,7 @@ def main():
         started = time.time()
         _, errors = fill(ports, args.scopes, args.connections,
                             lambda s: ["GATE.RECORD", "user:%d" % s] + ["fill:%d:%d" % (s, j) for j in range(items)])
-        drained(ports)
+        bgtest.gate_drained(ports, seconds=600, poll=0.2)
         took_all = time.time() - started
         report["record_rows_per_s"] = args.scopes * items / took_all
         report["record_errors"] = errors
@@ -254,7 +235,7 @@ def main():
 
         report["feed"] = {}
         for n in (1, 2, 3):
-            before = [info(p) for p in ports[:n]]
+            before = [bgtest.gate_info(p, 60) for p in ports[:n]]
             groups = {"gates": [g.proc.pid for g in gates[:n]], "cluster": [p.pid for p in cluster.procs.values()],
                       "postgres": postgres_pids(pg)}
             cpu_before = {k: cpu_seconds(v) for k, v in groups.items()}
@@ -267,7 +248,7 @@ def main():
             if line is None:
                 raise RuntimeError("the client failed: %s" % out.stdout[-2000:])
             result = json.loads(line[len("result "):])
-            after = [info(p) for p in ports[:n]]
+            after = [bgtest.gate_info(p, 60) for p in ports[:n]]
             delta = lambda name: sum(int(a[name]) - int(b[name]) for a, b in zip(after, before))  # noqa: E731
             cpu = {k: (cpu_seconds(v) - cpu_before[k]) / result["requests"] * 1e3 for k, v in groups.items()}
             feed = {
@@ -286,13 +267,7 @@ def main():
     finally:
         for g in gates:
             g.close("kill")
-        for part in (cluster, pg):
-            if part:
-                part.close()
-        if args.keep:
-            print("kept %s" % scratch)
-        else:
-            shutil.rmtree(scratch, ignore_errors=True)
+        bgtest.close_all((cluster, pg), scratch, args.keep)
     print("load average at end: %s" % open("/proc/loadavg").read().split()[:3], flush=True)
     print(json.dumps(report))
 

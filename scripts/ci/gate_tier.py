@@ -35,8 +35,6 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import bgtest  # noqa: E402  (scripts/lib, found from this file)
 
-ROOT = bgtest.ROOT
-GOPATH = "/usr/share/gocode"
 TOTAL_LIMIT_S = 420
 GATES = 3
 
@@ -46,30 +44,11 @@ def fail(msg):
     sys.exit(1)
 
 
-def info(port):
-    """GATE.INFO of the gate on `port` as a dict."""
-    c = bgtest.Resp(port, 30)
-    try:
-        flat = c.call("GATE.INFO")
-    finally:
-        c.close()
-    out = {}
-    for k, v in zip(flat[::2], flat[1::2]):
-        out[k.decode() if isinstance(k, bytes) else k] = v.decode() if isinstance(v, bytes) else v
-    return out
-
-
 def build_client(scratch):
-    redigo = os.path.join(GOPATH, "src/github.com/gomodule/redigo/redis")
-    if not shutil.which("go") or not os.path.isdir(redigo):
-        fail("Go and Debian's redigo are needed (golang-go, golang-github-gomodule-redigo-dev: .ci/setup)")
-    env = dict(os.environ, GO111MODULE="off", GOPATH=GOPATH, GOCACHE=os.path.join(scratch, "gocache"), GOFLAGS="")
-    binary = os.path.join(scratch, "gatetier")
-    out = subprocess.run(["go", "build", "-o", binary, "./examples/go/gatetier"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
-    if out.returncode != 0:
-        fail("go build: %s%s" % (out.stdout, out.stderr))
-    return binary
+    try:
+        return bgtest.build_gatetier(scratch)
+    except RuntimeError as e:
+        fail(str(e))
 
 
 class Gates:
@@ -149,11 +128,8 @@ def main():
                 continue
             if line == "requests done":
                 # The gates' counters of the requests (the read-back that follows is not one).
-                for s in gates.servers:
-                    deadline = time.time() + 30
-                    while int(info(s.port)["record_backlog"]) > 0 and time.time() < deadline:
-                        time.sleep(0.1)
-                counters = [info(s.port) for s in gates.servers]
+                bgtest.gate_drained([s.port for s in gates.servers], seconds=30 * GATES)
+                counters = [bgtest.gate_info(s.port) for s in gates.servers]
                 client.stdin.write("\n")
                 client.stdin.flush()
                 continue
@@ -230,13 +206,7 @@ def main():
         if client and client.poll() is None:
             client.kill()
             client.wait()
-        for part in (gates, cluster, pg):
-            if part:
-                part.close()
-        if args.keep:
-            print("kept %s" % scratch)
-        else:
-            shutil.rmtree(scratch, ignore_errors=True)
+        bgtest.close_all((gates, cluster, pg), scratch, args.keep)
     print("gate tier: %s (%.0fs)" % ("ok" if not failures else "%d failed" % len(failures), time.time() - started),
           flush=True)
     sys.exit(1 if failures else 0)

@@ -3,7 +3,9 @@
 client (nothing between the clock and the server), waiting until a server answers PING, a
 server process on a free port in its own directory, stopped (and the directory removed) on close,
 a throwaway PostgreSQL (`Postgres`), a Redis Cluster of redis-server nodes with a module
-(`Cluster`), node-redis installed once for the node client scripts (`node_redis`), and the
+(`Cluster`), node-redis installed once for the node client scripts (`node_redis`), a gate's
+GATE.INFO and committed backlog (`gate_info`, `gate_drained`), the Go gate client's build
+(`build_gatetier`), closing a run's parts and scratch directory (`close_all`), and the
 benchmarks' percentile of a sorted list.
 
 A Python script elsewhere under scripts/ imports it after putting this directory on its path,
@@ -197,6 +199,62 @@ def wait_ready(port, proc=None, seconds=30):
 def serve_argv(binary, *extra):
     """The command line of `bloomgate serve` for `Server`: BINARY serve --port P --dir D EXTRA."""
     return lambda port, d: [binary, "serve", "--port", str(port), "--dir", d, *extra]
+
+
+def gate_info(port, timeout=30):
+    """GATE.INFO of the gate served on `port` as a dict of str to str or int."""
+    c = Resp(port, timeout)
+    try:
+        flat = c.call("GATE.INFO")
+    finally:
+        c.close()
+    return {_text(k): _text(v) for k, v in zip(flat[::2], flat[1::2])}
+
+
+def _text(v):
+    """A bulk string reply as str; any other reply as it is."""
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def gate_drained(ports, seconds=30, poll=0.1):
+    """Waits (at most `seconds` in all) until the gates on `ports` have committed their record
+    backlog (GATE.INFO's `record_backlog` is 0)."""
+    deadline = time.time() + seconds
+    for port in ports:
+        while int(gate_info(port)["record_backlog"]) > 0 and time.time() < deadline:
+            time.sleep(poll)
+
+
+def close_all(parts, scratch, keep=False):
+    """Closes each of `parts` (anything with `close()`; None for one never started), then removes
+    the directory `scratch`, or with `keep` says where it was kept."""
+    for part in parts:
+        if part:
+            part.close()
+    if keep:
+        print("kept %s" % scratch)
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+GOPATH = "/usr/share/gocode"
+
+
+def build_gatetier(scratch):
+    """Builds the Go gate client examples/go/gatetier (Debian's redigo from GOPATH, no module
+    download) into `scratch`; returns its path. Raises RuntimeError with the compiler's output
+    when Go, redigo or the build fails."""
+    redigo = os.path.join(GOPATH, "src/github.com/gomodule/redigo/redis")
+    if not shutil.which("go") or not os.path.isdir(redigo):
+        raise RuntimeError("Go and Debian's redigo are needed (golang-go, golang-github-gomodule-redigo-dev: "
+                           ".ci/setup)")
+    env = dict(os.environ, GO111MODULE="off", GOPATH=GOPATH, GOCACHE=os.path.join(scratch, "gocache"), GOFLAGS="")
+    binary = os.path.join(scratch, "gatetier")
+    out = subprocess.run(["go", "build", "-o", binary, "./examples/go/gatetier"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        raise RuntimeError("go build: %s%s" % (out.stdout, out.stderr))
+    return binary
 
 
 def redis_argv(binary, module=None, *extra):

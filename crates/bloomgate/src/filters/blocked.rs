@@ -90,13 +90,7 @@ impl BitLayout for Blocked {
     const LAYOUT: Layout = Layout::Blocked;
     const KIND: FilterKind = FilterKind::Blocked;
     const TYPE_NAME: &'static str = "BlockedBloomFilter";
-    /// One line per key: prefetching pays off as soon as the array leaves L1/L2.
-    const PREFETCH_MIN_BYTES: usize = 0;
-    const LOCAL: bool = true;
-
-    fn select() -> Self {
-        Blocked(Kernel::detect())
-    }
+    local::one_block_layout!();
 
     #[inline(always)]
     fn insert(self, blocks: &mut [Block], g: Geometry, h: KeyHash) -> bool {
@@ -111,11 +105,6 @@ impl BitLayout for Blocked {
     #[inline]
     fn probes(self, g: Geometry, h: KeyHash, visit: impl FnMut(usize, u64) -> bool) -> bool {
         local::visit_block_mask(Self::home(g, h), self.0.mask(h.hi, g.hashes), visit)
-    }
-
-    #[inline(always)]
-    fn prefetch(self, words: *const u64, g: Geometry, h: KeyHash) {
-        local::prefetch_block::<Self>(words, g, h);
     }
 
     /// Block index = `fast_range(lo, blocks)` (see `crate::hash`).
@@ -143,19 +132,6 @@ impl BitLayout for Blocked {
             })
             .sum();
         total / blocks.len() as f64
-    }
-
-    /// The one-block pipeline of `local` (hash ahead, prefetch every block, one line per key).
-    #[inline(always)]
-    fn contains_batch(
-        self,
-        blocks: &[Block],
-        g: Geometry,
-        count: usize,
-        hash_at: impl Fn(usize) -> KeyHash,
-        out: &mut Vec<bool>,
-    ) {
-        local::contains_batch::<Self>(self.0, blocks, g, count, hash_at, out);
     }
 }
 
@@ -356,13 +332,7 @@ mod avx2 {
     #[target_feature(enable = "avx2")]
     unsafe fn insert(block: &mut Block, hi: u64, hashes: u32) -> bool {
         let (first, second) = mask_usual(hi, hashes);
-        let words = block.0.as_mut_ptr().cast::<__m256i>();
-        let low = _mm256_load_si256(words);
-        let high = _mm256_load_si256(words.add(1));
-        let present = (_mm256_testc_si256(low, first) & _mm256_testc_si256(high, second)) != 0;
-        _mm256_store_si256(words, _mm256_or_si256(low, first));
-        _mm256_store_si256(words.add(1), _mm256_or_si256(high, second));
-        present
+        crate::filters::local::insert_halves(block, first, second)
     }
 }
 

@@ -100,13 +100,7 @@ impl BitLayout for FastLocal {
     const LAYOUT: Layout = Layout::FastLocal;
     const KIND: FilterKind = FilterKind::FastLocal;
     const TYPE_NAME: &'static str = "FastLocalBloomFilter";
-    /// One line per key: prefetching pays off as soon as the array leaves L1/L2.
-    const PREFETCH_MIN_BYTES: usize = 0;
-    const LOCAL: bool = true;
-
-    fn select() -> Self {
-        FastLocal(Kernel::detect())
-    }
+    local::one_block_layout!();
 
     #[inline(always)]
     fn insert(self, blocks: &mut [Block], g: Geometry, h: KeyHash) -> bool {
@@ -124,11 +118,6 @@ impl BitLayout for FastLocal {
     }
 
     #[inline(always)]
-    fn prefetch(self, words: *const u64, g: Geometry, h: KeyHash) {
-        local::prefetch_block::<Self>(words, g, h);
-    }
-
-    #[inline(always)]
     fn home(g: Geometry, h: KeyHash) -> usize {
         home(g, h.lo)
     }
@@ -143,19 +132,6 @@ impl BitLayout for FastLocal {
             })
             .sum();
         total / blocks.len() as f64
-    }
-
-    /// The one-block pipeline of `local` (hash ahead, prefetch every block, one line per key).
-    #[inline(always)]
-    fn contains_batch(
-        self,
-        blocks: &[Block],
-        g: Geometry,
-        count: usize,
-        hash_at: impl Fn(usize) -> KeyHash,
-        out: &mut Vec<bool>,
-    ) {
-        local::contains_batch::<Self>(self.0, blocks, g, count, hash_at, out);
     }
 }
 
@@ -277,15 +253,7 @@ mod avx2 {
             low_mask = _mm256_or_si256(low_mask, low_bit);
             high_mask = _mm256_or_si256(high_mask, high_bit);
         }
-        // Block is repr(align(64)), so both 32-byte halves are aligned for vmovdqa.
-        let words = block.0.as_mut_ptr().cast::<__m256i>();
-        let low = _mm256_load_si256(words);
-        let high = _mm256_load_si256(words.add(1));
-        let present =
-            (_mm256_testc_si256(low, low_mask) & _mm256_testc_si256(high, high_mask)) != 0;
-        _mm256_store_si256(words, _mm256_or_si256(low, low_mask));
-        _mm256_store_si256(words.add(1), _mm256_or_si256(high, high_mask));
-        present
+        crate::filters::local::insert_halves(block, low_mask, high_mask)
     }
 }
 

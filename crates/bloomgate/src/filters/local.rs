@@ -70,6 +70,71 @@ macro_rules! inactive_lanes {
 #[cfg(target_arch = "x86_64")]
 pub(super) use inactive_lanes;
 
+/// The part of [`BitLayout`] both one-block layouts share, for the body of `impl BitLayout for
+/// L` where `L(Kernel)` is the layout's policy type (with `Unit = Block` and [`BlockTest`]):
+/// always local, prefetching at every size (one line per key pays off as soon as the array
+/// leaves L1/L2), the kernel detected once per filter, and the prefetch and batched query of
+/// this module.
+macro_rules! one_block_layout {
+    () => {
+        const PREFETCH_MIN_BYTES: usize = 0;
+        const LOCAL: bool = true;
+
+        fn select() -> Self {
+            Self($crate::filters::local::Kernel::detect())
+        }
+
+        #[inline(always)]
+        fn prefetch(
+            self,
+            words: *const u64,
+            g: $crate::filters::layout::Geometry,
+            h: $crate::hash::KeyHash,
+        ) {
+            $crate::filters::local::prefetch_block::<Self>(words, g, h);
+        }
+
+        /// The one-block pipeline of `local` (hash ahead, prefetch every block, one line per
+        /// key).
+        #[inline(always)]
+        fn contains_batch(
+            self,
+            blocks: &[$crate::filters::block::Block],
+            g: $crate::filters::layout::Geometry,
+            count: usize,
+            hash_at: impl Fn(usize) -> $crate::hash::KeyHash,
+            out: &mut Vec<bool>,
+        ) {
+            $crate::filters::local::contains_batch::<Self>(self.0, blocks, g, count, hash_at, out);
+        }
+    };
+}
+pub(super) use one_block_layout;
+
+/// The AVX2 kernels' insert into a block: ORs the two 256-bit halves of a key's mask into
+/// `block`; returns whether all of those bits were set already.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn insert_halves(
+    block: &mut Block,
+    low_mask: std::arch::x86_64::__m256i,
+    high_mask: std::arch::x86_64::__m256i,
+) -> bool {
+    use std::arch::x86_64::*;
+    // Block is repr(align(64)), so both 32-byte halves are aligned for vmovdqa.
+    let words = block.0.as_mut_ptr().cast::<__m256i>();
+    let low = _mm256_load_si256(words);
+    let high = _mm256_load_si256(words.add(1));
+    let present = (_mm256_testc_si256(low, low_mask) & _mm256_testc_si256(high, high_mask)) != 0;
+    _mm256_store_si256(words, _mm256_or_si256(low, low_mask));
+    _mm256_store_si256(words.add(1), _mm256_or_si256(high, high_mask));
+    present
+}
+
 /// Visits the set words of a key's 512-bit `mask` in block `block` as (word index, bit mask)
 /// pairs over the filter's word view, stopping at the first visit that returns false (the
 /// [`BitLayout::probes`] of both layouts).

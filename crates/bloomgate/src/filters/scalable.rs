@@ -40,12 +40,18 @@ pub const MAX_LINKS: usize = 256;
 /// A Bloom filter that grows with its contents and keeps its FPR bound.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScalableBloomFilter {
+    schedule: Schedule,
+    seed: u64,
+    links: Vec<BloomFilter>,
+}
+
+/// A chain's growth schedule: the options that give each link its capacity and FPR, checked.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Schedule {
     initial_capacity: u64,
     fpr: f64,
     growth: u32,
     tightening: f64,
-    seed: u64,
-    links: Vec<BloomFilter>,
 }
 
 impl ScalableBloomFilter {
@@ -69,66 +75,13 @@ impl ScalableBloomFilter {
         tightening: f64,
         seed: u64,
     ) -> Result<Self> {
-        let mut filter = Self::without_links(initial_capacity, fpr, growth, tightening, seed)?;
-        let first = BloomFilter::with_params(filter.link_params(0)?, seed)?;
-        filter.links.push(first);
-        Ok(filter)
-    }
-
-    /// Validates the options (including the first link's params) without allocating any link.
-    fn without_links(
-        initial_capacity: u64,
-        fpr: f64,
-        growth: u32,
-        tightening: f64,
-        seed: u64,
-    ) -> Result<Self> {
-        if growth == 0 {
-            return Err(Error::InvalidParameter(
-                "growth factor must be at least 1".into(),
-            ));
-        }
-        if !(tightening > 0.0 && tightening < 1.0) {
-            return Err(Error::InvalidParameter(format!(
-                "tightening ratio must be in (0, 1), got {tightening}"
-            )));
-        }
-        if !(fpr > 0.0 && fpr < 1.0) {
-            return Err(Error::InvalidParameter(format!(
-                "fpr must be in (0, 1), got {fpr}"
-            )));
-        }
-        let filter = Self {
-            initial_capacity,
-            fpr,
-            growth,
-            tightening,
+        let schedule = Schedule::new(initial_capacity, fpr, growth, tightening)?;
+        let first = BloomFilter::with_params(schedule.link_params(0)?, seed)?;
+        Ok(Self {
+            schedule,
             seed,
-            links: Vec::new(),
-        };
-        filter.link_params(0)?;
-        Ok(filter)
-    }
-
-    /// Params of link `i`: capacity `c0 · s^i`, FPR `p·(1 − r)·r^i`.
-    fn link_params(&self, i: usize) -> Result<Params> {
-        if i >= MAX_LINKS {
-            return Err(Error::TooLarge(format!(
-                "a scalable filter is limited to {MAX_LINKS} links"
-            )));
-        }
-        let capacity = u32::try_from(i)
-            .ok()
-            .and_then(|i| u64::from(self.growth).checked_pow(i))
-            .and_then(|g| g.checked_mul(self.initial_capacity))
-            .ok_or_else(|| Error::TooLarge(format!("capacity of link {i} overflows u64")))?;
-        let link_fpr = self.fpr * (1.0 - self.tightening) * self.tightening.powi(i as i32);
-        if link_fpr.is_nan() || link_fpr < f64::MIN_POSITIVE {
-            return Err(Error::TooLarge(format!(
-                "link {i} would need an FPR below the f64 range"
-            )));
-        }
-        Params::for_items(Layout::Classic, capacity, link_fpr)
+            links: vec![first],
+        })
     }
 
     /// Offers the link array's buffer, then each link's bits, to a host that moves allocations
@@ -143,7 +96,7 @@ impl ScalableBloomFilter {
     /// Bytes of the bit array of link `i` (0-based) in this filter's growth schedule, without
     /// allocating it: what a caller checks against a memory budget before the link exists.
     pub fn link_bytes(&self, i: usize) -> Result<u64> {
-        Ok(self.link_params(i)?.bytes())
+        Ok(self.schedule.link_params(i)?.bytes())
     }
 
     /// [`Self::link_bytes`] of the filter these options would make, without making it.
@@ -154,7 +107,9 @@ impl ScalableBloomFilter {
         tightening: f64,
         i: usize,
     ) -> Result<u64> {
-        Self::without_links(initial_capacity, fpr, growth, tightening, DEFAULT_SEED)?.link_bytes(i)
+        Ok(Schedule::new(initial_capacity, fpr, growth, tightening)?
+            .link_params(i)?
+            .bytes())
     }
 
     /// Whether the next insert of an absent key adds a link (the newest link is at capacity).
@@ -167,7 +122,8 @@ impl ScalableBloomFilter {
     /// Appends an empty link, as growth would (a filter shaped like another whose contents
     /// arrive later). [`Error::TooLarge`] past the schedule's limits; the filter is unchanged.
     pub fn push_empty_link(&mut self) -> Result<()> {
-        let link = BloomFilter::with_params(self.link_params(self.links.len())?, self.seed)?;
+        let link =
+            BloomFilter::with_params(self.schedule.link_params(self.links.len())?, self.seed)?;
         self.links.push(link);
         Ok(())
     }
@@ -191,8 +147,7 @@ impl ScalableBloomFilter {
         }
         let newest = self.links.last().expect("at least one link");
         if newest.len() >= newest.params().items {
-            let link = BloomFilter::with_params(self.link_params(self.links.len())?, self.seed)?;
-            self.links.push(link);
+            self.push_empty_link()?;
         }
         self.links
             .last_mut()
@@ -252,22 +207,22 @@ impl ScalableBloomFilter {
 
     /// Design capacity of the first link.
     pub fn initial_capacity(&self) -> u64 {
-        self.initial_capacity
+        self.schedule.initial_capacity
     }
 
     /// The target FPR `p` the filter stays under at any size.
     pub fn target_fpr(&self) -> f64 {
-        self.fpr
+        self.schedule.fpr
     }
 
     /// Capacity factor from one link to the next.
     pub fn growth(&self) -> u32 {
-        self.growth
+        self.schedule.growth
     }
 
     /// FPR factor from one link to the next (each link is sized for a tighter rate).
     pub fn tightening(&self) -> f64 {
-        self.tightening
+        self.schedule.tightening
     }
 
     /// Compound model FPR if every existing link were filled to capacity:
@@ -303,6 +258,56 @@ impl ScalableBloomFilter {
 #[cfg(feature = "serde")]
 crate::codec::serde_as_file_image!(ScalableBloomFilter);
 
+impl Schedule {
+    /// Checks the options (including the first link's params).
+    fn new(initial_capacity: u64, fpr: f64, growth: u32, tightening: f64) -> Result<Self> {
+        if growth == 0 {
+            return Err(Error::InvalidParameter(
+                "growth factor must be at least 1".into(),
+            ));
+        }
+        if !(tightening > 0.0 && tightening < 1.0) {
+            return Err(Error::InvalidParameter(format!(
+                "tightening ratio must be in (0, 1), got {tightening}"
+            )));
+        }
+        if !(fpr > 0.0 && fpr < 1.0) {
+            return Err(Error::InvalidParameter(format!(
+                "fpr must be in (0, 1), got {fpr}"
+            )));
+        }
+        let schedule = Schedule {
+            initial_capacity,
+            fpr,
+            growth,
+            tightening,
+        };
+        schedule.link_params(0)?;
+        Ok(schedule)
+    }
+
+    /// Params of link `i`: capacity `c0 · s^i`, FPR `p·(1 − r)·r^i`.
+    fn link_params(&self, i: usize) -> Result<Params> {
+        if i >= MAX_LINKS {
+            return Err(Error::TooLarge(format!(
+                "a scalable filter is limited to {MAX_LINKS} links"
+            )));
+        }
+        let capacity = u32::try_from(i)
+            .ok()
+            .and_then(|i| u64::from(self.growth).checked_pow(i))
+            .and_then(|g| g.checked_mul(self.initial_capacity))
+            .ok_or_else(|| Error::TooLarge(format!("capacity of link {i} overflows u64")))?;
+        let link_fpr = self.fpr * (1.0 - self.tightening) * self.tightening.powi(i as i32);
+        if link_fpr.is_nan() || link_fpr < f64::MIN_POSITIVE {
+            return Err(Error::TooLarge(format!(
+                "link {i} would need an FPR below the f64 range"
+            )));
+        }
+        Params::for_items(Layout::Classic, capacity, link_fpr)
+    }
+}
+
 /// Body: initial_capacity u64, fpr f64, growth u32, tightening f64, link count u32, then each
 /// link as a length-prefixed classic-filter body. Every link must have exactly the params the
 /// growth schedule gives.
@@ -319,10 +324,10 @@ impl FilterCodec for ScalableBloomFilter {
     }
 
     fn encode_body(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.initial_capacity.to_le_bytes());
-        out.extend_from_slice(&self.fpr.to_le_bytes());
-        out.extend_from_slice(&self.growth.to_le_bytes());
-        out.extend_from_slice(&self.tightening.to_le_bytes());
+        out.extend_from_slice(&self.schedule.initial_capacity.to_le_bytes());
+        out.extend_from_slice(&self.schedule.fpr.to_le_bytes());
+        out.extend_from_slice(&self.schedule.growth.to_le_bytes());
+        out.extend_from_slice(&self.schedule.tightening.to_le_bytes());
         out.extend_from_slice(&(self.links.len() as u32).to_le_bytes());
         for link in &self.links {
             codec::encode_nested(link, out);
@@ -335,13 +340,18 @@ impl FilterCodec for ScalableBloomFilter {
         let growth = body.u32()?;
         let tightening = body.f64()?;
         let count = body.u32()? as usize;
-        let mut filter = Self::without_links(initial_capacity, fpr, growth, tightening, seed)
+        let schedule = Schedule::new(initial_capacity, fpr, growth, tightening)
             .map_err(|e| corrupt(format!("scalable options: {e}")))?;
+        let mut filter = Self {
+            schedule,
+            seed,
+            links: Vec::new(),
+        };
         if count == 0 || count > MAX_LINKS {
             return Err(corrupt(format!("scalable link count {count}")));
         }
         for i in 0..count {
-            let expected = filter
+            let expected = schedule
                 .link_params(i)
                 .map_err(|e| corrupt(format!("scalable link {i}: {e}")))?;
             let link: BloomFilter = codec::decode_nested(body, seed)?;
@@ -382,13 +392,11 @@ mod tests {
 
     #[test]
     fn growth_schedule_overflow_is_too_large() {
-        let filter = ScalableBloomFilter {
+        let filter = Schedule {
             initial_capacity: 1 << 40,
             fpr: 0.01,
             growth: 1 << 20,
             tightening: 0.5,
-            seed: 0,
-            links: Vec::new(),
         };
         // 2^40 · (2^20)^2 = 2^80 items overflows u64.
         assert!(matches!(filter.link_params(2), Err(Error::TooLarge(_))));
@@ -396,7 +404,7 @@ mod tests {
             filter.link_params(MAX_LINKS),
             Err(Error::TooLarge(_))
         ));
-        let tiny = ScalableBloomFilter {
+        let tiny = Schedule {
             initial_capacity: 1,
             growth: 1,
             tightening: 0.01,

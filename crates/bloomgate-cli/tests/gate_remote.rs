@@ -28,13 +28,9 @@ fn gate_with(
         key_prefix: "seen:".into(),
     };
     let lifecycle = LifecycleConfig {
-        retention_ms: 10_000,
-        generations: 3,
-        fpr: 0.01,
         fpr_budget: 0.05,
-        headroom: 1.5,
-        min_items_per_generation: 64,
         memory_budget_bytes,
+        ..LifecycleConfig::new(10_000, 3)
     };
     let config = GateConfig {
         cache_capacity: 0,
@@ -159,10 +155,9 @@ fn a_hung_filter_server_sends_requests_to_the_store() {
 /// yet an item whose `record` returned before a request started is never shown by it.
 #[test]
 fn concurrent_requests_on_remote_filters_never_show_an_item_recorded_before_them() {
+    use bloomgate_testkit::gate::{checked_request, Shown};
     use rand::{rngs::SmallRng, RngExt, SeedableRng};
-    use std::collections::HashMap;
     use std::sync::atomic::AtomicU64;
-    use std::sync::Mutex;
 
     let dir = temp_dir("gate-remote-concurrent");
     let server = Server::binary(env!("CARGO_BIN_EXE_bloomgate"), &dir, &[]);
@@ -173,7 +168,7 @@ fn concurrent_requests_on_remote_filters_never_show_an_item_recorded_before_them
         let g = gate_with(server.port, &dir, 600, policy, Timeouts::default());
         let base = 100 * i as u64;
         let clock = AtomicU64::new(1_000_000);
-        let truth: Mutex<HashMap<(u64, u64), u64>> = Mutex::new(HashMap::new());
+        let truth = Shown::default();
         std::thread::scope(|threads| {
             for thread in 0..4u64 {
                 let (g, clock, truth) = (&g, &clock, &truth);
@@ -182,28 +177,16 @@ fn concurrent_requests_on_remote_filters_never_show_an_item_recorded_before_them
                     for request in 0..300 {
                         let now = clock.fetch_add(rng.random_range(0..3), Relaxed);
                         let scope = base + rng.random_range(0..6u64);
-                        let mut candidates: Vec<u64> =
-                            (0..12).map(|_| rng.random_range(0..40u64)).collect();
-                        candidates.sort_unstable();
-                        candidates.dedup();
-                        let known = truth.lock().unwrap().clone();
-                        let verdict = g.unseen(scope, &candidates, now).unwrap();
-                        let mut shown = Vec::new();
-                        for (&item, &may_show) in candidates.iter().zip(&verdict) {
-                            let seen = known.contains_key(&(scope, item));
-                            assert!(
-                                !(seen && may_show),
-                                "{policy:?}: thread {thread} request {request}: item {item} of scope {scope} shown again"
-                            );
-                            if may_show && shown.len() < 3 {
-                                shown.push(item);
-                            }
-                        }
-                        g.record(scope, &shown, now).unwrap();
-                        let mut truth = truth.lock().unwrap();
-                        for item in shown {
-                            truth.insert((scope, item), now);
-                        }
+                        let candidates = (0..12).map(|_| rng.random_range(0..40u64)).collect();
+                        checked_request(
+                            g,
+                            g,
+                            truth,
+                            scope,
+                            candidates,
+                            now,
+                            format_args!("{policy:?}: thread {thread} request {request}"),
+                        );
                     }
                 });
             }

@@ -12,12 +12,12 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bloomgate_gate::{
-    ExactStore, FilterMode, Gate, GateConfig, LifecycleConfig, Policy, Seen, SqliteStore, Timeouts,
+    FilterMode, Gate, GateConfig, LifecycleConfig, Policy, SqliteStore, Timeouts,
 };
+use bloomgate_testkit::gate::{checked_request, Call, HookedStore, Shown};
 use bloomgate_testkit::temp_dir;
 
 /// The module built beside this test binary (`BLOOMGATE_MODULE` overrides).
@@ -99,49 +99,25 @@ impl Drop for Redis {
     }
 }
 
-/// A store whose group commits take `delay`: rows stay pending that long.
-struct SlowCommits(SqliteStore, Duration);
-
-impl ExactStore for SlowCommits {
-    fn contains(
-        &self,
-        scope: u64,
-        items: &[u64],
-        since: u64,
-        out: &mut Vec<bool>,
-    ) -> bloomgate_gate::Result<()> {
-        self.0.contains(scope, items, since, out)
-    }
-    fn record(&self, scope: u64, seen: &[Seen]) -> bloomgate_gate::Result<()> {
-        self.0.record(scope, seen)
-    }
-    fn record_batch(&self, rows: &[(u64, Seen)]) -> bloomgate_gate::Result<()> {
-        std::thread::sleep(self.1);
-        self.0.record_batch(rows)
-    }
-    fn load(&self, scope: u64, since_ms: u64, out: &mut Vec<Seen>) -> bloomgate_gate::Result<()> {
-        self.0.load(scope, since_ms, out)
-    }
-    fn expire(&self, before_ms: u64) -> bloomgate_gate::Result<u64> {
-        self.0.expire(before_ms)
-    }
-}
-
 fn lifecycle(memory_budget_bytes: u64) -> LifecycleConfig {
     LifecycleConfig {
-        retention_ms: 60_000,
-        generations: 3,
-        fpr: 0.01,
         fpr_budget: 0.05,
-        headroom: 1.5,
-        min_items_per_generation: 64,
         memory_budget_bytes,
+        ..LifecycleConfig::new(60_000, 3)
     }
 }
 
 /// A gate on the store file `db` and the filters at `url`, its commits taking `delay`.
 fn gate(url: &str, db: &Path, policy: Policy, delay: Duration, budget: u64) -> Gate {
-    let store = SlowCommits(SqliteStore::open(db).unwrap(), delay);
+    let store = HookedStore {
+        inner: SqliteStore::open(db).unwrap(),
+        before: move |call| {
+            if call == Call::Commit {
+                std::thread::sleep(delay);
+            }
+            Ok(())
+        },
+    };
     let filters = FilterMode::Remote {
         url: url.to_owned(),
         key_prefix: "shared:".into(),
@@ -222,7 +198,6 @@ fn gates_sharing_filters_never_show_an_item_recorded_before_the_request() {
         return;
     }
     use rand::{rngs::SmallRng, RngExt, SeedableRng};
-    use std::collections::HashMap;
     use std::sync::atomic::AtomicU64;
 
     let dir = temp_dir("gate-shared-concurrent");
@@ -235,7 +210,7 @@ fn gates_sharing_filters_never_show_an_item_recorded_before_the_request() {
             .collect();
         let base = 100 * i as u64;
         let clock = AtomicU64::new(1_000_000);
-        let truth: Mutex<HashMap<(u64, u64), u64>> = Mutex::new(HashMap::new());
+        let truth = Shown::default();
         let running = std::sync::atomic::AtomicBool::new(true);
         let deleted = AtomicU64::new(0);
         std::thread::scope(|threads| {
@@ -258,30 +233,18 @@ fn gates_sharing_filters_never_show_an_item_recorded_before_the_request() {
                     for request in 0..200 {
                         let now = clock.fetch_add(rng.random_range(0..3), Relaxed);
                         let scope = base + rng.random_range(0..6u64);
-                        let g = &gates[rng.random_range(0..3usize)];
-                        let mut candidates: Vec<u64> =
-                            (0..12).map(|_| rng.random_range(0..60u64)).collect();
-                        candidates.sort_unstable();
-                        candidates.dedup();
-                        let known = truth.lock().unwrap().clone();
-                        let verdict = g.unseen(scope, &candidates, now).unwrap();
-                        let mut shown = Vec::new();
-                        for (&item, &may_show) in candidates.iter().zip(&verdict) {
-                            let seen = known.contains_key(&(scope, item));
-                            assert!(
-                                !(seen && may_show),
-                                "{policy:?}: thread {thread} request {request}: item {item} of scope {scope} shown again"
-                            );
-                            if may_show && shown.len() < 3 {
-                                shown.push(item);
-                            }
-                        }
-                        let g = &gates[rng.random_range(0..3usize)];
-                        g.record(scope, &shown, now).unwrap();
-                        let mut truth = truth.lock().unwrap();
-                        for item in shown {
-                            truth.insert((scope, item), now);
-                        }
+                        let ask = &gates[rng.random_range(0..3usize)];
+                        let record_on = &gates[rng.random_range(0..3usize)];
+                        let candidates = (0..12).map(|_| rng.random_range(0..60u64)).collect();
+                        checked_request(
+                            ask,
+                            record_on,
+                            truth,
+                            scope,
+                            candidates,
+                            now,
+                            format_args!("{policy:?}: thread {thread} request {request}"),
+                        );
                     }
                 }));
             }

@@ -6,6 +6,7 @@ mod common;
 use bloomgate_gate::{
     ExactStore, FilterMode, Gate, GateConfig, LifecycleConfig, Policy, SqliteStore,
 };
+use bloomgate_testkit::gate::HookedStore;
 
 fn gate(store: Box<dyn ExactStore>) -> Gate {
     let lifecycle = LifecycleConfig {
@@ -25,7 +26,7 @@ fn switched_store(
     inner: SqliteStore,
     down: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> impl ExactStore {
-    common::HookedStore {
+    HookedStore {
         inner,
         before: move |_| {
             if down.load(std::sync::atomic::Ordering::SeqCst) {

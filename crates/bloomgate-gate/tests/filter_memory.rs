@@ -3,22 +3,11 @@
 
 mod common;
 
+use common::lifecycle;
+
 use std::collections::HashMap;
 
 use bloomgate_gate::{ExactStore, FilterMode, Gate, GateConfig, LifecycleConfig, Policy};
-
-fn lifecycle(
-    retention_ms: u64,
-    generations: usize,
-    min_capacity: u64,
-    memory_budget_bytes: u64,
-) -> LifecycleConfig {
-    LifecycleConfig {
-        min_items_per_generation: min_capacity,
-        memory_budget_bytes,
-        ..LifecycleConfig::new(retention_ms, generations)
-    }
-}
 
 fn gate(store: Box<dyn ExactStore>, policy: Policy, lifecycle: LifecycleConfig) -> Gate {
     Gate::new(store, GateConfig::new(policy, FilterMode::Local, lifecycle)).expect("valid config")

@@ -4,26 +4,16 @@
 
 mod common;
 
+use common::lifecycle;
+
 use std::collections::HashMap;
 
 use bloomgate_gate::{
     ExactStore, FilterMode, Gate, GateConfig, LifecycleConfig, Persistence, Policy, Seen,
     SqliteStore,
 };
+use bloomgate_testkit::gate::{Call, HookedStore};
 use proptest::prelude::*;
-
-fn lifecycle(
-    retention_ms: u64,
-    generations: usize,
-    min_capacity: u64,
-    memory_budget_bytes: u64,
-) -> LifecycleConfig {
-    LifecycleConfig {
-        min_items_per_generation: min_capacity,
-        memory_budget_bytes,
-        ..LifecycleConfig::new(retention_ms, generations)
-    }
-}
 
 fn gate(store: Box<dyn ExactStore>, policy: Policy, lifecycle: LifecycleConfig) -> Gate {
     let config = GateConfig {
@@ -534,10 +524,10 @@ fn metrics_render_as_prometheus_text() {
 /// A SQLite store whose commits of served items wait until released: models a store that
 /// falls behind the request path.
 fn held_store(inner: bloomgate_gate::SqliteStore, held: Hold) -> impl ExactStore {
-    common::HookedStore {
+    HookedStore {
         inner,
         before: move |call| {
-            if call == common::Call::Commit {
+            if call == Call::Commit {
                 let (held, released) = &*held;
                 let mut held = held.lock().unwrap();
                 while *held {

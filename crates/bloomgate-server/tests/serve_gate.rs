@@ -46,6 +46,35 @@ fn counter(info: &HashMap<String, Value>, name: &str) -> i64 {
     redis::from_redis_value(info[name].clone()).unwrap()
 }
 
+/// GATE.UNSEEN's first answer, retried every 100 ms for up to 10 s while the store is away
+/// (None if it never answered).
+fn unseen_once_back(
+    con: &mut redis::Connection,
+    scope: &str,
+    candidates: &[&str],
+) -> Option<Vec<i64>> {
+    for _ in 0..100 {
+        match unseen(con, scope, candidates) {
+            Ok(answer) => return Some(answer),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    None
+}
+
+/// GATE.INFO's `record_backlog` once it is 0, or after 10 s (polled every 100 ms).
+fn backlog_after_commits(con: &mut redis::Connection) -> i64 {
+    let mut backlog = i64::MAX;
+    for _ in 0..100 {
+        backlog = counter(&info(con), "record_backlog");
+        if backlog == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    backlog
+}
+
 #[test]
 fn gate_commands_over_sqlite() {
     let dir = temp_dir("gate-sqlite");
@@ -229,30 +258,17 @@ fn gate_over_postgres_survives_a_store_outage() {
     pg.restart();
 
     // Back: a new scope loads, and the outage's record reaches the store.
-    let mut back = None;
-    for _ in 0..100 {
-        match unseen(&mut con, "3", &["10"]) {
-            Ok(answer) => {
-                back = Some(answer);
-                break;
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
+    let back = unseen_once_back(&mut con, "3", &["10"]);
     assert_eq!(
         back,
         Some(vec![1]),
         "the gate answers again once the store is back"
     );
-    let mut backlog = i64::MAX;
-    for _ in 0..100 {
-        backlog = counter(&info(&mut con), "record_backlog");
-        if backlog == 0 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert_eq!(backlog, 0, "the outage's records are committed");
+    assert_eq!(
+        backlog_after_commits(&mut con),
+        0,
+        "the outage's records are committed"
+    );
     drop(con);
     drop(other);
     server.shutdown();
@@ -293,26 +309,13 @@ fn a_frozen_postgres_does_not_pin_the_gate_workers() {
     }
     assert_eq!(record(&mut con, "1", &["11"]), 1, "a free worker took it");
     pg.thaw();
-    let mut back = None;
-    for _ in 0..100 {
-        match unseen(&mut con, "new:0", &["10"]) {
-            Ok(answer) => {
-                back = Some(answer);
-                break;
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
+    let back = unseen_once_back(&mut con, "new:0", &["10"]);
     assert_eq!(back, Some(vec![1]), "the gate answers again after the thaw");
-    let mut backlog = i64::MAX;
-    for _ in 0..100 {
-        backlog = counter(&info(&mut con), "record_backlog");
-        if backlog == 0 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert_eq!(backlog, 0, "the record made while frozen is committed");
+    assert_eq!(
+        backlog_after_commits(&mut con),
+        0,
+        "the record made while frozen is committed"
+    );
     assert_eq!(unseen(&mut con, "1", &["10", "11"]).unwrap(), vec![1, 0]);
     drop(con);
     server.shutdown();

@@ -6,7 +6,8 @@
 //! versions of it); features add what needs more: `replies` (the BF/CF reply conformance suite,
 //! `replies`, and the RedisBloom RDB fixture's checks, `rdb_fixture`), `server` (`bloomgate
 //! serve` in-process or as a process, `server`), `postgres` (a throwaway PostgreSQL server,
-//! `postgres`), `fuzz-core` / `fuzz-dialect` / `fuzz-server` (the fuzz targets' checks, `fuzz`).
+//! `postgres`), `gate` (a hooked exact store and the never-shown-again check's request, `gate`),
+//! `fuzz-core` / `fuzz-dialect` / `fuzz-server` (the fuzz targets' checks, `fuzz`).
 
 #![deny(missing_docs)]
 
@@ -18,6 +19,8 @@ pub mod cap_replies;
     feature = "fuzz-server"
 ))]
 pub mod fuzz;
+#[cfg(feature = "gate")]
+pub mod gate;
 #[cfg(feature = "replies")]
 pub mod merge_replies;
 #[cfg(feature = "postgres")]

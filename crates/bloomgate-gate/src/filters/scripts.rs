@@ -28,6 +28,30 @@ use redis::Cmd;
 
 use crate::Seen;
 
+/// The Lua function [`COMMIT`] and [`LOAD`] start with: `each_run(i, visit)` walks the runs
+/// `at count items...` of `ARGV` from index `i` on and calls `visit(at, first, last)` for
+/// each slice `ARGV[first..last]` of at most 1,000 items of a run (a macro, as `concat!`
+/// takes literals only).
+macro_rules! each_run {
+    () => {
+        r#"
+local function each_run(i, visit)
+  while i <= #ARGV do
+    local at = ARGV[i]
+    local last = i + 1 + tonumber(ARGV[i + 1])
+    local first = i + 2
+    while first <= last do
+      local upto = math.min(first + 999, last)
+      visit(at, first, upto)
+      first = upto + 1
+    end
+    i = last + 1
+  end
+end
+"#
+    };
+}
+
 /// `PROBE f p now since items...` → `[exists, a1, a2, ...]`, per item 2 = pending at or after
 /// `since`, 1 = the filter's "maybe", 0 = neither.
 pub const PROBE: &str = r#"#!lua flags=no-writes
@@ -84,56 +108,43 @@ return 1
 /// `COMMIT f p l ttl [at count items...]...` after the rows reached the store: into the
 /// filter if it exists (which then expires `ttl` ms from now), then out of the pending hash
 /// (those still at the committed time) unless a build is running. → `[exists, held]`.
-pub const COMMIT: &str = r#"
+pub const COMMIT: &str = concat!(
+    each_run!(),
+    r#"
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 local held = redis.call('EXISTS', KEYS[3]) == 1
-local i = 2
-while i <= #ARGV do
-  local at = ARGV[i]
-  local last = i + 1 + tonumber(ARGV[i + 1])
-  local j = i + 2
-  while j <= last do
-    local upto = math.min(j + 999, last)
-    if exists then
-      redis.call('WF.INSERT', KEYS[1], 'NOCREATE', 'AT', at, 'ITEMS', unpack(ARGV, j, upto))
-    end
-    if not held then
-      local old = redis.call('HMGET', KEYS[2], unpack(ARGV, j, upto))
-      local gone = {}
-      for k = j, upto do
-        if old[k - j + 1] == at then gone[#gone + 1] = ARGV[k] end
-      end
-      if #gone > 0 then redis.call('HDEL', KEYS[2], unpack(gone)) end
-    end
-    j = upto + 1
+each_run(2, function(at, first, last)
+  if exists then
+    redis.call('WF.INSERT', KEYS[1], 'NOCREATE', 'AT', at, 'ITEMS', unpack(ARGV, first, last))
   end
-  i = last + 1
-end
+  if not held then
+    local old = redis.call('HMGET', KEYS[2], unpack(ARGV, first, last))
+    local gone = {}
+    for k = first, last do
+      if old[k - first + 1] == at then gone[#gone + 1] = ARGV[k] end
+    end
+    if #gone > 0 then redis.call('HDEL', KEYS[2], unpack(gone)) end
+  end
+end)
 if exists then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return {exists and 1 or 0, held and 1 or 0}
-"#;
+"#
+);
 
 /// `LOAD f p l mode ttl since error capacity window generations [at count items...]...`
 /// after [`mark_build`] and a read of the store: creates the filter if missing (`mode` =
 /// `replace`: deletes it first), adds the store's rows and every row pending at or after
 /// `since`, sets its TTL and ends the build's mark.
-pub const LOAD: &str = r#"
+pub const LOAD: &str = concat!(
+    each_run!(),
+    r#"
 if ARGV[1] == 'replace' then redis.call('DEL', KEYS[1]) end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('WF.RESERVE', KEYS[1], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
 end
-local i = 8
-while i <= #ARGV do
-  local at = ARGV[i]
-  local last = i + 1 + tonumber(ARGV[i + 1])
-  local j = i + 2
-  while j <= last do
-    local upto = math.min(j + 999, last)
-    redis.call('WF.INSERT', KEYS[1], 'NOCREATE', 'AT', at, 'ITEMS', unpack(ARGV, j, upto))
-    j = upto + 1
-  end
-  i = last + 1
-end
+each_run(8, function(at, first, last)
+  redis.call('WF.INSERT', KEYS[1], 'NOCREATE', 'AT', at, 'ITEMS', unpack(ARGV, first, last))
+end)
 local since = tonumber(ARGV[3])
 local pending = redis.call('HGETALL', KEYS[2])
 for k = 1, #pending, 2 do
@@ -144,7 +155,8 @@ end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 if redis.call('DECR', KEYS[3]) <= 0 then redis.call('DEL', KEYS[3]) end
 return 1
-"#;
+"#
+);
 
 /// Every script, for `SCRIPT LOAD` on each new connection.
 pub fn all() -> Vec<String> {

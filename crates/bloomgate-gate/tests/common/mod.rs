@@ -1,12 +1,28 @@
-//! Shared test helpers: a throwaway SQLite store and a redis-server on a free local port.
+//! Shared test helpers: a throwaway SQLite store, a redis-server on a free local port, the
+//! lifecycle of a test gate. The hooked store is the testkit's (`bloomgate_testkit::gate`).
 #![allow(dead_code)] // each test binary uses a subset of the helpers
 
-use bloomgate_gate::{ExactStore, Seen, SqliteStore};
+use bloomgate_gate::{ExactStore, LifecycleConfig, Seen, SqliteStore};
 
 pub fn sqlite_store() -> (tempfile::TempDir, SqliteStore) {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = SqliteStore::open(dir.path().join("seen.db")).expect("open sqlite");
     (dir, store)
+}
+
+/// Retention `retention_ms` in `generations` filters of at least `min_capacity` items each,
+/// under a memory budget of `memory_budget_bytes`.
+pub fn lifecycle(
+    retention_ms: u64,
+    generations: usize,
+    min_capacity: u64,
+    memory_budget_bytes: u64,
+) -> LifecycleConfig {
+    LifecycleConfig {
+        min_items_per_generation: min_capacity,
+        memory_budget_bytes,
+        ..LifecycleConfig::new(retention_ms, generations)
+    }
 }
 
 /// A redis-server child bound to 127.0.0.1 on a free port, killed on drop (then its
@@ -30,51 +46,6 @@ pub fn start_redis(test: &str) -> Option<RedisServer> {
         _process: process,
         _dir: dir,
     })
-}
-
-/// What a store call does: reads (`contains`, `load`), commits served items (`record`,
-/// `record_batch`) or expires rows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Call {
-    Read,
-    Commit,
-    Expire,
-}
-
-/// A SQLite store that runs `before` ahead of every call, which may fail it or hold it: a
-/// store outage, or a store whose commits fall behind.
-pub struct HookedStore<F> {
-    pub inner: SqliteStore,
-    pub before: F,
-}
-
-impl<F: Fn(Call) -> bloomgate_gate::Result<()> + Send + Sync> ExactStore for HookedStore<F> {
-    fn contains(
-        &self,
-        scope: u64,
-        items: &[u64],
-        since: u64,
-        out: &mut Vec<bool>,
-    ) -> bloomgate_gate::Result<()> {
-        (self.before)(Call::Read)?;
-        self.inner.contains(scope, items, since, out)
-    }
-    fn record(&self, scope: u64, seen: &[Seen]) -> bloomgate_gate::Result<()> {
-        (self.before)(Call::Commit)?;
-        self.inner.record(scope, seen)
-    }
-    fn record_batch(&self, rows: &[(u64, Seen)]) -> bloomgate_gate::Result<()> {
-        (self.before)(Call::Commit)?;
-        self.inner.record_batch(rows)
-    }
-    fn load(&self, scope: u64, since: u64, out: &mut Vec<Seen>) -> bloomgate_gate::Result<()> {
-        (self.before)(Call::Read)?;
-        self.inner.load(scope, since, out)
-    }
-    fn expire(&self, before: u64) -> bloomgate_gate::Result<u64> {
-        (self.before)(Call::Expire)?;
-        self.inner.expire(before)
-    }
 }
 
 /// `store.contains` of `items`, its answers.

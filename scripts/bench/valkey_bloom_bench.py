@@ -12,7 +12,9 @@ Servers. valkey-bloom (`--valkey-bloom SO`: a build of github valkey-io/valkey-b
 repository does not carry); bloomgate's module in its default dialect on Valkey (`valkey-bloom`:
 valkey-bloom's replies and its `bloomfltr` filters, SipHash-1-3 over the `bloomfilter` crate's
 bit layout); and, with --redisbloom-dialect, bloomgate's module with `DIALECT redisbloom` (its
-classic chain, XXH3 hashing and prefetched batches), and with `LAYOUT blocked` there too.
+classic chain, XXH3 hashing and prefetched batches), and with `LAYOUT blocked` there too. The
+load arguments of each are options (--ours-args, --redisbloom-args): give the dialect switch's
+words as the module spells them ('' loads the module with none, in its default dialect).
 
 Runs. redis-benchmark `-c 50 -P 1 -r R`, each command against every server in turn, rounds
 alternating which server goes first: BF.MEXISTS x 120 on the big filter; BF.MADD x 120 into an
@@ -22,6 +24,7 @@ network) and each server process' CPU time per request, as ratios to valkey-bloo
 
 Usage: scripts/bench/valkey_bloom_bench.py --valkey-bloom SO [--valkey PATH] [--module SO]
            [--capacity 100000000] [--requests 30000] [--rounds 3] [--redisbloom-dialect]
+           [--ours-args 'DIALECT valkey-bloom'] [--redisbloom-args 'DIALECT redisbloom']
 Needs about 1 GB of memory per server at 100M and ~15 minutes, most of it filling. Prints the
 load average at start and end; run it on an idle machine.
 """
@@ -51,7 +54,13 @@ def main():
     p.add_argument("--requests", type=int, default=30000, help="requests per redis-benchmark run")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--redisbloom-dialect", action="store_true",
-                   help="also bloomgate's module with DIALECT redisbloom (classic and blocked)")
+                   help="also bloomgate's module in its RedisBloom dialect (classic and blocked)")
+    p.add_argument("--ours-args", default="DIALECT valkey-bloom",
+                   help="the module's load arguments for its valkey-bloom dialect "
+                        "(default %(default)r; '' for none)")
+    p.add_argument("--redisbloom-args", default="DIALECT redisbloom",
+                   help="the module's load arguments for its RedisBloom dialect "
+                        "(default %(default)r; '' for none)")
     args = p.parse_args()
     if not shutil.which("redis-benchmark"):
         print("needs redis-benchmark (redis-tools)")
@@ -65,13 +74,13 @@ def main():
     try:
         theirs = Server("valkey-bloom", bgtest.redis_argv(args.valkey, vkb))
         servers.append(theirs)
-        ours = Server("bloomgate (valkey-bloom dialect)",
-                      bgtest.redis_argv(args.valkey, module, "DIALECT", "valkey-bloom"))
+        ours = Server("bloomgate for valkey-bloom [%s]" % args.ours_args,
+                      bgtest.redis_argv(args.valkey, module, *args.ours_args.split()))
         servers.append(ours)
         rbd = None
         if args.redisbloom_dialect:
-            rbd = Server("bloomgate (redisbloom dialect)",
-                         bgtest.redis_argv(args.valkey, module, "DIALECT", "redisbloom"))
+            rbd = Server("bloomgate for RedisBloom [%s]" % args.redisbloom_args,
+                         bgtest.redis_argv(args.valkey, module, *args.redisbloom_args.split()))
             servers.append(rbd)
         for s in servers:
             t = time.time()

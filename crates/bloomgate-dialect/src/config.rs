@@ -27,6 +27,65 @@ pub struct Config {
     /// all; 0 = no cap. Checked before a value is created or grows from what a client sends;
     /// never against replayed data (see [`crate::budget::KeyCap`]).
     pub memory_usage_limit: u64,
+    /// Whose `BF.*` the commands answer as ([`Dialect`]): a load argument of the module, not a
+    /// setting `CONFIG SET` changes.
+    pub dialect: Dialect,
+}
+
+/// Whose `BF.*` the dialect's commands speak: one command model, with a policy where the
+/// projects differ (names, arities, option parsing, replies, errors, defaults, replication).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Dialect {
+    /// RedisBloom 8's (the default on Redis and in `bloomgate serve`).
+    #[default]
+    RedisBloom,
+    /// valkey-bloom's, in one of its two released behaviours.
+    ValkeyBloom(ValkeyFlavour),
+}
+
+/// Which valkey-bloom the valkey-bloom dialect answers as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValkeyFlavour {
+    /// valkey-bloom 0.1.0: f32 error rates and u32 capacities, defaults 0.001 / 100000,
+    /// `ERROR` on another type, writes replicated verbatim.
+    V0_1,
+    /// valkey-bloom 1.0: f64 / i64 values, defaults 0.01 / 100, `WRONGTYPE`.
+    V1_0,
+}
+
+impl Dialect {
+    /// The dialect a `DIALECT` load argument names (any case).
+    pub fn named(name: &str) -> Option<Dialect> {
+        match name.to_ascii_lowercase().as_str() {
+            "redisbloom" => Some(Dialect::RedisBloom),
+            "valkey-bloom" => Some(Dialect::ValkeyBloom(ValkeyFlavour::V1_0)),
+            "valkey-bloom-0.1" => Some(Dialect::ValkeyBloom(ValkeyFlavour::V0_1)),
+            _ => None,
+        }
+    }
+
+    /// The valkey-bloom flavour, if this is valkey-bloom's dialect.
+    pub fn valkey(self) -> Option<ValkeyFlavour> {
+        match self {
+            Dialect::ValkeyBloom(flavour) => Some(flavour),
+            Dialect::RedisBloom => None,
+        }
+    }
+
+    /// The settings a filter is created with by default in this dialect: valkey-bloom 0.1.0's
+    /// error rate 0.001 (an f32, as it stores it) and capacity 100000; 1.0's are RedisBloom's
+    /// (0.01, 100), expansion 2 in all.
+    pub fn defaults(self) -> Config {
+        let mut config = Config {
+            dialect: self,
+            ..Config::DEFAULT
+        };
+        if self == Dialect::ValkeyBloom(ValkeyFlavour::V0_1) {
+            config.bf_error_rate = f64::from(0.001f32);
+            config.bf_initial_size = 100_000;
+        }
+        config
+    }
 }
 
 impl Default for Config {
@@ -53,6 +112,7 @@ impl Config {
         cf_expansion: 1,
         cf_max_expansions: 32,
         memory_usage_limit: 0,
+        dialect: Dialect::RedisBloom,
     };
 
     /// Setting names, in CONFIG GET order.

@@ -31,11 +31,12 @@ pub fn register_commands(ctx: &Context) -> Result<(), String> {
             })
         });
         let create = raw::RedisModule_CreateCommand.expect("core API");
-        for (i, info) in commands::table().iter().enumerate() {
+        let dialect = crate::settings::read().dialect;
+        for (i, info) in commands::table_for(dialect).iter().enumerate() {
             let Some(&entry) = ENTRY_POINTS.get(i) else {
                 return Err(format!("more commands than entry points at {}", info.name));
             };
-            let name = CString::new(info.name.to_lowercase()).expect("no NUL");
+            let name = CString::new(commands::registered_name(dialect, info.name)).expect("no NUL");
             // The module API spells COMMAND INFO's `denyoom` as `deny-oom`; `module` is what
             // Redis itself adds to every module command, and `movablekeys` to one whose key
             // spec counts its keys.
@@ -323,7 +324,12 @@ unsafe extern "C" fn dispatch_at<const I: usize>(
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
 ) -> c_int {
-    dispatch(ctx, argv, argc, &commands::table()[I])
+    dispatch(
+        ctx,
+        argv,
+        argc,
+        &commands::table_for(crate::settings::read().dialect)[I],
+    )
 }
 
 macro_rules! entry_points {
@@ -696,7 +702,13 @@ impl Host for ModuleHost<'_> {
         // applied whatever maxmemory says, bounded only by what the machine can hold.
         let from_master =
             raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING;
-        budget::budget(self.ctx, self.context_flags() & from_master as c_int != 0)
+        // valkey-bloom sizes nothing against maxmemory (Valkey's deny-oom check and eviction
+        // are the gate): in its dialect only the machine's ceiling applies.
+        let unbounded = self.config().dialect.valkey().is_some();
+        budget::budget(
+            self.ctx,
+            unbounded || self.context_flags() & from_master as c_int != 0,
+        )
     }
 
     fn charge(&mut self, bytes: u64) {
@@ -736,8 +748,13 @@ impl Host for ModuleHost<'_> {
     }
 
     fn notify(&mut self, event: &str, key: &[u8]) {
-        // Module events (class `d`, included in `A`): skipped at once unless enabled.
-        let module = raw::NotifyEvent::MODULE.bits();
+        // Module events (class `d`, included in `A`): skipped at once unless enabled;
+        // valkey-bloom publishes its `bloom.*` events as generic ones (class `g`).
+        let valkey = self.config().dialect.valkey().is_some() && event.starts_with("bloom.");
+        let module = match valkey {
+            true => raw::NotifyEvent::GENERIC.bits(),
+            false => raw::NotifyEvent::MODULE.bits(),
+        };
         // SAFETY: a plain read of the server's setting, callable from a command.
         if unsafe { raw::RedisModule_GetNotifyKeyspaceEvents.expect("Redis 6+")() } & module == 0 {
             return;

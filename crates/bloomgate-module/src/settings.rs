@@ -1,6 +1,7 @@
 //! The `bf-*` / `cf-*` settings inside Redis: load arguments (`--loadmodule lib.so
 //! bf-error-rate 0.001 ...`, and RedisBloom 2.x's `ERROR_RATE` / `INITIAL_SIZE` /
-//! `CF_MAX_EXPANSIONS`) and module configs: on Redis 8 and later under RedisBloom 8's names
+//! `CF_MAX_EXPANSIONS`; `DIALECT redisbloom|valkey-bloom|valkey-bloom-0.1`, whose defaults
+//! the others change) and module configs: on Redis 8 and later under RedisBloom 8's names
 //! (`CONFIG GET/SET bf-error-rate`, `--bf-error-rate 0.001` on the command line or
 //! `bf-error-rate 0.001` in redis.conf), on Redis 7 with the module's prefix
 //! (`bf.bf-error-rate`), which Redis 7 requires. The per-key cap `bloom-memory-usage-limit` is
@@ -11,7 +12,7 @@
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};
 
-use bloomgate_dialect::Config;
+use bloomgate_dialect::{Config, Dialect, ValkeyFlavour};
 use redis_module::{raw, Context, RedisString};
 
 static CONFIG: RwLock<Config> = RwLock::new(Config::DEFAULT);
@@ -60,7 +61,26 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
     if !args.len().is_multiple_of(2) {
         return Err("load arguments must be setting/value pairs".into());
     }
+    // The dialect first (its defaults are what the other arguments change): `DIALECT` among
+    // the load arguments, else the server's — valkey-bloom's inside Valkey.
+    let named = args
+        .chunks(2)
+        .find(|pair| pair[0].eq_ignore_ascii_case("DIALECT"));
+    let dialect = match named {
+        Some(pair) => Dialect::named(&pair[1]).ok_or_else(|| {
+            format!(
+                "DIALECT {}: not redisbloom, valkey-bloom or valkey-bloom-0.1",
+                pair[1]
+            )
+        })?,
+        None if is_valkey(ctx) => Dialect::ValkeyBloom(ValkeyFlavour::V1_0),
+        None => Dialect::RedisBloom,
+    };
+    *CONFIG.write().unwrap_or_else(PoisonError::into_inner) = dialect.defaults();
     for pair in args.chunks(2) {
+        if pair[0].eq_ignore_ascii_case("DIALECT") {
+            continue;
+        }
         let name = canonical(&pair[0]);
         set(&name, &pair[1]).map_err(|why| format!("{} {}: {why}", pair[0], pair[1]))?;
     }
@@ -111,6 +131,24 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether the server is Valkey (its `INFO server` has `valkey_version`).
+fn is_valkey(ctx: &Context) -> bool {
+    // SAFETY: OnLoad context; the info data is freed after use.
+    unsafe {
+        let Some(get) = raw::RedisModule_GetServerInfo else {
+            return false;
+        };
+        let info = get(ctx.ctx, c"server".as_ptr());
+        if info.is_null() {
+            return false;
+        }
+        let field = raw::RedisModule_ServerInfoGetFieldC.expect("Redis 6+");
+        let found = !field(info, c"valkey_version".as_ptr()).is_null();
+        raw::RedisModule_FreeServerInfo.expect("Redis 6+")(ctx.ctx, info);
+        found
+    }
 }
 
 /// `REDISMODULE_CONFIG_UNPREFIXED` (Redis ≥ 8): the config is named without the module's

@@ -3,7 +3,7 @@
 //! outcome propagates.
 
 use super::flags;
-use super::host::{wrong_arity, Args, Ctx, Host, Items, Outcome, Propagate};
+use super::host::{wrong_arity_in, Args, Ctx, Host, Items, Outcome, Propagate};
 use super::info::{Command, CommandInfo};
 use crate::reply::Reply;
 
@@ -42,7 +42,7 @@ pub fn execute<H: Host + ?Sized, C: Handler<H>>(
 ) -> Outcome {
     if !info.arity_ok(args.len()) {
         return Outcome {
-            reply: wrong_arity(info.name),
+            reply: wrong_arity_in(host.config().dialect, info.name),
             dirty: 0,
             propagate: Propagate::Nothing,
         };

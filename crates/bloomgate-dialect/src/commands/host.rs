@@ -4,7 +4,7 @@
 //! command.
 
 use crate::budget::{Admitted, Allowance, KeyCap, Limit, Shape};
-use crate::config::Config;
+use crate::config::{Config, Dialect};
 use crate::reply::Reply;
 use crate::value::{DialectType, Value};
 use crate::{ERR_CAP, ERR_OOM, ERR_WRONGTYPE};
@@ -430,5 +430,42 @@ pub fn wrong_arity(name: &str) -> Reply {
     Reply::error(format!(
         "ERR wrong number of arguments for '{}' command",
         name.to_lowercase()
+    ))
+}
+
+/// The commands valkey-bloom has: in its dialect they keep their upper-case names (Valkey lists
+/// and names a module command as registered) and answer as valkey-bloom's.
+pub const VALKEY_BLOOM_COMMANDS: [&str; 8] = [
+    "BF.ADD",
+    "BF.MADD",
+    "BF.EXISTS",
+    "BF.MEXISTS",
+    "BF.CARD",
+    "BF.RESERVE",
+    "BF.INFO",
+    "BF.INSERT",
+];
+
+/// Whether `name` (the table's upper-case name) is one of valkey-bloom's commands in `dialect`.
+pub fn speaks_valkey_bloom(dialect: Dialect, name: &str) -> bool {
+    dialect.valkey().is_some() && VALKEY_BLOOM_COMMANDS.contains(&name)
+}
+
+/// The name a command is registered under in `dialect`, which the server also uses in its own
+/// errors (`COMMAND`, `INFO commandstats`): lower case, as RedisBloom registers, but
+/// valkey-bloom's commands in its dialect, upper case as valkey-bloom registers them.
+pub fn registered_name(dialect: Dialect, name: &str) -> String {
+    if speaks_valkey_bloom(dialect, name) {
+        name.to_string()
+    } else {
+        name.to_lowercase()
+    }
+}
+
+/// The wrong-arity error of `name` in `dialect`, naming it as registered.
+pub fn wrong_arity_in(dialect: Dialect, name: &str) -> Reply {
+    Reply::error(format!(
+        "ERR wrong number of arguments for '{}' command",
+        registered_name(dialect, name)
     ))
 }

@@ -1,0 +1,302 @@
+//! valkey-bloom's policy for the `BF.*` commands it has, where it differs from RedisBloom's:
+//! how BF.RESERVE and BF.INSERT read their arguments (values parsed as Rust parses them: an f32
+//! error rate and a u32 capacity in 0.1.0, f64 and i64 in 1.0; options read left to right, the
+//! last one winning), its error texts, and its wrong-type reply. The commands themselves are
+//! `bloom.rs`'s, one each for both dialects: this file only turns arguments into the creation
+//! options they run with, or into valkey-bloom's refusal.
+
+use super::host::wrong_arity_in;
+use super::Args;
+use crate::config::{Dialect, ValkeyFlavour};
+use crate::num::is;
+use crate::reply::Reply;
+use crate::ERR_WRONGTYPE;
+
+/// How a filter is created, as valkey-bloom's arguments give it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Options {
+    /// Items the first sub-filter holds.
+    pub capacity: u64,
+    /// The object's error rate.
+    pub error: f64,
+    /// Growth of each new sub-filter; 0 = non-scaling.
+    pub expansion: u32,
+}
+
+/// What BF.INSERT's arguments say.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Insert {
+    /// The options a missing filter is created with.
+    pub options: Options,
+    /// `NOCREATE`: a missing filter is `ERR not found`.
+    pub nocreate: bool,
+    /// Where the items start (the argument count when there are none: 1.0 creates the filter).
+    pub items_at: usize,
+}
+
+/// The reply to a `BF.*` command on a key of another type: 0.1.0's generic `ERROR`, 1.0's
+/// `WRONGTYPE`.
+pub(super) fn wrong_type(flavour: ValkeyFlavour) -> Reply {
+    match flavour {
+        ValkeyFlavour::V0_1 => Reply::error("ERROR"),
+        ValkeyFlavour::V1_0 => Reply::error(ERR_WRONGTYPE),
+    }
+}
+
+fn arity(flavour: ValkeyFlavour, name: &str) -> Reply {
+    wrong_arity_in(Dialect::ValkeyBloom(flavour), name)
+}
+
+/// `arg` parsed as Rust's `str::parse` parses a `T` (a leading `+`, `inf`, `nan`, `1e-3`, `.5`
+/// as Rust takes them; no whitespace), which is what valkey-bloom does.
+fn parsed<T: std::str::FromStr>(arg: &[u8]) -> Option<T> {
+    std::str::from_utf8(arg).ok()?.parse().ok()
+}
+
+/// An error rate strictly inside (0, 1): 0.1.0 reads an f32 (so `0.999999999` is 1 and
+/// refused), 1.0 an f64.
+fn error_rate(flavour: ValkeyFlavour, arg: &[u8]) -> Result<f64, Reply> {
+    let rate = match flavour {
+        ValkeyFlavour::V0_1 => parsed::<f32>(arg).map(f64::from),
+        ValkeyFlavour::V1_0 => parsed::<f64>(arg),
+    };
+    match rate {
+        None => Err(Reply::error("ERR bad error rate")),
+        Some(e) if e > 0.0 && e < 1.0 => Ok(e),
+        Some(_) => Err(Reply::error("ERR (0 < error rate range < 1)")),
+    }
+}
+
+/// A capacity above 0: a u32 in 0.1.0, a non-negative i64 in 1.0.
+fn capacity(flavour: ValkeyFlavour, arg: &[u8]) -> Result<u64, Reply> {
+    let capacity = match flavour {
+        ValkeyFlavour::V0_1 => parsed::<u32>(arg).map(u64::from),
+        ValkeyFlavour::V1_0 => parsed::<i64>(arg).and_then(|c| u64::try_from(c).ok()),
+    };
+    match capacity {
+        None => Err(Reply::error("ERR bad capacity")),
+        Some(0) => Err(Reply::error("ERR (capacity should be larger than 0)")),
+        Some(c) => Ok(c),
+    }
+}
+
+/// An expansion: 1..=10 in 0.1.0, 1..=u32::MAX in 1.0.
+fn expansion(flavour: ValkeyFlavour, arg: &[u8]) -> Result<u32, Reply> {
+    let most = match flavour {
+        ValkeyFlavour::V0_1 => 10,
+        ValkeyFlavour::V1_0 => u32::MAX,
+    };
+    parsed::<u32>(arg)
+        .filter(|x| (1..=most).contains(x))
+        .ok_or_else(|| Reply::error("ERR bad expansion"))
+}
+
+/// BF.RESERVE `key error_rate capacity [NONSCALING | EXPANSION n]`: 4 to 6 arguments, the
+/// error rate, the capacity, then the option (anything else there is `ERROR`); the key is the
+/// caller's. `defaults` gives the expansion when none is named.
+pub(super) fn reserve(
+    flavour: ValkeyFlavour,
+    args: &Args,
+    defaults: Options,
+) -> Result<Options, Reply> {
+    if !(4..=6).contains(&args.len()) {
+        return Err(arity(flavour, "BF.RESERVE"));
+    }
+    let error = error_rate(flavour, args[2])?;
+    let capacity = capacity(flavour, args[3])?;
+    let expansion = match args.len() {
+        4 => defaults.expansion,
+        5 if is(args[4], "NONSCALING") => 0,
+        6 if is(args[4], "EXPANSION") => expansion(flavour, args[5])?,
+        _ => return Err(Reply::error("ERROR")),
+    };
+    Ok(Options {
+        capacity,
+        error,
+        expansion,
+    })
+}
+
+/// BF.INSERT `key [ERROR e] [CAPACITY c] [EXPANSION n] [NOCREATE] [NONSCALING] ITEMS item…`:
+/// options left to right, any case, the last one winning (`NONSCALING EXPANSION 2` scales);
+/// an option without its value, or no item after `ITEMS`, is an arity error; `ITEMS` ends the
+/// options. 0.1.0 needs 4 arguments and `ITEMS`; 1.0 creates the filter without items.
+pub(super) fn insert(
+    flavour: ValkeyFlavour,
+    args: &Args,
+    defaults: Options,
+) -> Result<Insert, Reply> {
+    if flavour == ValkeyFlavour::V0_1 && args.len() < 4 {
+        return Err(arity(flavour, "BF.INSERT"));
+    }
+    let mut options = defaults;
+    let mut nocreate = false;
+    let mut items_at = None;
+    let mut i = 2;
+    while i < args.len() {
+        let arg = args[i];
+        if is(arg, "ITEMS") {
+            items_at = Some(i + 1);
+            break;
+        }
+        if is(arg, "NONSCALING") || is(arg, "NOCREATE") {
+            if is(arg, "NOCREATE") {
+                nocreate = true;
+            } else {
+                options.expansion = 0;
+            }
+            i += 1;
+            continue;
+        }
+        let valued = ["ERROR", "CAPACITY", "EXPANSION"];
+        if !valued.iter().any(|name| is(arg, name)) {
+            return Err(Reply::error("ERR unknown argument received"));
+        }
+        let Some(value) = args.get(i + 1) else {
+            return Err(arity(flavour, "BF.INSERT"));
+        };
+        if is(arg, "ERROR") {
+            options.error = error_rate(flavour, value)?;
+        } else if is(arg, "CAPACITY") {
+            options.capacity = capacity(flavour, value)?;
+        } else {
+            options.expansion = expansion(flavour, value)?;
+        }
+        i += 2;
+    }
+    let items_at = match items_at {
+        Some(at) if at < args.len() => at,
+        None if flavour == ValkeyFlavour::V1_0 => args.len(),
+        _ => return Err(arity(flavour, "BF.INSERT")),
+    };
+    Ok(Insert {
+        options,
+        nocreate,
+        items_at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ValkeyFlavour::{V0_1, V1_0};
+
+    const DEFAULTS: Options = Options {
+        capacity: 100,
+        error: 0.01,
+        expansion: 2,
+    };
+
+    fn args(line: &str) -> Vec<&[u8]> {
+        line.split(' ').map(str::as_bytes).collect()
+    }
+
+    fn error_of<T: std::fmt::Debug>(r: Result<T, Reply>) -> String {
+        match r {
+            Err(Reply::Error(e)) => e,
+            other => panic!("not an error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reserve_reads_values_as_each_flavour_does() {
+        let reserve = |f, line| reserve(f, &args(line), DEFAULTS);
+        let cases = [
+            ("BF.RESERVE k String 100", "ERR bad error rate"),
+            (
+                "BF.RESERVE k 0.999999999 3000",
+                "ERR (0 < error rate range < 1)",
+            ),
+            ("BF.RESERVE k 2 100", "ERR (0 < error rate range < 1)"),
+            ("BF.RESERVE k nan 100", "ERR (0 < error rate range < 1)"),
+            ("BF.RESERVE k 0.01 0.01", "ERR bad capacity"),
+            ("BF.RESERVE k 0.01 -1", "ERR bad capacity"),
+            ("BF.RESERVE k 0.01 4394967295", "ERR bad capacity"),
+            (
+                "BF.RESERVE k 0.5 0",
+                "ERR (capacity should be larger than 0)",
+            ),
+            ("BF.RESERVE k 0.01 1 EXPANSION 11", "ERR bad expansion"),
+            ("BF.RESERVE k 0.01 1 EXPANSION 0", "ERR bad expansion"),
+            ("BF.RESERVE k 0.01 1 FOO", "ERROR"),
+            ("BF.RESERVE k 0.01 1 NONSCALING 2", "ERROR"),
+            (
+                "BF.RESERVE k 0.01 1 NONSCALING EXPANSION 1",
+                "ERR wrong number of arguments for 'BF.RESERVE' command",
+            ),
+        ];
+        for (line, want) in cases {
+            assert_eq!(error_of(reserve(V0_1, line)), want, "{line}");
+        }
+        // 1.0: f64 and i64.
+        assert_eq!(
+            reserve(V1_0, "BF.RESERVE k 0.999999999 4394967295")
+                .unwrap()
+                .capacity,
+            4394967295
+        );
+        assert_eq!(
+            reserve(V1_0, "BF.RESERVE k 0.01 1 EXPANSION 11")
+                .unwrap()
+                .expansion,
+            11
+        );
+        let o = reserve(V0_1, "BF.RESERVE k 1e-3 +5 nonscaling").unwrap();
+        assert_eq!(
+            (o.error, o.capacity, o.expansion),
+            (f64::from(0.001f32), 5, 0)
+        );
+        assert_eq!(reserve(V0_1, "BF.RESERVE k .5 5").unwrap().expansion, 2);
+    }
+
+    #[test]
+    fn insert_reads_options_left_to_right_the_last_winning() {
+        let insert = |f, line| insert(f, &args(line), DEFAULTS);
+        let arity = "ERR wrong number of arguments for 'BF.INSERT' command";
+        let cases = [
+            ("BF.INSERT k HELLO WORLD", "ERR unknown argument received"),
+            (
+                "BF.INSERT k error 2 ITEMS a",
+                "ERR (0 < error rate range < 1)",
+            ),
+            (
+                "BF.INSERT k CAPACITY 4394967295 ITEMS a",
+                "ERR bad capacity",
+            ),
+            (
+                "BF.INSERT k CAPACITY 0 ITEMS a",
+                "ERR (capacity should be larger than 0)",
+            ),
+            ("BF.INSERT k EXPANSION 0.99 ITEMS a", "ERR bad expansion"),
+            (
+                "BF.INSERT k LAYOUT blocked ITEMS a",
+                "ERR unknown argument received",
+            ),
+            ("BF.INSERT k HELLO", arity),
+            ("BF.INSERT k EXPANSION 2", arity),
+            ("BF.INSERT k EXPANSION 2 ITEMS", arity),
+            ("BF.INSERT k EXPANSION 1 error", arity),
+        ];
+        for (line, want) in cases {
+            assert_eq!(error_of(insert(V0_1, line)), want, "{line}");
+        }
+        let i = insert(
+            V0_1,
+            "BF.INSERT k NONSCALING EXPANSION 3 NOCREATE ITEMS 1 EXPANSION",
+        )
+        .unwrap();
+        assert_eq!((i.options.expansion, i.nocreate, i.items_at), (3, true, 7));
+        let i = insert(V0_1, "BF.INSERT k EXPANSION 3 nonscaling items 1").unwrap();
+        assert_eq!(i.options.expansion, 0);
+        // 1.0 creates without items, but not after an empty ITEMS.
+        assert_eq!(insert(V1_0, "BF.INSERT k").unwrap().items_at, 2);
+        assert_eq!(insert(V1_0, "BF.INSERT k EXPANSION 2").unwrap().items_at, 4);
+        assert_eq!(error_of(insert(V1_0, "BF.INSERT k ITEMS")), arity);
+    }
+
+    #[test]
+    fn the_wrong_type_reply_is_the_flavour_s() {
+        assert_eq!(wrong_type(V0_1), Reply::error("ERROR"));
+        assert_eq!(wrong_type(V1_0), Reply::error(ERR_WRONGTYPE));
+    }
+}

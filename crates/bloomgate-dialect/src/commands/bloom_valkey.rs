@@ -299,4 +299,51 @@ mod tests {
         assert_eq!(wrong_type(V0_1), Reply::error("ERROR"));
         assert_eq!(wrong_type(V1_0), Reply::error(ERR_WRONGTYPE));
     }
+
+    /// The commands over a harness in each flavour: defaults, the INFO shape, the wrong-type
+    /// reply, arity errors naming the command as valkey-bloom registers it, and replication
+    /// (0.1.0 verbatim, 1.0 a creation without items on its own).
+    #[test]
+    fn the_commands_answer_in_the_flavour() {
+        use crate::commands::testing::Harness;
+        use crate::commands::Propagate;
+        let mut h = Harness::new();
+        h.config = Dialect::ValkeyBloom(V0_1).defaults();
+        h.foreign.push(b"str".to_vec());
+        assert_eq!(h.run("BF.ADD k a"), Reply::Bool(true));
+        assert_eq!(h.last.as_ref().unwrap().propagate, Propagate::Verbatim);
+        assert_eq!(h.run("BF.INFO k CAPACITY"), Reply::Int(100_000));
+        assert_eq!(h.run("BF.INFO k ITEMS"), Reply::Int(1));
+        let Reply::Array(fields) = h.run("BF.INFO k") else {
+            panic!("not an array")
+        };
+        assert_eq!(fields[0], Reply::Simple("Capacity".into()));
+        assert_eq!(
+            h.run("BF.INFO k nope"),
+            Reply::error("ERR invalid information value")
+        );
+        assert_eq!(h.run("BF.EXISTS str a"), Reply::error("ERROR"));
+        assert_eq!(
+            h.run("BF.ADD k"),
+            Reply::error("ERR wrong number of arguments for 'BF.ADD' command")
+        );
+        assert_eq!(
+            h.run("BF.INFO k a b"),
+            Reply::error("ERR wrong number of arguments for 'BF.INFO' command")
+        );
+        // CF is unchanged, lower-case in its errors as RedisBloom's.
+        assert_eq!(
+            h.run("CF.ADD c"),
+            Reply::error("ERR wrong number of arguments for 'cf.add' command")
+        );
+
+        h.config = Dialect::ValkeyBloom(V1_0).defaults();
+        assert_eq!(h.run("BF.INSERT n EXPANSION 3"), Reply::Array(vec![]));
+        let Propagate::Commands(sent) = h.last.as_ref().unwrap().propagate.clone() else {
+            panic!("a rewrite")
+        };
+        assert!(sent[0].iter().all(|a| a.as_slice() != b"ITEMS"), "{sent:?}");
+        assert_eq!(h.run("BF.INFO n CAPACITY"), Reply::Int(100));
+        assert_eq!(h.run("BF.EXISTS str a"), Reply::error(ERR_WRONGTYPE));
+    }
 }

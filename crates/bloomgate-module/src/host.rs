@@ -324,12 +324,8 @@ unsafe extern "C" fn dispatch_at<const I: usize>(
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
 ) -> c_int {
-    dispatch(
-        ctx,
-        argv,
-        argc,
-        &commands::table_for(crate::settings::read().dialect)[I],
-    )
+    let table = commands::table_for(crate::settings::read().dialect);
+    dispatch(ctx, argv, argc, &table[I])
 }
 
 macro_rules! entry_points {
@@ -702,12 +698,11 @@ impl Host for ModuleHost<'_> {
         // applied whatever maxmemory says, bounded only by what the machine can hold.
         let from_master =
             raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING;
-        // valkey-bloom sizes nothing against maxmemory (Valkey's deny-oom check and eviction
-        // are the gate): in its dialect only the machine's ceiling applies.
-        let unbounded = self.config().dialect.valkey().is_some();
+        // So in valkey-bloom's dialect, which sizes nothing against maxmemory.
+        let replayed = self.context_flags() & from_master as c_int != 0;
         budget::budget(
             self.ctx,
-            unbounded || self.context_flags() & from_master as c_int != 0,
+            replayed || self.config().dialect.valkey().is_some(),
         )
     }
 
@@ -748,13 +743,11 @@ impl Host for ModuleHost<'_> {
     }
 
     fn notify(&mut self, event: &str, key: &[u8]) {
-        // Module events (class `d`, included in `A`): skipped at once unless enabled;
-        // valkey-bloom publishes its `bloom.*` events as generic ones (class `g`).
-        let valkey = self.config().dialect.valkey().is_some() && event.starts_with("bloom.");
-        let module = match valkey {
-            true => raw::NotifyEvent::GENERIC.bits(),
-            false => raw::NotifyEvent::MODULE.bits(),
-        };
+        // Module events (class `d`, in `A`), valkey-bloom's `bloom.*` generic ones (class `g`):
+        // skipped at once unless enabled.
+        let generic = self.config().dialect.valkey().is_some() && event.starts_with("bloom.");
+        let module = [raw::NotifyEvent::MODULE, raw::NotifyEvent::GENERIC][usize::from(generic)];
+        let module = module.bits();
         // SAFETY: a plain read of the server's setting, callable from a command.
         if unsafe { raw::RedisModule_GetNotifyKeyspaceEvents.expect("Redis 6+")() } & module == 0 {
             return;

@@ -5,6 +5,8 @@
 //! SAVE (in the flavour's encoding) and a restart, the same. Valkey only: the file is RDB
 //! version 11, which Redis 7.0 cannot read.
 
+// The shared support file: this test uses only part of it.
+#[allow(dead_code, unused_imports)]
 mod support;
 
 use std::path::Path;

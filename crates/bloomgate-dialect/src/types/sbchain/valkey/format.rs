@@ -74,9 +74,8 @@ fn shape_of(
     growth: u32,
     settings: ValkeySettings,
 ) -> Result<ChainShape<ValkeyLink>, &'static str> {
-    if !(settings.fp > 0.0 && settings.fp < 1.0)
-        || !(settings.tightening > 0.0 && settings.tightening < 1.0)
-    {
+    let in_range = |x: f64| x > 0.0 && x < 1.0;
+    if !in_range(settings.fp) || !in_range(settings.tightening) {
         return Err(ERR_BAD_DATA);
     }
     let mut total = 0u64;

@@ -76,9 +76,7 @@ pub(super) fn random_seed() -> [u8; 32] {
         .map_or(0, |d| d.as_nanos());
     let mut seed = [0u8; 32];
     for (i, chunk) in seed.chunks_mut(8).enumerate() {
-        let mut h = state.build_hasher();
-        (i, now).hash(&mut h);
-        chunk.copy_from_slice(&h.finish().to_le_bytes());
+        chunk.copy_from_slice(&state.hash_one((i, now)).to_le_bytes());
     }
     seed
 }

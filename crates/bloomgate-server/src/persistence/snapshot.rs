@@ -33,6 +33,7 @@ fn type_byte(kind: Kind) -> u8 {
         Kind::TDigest => 6,
         Kind::Counting => 7,
         Kind::BloomBlocked => 8,
+        Kind::BloomValkey => 9,
     }
 }
 /// Keys longer than Redis' bulk limit cannot exist; a larger length is corruption.

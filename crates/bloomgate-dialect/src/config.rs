@@ -3,6 +3,7 @@
 //! and refuse the same values.
 
 use crate::num::{parse_f64, parse_i64, parse_memory};
+pub use crate::types::sbchain::ValkeyFlavour;
 
 /// RedisBloom's settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,16 +42,6 @@ pub enum Dialect {
     RedisBloom,
     /// valkey-bloom's, in one of its two released behaviours.
     ValkeyBloom(ValkeyFlavour),
-}
-
-/// Which valkey-bloom the valkey-bloom dialect answers as.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ValkeyFlavour {
-    /// valkey-bloom 0.1.0: f32 error rates and u32 capacities, defaults 0.001 / 100000,
-    /// `ERROR` on another type, writes replicated verbatim.
-    V0_1,
-    /// valkey-bloom 1.0: f64 / i64 values, defaults 0.01 / 100, `WRONGTYPE`.
-    V1_0,
 }
 
 impl Dialect {

@@ -12,6 +12,7 @@
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};
 
+use bloomgate_dialect::types::sbchain::valkey::set_valkey_flavour;
 use bloomgate_dialect::{Config, Dialect, ValkeyFlavour};
 use redis_module::{raw, Context, RedisString};
 
@@ -77,6 +78,10 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
         None => Dialect::RedisBloom,
     };
     *CONFIG.write().unwrap_or_else(PoisonError::into_inner) = dialect.defaults();
+    // Before `bloomfltr` is registered: its encoding version is the flavour's.
+    if let Some(flavour) = dialect.valkey() {
+        set_valkey_flavour(flavour);
+    }
     for pair in args.chunks(2) {
         if pair[0].eq_ignore_ascii_case("DIALECT") {
             continue;

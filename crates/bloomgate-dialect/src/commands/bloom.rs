@@ -11,7 +11,7 @@ use super::{
     Ctx, Docs, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS,
     KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE, READ,
 };
-use crate::config::{ValkeyFlavour, MAX_ERROR_RATE};
+use crate::config::{Dialect, ValkeyFlavour, MAX_ERROR_RATE};
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
 use crate::types::sbchain::{self, AddError, Chain};
@@ -267,6 +267,14 @@ fn kind_at<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8]) -> Kind {
     chain_at(ctx, key).ok().flatten().unwrap_or(Kind::Bloom)
 }
 
+/// The chain kind a dialect creates: valkey-bloom's filters (`bloomfltr`) in its dialect.
+fn chain_kind(dialect: Dialect) -> Kind {
+    match dialect.valkey() {
+        Some(_) => Kind::BloomValkey,
+        None => Kind::Bloom,
+    }
+}
+
 /// Creation parameters for a chain (explicit or from the bf-* configuration).
 #[derive(Clone, Copy)]
 struct CreateParams {
@@ -286,7 +294,7 @@ impl CreateParams {
             error: c.bf_error_rate,
             expansion: c.bf_expansion,
             nonscaling: c.bf_expansion == 0,
-            layout: Kind::Bloom,
+            layout: chain_kind(c.dialect),
         }
     }
 
@@ -297,7 +305,7 @@ impl CreateParams {
             error: options.error,
             expansion: options.expansion,
             nonscaling: options.expansion == 0,
-            layout: Kind::Bloom,
+            layout: Kind::BloomValkey,
         }
     }
 
@@ -321,13 +329,17 @@ impl CreateParams {
             self.capacity.to_string().into_bytes(),
             b"ERROR".to_vec(),
             self.error.to_string().into_bytes(),
-            b"EXPANSION".to_vec(),
-            self.expansion.to_string().into_bytes(),
         ];
+        // valkey-bloom's form: one of NONSCALING or EXPANSION (> 0), its link without LAYOUT.
+        let valkey = self.layout == Kind::BloomValkey;
+        if !(valkey && self.nonscaling) {
+            args.push(b"EXPANSION".to_vec());
+            args.push(self.expansion.to_string().into_bytes());
+        }
         if self.nonscaling {
             args.push(b"NONSCALING".to_vec());
         }
-        if self.layout != Kind::Bloom {
+        if self.layout != Kind::Bloom && !valkey {
             args.push(b"LAYOUT".to_vec());
             args.push(
                 layout_name(self.layout)

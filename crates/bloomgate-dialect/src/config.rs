@@ -65,15 +65,19 @@ impl Dialect {
 
     /// The settings a filter is created with by default in this dialect: valkey-bloom 0.1.0's
     /// error rate 0.001 (an f32, as it stores it) and capacity 100000; 1.0's are RedisBloom's
-    /// (0.01, 100), expansion 2 in all.
+    /// (0.01, 100) with its per-object limit of 128 MB; expansion 2 in all.
     pub fn defaults(self) -> Config {
         let mut config = Config {
             dialect: self,
             ..Config::DEFAULT
         };
-        if self == Dialect::ValkeyBloom(ValkeyFlavour::V0_1) {
-            config.bf_error_rate = f64::from(0.001f32);
-            config.bf_initial_size = 100_000;
+        match self.valkey() {
+            Some(ValkeyFlavour::V0_1) => {
+                config.bf_error_rate = f64::from(0.001f32);
+                config.bf_initial_size = 100_000;
+            }
+            Some(ValkeyFlavour::V1_0) => config.memory_usage_limit = 128 << 20,
+            None => {}
         }
         config
     }

@@ -305,7 +305,7 @@ impl CreateParams {
             error: options.error,
             expansion: options.expansion,
             nonscaling: options.expansion == 0,
-            layout: Kind::BloomValkey,
+            layout: options.layout.unwrap_or(Kind::BloomValkey),
         }
     }
 
@@ -316,6 +316,7 @@ impl CreateParams {
             capacity: self.capacity,
             error: self.error,
             expansion,
+            layout: None,
         }
     }
 

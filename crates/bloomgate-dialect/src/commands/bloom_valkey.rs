@@ -10,7 +10,10 @@ use super::Args;
 use crate::config::{Dialect, ValkeyFlavour};
 use crate::num::is;
 use crate::reply::Reply;
+use crate::value::Kind;
 use crate::ERR_WRONGTYPE;
+
+use super::bloom_layout::layout_named;
 
 /// How a filter is created, as valkey-bloom's arguments give it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -21,6 +24,9 @@ pub(super) struct Options {
     pub error: f64,
     /// Growth of each new sub-filter; 0 = non-scaling.
     pub expansion: u32,
+    /// Our `LAYOUT` extension, last (`classic`, `blocked`: filters `BF.MERGE` and
+    /// `BF.SCANDUMP` of RedisBloom's format serve); `None`, valkey-bloom's own filter.
+    pub layout: Option<Kind>,
 }
 
 /// What BF.INSERT's arguments say.
@@ -99,6 +105,16 @@ pub(super) fn reserve(
     args: &Args,
     defaults: Options,
 ) -> Result<Options, Reply> {
+    // Our extension, after valkey-bloom's arguments: `LAYOUT name`.
+    let tail = args.len().saturating_sub(2);
+    if args.len() >= 6 && is(args[tail], "LAYOUT") {
+        let layout = layout_named(args[tail + 1]).ok_or_else(|| Reply::error("ERR bad layout"))?;
+        let options = reserve(flavour, &args[..tail], defaults)?;
+        return Ok(Options {
+            layout: Some(layout),
+            ..options
+        });
+    }
     if !(4..=6).contains(&args.len()) {
         return Err(arity(flavour, "BF.RESERVE"));
     }
@@ -114,6 +130,7 @@ pub(super) fn reserve(
         capacity,
         error,
         expansion,
+        layout: defaults.layout,
     })
 }
 
@@ -148,7 +165,7 @@ pub(super) fn insert(
             i += 1;
             continue;
         }
-        let valued = ["ERROR", "CAPACITY", "EXPANSION"];
+        let valued = ["ERROR", "CAPACITY", "EXPANSION", "LAYOUT"];
         if !valued.iter().any(|name| is(arg, name)) {
             return Err(Reply::error("ERR unknown argument received"));
         }
@@ -159,6 +176,9 @@ pub(super) fn insert(
             options.error = error_rate(flavour, value)?;
         } else if is(arg, "CAPACITY") {
             options.capacity = capacity(flavour, value)?;
+        } else if is(arg, "LAYOUT") {
+            let layout = layout_named(value).ok_or_else(|| Reply::error("ERR bad layout"))?;
+            options.layout = Some(layout);
         } else {
             options.expansion = expansion(flavour, value)?;
         }
@@ -185,6 +205,7 @@ mod tests {
         capacity: 100,
         error: 0.01,
         expansion: 2,
+        layout: None,
     };
 
     fn args(line: &str) -> Vec<&[u8]> {
@@ -268,10 +289,7 @@ mod tests {
                 "ERR (capacity should be larger than 0)",
             ),
             ("BF.INSERT k EXPANSION 0.99 ITEMS a", "ERR bad expansion"),
-            (
-                "BF.INSERT k LAYOUT blocked ITEMS a",
-                "ERR unknown argument received",
-            ),
+            ("BF.INSERT k LAYOUT nope ITEMS a", "ERR bad layout"),
             ("BF.INSERT k HELLO", arity),
             ("BF.INSERT k EXPANSION 2", arity),
             ("BF.INSERT k EXPANSION 2 ITEMS", arity),
@@ -288,6 +306,12 @@ mod tests {
         assert_eq!((i.options.expansion, i.nocreate, i.items_at), (3, true, 7));
         let i = insert(V0_1, "BF.INSERT k EXPANSION 3 nonscaling items 1").unwrap();
         assert_eq!(i.options.expansion, 0);
+        // Our LAYOUT extension, in both.
+        let i = insert(V0_1, "BF.INSERT k LAYOUT classic ITEMS 1").unwrap();
+        assert_eq!(i.options.layout, Some(Kind::Bloom));
+        let line = "BF.RESERVE k 0.01 10 EXPANSION 3 LAYOUT blocked";
+        let o = reserve(V0_1, &args(line), DEFAULTS).unwrap();
+        assert_eq!((o.expansion, o.layout), (3, Some(Kind::BloomBlocked)));
         // 1.0 creates without items, but not after an empty ITEMS.
         assert_eq!(insert(V1_0, "BF.INSERT k").unwrap().items_at, 2);
         assert_eq!(insert(V1_0, "BF.INSERT k EXPANSION 2").unwrap().items_at, 4);

@@ -109,10 +109,15 @@ fn valkey_bloom_0_1_answers_as_valkey_bloom() {
     }
     // The other families are still there.
     assert_eq!(cmd(&mut c, "CF.ADD cf a"), int(1));
-    assert_eq!(cmd(&mut c, "BF.MERGE m 1 d"), ok());
+    // BF.MERGE over classic filters (our LAYOUT extension, in this dialect too).
+    assert_eq!(cmd(&mut c, "BF.RESERVE cl 0.01 100 LAYOUT classic"), ok());
+    assert_eq!(cmd(&mut c, "BF.ADD cl a"), int(1));
+    assert_eq!(cmd(&mut c, "BF.MERGE m 1 cl"), ok());
+    assert_eq!(cmd(&mut c, "BF.EXISTS m a"), int(1));
 }
 
-/// valkey-bloom 1.0's differences from 0.1.0: f64/i64 values, WRONGTYPE, BF.INSERT without items.
+/// valkey-bloom 1.0's differences from 0.1.0: f64/i64 values, WRONGTYPE, BF.INSERT without
+/// items, the 128 MB object limit.
 #[test]
 fn valkey_bloom_1_0_answers_as_valkey_bloom_1_0() {
     if !have_redis("valkey_bloom_1_0_answers_as_valkey_bloom_1_0") {
@@ -126,6 +131,11 @@ fn valkey_bloom_1_0_answers_as_valkey_bloom_1_0() {
     assert_eq!(
         cmd(&mut c, "BF.RESERVE r 0.999999999 100 EXPANSION 11"),
         ok()
+    );
+    // 1.0's per-object limit, 128 MB by default.
+    assert_eq!(
+        error_of(&mut c, "BF.RESERVE big 0.0000000001 100000000"),
+        "ERR operation exceeds bloom object memory limit"
     );
     let _: () = redis::cmd("SET").arg(&["str", "v"]).query(&mut c).unwrap();
     assert_eq!(

@@ -401,7 +401,11 @@ fn ensure_chain<H: Host + ?Sized>(
     // Replay must rebuild the same chain whatever the config is then (valkey-bloom 0.1.0 sends
     // the command as it came; a creation without items, 1.0's BF.INSERT, goes on its own).
     let mut head = params.as_insert_options(key);
-    match ctx.config().dialect.valkey() {
+    let flavour = ctx.config().dialect.valkey();
+    if flavour.is_some() {
+        ctx.notify_after("bloom.reserve");
+    }
+    match flavour {
         Some(ValkeyFlavour::V0_1) => {}
         _ if no_items => {
             head.pop();

@@ -336,8 +336,16 @@ mod tests {
         h.foreign.push(b"str".to_vec());
         assert_eq!(h.run("BF.ADD k a"), Reply::Bool(true));
         assert_eq!(h.last.as_ref().unwrap().propagate, Propagate::Verbatim);
+        // Both events when an add creates, `bloom.add` first; one after.
+        let events: Vec<_> = h.events.drain(..).map(|(e, _)| e).collect();
+        assert_eq!(events, ["bloom.add", "bloom.reserve"]);
+        h.run("BF.ADD k b");
+        assert_eq!(
+            h.events.drain(..).map(|(e, _)| e).collect::<Vec<_>>(),
+            ["bloom.add"]
+        );
         assert_eq!(h.run("BF.INFO k CAPACITY"), Reply::Int(100_000));
-        assert_eq!(h.run("BF.INFO k ITEMS"), Reply::Int(1));
+        assert_eq!(h.run("BF.INFO k ITEMS"), Reply::Int(2));
         let Reply::Array(fields) = h.run("BF.INFO k") else {
             panic!("not an array")
         };

@@ -53,6 +53,7 @@ pub fn execute<H: Host + ?Sized, C: Handler<H>>(
         rewrite: None,
         items: Items::default(),
         allowance: None,
+        after: None,
     };
     let reply = info.command.call(&mut ctx, args);
     let Ctx {
@@ -61,16 +62,17 @@ pub fn execute<H: Host + ?Sized, C: Handler<H>>(
         rewrite,
         items,
         allowance,
+        after,
     } = ctx;
     if let Some(spent) = allowance.map(|a| a.spent()).filter(|&s| s > 0) {
         host.charge(spent);
     }
     let wrote = info.flags.contains(flags::WRITE) && dirty > 0;
-    if let (true, Some(event)) = (wrote, info.command.event()) {
-        if let Some(key) = usize::try_from(info.first_key)
-            .ok()
-            .and_then(|at| args.get(at))
-        {
+    let key = usize::try_from(info.first_key)
+        .ok()
+        .and_then(|at| args.get(at));
+    if let (true, Some(key)) = (wrote, key) {
+        for event in info.command.event().into_iter().chain(after) {
             host.notify(event, key);
         }
     }

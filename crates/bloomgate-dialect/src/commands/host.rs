@@ -164,6 +164,8 @@ pub struct Ctx<'a, H: Host + ?Sized> {
     pub(super) items: Items,
     /// The memory budget when first asked, charged with what the command admitted since.
     pub(super) allowance: Option<Allowance>,
+    /// A keyspace event signalled after the command's own ([`Ctx::notify_after`]).
+    pub(super) after: Option<&'static str>,
 }
 
 impl<H: Host + ?Sized> std::ops::Deref for Ctx<'_, H> {
@@ -191,12 +193,14 @@ impl<H: Host> Ctx<'_, H> {
             rewrite: self.rewrite.take(),
             items: std::mem::take(&mut self.items),
             allowance: self.allowance.take(),
+            after: self.after.take(),
         };
         let out = f(&mut erased);
         self.dirty = erased.dirty;
         self.rewrite = erased.rewrite;
         self.items = erased.items;
         self.allowance = erased.allowance;
+        self.after = erased.after;
         out
     }
 }
@@ -328,6 +332,12 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
     /// signalled by [`execute`](super::execute) from their [`Access`](super::Access)).
     pub fn notify(&mut self, event: &str, key: &[u8]) {
         self.host.notify(event, key);
+    }
+
+    /// Signals `event` on the command's key after the command's own event (valkey-bloom's
+    /// `bloom.reserve` after `bloom.add` when an add created the filter).
+    pub fn notify_after(&mut self, event: &'static str) {
+        self.after = Some(event);
     }
 
     /// Logs `message` as the host logs warnings.

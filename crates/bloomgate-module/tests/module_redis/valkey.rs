@@ -173,6 +173,12 @@ fn valkey_bloom_memory_and_events() {
         events_of(&mut c, &mut sub, &mut n, "BF.ADD r a"),
         vec![ev("bloom.add")]
     );
+    // An add that creates: both, `bloom.add` first (as valkey-bloom).
+    let on_r2 = |event: &str| (format!("__keyevent@0__:{event}"), "r2".to_string());
+    assert_eq!(
+        events_of(&mut c, &mut sub, &mut n, "BF.ADD r2 a"),
+        vec![on_r2("bloom.add"), on_r2("bloom.reserve")]
+    );
     // 12 MB under maxmemory 4mb: allocated (and then evicted by Valkey's policy).
     assert_eq!(cmd(&mut c, "BF.RESERVE big 0.001 10000000"), ok());
 }

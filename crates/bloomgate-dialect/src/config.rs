@@ -63,6 +63,30 @@ impl Dialect {
         }
     }
 
+    /// valkey-bloom's names for our settings in its dialect (`(theirs, ours)`): 0.1.0's
+    /// `bloom-max-item-size` and `bloom-expansion-rate`, 1.0's `bloom-capacity`,
+    /// `bloom-expansion` and `bloom-fp-rate` (with our ranges).
+    pub fn setting_aliases(self) -> &'static [(&'static str, &'static str)] {
+        match self.valkey() {
+            Some(ValkeyFlavour::V0_1) => &[
+                ("bloom-max-item-size", "bf-initial-size"),
+                ("bloom-expansion-rate", "bf-expansion-factor"),
+            ],
+            Some(ValkeyFlavour::V1_0) => &[
+                ("bloom-capacity", "bf-initial-size"),
+                ("bloom-expansion", "bf-expansion-factor"),
+                ("bloom-fp-rate", "bf-error-rate"),
+            ],
+            None => &[],
+        }
+    }
+
+    /// Our setting valkey-bloom's name `alias` stands for in this dialect.
+    pub fn setting_named(self, alias: &str) -> Option<&'static str> {
+        let found = self.setting_aliases().iter().find(|(a, _)| *a == alias);
+        found.map(|&(_, name)| name)
+    }
+
     /// The settings a filter is created with by default in this dialect: valkey-bloom 0.1.0's
     /// error rate 0.001 (an f32, as it stores it) and capacity 100000; 1.0's are RedisBloom's
     /// (0.01, 100) with its per-object limit of 128 MB; expansion 2 in all.

@@ -87,6 +87,7 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
             continue;
         }
         let name = canonical(&pair[0]);
+        let name = dialect.setting_named(&name).unwrap_or(&name).to_string();
         set(&name, &pair[1]).map_err(|why| format!("{} {}: {why}", pair[0], pair[1]))?;
     }
     let config = current();
@@ -100,9 +101,17 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
             return Ok(());
         };
         let mut unprefixed = unprefixed_configs();
-        for (i, name) in Config::NAMES.iter().enumerate() {
-            let c_name = CString::new(*name).expect("no NUL");
-            let default = CString::new(config.get(name).expect("a known name")).expect("no NUL");
+        // Every setting under our name, and in valkey-bloom's dialect also under its name
+        // (the same setting: `privdata` is our name's index).
+        let ours = Config::NAMES.iter().copied().enumerate();
+        let theirs = dialect.setting_aliases().iter().map(|&(alias, name)| {
+            let at = Config::NAMES.iter().position(|&n| n == name);
+            (at.expect("an alias of a setting"), alias)
+        });
+        for (at, (i, name)) in ours.chain(theirs).enumerate() {
+            let c_name = CString::new(name).expect("no NUL");
+            let value = config.get(Config::NAMES[i]).expect("a known name");
+            let default = CString::new(value).expect("no NUL");
             let attempt = |flags| {
                 register(
                     ctx.ctx,
@@ -120,7 +129,7 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
                 status = attempt(CONFIG_UNPREFIXED);
                 // A server that reports version 8 without unprefixed configs (a fork): fall
                 // back to prefixed names for every setting.
-                unprefixed = i > 0 || status == raw::REDISMODULE_OK as c_int;
+                unprefixed = at > 0 || status == raw::REDISMODULE_OK as c_int;
             }
             if !unprefixed {
                 status = attempt(raw::REDISMODULE_CONFIG_DEFAULT);

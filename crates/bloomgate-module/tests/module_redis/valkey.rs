@@ -198,3 +198,36 @@ fn an_unknown_dialect_is_refused() {
         "{log}"
     );
 }
+
+/// valkey-bloom's names for the default settings, as load arguments and module configs
+/// (`bf.bloom-capacity` where configs are prefixed, `bloom-capacity` on Redis 8).
+#[test]
+fn valkey_bloom_setting_names() {
+    if !have_redis("valkey_bloom_setting_names") {
+        return;
+    }
+    let args = ["DIALECT", "valkey-bloom-0.1", "bloom-max-item-size", "1000"];
+    let server = Redis::start(&temp_dir("vkb-conf01"), &args, &[]);
+    let mut c = server.conn();
+    assert_eq!(cmd(&mut c, "BF.ADD a x"), int(1));
+    assert_eq!(cmd(&mut c, "BF.INFO a CAPACITY"), int(1000));
+    drop(server);
+
+    let server = Redis::start(&temp_dir("vkb-conf10"), &["DIALECT", "valkey-bloom"], &[]);
+    let mut c = server.conn();
+    let set = |c: &mut redis::Connection, name: &str, value: &str| {
+        let prefixed = format!("bf.{name}");
+        let set = [prefixed.as_str(), name].iter().any(|n| {
+            redis::cmd("CONFIG")
+                .arg(&["SET", n, value])
+                .query::<()>(c)
+                .is_ok()
+        });
+        set
+    };
+    assert!(set(&mut c, "bloom-capacity", "500"));
+    assert!(set(&mut c, "bloom-expansion", "4"));
+    assert_eq!(cmd(&mut c, "BF.ADD b x"), int(1));
+    assert_eq!(cmd(&mut c, "BF.INFO b CAPACITY"), int(500));
+    assert_eq!(cmd(&mut c, "BF.INFO b EXPANSION"), int(4));
+}

@@ -381,6 +381,9 @@ mod tests {
             "TDIGEST.CREATE td",
             "TDIGEST.ADD td 1 2 3 4 5.5",
             "TDIGEST.CREATE empty",
+            "BF.RESERVE bk 0.01 10 LAYOUT blocked",
+            "BF.RESERVE vk 0.05 4 EXPANSION 2 LAYOUT valkey",
+            "BF.MADD vk a b c d e f g h i j",
         ] {
             let reply = run(&mut store, line);
             assert!(!matches!(reply, Reply::Error(_)), "{line}: {reply:?}");
@@ -403,7 +406,7 @@ mod tests {
             out
         };
         let before = images(&store.db.snapshot());
-        assert_eq!(before.len(), 8);
+        assert_eq!(before.len(), 10);
         write_snapshot(&dir, &store.db.snapshot(), 1).unwrap();
         let (_, entries) = read_snapshot(&dir.join(SNAPSHOT_FILE)).unwrap();
         assert_eq!(images(&entries), before);

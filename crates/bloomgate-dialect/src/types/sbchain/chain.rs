@@ -197,6 +197,11 @@ impl<L: ChainLink> Chain<L> {
         &self.settings
     }
 
+    /// Mutable [`Self::settings`], for a format's own creation options.
+    pub(crate) fn settings_mut(&mut self) -> &mut L::Settings {
+        &mut self.settings
+    }
+
     fn newest(&self) -> &L {
         self.links.last().expect("a chain has at least one link")
     }

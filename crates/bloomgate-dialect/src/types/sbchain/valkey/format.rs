@@ -128,6 +128,13 @@ fn rdb_refusal(r: Refusal) -> RdbError {
     }
 }
 
+/// The error rate a loaded link `i` was sized for (formats store its bits, not its rate):
+/// `fp × tightening^i`, kept above 0 (a rate that underflowed stays a valid rate in our dump
+/// header).
+fn stored_error(fp: f64, tightening: f64, i: usize) -> f64 {
+    (fp * tightening.powi(i as i32)).max(f64::MIN_POSITIVE)
+}
+
 /// Reverses the bit order inside each byte (0.1.0's order ↔ 1.0's).
 fn flip_bytes(bytes: &mut [u8]) {
     for b in bytes {
@@ -272,8 +279,8 @@ pub(super) fn rdb_load(
             };
             let mut plans = Vec::with_capacity(n.min(64));
             for i in 0..n {
-                let max = MAX_LINK_BYTES.min(input.allowance().left());
-                let mut bits = input.load_string(max)?;
+                // A source charges what it reads to its allowance (or Redis has read it).
+                let mut bits = input.load_string(MAX_LINK_BYTES)?;
                 let (m, k, capacity) = (
                     input.load_unsigned()?,
                     input.load_unsigned()?,
@@ -285,7 +292,12 @@ pub(super) fn rdb_load(
                 let plan = u32::try_from(k)
                     .ok()
                     .and_then(|k| {
-                        ValkeyPlan::checked(bits.len() as u64, k, capacity, settings.link_error(i))
+                        ValkeyPlan::checked(
+                            bits.len() as u64,
+                            k,
+                            capacity,
+                            stored_error(fp, DEFAULT_TIGHTENING, i),
+                        )
                     })
                     .ok_or_else(|| RdbError::invalid("filter fields out of range"))?;
                 flip_bytes(&mut bits);
@@ -304,15 +316,14 @@ pub(super) fn rdb_load(
             let mut seed = None;
             let mut plans = Vec::with_capacity(n.min(64));
             for i in 0..n {
-                let max = MAX_LINK_BYTES.min(input.allowance().left()) + FILTER_HEADER as u64;
-                let blob = input.load_string(max)?;
+                let blob = input.load_string(MAX_LINK_BYTES + FILTER_HEADER as u64)?;
                 let capacity = input.load_unsigned()?;
                 let (bytes, k, link_seed, bits) =
                     parse_filter(&blob).ok_or_else(|| RdbError::invalid("malformed filter"))?;
                 if *seed.get_or_insert(link_seed) != link_seed {
                     return Err(RdbError::invalid("filters of one object with two seeds"));
                 }
-                let error = fp * tightening.powi(i as i32);
+                let error = stored_error(fp, tightening, i);
                 let plan = ValkeyPlan::checked(bytes, k, capacity, error)
                     .ok_or_else(|| RdbError::invalid("filter fields out of range"))?;
                 plans.push((plan, bits.to_vec()));
@@ -438,7 +449,7 @@ pub fn decode_load_payload(
         if *seed.get_or_insert(link_seed) != link_seed {
             return Err(Decoding);
         }
-        let error = fp * tightening.powi(i as i32);
+        let error = stored_error(fp, tightening, i);
         let plan = ValkeyPlan::checked(bytes, k, capacity, error).ok_or(Decoding)?;
         links.push(LinkIn {
             plan,

@@ -140,6 +140,35 @@ impl ValkeySettings {
     }
 }
 
+/// valkey-bloom 1.0's creation options (`BF.INSERT … TIGHTENING t SEED s`, the
+/// `bf.bloom-tightening-ratio` config), set on a new object before its first item.
+impl Chain<ValkeyLink> {
+    /// Sets the tightening ratio (in (0, 1)) the object grows with and its seed (a given seed
+    /// is not random, as in 1.0); refused once the object holds an item (its bits were placed
+    /// by the old seed).
+    pub fn set_valkey_options(
+        &mut self,
+        tightening: Option<f64>,
+        seed: Option<[u8; 32]>,
+    ) -> Result<(), &'static str> {
+        if self.items() > 0 {
+            return Err("ERR the filter already holds items");
+        }
+        if let Some(t) = tightening {
+            if !(t > 0.0 && t < 1.0) {
+                return Err("ERR (0 < tightening ratio range < 1)");
+            }
+            self.settings_mut().tightening = t;
+        }
+        if let Some(seed) = seed {
+            let settings = self.settings_mut();
+            settings.seed = seed;
+            settings.seed_random = false;
+        }
+        Ok(())
+    }
+}
+
 /// One valkey-bloom filter: `bytes × 8` bits in little-endian words, its probe count, and what
 /// the chain's rule counts.
 #[derive(Clone, Debug)]

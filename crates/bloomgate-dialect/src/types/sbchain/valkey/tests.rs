@@ -204,6 +204,38 @@ fn damaged_fields_are_refused() {
     ));
 }
 
+/// 1.0's TIGHTENING and SEED on a new object: the links it grows by follow the ratio, every link
+/// hashes with the seed, and the options survive encoding 1.
+#[test]
+fn creation_options() {
+    let mut chain = ValkeyChain::new(4, 0.1, 2, false).unwrap();
+    let seed = [7u8; 32];
+    chain.set_valkey_options(Some(0.25), Some(seed)).unwrap();
+    assert!(chain.set_valkey_options(Some(1.0), None).is_err());
+    for i in 0..30u32 {
+        chain
+            .add(&i.to_le_bytes(), &mut Allowance::unlimited())
+            .unwrap();
+    }
+    assert!(chain.set_valkey_options(None, Some(FIXED_SEED)).is_err());
+    assert_eq!(chain.links()[1].error(), 0.1 * 0.25);
+    assert_eq!(chain.links()[2].error(), 0.1 * 0.25 * 0.25);
+    assert!(!chain.settings().seed_random);
+    let mut fields = Fields::default();
+    rdb_save(&chain, ValkeyFlavour::V1_0, &mut fields);
+    let back = rdb_load(&mut fields, 1).unwrap();
+    assert_eq!(back.dump_header(), chain.dump_header());
+    // A fresh object with the seed places its bits as bloomfilter 3.x with that seed does.
+    let mut fresh = ValkeyChain::new(4, 0.1, 2, false).unwrap();
+    fresh.set_valkey_options(None, Some(seed)).unwrap();
+    let mut theirs = bloomfilter3::Bloom::<[u8]>::new_for_fp_rate_with_seed(4, 0.1, &seed).unwrap();
+    for item in [&b"a"[..], b"b"] {
+        fresh.add(item, &mut Allowance::unlimited()).unwrap();
+        theirs.set(item);
+    }
+    assert_eq!(theirs.as_slice()[45..], fresh.links()[0].lsb_bytes());
+}
+
 /// Our SCANDUMP header refuses each bad field.
 #[test]
 fn dump_header_validation() {

@@ -284,6 +284,8 @@ struct CreateParams {
     nonscaling: bool,
     /// The chain kind (its link layout).
     layout: Kind,
+    /// valkey-bloom's options, when its arguments gave them.
+    valkey: Option<Options>,
 }
 
 impl CreateParams {
@@ -295,6 +297,7 @@ impl CreateParams {
             expansion: c.bf_expansion,
             nonscaling: c.bf_expansion == 0,
             layout: chain_kind(c.dialect),
+            valkey: None,
         }
     }
 
@@ -306,6 +309,7 @@ impl CreateParams {
             expansion: options.expansion,
             nonscaling: options.expansion == 0,
             layout: options.layout.unwrap_or(Kind::BloomValkey),
+            valkey: Some(options),
         }
     }
 
@@ -317,6 +321,8 @@ impl CreateParams {
             error: self.error,
             expansion,
             layout: None,
+            tightening: None,
+            seed: None,
         }
     }
 
@@ -401,6 +407,8 @@ fn ensure_chain<H: Host + ?Sized>(
     // Replay must rebuild the same chain whatever the config is then (valkey-bloom 0.1.0 sends
     // the command as it came; a creation without items, 1.0's BF.INSERT, goes on its own).
     let mut head = params.as_insert_options(key);
+    let extra = valkey::created(ctx, key, params.valkey)?;
+    head.splice(head.len() - 1..head.len() - 1, extra);
     let flavour = ctx.config().dialect.valkey();
     if flavour.is_some() {
         ctx.notify_after("bloom.reserve");
@@ -518,6 +526,7 @@ pub(crate) fn reserve(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
         expansion: expansion as u32,
         nonscaling: nonscaling || expansion == 0,
         layout,
+        valkey: None,
     };
     create_new(ctx, args[1], params)
 }

@@ -6,10 +6,11 @@
 //! options they run with, or into valkey-bloom's refusal.
 
 use super::host::wrong_arity_in;
-use super::Args;
+use super::{Args, Ctx, Host};
 use crate::config::{Dialect, ValkeyFlavour};
 use crate::num::is;
 use crate::reply::Reply;
+use crate::types::sbchain::ValkeyChain;
 use crate::value::Kind;
 use crate::ERR_WRONGTYPE;
 
@@ -27,6 +28,10 @@ pub(super) struct Options {
     /// Our `LAYOUT` extension, last (`classic`, `blocked`: filters `BF.MERGE` and
     /// `BF.SCANDUMP` of RedisBloom's format serve); `None`, valkey-bloom's own filter.
     pub layout: Option<Kind>,
+    /// 1.0's `TIGHTENING t`: the ratio each new sub-filter's error rate shrinks by.
+    pub tightening: Option<f64>,
+    /// 1.0's `SEED s`: the 32-byte seed every sub-filter hashes with.
+    pub seed: Option<[u8; 32]>,
 }
 
 /// What BF.INSERT's arguments say.
@@ -97,6 +102,42 @@ fn expansion(flavour: ValkeyFlavour, arg: &[u8]) -> Result<u32, Reply> {
         .ok_or_else(|| Reply::error("ERR bad expansion"))
 }
 
+/// 1.0's tightening ratio: an f64 strictly inside (0, 1).
+fn tightening(arg: &[u8]) -> Result<f64, Reply> {
+    match parsed::<f64>(arg) {
+        None => Err(Reply::error("ERR bad tightening ratio")),
+        Some(t) if t > 0.0 && t < 1.0 => Ok(t),
+        Some(_) => Err(Reply::error("ERR (0 < tightening ratio range < 1)")),
+    }
+}
+
+/// After a valkey-bloom filter was created at `key` with `options`: sets 1.0's `TIGHTENING`
+/// and `SEED` on it, and gives what its replicated `BF.INSERT` adds so a replica builds the
+/// same bits (1.0: `TIGHTENING t SEED s`; nothing in 0.1.0, which has one fixed seed).
+pub(super) fn created<H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    options: Option<Options>,
+) -> Result<Vec<Vec<u8>>, Reply> {
+    let flavour = ctx.config().dialect.valkey();
+    let Ok(Some(_)) = ctx.typed::<ValkeyChain>(key) else {
+        return Ok(Vec::new());
+    };
+    let (t, seed) = options.map_or((None, None), |o| (o.tightening, o.seed));
+    ctx.update(key, |c: &mut ValkeyChain| c.set_valkey_options(t, seed))
+        .map_err(Reply::error)?;
+    if flavour != Some(ValkeyFlavour::V1_0) {
+        return Ok(Vec::new());
+    }
+    let settings = ctx.update(key, |c: &mut ValkeyChain| *c.settings());
+    Ok(vec![
+        b"TIGHTENING".to_vec(),
+        settings.tightening.to_string().into_bytes(),
+        b"SEED".to_vec(),
+        settings.seed.to_vec(),
+    ])
+}
+
 /// BF.RESERVE `key error_rate capacity [NONSCALING | EXPANSION n]`: 4 to 6 arguments, the
 /// error rate, the capacity, then the option (anything else there is `ERROR`); the key is the
 /// caller's. `defaults` gives the expansion when none is named.
@@ -130,7 +171,7 @@ pub(super) fn reserve(
         capacity,
         error,
         expansion,
-        layout: defaults.layout,
+        ..defaults
     })
 }
 
@@ -165,8 +206,16 @@ pub(super) fn insert(
             i += 1;
             continue;
         }
-        let valued = ["ERROR", "CAPACITY", "EXPANSION", "LAYOUT"];
-        if !valued.iter().any(|name| is(arg, name)) {
+        let valued = [
+            "ERROR",
+            "CAPACITY",
+            "EXPANSION",
+            "LAYOUT",
+            "TIGHTENING",
+            "SEED",
+        ];
+        let known = &valued[..if flavour == ValkeyFlavour::V1_0 { 6 } else { 4 }];
+        if !known.iter().any(|name| is(arg, name)) {
             return Err(Reply::error("ERR unknown argument received"));
         }
         let Some(value) = args.get(i + 1) else {
@@ -176,6 +225,11 @@ pub(super) fn insert(
             options.error = error_rate(flavour, value)?;
         } else if is(arg, "CAPACITY") {
             options.capacity = capacity(flavour, value)?;
+        } else if is(arg, "TIGHTENING") {
+            options.tightening = Some(tightening(value)?);
+        } else if is(arg, "SEED") {
+            let seed = <[u8; 32]>::try_from(*value);
+            options.seed = Some(seed.map_err(|_| Reply::error("ERR invalid seed"))?);
         } else if is(arg, "LAYOUT") {
             let layout = layout_named(value).ok_or_else(|| Reply::error("ERR bad layout"))?;
             options.layout = Some(layout);
@@ -206,6 +260,8 @@ mod tests {
         error: 0.01,
         expansion: 2,
         layout: None,
+        tightening: None,
+        seed: None,
     };
 
     fn args(line: &str) -> Vec<&[u8]> {
@@ -312,6 +368,30 @@ mod tests {
         let line = "BF.RESERVE k 0.01 10 EXPANSION 3 LAYOUT blocked";
         let o = reserve(V0_1, &args(line), DEFAULTS).unwrap();
         assert_eq!((o.expansion, o.layout), (3, Some(Kind::BloomBlocked)));
+        // 1.0's TIGHTENING and SEED; unknown to 0.1.0.
+        let seed = "s".repeat(32);
+        let line = format!("BF.INSERT k TIGHTENING 0.25 SEED {seed} ITEMS a");
+        let i = insert(V1_0, &line).unwrap();
+        assert_eq!(
+            (i.options.tightening, i.options.seed),
+            (Some(0.25), Some([b's'; 32]))
+        );
+        let unknown = "ERR unknown argument received";
+        assert_eq!(error_of(insert(V0_1, &line)), unknown);
+        let bad = [
+            (
+                "BF.INSERT k TIGHTENING x ITEMS a",
+                "ERR bad tightening ratio",
+            ),
+            (
+                "BF.INSERT k TIGHTENING 1 ITEMS a",
+                "ERR (0 < tightening ratio range < 1)",
+            ),
+            ("BF.INSERT k SEED short ITEMS a", "ERR invalid seed"),
+        ];
+        for (line, want) in bad {
+            assert_eq!(error_of(insert(V1_0, line)), want, "{line}");
+        }
         // 1.0 creates without items, but not after an empty ITEMS.
         assert_eq!(insert(V1_0, "BF.INSERT k").unwrap().items_at, 2);
         assert_eq!(insert(V1_0, "BF.INSERT k EXPANSION 2").unwrap().items_at, 4);
@@ -375,6 +455,16 @@ mod tests {
             panic!("a rewrite")
         };
         assert!(sent[0].iter().all(|a| a.as_slice() != b"ITEMS"), "{sent:?}");
+        // 1.0's creation carries the seed and tightening ratio, so a replica has the same bits.
+        let words: Vec<&[u8]> = sent[0].iter().map(Vec::as_slice).collect();
+        assert!(words.contains(&&b"SEED"[..]) && words.contains(&&b"TIGHTENING"[..]));
+        let mut replica = Harness::new();
+        replica.config = Dialect::ValkeyBloom(V1_0).defaults();
+        replica.run_args(&sent[0]);
+        h.run("BF.MADD n a b c");
+        replica.run("BF.MADD n a b c");
+        // The same bits (the header differs only in the seed being marked given).
+        assert_eq!(replica.run("BF.SCANDUMP n 1"), h.run("BF.SCANDUMP n 1"));
         assert_eq!(h.run("BF.INFO n CAPACITY"), Reply::Int(100));
         assert_eq!(h.run("BF.EXISTS str a"), Reply::error(ERR_WRONGTYPE));
     }

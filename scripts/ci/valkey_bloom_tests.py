@@ -6,11 +6,12 @@ come from a directory (--tests) whose every file must match tests/valkey-bloom/M
 virtualenv `.ci/setup` makes (target/valkey-bloom-venv: valkey-py and pytest at the versions the
 README gives), the server from PATH (Debian's valkey-server 8.0.1).
 
-    python3 scripts/ci/valkey_bloom_tests.py --tests DIR                      # our debug build
-    python3 scripts/ci/valkey_bloom_tests.py --tests DIR --module-args 'DIALECT valkey-bloom'
-    python3 scripts/ci/valkey_bloom_tests.py --tests DIR --valkey-bloom PATH/libvalkey_bloom.so
     python3 scripts/ci/valkey_bloom_tests.py --tests DIR \\
-        --expect tests/valkey-bloom/expected/bloomgate.txt                    # as CI would
+        --module-args 'DIALECT valkey-bloom-0.1'                              # the judge
+    python3 scripts/ci/valkey_bloom_tests.py --tests DIR                      # 1.0's dialect
+    python3 scripts/ci/valkey_bloom_tests.py --tests DIR --valkey-bloom PATH/libvalkey_bloom.so
+    python3 scripts/ci/valkey_bloom_tests.py --tests DIR --module-args 'DIALECT valkey-bloom-0.1' \\
+        --expect tests/valkey-bloom/expected/bloomgate-valkey-bloom-0.1.txt   # as CI would
 
 The tests read the server binary from `.build/binaries/$SERVER_VERSION/valkey-server` beside
 them and the module (with its load arguments: words after the path) from $MODULE_PATH; the copy
@@ -201,7 +202,7 @@ def main():
                         "else tests/valkey-bloom/tests)")
     p.add_argument("--module", default=os.path.join(REPO, "target", "debug", "libbloomgate_module.so"))
     p.add_argument("--module-args", default=os.environ.get("BLOOMGATE_VALKEY_BLOOM_MODULE_ARGS", ""),
-                   help="load arguments after the module's path (our dialect switch, once it exists)")
+                   help="load arguments after the module's path (e.g. 'DIALECT valkey-bloom-0.1')")
     p.add_argument("--valkey-bloom", metavar="SO",
                    help="run against valkey-bloom's .so instead (no load arguments)")
     p.add_argument("--server", default="valkey-server")

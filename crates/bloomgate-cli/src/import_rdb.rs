@@ -1,6 +1,6 @@
 //! `bloomgate import-rdb`: moves the RedisBloom keys of a Redis RDB file (a `SAVE` of Redis +
 //! RedisBloom, RDB versions 9–12) — Bloom, cuckoo, Count-Min, Top-K, t-digest, and our windowed
-//! filters — into bloomgate, either into a running server (`--to`, with pipelined `RESTORE`s,
+//! filters, and valkey-bloom's `bloomfltr` filters — into bloomgate, either into a running server (`--to`, with pipelined `RESTORE`s,
 //! which a Redis + RedisBloom accepts too) or into a data directory that `bloomgate serve --dir`
 //! starts from (`--dir`, through the server's snapshot writer).
 //!

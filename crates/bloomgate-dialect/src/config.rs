@@ -3,6 +3,7 @@
 //! and refuse the same values.
 
 use crate::num::{parse_f64, parse_i64, parse_memory};
+pub use crate::types::sbchain::ValkeyFlavour;
 
 /// RedisBloom's settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,6 +28,83 @@ pub struct Config {
     /// all; 0 = no cap. Checked before a value is created or grows from what a client sends;
     /// never against replayed data (see [`crate::budget::KeyCap`]).
     pub memory_usage_limit: u64,
+    /// Whose `BF.*` the commands answer as ([`Dialect`]): a load argument of the module, not a
+    /// setting `CONFIG SET` changes.
+    pub dialect: Dialect,
+}
+
+/// Whose `BF.*` the dialect's commands speak: one command model, with a policy where the
+/// projects differ (names, arities, option parsing, replies, errors, defaults, replication).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Dialect {
+    /// RedisBloom 8's (the default on Redis and in `bloomgate serve`).
+    #[default]
+    RedisBloom,
+    /// valkey-bloom's, in one of its two released behaviours.
+    ValkeyBloom(ValkeyFlavour),
+}
+
+impl Dialect {
+    /// The dialect a `DIALECT` load argument names (any case).
+    pub fn named(name: &str) -> Option<Dialect> {
+        match name.to_ascii_lowercase().as_str() {
+            "redisbloom" => Some(Dialect::RedisBloom),
+            "valkey-bloom" => Some(Dialect::ValkeyBloom(ValkeyFlavour::V1_0)),
+            "valkey-bloom-0.1" => Some(Dialect::ValkeyBloom(ValkeyFlavour::V0_1)),
+            _ => None,
+        }
+    }
+
+    /// The valkey-bloom flavour, if this is valkey-bloom's dialect.
+    pub fn valkey(self) -> Option<ValkeyFlavour> {
+        match self {
+            Dialect::ValkeyBloom(flavour) => Some(flavour),
+            Dialect::RedisBloom => None,
+        }
+    }
+
+    /// valkey-bloom's names for our settings in its dialect (`(theirs, ours)`): 0.1.0's
+    /// `bloom-max-item-size` and `bloom-expansion-rate`, 1.0's `bloom-capacity`,
+    /// `bloom-expansion` and `bloom-fp-rate` (with our ranges).
+    pub fn setting_aliases(self) -> &'static [(&'static str, &'static str)] {
+        match self.valkey() {
+            Some(ValkeyFlavour::V0_1) => &[
+                ("bloom-max-item-size", "bf-initial-size"),
+                ("bloom-expansion-rate", "bf-expansion-factor"),
+            ],
+            Some(ValkeyFlavour::V1_0) => &[
+                ("bloom-capacity", "bf-initial-size"),
+                ("bloom-expansion", "bf-expansion-factor"),
+                ("bloom-fp-rate", "bf-error-rate"),
+            ],
+            None => &[],
+        }
+    }
+
+    /// Our setting valkey-bloom's name `alias` stands for in this dialect.
+    pub fn setting_named(self, alias: &str) -> Option<&'static str> {
+        let found = self.setting_aliases().iter().find(|(a, _)| *a == alias);
+        found.map(|&(_, name)| name)
+    }
+
+    /// The settings a filter is created with by default in this dialect: valkey-bloom 0.1.0's
+    /// error rate 0.001 (an f32, as it stores it) and capacity 100000; 1.0's are RedisBloom's
+    /// (0.01, 100) with its per-object limit of 128 MB; expansion 2 in all.
+    pub fn defaults(self) -> Config {
+        let mut config = Config {
+            dialect: self,
+            ..Config::DEFAULT
+        };
+        match self.valkey() {
+            Some(ValkeyFlavour::V0_1) => {
+                config.bf_error_rate = f64::from(0.001f32);
+                config.bf_initial_size = 100_000;
+            }
+            Some(ValkeyFlavour::V1_0) => config.memory_usage_limit = 128 << 20,
+            None => {}
+        }
+        config
+    }
 }
 
 impl Default for Config {
@@ -53,6 +131,7 @@ impl Config {
         cf_expansion: 1,
         cf_max_expansions: 32,
         memory_usage_limit: 0,
+        dialect: Dialect::RedisBloom,
     };
 
     /// Setting names, in CONFIG GET order.

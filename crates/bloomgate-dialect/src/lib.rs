@@ -36,7 +36,7 @@ pub mod types;
 pub mod value;
 
 pub use commands::{execute, Host, Outcome};
-pub use config::Config;
+pub use config::{Config, Dialect, ValkeyFlavour};
 pub use reply::Reply;
 pub use value::{DialectType, Value};
 

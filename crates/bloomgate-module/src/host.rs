@@ -31,11 +31,12 @@ pub fn register_commands(ctx: &Context) -> Result<(), String> {
             })
         });
         let create = raw::RedisModule_CreateCommand.expect("core API");
-        for (i, info) in commands::table().iter().enumerate() {
+        let dialect = crate::settings::read().dialect;
+        for (i, info) in commands::table_for(dialect).iter().enumerate() {
             let Some(&entry) = ENTRY_POINTS.get(i) else {
                 return Err(format!("more commands than entry points at {}", info.name));
             };
-            let name = CString::new(info.name.to_lowercase()).expect("no NUL");
+            let name = CString::new(commands::registered_name(dialect, info.name)).expect("no NUL");
             // The module API spells COMMAND INFO's `denyoom` as `deny-oom`; `module` is what
             // Redis itself adds to every module command, and `movablekeys` to one whose key
             // spec counts its keys.
@@ -323,7 +324,8 @@ unsafe extern "C" fn dispatch_at<const I: usize>(
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
 ) -> c_int {
-    dispatch(ctx, argv, argc, &commands::table()[I])
+    let table = commands::table_for(crate::settings::read().dialect);
+    dispatch(ctx, argv, argc, &table[I])
 }
 
 macro_rules! entry_points {
@@ -696,7 +698,12 @@ impl Host for ModuleHost<'_> {
         // applied whatever maxmemory says, bounded only by what the machine can hold.
         let from_master =
             raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING;
-        budget::budget(self.ctx, self.context_flags() & from_master as c_int != 0)
+        // So in valkey-bloom's dialect, which sizes nothing against maxmemory.
+        let replayed = self.context_flags() & from_master as c_int != 0;
+        budget::budget(
+            self.ctx,
+            replayed || self.config().dialect.valkey().is_some(),
+        )
     }
 
     fn charge(&mut self, bytes: u64) {
@@ -736,8 +743,11 @@ impl Host for ModuleHost<'_> {
     }
 
     fn notify(&mut self, event: &str, key: &[u8]) {
-        // Module events (class `d`, included in `A`): skipped at once unless enabled.
-        let module = raw::NotifyEvent::MODULE.bits();
+        // Module events (class `d`, in `A`), valkey-bloom's `bloom.*` generic ones (class `g`):
+        // skipped at once unless enabled.
+        let generic = self.config().dialect.valkey().is_some() && event.starts_with("bloom.");
+        let module = [raw::NotifyEvent::MODULE, raw::NotifyEvent::GENERIC][usize::from(generic)];
+        let module = module.bits();
         // SAFETY: a plain read of the server's setting, callable from a command.
         if unsafe { raw::RedisModule_GetNotifyKeyspaceEvents.expect("Redis 6+")() } & module == 0 {
             return;

@@ -34,6 +34,7 @@ use redis_module::{Context, RedisString, Status};
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let setup = || -> Result<(), String> {
         settings::register(ctx, args)?;
+        types::register_valkey_type(ctx)?;
         host::register_commands(ctx)?;
         types::handle_io_errors(ctx);
         alloc::register_info(ctx);

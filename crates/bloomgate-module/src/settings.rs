@@ -1,6 +1,7 @@
 //! The `bf-*` / `cf-*` settings inside Redis: load arguments (`--loadmodule lib.so
 //! bf-error-rate 0.001 ...`, and RedisBloom 2.x's `ERROR_RATE` / `INITIAL_SIZE` /
-//! `CF_MAX_EXPANSIONS`) and module configs: on Redis 8 and later under RedisBloom 8's names
+//! `CF_MAX_EXPANSIONS`; `DIALECT redisbloom|valkey-bloom|valkey-bloom-0.1`, whose defaults
+//! the others change) and module configs: on Redis 8 and later under RedisBloom 8's names
 //! (`CONFIG GET/SET bf-error-rate`, `--bf-error-rate 0.001` on the command line or
 //! `bf-error-rate 0.001` in redis.conf), on Redis 7 with the module's prefix
 //! (`bf.bf-error-rate`), which Redis 7 requires. The per-key cap `bloom-memory-usage-limit` is
@@ -11,7 +12,8 @@
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};
 
-use bloomgate_dialect::Config;
+use bloomgate_dialect::types::sbchain::valkey::set_valkey_flavour;
+use bloomgate_dialect::{Config, Dialect, ValkeyFlavour};
 use redis_module::{raw, Context, RedisString};
 
 static CONFIG: RwLock<Config> = RwLock::new(Config::DEFAULT);
@@ -60,8 +62,32 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
     if !args.len().is_multiple_of(2) {
         return Err("load arguments must be setting/value pairs".into());
     }
+    // The dialect first (its defaults are what the other arguments change): `DIALECT` among
+    // the load arguments, else the server's — valkey-bloom's inside Valkey.
+    let named = args
+        .chunks(2)
+        .find(|pair| pair[0].eq_ignore_ascii_case("DIALECT"));
+    let dialect = match named {
+        Some(pair) => Dialect::named(&pair[1]).ok_or_else(|| {
+            format!(
+                "DIALECT {}: not redisbloom, valkey-bloom or valkey-bloom-0.1",
+                pair[1]
+            )
+        })?,
+        None if is_valkey(ctx) => Dialect::ValkeyBloom(ValkeyFlavour::V1_0),
+        None => Dialect::RedisBloom,
+    };
+    *CONFIG.write().unwrap_or_else(PoisonError::into_inner) = dialect.defaults();
+    // Before `bloomfltr` is registered: its encoding version is the flavour's.
+    if let Some(flavour) = dialect.valkey() {
+        set_valkey_flavour(flavour);
+    }
     for pair in args.chunks(2) {
+        if pair[0].eq_ignore_ascii_case("DIALECT") {
+            continue;
+        }
         let name = canonical(&pair[0]);
+        let name = dialect.setting_named(&name).unwrap_or(&name).to_string();
         set(&name, &pair[1]).map_err(|why| format!("{} {}: {why}", pair[0], pair[1]))?;
     }
     let config = current();
@@ -75,9 +101,17 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
             return Ok(());
         };
         let mut unprefixed = unprefixed_configs();
-        for (i, name) in Config::NAMES.iter().enumerate() {
-            let c_name = CString::new(*name).expect("no NUL");
-            let default = CString::new(config.get(name).expect("a known name")).expect("no NUL");
+        // Every setting under our name, and in valkey-bloom's dialect also under its name
+        // (the same setting: `privdata` is our name's index).
+        let ours = Config::NAMES.iter().copied().enumerate();
+        let theirs = dialect.setting_aliases().iter().map(|&(alias, name)| {
+            let at = Config::NAMES.iter().position(|&n| n == name);
+            (at.expect("an alias of a setting"), alias)
+        });
+        for (at, (i, name)) in ours.chain(theirs).enumerate() {
+            let c_name = CString::new(name).expect("no NUL");
+            let value = config.get(Config::NAMES[i]).expect("a known name");
+            let default = CString::new(value).expect("no NUL");
             let attempt = |flags| {
                 register(
                     ctx.ctx,
@@ -95,7 +129,7 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
                 status = attempt(CONFIG_UNPREFIXED);
                 // A server that reports version 8 without unprefixed configs (a fork): fall
                 // back to prefixed names for every setting.
-                unprefixed = i > 0 || status == raw::REDISMODULE_OK as c_int;
+                unprefixed = at > 0 || status == raw::REDISMODULE_OK as c_int;
             }
             if !unprefixed {
                 status = attempt(raw::REDISMODULE_CONFIG_DEFAULT);
@@ -111,6 +145,24 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether the server is Valkey (its `INFO server` has `valkey_version`).
+fn is_valkey(ctx: &Context) -> bool {
+    // SAFETY: OnLoad context; the info data is freed after use.
+    unsafe {
+        let Some(get) = raw::RedisModule_GetServerInfo else {
+            return false;
+        };
+        let info = get(ctx.ctx, c"server".as_ptr());
+        if info.is_null() {
+            return false;
+        }
+        let field = raw::RedisModule_ServerInfoGetFieldC.expect("Redis 6+");
+        let found = !field(info, c"valkey_version".as_ptr()).is_null();
+        raw::RedisModule_FreeServerInfo.expect("Redis 6+")(ctx.ctx, info);
+        found
+    }
 }
 
 /// `REDISMODULE_CONFIG_UNPREFIXED` (Redis ≥ 8): the config is named without the module's

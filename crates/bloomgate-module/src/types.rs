@@ -3,7 +3,9 @@
 //! files, `DUMP` payloads and full syncs into this module (and back); and our own: `BGwindowF`,
 //! time-windowed filters (`WF.*`), `BGcntBloo`, counting Bloom filters (`CBF.*`), and
 //! `BGbloomBK`, Bloom filters of the blocked layout (`BF.RESERVE … LAYOUT blocked`), which
-//! RedisBloom cannot load.
+//! RedisBloom cannot load; and `bloomfltr`, valkey-bloom's filters, registered from OnLoad in
+//! the encoding version of the server's valkey-bloom flavour (0 for 0.1.0, 1 for 1.0) so
+//! valkey-bloom's RDB files load into this module and are written back in its encoding.
 //!
 //! Each key holds a boxed dialect [`Value`]. RDB save/load go through the dialect's field order
 //! ([`RdbSink`] / [`RdbSource`] over `RedisModuleIO`); loading follows the dialect's budget rule
@@ -25,7 +27,10 @@ use bloomgate_dialect::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 use bloomgate_dialect::types::counting::CountingFilter;
 use bloomgate_dialect::types::countmin::CountMin;
 use bloomgate_dialect::types::cuckoo::CuckooChain;
-use bloomgate_dialect::types::sbchain::{BlockedChain, BloomChain, Chain};
+use bloomgate_dialect::types::sbchain::valkey::valkey_flavour;
+use bloomgate_dialect::types::sbchain::{
+    BlockedChain, BloomChain, Chain, ValkeyChain, ValkeyFlavour,
+};
 use bloomgate_dialect::types::tdigest::TDigest;
 use bloomgate_dialect::types::topk::TopK;
 use bloomgate_dialect::types::windowed::WindowedFilter;
@@ -102,6 +107,32 @@ pub static BLOOM_BLOCKED_TYPE: RedisType = RedisType::new(
     methods::<BlockedChain>(),
 );
 
+/// `bloomfltr` in encoding 0: valkey-bloom 0.1.0's filters (registered for the
+/// `valkey-bloom-0.1` flavour).
+static VALKEY_TYPE_V0: RedisType =
+    RedisType::new(ValkeyChain::TYPE_NAME, 0, methods::<ValkeyChain>());
+
+/// `bloomfltr` in encoding 1: valkey-bloom 1.0's filters (the default flavour).
+static VALKEY_TYPE_V1: RedisType =
+    RedisType::new(ValkeyChain::TYPE_NAME, 1, methods::<ValkeyChain>());
+
+/// The `bloomfltr` registration of the server's valkey-bloom flavour (its encoding version is
+/// the flavour's; both load either encoding).
+fn valkey_type() -> &'static RedisType {
+    match valkey_flavour() {
+        ValkeyFlavour::V0_1 => &VALKEY_TYPE_V0,
+        ValkeyFlavour::V1_0 => &VALKEY_TYPE_V1,
+    }
+}
+
+/// Registers `bloomfltr`, valkey-bloom's type, in the encoding of the flavour set by then (from
+/// OnLoad, after the load arguments are read).
+pub fn register_valkey_type(ctx: &Context) -> Result<(), String> {
+    valkey_type()
+        .create_data_type(ctx.ctx)
+        .map_err(|e| format!("cannot register bloomfltr: {e}"))
+}
+
 /// `MBbloomCF`: cuckoo filters.
 pub static CUCKOO_TYPE: RedisType = RedisType::new(
     CuckooChain::TYPE_NAME,
@@ -146,6 +177,7 @@ pub fn redis_type(kind: Kind) -> *mut raw::RedisModuleType {
     match kind {
         Kind::Bloom => *BLOOM_TYPE.raw_type.borrow(),
         Kind::BloomBlocked => *BLOOM_BLOCKED_TYPE.raw_type.borrow(),
+        Kind::BloomValkey => *valkey_type().raw_type.borrow(),
         Kind::Cuckoo => *CUCKOO_TYPE.raw_type.borrow(),
         Kind::Windowed => *WINDOWED_TYPE.raw_type.borrow(),
         Kind::TDigest => *TDIGEST_TYPE.raw_type.borrow(),
@@ -223,6 +255,9 @@ impl RdbSink for Sink {
     fn save_double(&mut self, value: f64) {
         raw::save_double(self.0, value);
     }
+    fn save_float(&mut self, value: f32) {
+        raw::save_float(self.0, value);
+    }
     fn save_string(&mut self, value: &[u8]) {
         raw::save_slice(self.0, value);
     }
@@ -269,6 +304,9 @@ impl RdbSource for Source {
     }
     fn load_double(&mut self) -> Result<f64, RdbError> {
         raw::load_double(self.io).map_err(|_| RdbError::Truncated)
+    }
+    fn load_float(&mut self) -> Result<f32, RdbError> {
+        raw::load_float(self.io).map_err(|_| RdbError::Truncated)
     }
     fn load_string(&mut self, max_len: u64) -> Result<Vec<u8>, RdbError> {
         // Redis reads the whole string before handing it over (failing cleanly on a length past
@@ -456,6 +494,9 @@ impl RdbSink for DigestSink {
         self.add(&value.to_le_bytes());
     }
     fn save_double(&mut self, value: f64) {
+        self.add(&value.to_bits().to_le_bytes());
+    }
+    fn save_float(&mut self, value: f32) {
         self.add(&value.to_bits().to_le_bytes());
     }
     fn save_string(&mut self, value: &[u8]) {

@@ -13,6 +13,8 @@ pub trait RdbSink {
     fn save_unsigned(&mut self, value: u64);
     /// A double field.
     fn save_double(&mut self, value: f64);
+    /// A float field (4 bytes).
+    fn save_float(&mut self, value: f32);
     /// A string buffer field.
     fn save_string(&mut self, value: &[u8]);
 }
@@ -23,6 +25,8 @@ pub trait RdbSource {
     fn load_unsigned(&mut self) -> Result<u64, RdbError>;
     /// The next double field.
     fn load_double(&mut self) -> Result<f64, RdbError>;
+    /// The next float field.
+    fn load_float(&mut self) -> Result<f32, RdbError>;
     /// The next string buffer; a source that can check a length before allocating refuses one
     /// longer than `max_len`.
     fn load_string(&mut self, max_len: u64) -> Result<Vec<u8>, RdbError>;
@@ -96,6 +100,7 @@ pub(crate) mod testing {
     pub(crate) enum Field {
         U(u64),
         D(f64),
+        F(f32),
         S(Vec<u8>),
     }
 
@@ -109,6 +114,9 @@ pub(crate) mod testing {
         fn save_string(&mut self, value: &[u8]) {
             self.items.push_back(Field::S(value.to_vec()));
         }
+        fn save_float(&mut self, value: f32) {
+            self.items.push_back(Field::F(value));
+        }
     }
 
     impl RdbSource for Fields {
@@ -121,6 +129,12 @@ pub(crate) mod testing {
         fn load_double(&mut self) -> Result<f64, RdbError> {
             match self.items.pop_front() {
                 Some(Field::D(v)) => Ok(v),
+                _ => Err(RdbError::Truncated),
+            }
+        }
+        fn load_float(&mut self) -> Result<f32, RdbError> {
+            match self.items.pop_front() {
+                Some(Field::F(v)) => Ok(v),
                 _ => Err(RdbError::Truncated),
             }
         }

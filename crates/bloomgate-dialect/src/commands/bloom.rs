@@ -4,12 +4,14 @@
 //! a handler checks only what is stricter than the table (RESERVE, INFO and DEBUG counts,
 //! INSERT's ITEMS).
 
+use super::bloom_layout::{layout_name, layout_named, layout_of_header};
+use super::bloom_valkey::{self as valkey, Options};
 use super::{
     add_batch, family, flags::*, load_chunk, write, wrong_arity, Arg, ArgKind, Args, CommandInfo,
     Ctx, Docs, Host, CAPACITY_OPTION, ERROR_OPTION, EXPANSION_OPTION, KEY_ITEM, KEY_ITEMS,
     KEY_ITER, KEY_ITER_DATA, KEY_ONLY, NOCREATE, READ,
 };
-use crate::config::MAX_ERROR_RATE;
+use crate::config::{Dialect, ValkeyFlavour, MAX_ERROR_RATE};
 use crate::num::{is, parse_f64, parse_i64};
 use crate::reply::Reply;
 use crate::types::sbchain::{self, AddError, Chain};
@@ -245,41 +247,6 @@ fn on_chain<H: Host + ?Sized, O: ChainOp<H>>(kind: Kind, ctx: &mut Ctx<H>, op: O
     kind.on_chain(Run { ctx, op }).expect("a Bloom chain kind")
 }
 
-/// The name of a Bloom chain kind's layout (`LAYOUT classic|blocked`); `None` for other kinds.
-fn layout_name(kind: Kind) -> Option<&'static str> {
-    struct Name;
-    impl OnChain for Name {
-        type Out = &'static str;
-        fn on<L: ChainValue>(self) -> &'static str {
-            L::LAYOUT
-        }
-    }
-    kind.on_chain(Name)
-}
-
-/// The chain kind a `LAYOUT` argument names (any case).
-fn layout_named(arg: &[u8]) -> Option<Kind> {
-    Kind::ALL
-        .into_iter()
-        .find(|&k| layout_name(k).is_some_and(|name| arg.eq_ignore_ascii_case(name.as_bytes())))
-}
-
-/// The chain kind a LOADCHUNK header for a missing key makes: the format whose magic starts
-/// it, else the classic one (which has none).
-fn layout_of_header(header: &[u8]) -> Kind {
-    struct Claims<'h>(&'h [u8]);
-    impl OnChain for Claims<'_> {
-        type Out = bool;
-        fn on<L: ChainValue>(self) -> bool {
-            L::MAGIC.is_some_and(|magic| self.0.starts_with(magic))
-        }
-    }
-    Kind::ALL
-        .into_iter()
-        .find(|&k| k.on_chain(Claims(header)) == Some(true))
-        .unwrap_or(Kind::Bloom)
-}
-
 /// Which Bloom chain kind `key` holds: `Ok(None)` if none, WRONGTYPE if a value of another type.
 /// One lookup, and nothing allocated unless it answers WRONGTYPE (BF.ADD and BF.EXISTS on an
 /// existing key allocate nothing).
@@ -287,7 +254,10 @@ fn chain_at<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8]) -> Result<Option<Kin
     match ctx.value(key) {
         Ok(None) => Ok(None),
         Ok(Some(v)) if layout_name(v.kind()).is_some() => Ok(Some(v.kind())),
-        _ => Err(Reply::error(crate::ERR_WRONGTYPE)),
+        _ => Err(match ctx.config().dialect.valkey() {
+            Some(flavour) => valkey::wrong_type(flavour),
+            None => Reply::error(crate::ERR_WRONGTYPE),
+        }),
     }
 }
 
@@ -295,6 +265,14 @@ fn chain_at<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8]) -> Result<Option<Kin
 /// holds another type (which then answers as RedisBloom's commands do).
 fn kind_at<H: Host + ?Sized>(ctx: &mut Ctx<H>, key: &[u8]) -> Kind {
     chain_at(ctx, key).ok().flatten().unwrap_or(Kind::Bloom)
+}
+
+/// The chain kind a dialect creates: valkey-bloom's filters (`bloomfltr`) in its dialect.
+fn chain_kind(dialect: Dialect) -> Kind {
+    match dialect.valkey() {
+        Some(_) => Kind::BloomValkey,
+        None => Kind::Bloom,
+    }
 }
 
 /// Creation parameters for a chain (explicit or from the bf-* configuration).
@@ -306,6 +284,8 @@ struct CreateParams {
     nonscaling: bool,
     /// The chain kind (its link layout).
     layout: Kind,
+    /// valkey-bloom's options, when its arguments gave them.
+    valkey: Option<Options>,
 }
 
 impl CreateParams {
@@ -316,7 +296,33 @@ impl CreateParams {
             error: c.bf_error_rate,
             expansion: c.bf_expansion,
             nonscaling: c.bf_expansion == 0,
-            layout: Kind::Bloom,
+            layout: chain_kind(c.dialect),
+            valkey: None,
+        }
+    }
+
+    /// The classic chain valkey-bloom's `options` describe (expansion 0: non-scaling).
+    fn from_valkey(options: Options) -> Self {
+        Self {
+            capacity: options.capacity,
+            error: options.error,
+            expansion: options.expansion,
+            nonscaling: options.expansion == 0,
+            layout: options.layout.unwrap_or(Kind::BloomValkey),
+            valkey: Some(options),
+        }
+    }
+
+    /// valkey-bloom's view of these parameters (its defaults, from the settings).
+    fn as_valkey(&self) -> Options {
+        let expansion = if self.nonscaling { 0 } else { self.expansion };
+        Options {
+            capacity: self.capacity,
+            error: self.error,
+            expansion,
+            layout: None,
+            tightening: None,
+            seed: None,
         }
     }
 
@@ -330,13 +336,17 @@ impl CreateParams {
             self.capacity.to_string().into_bytes(),
             b"ERROR".to_vec(),
             self.error.to_string().into_bytes(),
-            b"EXPANSION".to_vec(),
-            self.expansion.to_string().into_bytes(),
         ];
+        // valkey-bloom's form: one of NONSCALING or EXPANSION (> 0), its link without LAYOUT.
+        let valkey = self.layout == Kind::BloomValkey;
+        if !(valkey && self.nonscaling) {
+            args.push(b"EXPANSION".to_vec());
+            args.push(self.expansion.to_string().into_bytes());
+        }
         if self.nonscaling {
             args.push(b"NONSCALING".to_vec());
         }
-        if self.layout != Kind::Bloom {
+        if self.layout != Kind::Bloom && !valkey {
             args.push(b"LAYOUT".to_vec());
             args.push(
                 layout_name(self.layout)
@@ -386,6 +396,7 @@ fn create<H: Host + ?Sized>(
 fn ensure_chain<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
     key: &[u8],
+    no_items: bool,
     create_with: impl FnOnce(&Ctx<H>) -> Option<CreateParams>,
 ) -> Result<(), Reply> {
     if chain_at(ctx, key)?.is_some() {
@@ -393,8 +404,23 @@ fn ensure_chain<H: Host + ?Sized>(
     }
     let params = create_with(ctx).ok_or_else(|| Reply::error(ERR_NOT_FOUND))?;
     create(ctx, key, params)?;
-    // Replay must rebuild the same chain whatever the config is then.
-    ctx.propagate_items_after(params.as_insert_options(key));
+    // Replay must rebuild the same chain whatever the config is then (valkey-bloom 0.1.0 sends
+    // the command as it came; a creation without items, 1.0's BF.INSERT, goes on its own).
+    let mut head = params.as_insert_options(key);
+    let extra = valkey::created(ctx, key, params.valkey)?;
+    head.splice(head.len() - 1..head.len() - 1, extra);
+    let flavour = ctx.config().dialect.valkey();
+    if flavour.is_some() {
+        ctx.notify_after("bloom.reserve");
+    }
+    match flavour {
+        Some(ValkeyFlavour::V0_1) => {}
+        _ if no_items => {
+            head.pop();
+            ctx.propagate_as(vec![head]);
+        }
+        _ => ctx.propagate_items_after(head),
+    }
     Ok(())
 }
 
@@ -406,7 +432,7 @@ fn add_items<H: Host + ?Sized>(
     items: &Args,
     create_with: impl FnOnce(&Ctx<H>) -> Option<CreateParams>,
 ) -> Reply {
-    if let Err(reply) = ensure_chain(ctx, key, create_with) {
+    if let Err(reply) = ensure_chain(ctx, key, items.is_empty(), create_with) {
         return reply;
     }
     let kind = kind_at(ctx, key);
@@ -435,6 +461,13 @@ impl<H: Host + ?Sized> ChainOp<H> for AddAll<'_> {
 /// BF.RESERVE: at most 7 arguments (9 with `LAYOUT`); error rate, capacity, EXPANSION,
 /// NONSCALING, LAYOUT checked in that order, then the key.
 pub(crate) fn reserve(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    if let Some(flavour) = ctx.config().dialect.valkey() {
+        let defaults = CreateParams::from_config(ctx).as_valkey();
+        return match valkey::reserve(flavour, args, defaults) {
+            Ok(options) => create_new(ctx, args[1], CreateParams::from_valkey(options)),
+            Err(reply) => reply,
+        };
+    }
     // RedisBloom's 7, two more for our `LAYOUT l` (only with it: without, RedisBloom's count).
     let limit = if args[4..].iter().any(|a| is(a, "LAYOUT")) {
         9
@@ -487,19 +520,24 @@ pub(crate) fn reserve(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
             None => return Reply::error("ERR no layout"),
         }
     }
-    let key = args[1];
-    match chain_at(ctx, key) {
-        Err(reply) => return reply,
-        Ok(Some(_)) => return Reply::error("ERR item exists"),
-        Ok(None) => {}
-    }
     let params = CreateParams {
         capacity: capacity as u64,
         error,
         expansion: expansion as u32,
         nonscaling: nonscaling || expansion == 0,
         layout,
+        valkey: None,
     };
+    create_new(ctx, args[1], params)
+}
+
+/// BF.RESERVE's creation, once its arguments are read: `ERR item exists` if a chain is there.
+fn create_new(ctx: &mut Ctx<dyn Host + '_>, key: &[u8], params: CreateParams) -> Reply {
+    match chain_at(ctx, key) {
+        Err(reply) => return reply,
+        Ok(Some(_)) => return Reply::error("ERR item exists"),
+        Ok(None) => {}
+    }
     match create(ctx, key, params) {
         Ok(()) => Reply::ok(),
         Err(reply) => reply,
@@ -510,7 +548,7 @@ pub(crate) fn reserve(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
 /// reply built without the array MADD answers.
 pub(crate) fn add(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let from_config = |ctx: &Ctx<dyn Host + '_>| Some(CreateParams::from_config(ctx));
-    if let Err(reply) = ensure_chain(ctx, args[1], from_config) {
+    if let Err(reply) = ensure_chain(ctx, args[1], false, from_config) {
         return reply;
     }
     let kind = kind_at(ctx, args[1]);
@@ -556,6 +594,14 @@ pub(crate) fn madd(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
 /// NONSCALING; and ours, `l` LAYOUT.
 pub(crate) fn insert(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let mut params = CreateParams::from_config(ctx);
+    if let Some(flavour) = ctx.config().dialect.valkey() {
+        return match valkey::insert(flavour, args, params.as_valkey()) {
+            Ok(insert) => add_items(ctx, args[1], &args[insert.items_at..], |_| {
+                (!insert.nocreate).then(|| CreateParams::from_valkey(insert.options))
+            }),
+            Err(reply) => reply,
+        };
+    }
     let mut nocreate = false;
     let mut items_at = None;
     let mut i = 2;
@@ -654,7 +700,7 @@ impl<H: Host + ?Sized> ChainOp<H> for Read<'_> {
                 Ok(None) => Reply::Int(0),
                 Err(reply) => reply,
             },
-            Read::Info(args) => info_of::<L, H>(ctx, args),
+            Read::Info(args) => super::bloom_info::info_of::<L, H>(ctx, args),
             Read::Scandump(args) => scandump_of::<L, H>(ctx, args),
             Read::Debug(args) => match ctx.existing::<Chain<L>>(args[1], ERR_NOT_FOUND) {
                 Ok(chain) => {
@@ -668,6 +714,12 @@ impl<H: Host + ?Sized> ChainOp<H> for Read<'_> {
 
 /// Runs a read over the layout of the chain at its key.
 fn read<H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args, read: Read) -> Reply {
+    // valkey-bloom refuses another type in every read, BF.EXISTS included.
+    if ctx.config().dialect.valkey().is_some() {
+        if let Err(reply) = chain_at(ctx, args[1]) {
+            return reply;
+        }
+    }
     let kind = kind_at(ctx, args[1]);
     on_chain(kind, ctx, read)
 }
@@ -690,55 +742,9 @@ pub(crate) fn card(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
 /// read the reply by position) and answers `BF.INFO key LAYOUT`.
 pub(crate) fn info(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if args.len() != 2 && args.len() != 3 {
-        return wrong_arity("bf.info");
+        return super::wrong_arity_in(ctx.config().dialect, "BF.INFO");
     }
     read(ctx, args, Read::Info(args))
-}
-
-fn info_of<L: ChainValue, H: Host + ?Sized>(ctx: &mut Ctx<H>, args: &Args) -> Reply {
-    let proto = ctx.proto();
-    let chain = match ctx.existing::<Chain<L>>(args[1], ERR_NOT_FOUND) {
-        Ok(chain) => chain,
-        Err(reply) => return reply,
-    };
-    let expansion = match chain.is_scaling() {
-        true => Reply::Int(i64::from(chain.growth())),
-        false => Reply::Nil,
-    };
-    let mut fields = vec![
-        ("Capacity", "CAPACITY", Reply::Int(chain.capacity() as i64)),
-        ("Size", "SIZE", Reply::Int(chain.size_bytes() as i64)),
-        (
-            "Number of filters",
-            "FILTERS",
-            Reply::Int(chain.links().len() as i64),
-        ),
-        (
-            "Number of items inserted",
-            "ITEMS",
-            Reply::Int(chain.items() as i64),
-        ),
-        ("Expansion rate", "EXPANSION", expansion),
-    ];
-    if L::KIND != Kind::Bloom {
-        fields.push(("Layout", "LAYOUT", Reply::bulk(L::LAYOUT)));
-    }
-    if let Some(selector) = args.get(2) {
-        // RESP2: an array of one element; RESP3: a one-entry map.
-        return match fields.into_iter().find(|(_, name, _)| is(selector, name)) {
-            Some((label, _, value)) if proto >= 3 => {
-                Reply::Map(vec![(Reply::Simple(label.into()), value)])
-            }
-            Some((_, _, value)) => Reply::Array(vec![value]),
-            None => Reply::error("Invalid information value"),
-        };
-    }
-    Reply::Map(
-        fields
-            .into_iter()
-            .map(|(label, _, value)| (Reply::Simple(label.into()), value))
-            .collect(),
-    )
 }
 
 pub(crate) fn scandump(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {

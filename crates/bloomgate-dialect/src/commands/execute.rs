@@ -3,7 +3,7 @@
 //! outcome propagates.
 
 use super::flags;
-use super::host::{wrong_arity, Args, Ctx, Host, Items, Outcome, Propagate};
+use super::host::{wrong_arity_in, Args, Ctx, Host, Items, Outcome, Propagate};
 use super::info::{Command, CommandInfo};
 use crate::reply::Reply;
 
@@ -42,7 +42,7 @@ pub fn execute<H: Host + ?Sized, C: Handler<H>>(
 ) -> Outcome {
     if !info.arity_ok(args.len()) {
         return Outcome {
-            reply: wrong_arity(info.name),
+            reply: wrong_arity_in(host.config().dialect, info.name),
             dirty: 0,
             propagate: Propagate::Nothing,
         };
@@ -53,6 +53,7 @@ pub fn execute<H: Host + ?Sized, C: Handler<H>>(
         rewrite: None,
         items: Items::default(),
         allowance: None,
+        after: None,
     };
     let reply = info.command.call(&mut ctx, args);
     let Ctx {
@@ -61,16 +62,17 @@ pub fn execute<H: Host + ?Sized, C: Handler<H>>(
         rewrite,
         items,
         allowance,
+        after,
     } = ctx;
     if let Some(spent) = allowance.map(|a| a.spent()).filter(|&s| s > 0) {
         host.charge(spent);
     }
     let wrote = info.flags.contains(flags::WRITE) && dirty > 0;
-    if let (true, Some(event)) = (wrote, info.command.event()) {
-        if let Some(key) = usize::try_from(info.first_key)
-            .ok()
-            .and_then(|at| args.get(at))
-        {
+    let key = usize::try_from(info.first_key)
+        .ok()
+        .and_then(|at| args.get(at));
+    if let (true, Some(key)) = (wrote, key) {
+        for event in info.command.event().into_iter().chain(after) {
             host.notify(event, key);
         }
     }

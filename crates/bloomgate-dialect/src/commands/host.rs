@@ -4,7 +4,7 @@
 //! command.
 
 use crate::budget::{Admitted, Allowance, KeyCap, Limit, Shape};
-use crate::config::Config;
+use crate::config::{Config, Dialect};
 use crate::reply::Reply;
 use crate::value::{DialectType, Value};
 use crate::{ERR_CAP, ERR_OOM, ERR_WRONGTYPE};
@@ -164,6 +164,8 @@ pub struct Ctx<'a, H: Host + ?Sized> {
     pub(super) items: Items,
     /// The memory budget when first asked, charged with what the command admitted since.
     pub(super) allowance: Option<Allowance>,
+    /// A keyspace event signalled after the command's own ([`Ctx::notify_after`]).
+    pub(super) after: Option<&'static str>,
 }
 
 impl<H: Host + ?Sized> std::ops::Deref for Ctx<'_, H> {
@@ -191,12 +193,14 @@ impl<H: Host> Ctx<'_, H> {
             rewrite: self.rewrite.take(),
             items: std::mem::take(&mut self.items),
             allowance: self.allowance.take(),
+            after: self.after.take(),
         };
         let out = f(&mut erased);
         self.dirty = erased.dirty;
         self.rewrite = erased.rewrite;
         self.items = erased.items;
         self.allowance = erased.allowance;
+        self.after = erased.after;
         out
     }
 }
@@ -330,6 +334,12 @@ impl<H: Host + ?Sized> Ctx<'_, H> {
         self.host.notify(event, key);
     }
 
+    /// Signals `event` on the command's key after the command's own event (valkey-bloom's
+    /// `bloom.reserve` after `bloom.add` when an add created the filter).
+    pub fn notify_after(&mut self, event: &'static str) {
+        self.after = Some(event);
+    }
+
     /// Logs `message` as the host logs warnings.
     pub fn warn(&mut self, message: &str) {
         self.host.warn(message);
@@ -430,5 +440,42 @@ pub fn wrong_arity(name: &str) -> Reply {
     Reply::error(format!(
         "ERR wrong number of arguments for '{}' command",
         name.to_lowercase()
+    ))
+}
+
+/// The commands valkey-bloom has: in its dialect they keep their upper-case names (Valkey lists
+/// and names a module command as registered) and answer as valkey-bloom's.
+pub const VALKEY_BLOOM_COMMANDS: [&str; 8] = [
+    "BF.ADD",
+    "BF.MADD",
+    "BF.EXISTS",
+    "BF.MEXISTS",
+    "BF.CARD",
+    "BF.RESERVE",
+    "BF.INFO",
+    "BF.INSERT",
+];
+
+/// Whether `name` (the table's upper-case name) is one of valkey-bloom's commands in `dialect`.
+pub fn speaks_valkey_bloom(dialect: Dialect, name: &str) -> bool {
+    dialect.valkey().is_some() && VALKEY_BLOOM_COMMANDS.contains(&name)
+}
+
+/// The name a command is registered under in `dialect`, which the server also uses in its own
+/// errors (`COMMAND`, `INFO commandstats`): lower case, as RedisBloom registers, but
+/// valkey-bloom's commands in its dialect, upper case as valkey-bloom registers them.
+pub fn registered_name(dialect: Dialect, name: &str) -> String {
+    if speaks_valkey_bloom(dialect, name) {
+        name.to_string()
+    } else {
+        name.to_lowercase()
+    }
+}
+
+/// The wrong-arity error of `name` in `dialect`, naming it as registered.
+pub fn wrong_arity_in(dialect: Dialect, name: &str) -> Reply {
+    Reply::error(format!(
+        "ERR wrong number of arguments for '{}' command",
+        registered_name(dialect, name)
     ))
 }

@@ -20,7 +20,10 @@
 //! budget, a full filter) propagates only the items it applied.
 
 pub mod bloom;
+mod bloom_info;
+mod bloom_layout;
 pub mod bloom_merge;
+mod bloom_valkey;
 pub mod counting;
 pub mod countmin;
 pub mod cuckoo;
@@ -38,9 +41,12 @@ pub mod windowed;
 
 pub use execute::{execute, Handler};
 pub use flags::{Flags, ACL_CATEGORIES};
-pub use host::{wrong_arity, Args, Ctx, Host, Outcome, Propagate, WrongType};
+pub use host::{
+    registered_name, speaks_valkey_bloom, wrong_arity, wrong_arity_in, Args, Ctx, Host, Outcome,
+    Propagate, WrongType, VALKEY_BLOOM_COMMANDS,
+};
 pub use info::{Access, Arg, ArgKind, Command, CommandInfo, Docs, Run, MODULE_NAME};
-pub use table::{categories, lookup, table};
+pub use table::{categories, lookup, table, table_for};
 
 use generic::{add_batch, load_chunk, probe, update_batch};
 use info::{

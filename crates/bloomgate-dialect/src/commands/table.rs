@@ -1,9 +1,11 @@
 //! The dialect's command table (every family's specs, each command declared once in its
 //! family's file), lookups by name, and its own ACL categories.
 
-use super::flags::ACL_CATEGORIES;
+use super::flags::{ACL_CATEGORIES, FAST};
+use super::host::speaks_valkey_bloom;
 use super::info::CommandInfo;
 use super::{bloom, bloom_merge, counting, countmin, cuckoo, tdigest, topk, windowed};
+use crate::config::Dialect;
 
 /// Every dialect command.
 pub fn table() -> &'static [CommandInfo] {
@@ -18,6 +20,35 @@ pub fn table() -> &'static [CommandInfo] {
         all.extend(topk::commands());
         all.extend(counting::commands());
         all
+    })
+}
+
+/// Every dialect command as `dialect` registers it: [`table`], in the same order, with
+/// valkey-bloom's commands in its dialect as valkey-bloom registers them — no command info (so
+/// the server shows arity -1 and derives the key spec from the first/last/step keys; the
+/// table's arity is still checked by [`execute`](super::execute), with the command named as
+/// registered), every one `fast`, and `BF.INSERT` from 2 arguments (valkey-bloom 1.0 creates a
+/// filter without items; 0.1.0's handler asks for 4).
+pub fn table_for(dialect: Dialect) -> &'static [CommandInfo] {
+    static VALKEY: std::sync::OnceLock<Vec<CommandInfo>> = std::sync::OnceLock::new();
+    if dialect.valkey().is_none() {
+        return table();
+    }
+    VALKEY.get_or_init(|| {
+        table()
+            .iter()
+            .map(|info| {
+                let mut info = info.clone();
+                if speaks_valkey_bloom(dialect, info.name) {
+                    info.docs = None;
+                    info.flags |= FAST;
+                    if info.name == "BF.INSERT" {
+                        info.arity = -2;
+                    }
+                }
+                info
+            })
+            .collect()
     })
 }
 

@@ -106,7 +106,10 @@ impl Harness {
     /// Runs a command given as its arguments, the name first (a dialect command's).
     pub fn run_args(&mut self, args: &[Vec<u8>]) -> Reply {
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        let info = lookup(args[0]).expect("a dialect command");
+        let info = table_for(self.config.dialect)
+            .iter()
+            .find(|c| c.name.as_bytes().eq_ignore_ascii_case(args[0]))
+            .expect("a dialect command");
         let outcome = execute(self, info, &args);
         let reply = outcome.reply.clone();
         self.last = Some(outcome);

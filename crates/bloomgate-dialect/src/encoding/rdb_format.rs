@@ -156,6 +156,10 @@ impl RdbSink for ModuleWriter {
         write_len(&mut self.out, opcode::DOUBLE);
         self.out.extend_from_slice(&value.to_le_bytes());
     }
+    fn save_float(&mut self, value: f32) {
+        write_len(&mut self.out, opcode::FLOAT);
+        self.out.extend_from_slice(&value.to_le_bytes());
+    }
     fn save_string(&mut self, value: &[u8]) {
         write_len(&mut self.out, opcode::STRING);
         write_string(&mut self.out, value);
@@ -531,6 +535,10 @@ impl<R: Read> RdbSource for RdbReader<R> {
     fn load_double(&mut self) -> Result<f64, RdbError> {
         self.expect_opcode(opcode::DOUBLE)?;
         Ok(f64::from_le_bytes(self.array()?))
+    }
+    fn load_float(&mut self) -> Result<f32, RdbError> {
+        self.expect_opcode(opcode::FLOAT)?;
+        Ok(f32::from_le_bytes(self.array()?))
     }
     fn load_string(&mut self, max_len: u64) -> Result<Vec<u8>, RdbError> {
         self.expect_opcode(opcode::STRING)?;

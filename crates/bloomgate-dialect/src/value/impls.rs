@@ -8,7 +8,7 @@ use crate::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 use crate::types::counting::{self, CountingFilter};
 use crate::types::countmin::CountMin;
 use crate::types::cuckoo::{self, CuckooChain};
-use crate::types::sbchain::{BlockedLink, Chain, ChainShape, Link};
+use crate::types::sbchain::{BlockedLink, Chain, ChainShape, Link, ValkeyLink};
 use crate::types::tdigest::TDigest;
 use crate::types::topk::TopK;
 use crate::types::windowed::{WindowedFilter, WindowedShape};
@@ -105,6 +105,26 @@ impl ChainValue for BlockedLink {
     }
     fn into_value(chain: Chain<Self>) -> Value {
         Value::BloomBlocked(Box::new(chain))
+    }
+}
+
+/// valkey-bloom's chain, boxed.
+impl ChainValue for ValkeyLink {
+    const KIND: Kind = Kind::BloomValkey;
+    fn of(value: &Value) -> Option<&Chain<Self>> {
+        match value {
+            Value::BloomValkey(chain) => Some(&**chain),
+            _ => None,
+        }
+    }
+    fn of_mut(value: &mut Value) -> Option<&mut Chain<Self>> {
+        match value {
+            Value::BloomValkey(chain) => Some(&mut **chain),
+            _ => None,
+        }
+    }
+    fn into_value(chain: Chain<Self>) -> Value {
+        Value::BloomValkey(Box::new(chain))
     }
 }
 

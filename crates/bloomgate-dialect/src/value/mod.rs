@@ -9,7 +9,9 @@ use crate::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 use crate::types::counting::CountingFilter;
 use crate::types::countmin::CountMin;
 use crate::types::cuckoo::CuckooChain;
-use crate::types::sbchain::{BlockedChain, BlockedLink, BloomChain, Chain, ChainLink, Link};
+use crate::types::sbchain::{
+    BlockedChain, BlockedLink, BloomChain, Chain, ChainLink, Link, ValkeyChain, ValkeyLink,
+};
 use crate::types::tdigest::TDigest;
 use crate::types::topk::TopK;
 use crate::types::windowed::WindowedFilter;
@@ -25,6 +27,8 @@ pub enum Value {
     /// `BGbloomBK`: a scalable Bloom chain of cache-line blocked links (`LAYOUT blocked`, our
     /// extension).
     BloomBlocked(Box<BlockedChain>),
+    /// `bloomfltr`: valkey-bloom's scalable Bloom filter (its data, loaded and written back).
+    BloomValkey(Box<ValkeyChain>),
     /// `MBbloomCF`: a cuckoo filter.
     Cuckoo(Box<CuckooChain>),
     /// `BGwindowF`: a time-windowed filter (our extension).
@@ -43,6 +47,7 @@ pub enum Value {
 macro_rules! each_kind {
     ($kind:expr, $t:ident => $body:expr) => {
         each_kind!(@match $kind, $t => $body; Bloom BloomChain, BloomBlocked BlockedChain,
+            BloomValkey ValkeyChain,
             Cuckoo CuckooChain, Windowed WindowedFilter, TDigest TDigest, CountMin CountMin,
             TopK TopK, Counting CountingFilter)
     };
@@ -63,6 +68,8 @@ pub enum Kind {
     Bloom,
     /// [`Value::BloomBlocked`].
     BloomBlocked,
+    /// [`Value::BloomValkey`].
+    BloomValkey,
     /// [`Value::Cuckoo`].
     Cuckoo,
     /// [`Value::Windowed`].
@@ -79,9 +86,10 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in registration order.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Bloom,
         Kind::BloomBlocked,
+        Kind::BloomValkey,
         Kind::Cuckoo,
         Kind::Windowed,
         Kind::TDigest,
@@ -91,11 +99,11 @@ impl Kind {
     ];
 
     /// The command family the kind belongs to, as its commands' prefix in lower case (`bf`,
-    /// `cf`, `cms`, `topk`, `tdigest`, `wf`, `cbf`): both Bloom chains are `bf`. Hosts name
+    /// `cf`, `cms`, `topk`, `tdigest`, `wf`, `cbf`): every Bloom chain is `bf`. Hosts name
     /// per-family counters with it.
     pub fn family(self) -> &'static str {
         match self {
-            Kind::Bloom | Kind::BloomBlocked => "bf",
+            Kind::Bloom | Kind::BloomBlocked | Kind::BloomValkey => "bf",
             Kind::Cuckoo => "cf",
             Kind::Windowed => "wf",
             Kind::TDigest => "tdigest",
@@ -110,9 +118,13 @@ impl Kind {
         each_kind!(self, T => T::TYPE_NAME)
     }
 
-    /// The RDB encoding version written for this kind.
+    /// The RDB encoding version written for this kind: a valkey chain's is the server's
+    /// [`ValkeyFlavour`](crate::types::sbchain::ValkeyFlavour)'s.
     pub fn encoding_version(self) -> i32 {
-        each_kind!(self, T => T::ENCODING_VERSION)
+        match self {
+            Kind::BloomValkey => crate::types::sbchain::valkey::valkey_flavour().encoding_version(),
+            _ => each_kind!(self, T => T::ENCODING_VERSION),
+        }
     }
 
     /// Length of the dump header that starts with `prefix` (at least [`Kind::header_prefix`]
@@ -162,6 +174,7 @@ impl Kind {
         match self {
             Kind::Bloom => Some(f.on::<Link>()),
             Kind::BloomBlocked => Some(f.on::<BlockedLink>()),
+            Kind::BloomValkey => Some(f.on::<ValkeyLink>()),
             _ => None,
         }
     }
@@ -269,6 +282,7 @@ macro_rules! each {
         match $value {
             Value::Bloom($v) => $body,
             Value::BloomBlocked($v) => $body,
+            Value::BloomValkey($v) => $body,
             Value::Cuckoo($v) => $body,
             Value::Windowed($v) => $body,
             Value::TDigest($v) => $body,
@@ -285,6 +299,7 @@ impl Value {
         match self {
             Value::Bloom(_) => Kind::Bloom,
             Value::BloomBlocked(_) => Kind::BloomBlocked,
+            Value::BloomValkey(_) => Kind::BloomValkey,
             Value::Cuckoo(_) => Kind::Cuckoo,
             Value::Windowed(_) => Kind::Windowed,
             Value::TDigest(_) => Kind::TDigest,
@@ -313,6 +328,9 @@ impl Value {
             Value::Bloom(chain) => chain.heap_bytes(),
             Value::BloomBlocked(chain) => {
                 allocation_size(size_of::<BlockedChain>() as u64) + chain.heap_bytes()
+            }
+            Value::BloomValkey(chain) => {
+                allocation_size(size_of::<ValkeyChain>() as u64) + chain.heap_bytes()
             }
             Value::Cuckoo(filter) => {
                 allocation_size(size_of::<CuckooChain>() as u64) + filter.heap_bytes()
@@ -377,6 +395,10 @@ impl Value {
         match self {
             Value::Bloom(v) => v.relocate(walk),
             Value::BloomBlocked(v) => {
+                walk.boxed(v);
+                v.relocate(walk);
+            }
+            Value::BloomValkey(v) => {
                 walk.boxed(v);
                 v.relocate(walk);
             }

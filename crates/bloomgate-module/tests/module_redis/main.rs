@@ -17,6 +17,7 @@ mod cap;
 mod events;
 mod memory;
 mod persistence;
+mod valkey;
 mod values;
 
 use bloomgate_testkit::replies::{self as dialect_replies, cmd, error_of, int};

@@ -22,6 +22,19 @@ pub fn module_path() -> PathBuf {
     so
 }
 
+/// The tests expect RedisBloom's dialect, which is not the default inside Valkey: the load
+/// arguments `DIALECT redisbloom`, unless `module_args` name a dialect themselves.
+pub fn dialect_args(module_args: &[&str]) -> &'static [&'static str] {
+    if module_args
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case("DIALECT"))
+    {
+        &[]
+    } else {
+        &["DIALECT", "redisbloom"]
+    }
+}
+
 /// A redis-server with the module loaded, killed on drop.
 pub struct Redis {
     process: bloomgate_testkit::Process,
@@ -59,6 +72,7 @@ impl Redis {
         let process = bloomgate_testkit::redis_server_at(binary, dir, |c| {
             c.args(["--enable-debug-command", "yes", "--loadmodule"])
                 .arg(&module)
+                .args(dialect_args(module_args))
                 .args(module_args)
                 .args(extra);
         })?;

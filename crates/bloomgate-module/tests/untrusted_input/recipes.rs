@@ -29,6 +29,12 @@ pub(crate) const RECIPES: &[Recipe] = &[
             &[
                 "BF.INSERT {k} CAPACITY 50 ERROR 0.001 NONSCALING LAYOUT blocked ITEMS a b c",
             ],
+            // valkey-bloom's type (`bloomfltr`): scaling and non-scaling.
+            &[
+                "BF.RESERVE {k} 0.05 6 EXPANSION 3 LAYOUT valkey",
+                "BF.MADD {k} {items}",
+            ],
+            &["BF.INSERT {k} CAPACITY 40 ERROR 0.01 NONSCALING LAYOUT valkey ITEMS a b c"],
         ],
         exercise: &[
             "BF.ADD {k} n{i}",

@@ -38,6 +38,7 @@ impl Server {
                 .arg(&log)
                 .args(["--enable-debug-command", "yes", "--loadmodule"])
                 .arg(module_path())
+                .args(support::dialect_args(extra))
                 .args(extra)
                 .stdout(Stdio::null())
                 .stderr(std::fs::File::create(log.with_extension("stderr")).unwrap())

@@ -33,6 +33,7 @@ fn type_byte(kind: Kind) -> u8 {
         Kind::TDigest => 6,
         Kind::Counting => 7,
         Kind::BloomBlocked => 8,
+        Kind::BloomValkey => 9,
     }
 }
 /// Keys longer than Redis' bulk limit cannot exist; a larger length is corruption.
@@ -380,6 +381,9 @@ mod tests {
             "TDIGEST.CREATE td",
             "TDIGEST.ADD td 1 2 3 4 5.5",
             "TDIGEST.CREATE empty",
+            "BF.RESERVE bk 0.01 10 LAYOUT blocked",
+            "BF.RESERVE vk 0.05 4 EXPANSION 2 LAYOUT valkey",
+            "BF.MADD vk a b c d e f g h i j",
         ] {
             let reply = run(&mut store, line);
             assert!(!matches!(reply, Reply::Error(_)), "{line}: {reply:?}");
@@ -402,7 +406,7 @@ mod tests {
             out
         };
         let before = images(&store.db.snapshot());
-        assert_eq!(before.len(), 8);
+        assert_eq!(before.len(), 10);
         write_snapshot(&dir, &store.db.snapshot(), 1).unwrap();
         let (_, entries) = read_snapshot(&dir.join(SNAPSHOT_FILE)).unwrap();
         assert_eq!(images(&entries), before);

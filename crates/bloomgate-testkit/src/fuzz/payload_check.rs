@@ -9,12 +9,17 @@
 //!    snapshot loads run) under the same allowance: refused, or a value whose size was admitted
 //!    before it was allocated.
 //!
+//! 3. The input as valkey-bloom 1.0's `BF.LOAD` payload (`decode_load_payload`) under the same
+//!    allowance: refused, or a chain admitted before it was allocated whose payload encodes and
+//!    decodes to the same bytes.
+//!
 //! Errors are fine; panics, allocations past the budget and non-round-tripping dumps are not.
 
 use bloomgate_dialect::budget::Allowance;
 use bloomgate_dialect::encoding::rdb_format::{
     crc64, dump_payload, restore_payload, DUMP_RDB_VERSION,
 };
+use bloomgate_dialect::types::sbchain::valkey::{decode_load_payload, encode_load_payload};
 use bloomgate_dialect::value::Kind;
 
 /// Bytes a fuzzed value may allocate.
@@ -46,6 +51,18 @@ pub fn check(data: &[u8]) {
         let dumped = dump_payload(&value);
         let back = restore_payload(&dumped, u64::MAX).expect("our own DUMP restores");
         assert_eq!(dump_payload(&back), dumped, "DUMP → RESTORE → DUMP differs");
+    }
+    let mut allowance = Allowance::new(BUDGET);
+    if let Ok(chain) = decode_load_payload(data, &mut allowance) {
+        assert!(allowance.spent() <= BUDGET);
+        let payload = encode_load_payload(&chain);
+        let back = decode_load_payload(&payload, &mut Allowance::unlimited())
+            .expect("our own BF.LOAD payload decodes");
+        assert_eq!(
+            encode_load_payload(&back),
+            payload,
+            "BF.LOAD payload round trip"
+        );
     }
     for kind in Kind::ALL {
         let mut allowance = Allowance::new(BUDGET);

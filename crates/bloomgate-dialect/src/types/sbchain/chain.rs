@@ -42,11 +42,6 @@ pub const PREFETCH_ALL_BYTES: u64 = 4 << 20;
 /// looks ahead).
 const RING: usize = 64;
 
-/// `BF.INFO Size` accounting: the chain struct is 32 bytes and each link struct 64 bytes in
-/// RedisBloom's memory; clients see `32 + 64 * links + Σ link bytes`.
-const CHAIN_OVERHEAD: u64 = 32;
-const LINK_OVERHEAD: u64 = 64;
-
 /// A scalable Bloom filter: links newest last, in an exactly sized boxed slice (a chain grows
 /// rarely; most keep their one link).
 #[derive(Clone, Debug)]
@@ -140,7 +135,7 @@ impl<L: ChainLink> Chain<L> {
     pub fn plan(capacity: u64, error: f64, growth: u32, nonscaling: bool) -> Option<ChainPlan<L>> {
         Some(ChainPlan {
             link: L::plan(capacity, L::first_error(error, nonscaling))?,
-            settings: L::settings(nonscaling),
+            settings: L::new_settings(nonscaling, error),
             growth,
         })
     }
@@ -200,6 +195,11 @@ impl<L: ChainLink> Chain<L> {
     /// What the chain keeps besides links, items and growth (its format's settings).
     pub fn settings(&self) -> &L::Settings {
         &self.settings
+    }
+
+    /// Mutable [`Self::settings`], for a format's own creation options.
+    pub(crate) fn settings_mut(&mut self) -> &mut L::Settings {
+        &mut self.settings
     }
 
     fn newest(&self) -> &L {
@@ -300,7 +300,7 @@ impl<L: ChainLink> Chain<L> {
                 .capacity()
                 .checked_mul(u64::from(self.growth))
                 .filter(|&c| c > 0);
-            let error = L::next_error(&self.settings, newest);
+            let error = L::next_error(&self.settings, &self.links);
             let plan = capacity
                 .and_then(|c| L::plan(c, error))
                 .ok_or(AddError::GrowFailed)?;
@@ -321,14 +321,9 @@ impl<L: ChainLink> Chain<L> {
         Ok(true)
     }
 
-    /// BF.INFO Size: `32 + 64 × links + Σ link bytes`.
+    /// BF.INFO Size, as the link format counts it ([`ChainLink::size_bytes`]).
     pub fn size_bytes(&self) -> u64 {
-        CHAIN_OVERHEAD
-            + self
-                .links
-                .iter()
-                .map(|l| LINK_OVERHEAD + l.bytes())
-                .sum::<u64>()
+        L::size_bytes(self)
     }
 
     /// Heap bytes the chain holds beyond its own struct (links and bits, in allocator size

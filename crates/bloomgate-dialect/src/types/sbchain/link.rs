@@ -44,6 +44,12 @@ pub trait ChainLink: Sized + Clone + std::fmt::Debug {
 
     /// The settings of a chain `BF.RESERVE` creates (scaling unless `nonscaling`).
     fn settings(nonscaling: bool) -> Self::Settings;
+    /// The settings of a chain created at `error` (by default [`ChainLink::settings`]: only a
+    /// format that stores the object's error rate needs it).
+    fn new_settings(nonscaling: bool, error: f64) -> Self::Settings {
+        let _ = error;
+        Self::settings(nonscaling)
+    }
     /// Whether a chain with these settings grows when its newest link is full.
     fn scales(settings: &Self::Settings) -> bool;
     /// The hash of `item` in a chain with these settings.
@@ -58,11 +64,11 @@ pub trait ChainLink: Sized + Clone + std::fmt::Debug {
             error * 0.5
         }
     }
-    /// The error rate of the link a chain grows by after `newest`: by default half the newest
-    /// link's.
-    fn next_error(settings: &Self::Settings, newest: &Self) -> f64 {
+    /// The error rate of the link a chain of `links` (at least one) grows by: by default half
+    /// the newest link's.
+    fn next_error(settings: &Self::Settings, links: &[Self]) -> f64 {
         let _ = settings;
-        newest.error() * 0.5
+        links.last().map_or(0.0, |newest| newest.error() * 0.5)
     }
 
     /// A link for `capacity` items at `error`; `None` if no link of a supported size meets it.
@@ -123,6 +129,11 @@ pub trait ChainLink: Sized + Clone + std::fmt::Debug {
     fn health(&self) -> LinkHealth;
     /// The link's `BF.DEBUG` line.
     fn debug_line(&self) -> String;
+
+    /// `BF.INFO Size` of `chain`: by default RedisBloom's, `32 + 64 × links + Σ link bytes`.
+    fn size_bytes(chain: &Chain<Self>) -> u64 {
+        32 + chain.links().iter().map(|l| 64 + l.bytes()).sum::<u64>()
+    }
 
     /// The SCANDUMP header of `chain` (iterator 0).
     fn dump_header(chain: &Chain<Self>) -> Vec<u8>;

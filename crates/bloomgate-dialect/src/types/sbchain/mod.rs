@@ -1,12 +1,14 @@
 //! The scalable Bloom filter behind `BF.*`: one chain ([`Chain`], `chain.rs`: the scaling rule,
 //! batched and prefetched probes, the SCANDUMP/LOADCHUNK body) over a link type ([`ChainLink`],
-//! `link.rs`), of which there are two:
+//! `link.rs`), of which there are three:
 //!
 //! - [`classic`]: RedisBloom's SBChain link (`MBbloom--`) — its exact link sizing, MurmurHash64A
 //!   double hashing, dump header and RDB field order, so dumps move between RedisBloom and
 //!   bloomgate unchanged ([`BloomChain`]);
 //! - [`blocked`]: our cache-line blocked link (`BGbloomBK`, `BF.RESERVE … LAYOUT blocked`), the
-//!   core's blocked filter, one memory access per link ([`BlockedChain`]).
+//!   core's blocked filter, one memory access per link ([`BlockedChain`]);
+//! - [`valkey`]: valkey-bloom's filter (`bloomfltr`) — SipHash-1-3 indexing as its `bloomfilter`
+//!   crate does, its RDB encodings 0 and 1 and its `BF.LOAD` payload ([`ValkeyChain`]).
 //!
 //! What every chain shares is here: the argument ranges of `BF.RESERVE`, the errors of an add
 //! and of LOADCHUNK, and C's `%g` that `BF.DEBUG` prints error rates with.
@@ -17,6 +19,7 @@ pub mod blocked;
 mod chain;
 pub mod classic;
 mod link;
+pub mod valkey;
 
 pub use blocked::BlockedLink;
 pub use chain::{Chain, ChainPlan, ChainShape, PREFETCH_ALL_BYTES};
@@ -25,11 +28,14 @@ pub use classic::{
     OPT_ENTS_IS_BITS, OPT_FORCE64, OPT_NOROUND, OPT_NO_SCALING,
 };
 pub use link::{ChainLink, LinkCounts, LinkHealth, MergeLink};
+pub use valkey::{ValkeyFlavour, ValkeyLink};
 
 /// RedisBloom's scalable Bloom filter (`MBbloom--`): a chain of classic links.
 pub type BloomChain = Chain<Link>;
 /// The blocked scalable Bloom filter (`BGbloomBK`): a chain of blocked links.
 pub type BlockedChain = Chain<BlockedLink>;
+/// valkey-bloom's scalable Bloom filter (`bloomfltr`): a chain of valkey links.
+pub type ValkeyChain = Chain<ValkeyLink>;
 
 /// Largest growth factor: what `BF.RESERVE … EXPANSION` accepts (RedisBloom's cap). A loaded
 /// header may not claim more: the growth factor sizes the next link.
@@ -315,6 +321,7 @@ mod tests {
     fn big_links_answer_as_small_ones() {
         big_link_answers_as_a_small_one::<Link>();
         big_link_answers_as_a_small_one::<BlockedLink>();
+        big_link_answers_as_a_small_one::<ValkeyLink>();
     }
 
     /// Batched adds and reads answer exactly as one item at a time, with identical bits and
@@ -365,6 +372,7 @@ mod tests {
         ) {
             batched_equals_one_at_a_time::<Link>(&batches, capacity, error, growth)?;
             batched_equals_one_at_a_time::<BlockedLink>(&batches, capacity, error, growth)?;
+            batched_equals_one_at_a_time::<ValkeyLink>(&batches, capacity, error, growth)?;
         }
     }
 }

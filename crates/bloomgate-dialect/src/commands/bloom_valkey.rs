@@ -1,0 +1,471 @@
+//! valkey-bloom's policy for the `BF.*` commands it has, where it differs from RedisBloom's:
+//! how BF.RESERVE and BF.INSERT read their arguments (values parsed as Rust parses them: an f32
+//! error rate and a u32 capacity in 0.1.0, f64 and i64 in 1.0; options read left to right, the
+//! last one winning), its error texts, and its wrong-type reply. The commands themselves are
+//! `bloom.rs`'s, one each for both dialects: this file only turns arguments into the creation
+//! options they run with, or into valkey-bloom's refusal.
+
+use super::host::wrong_arity_in;
+use super::{Args, Ctx, Host};
+use crate::config::{Dialect, ValkeyFlavour};
+use crate::num::is;
+use crate::reply::Reply;
+use crate::types::sbchain::ValkeyChain;
+use crate::value::Kind;
+use crate::ERR_WRONGTYPE;
+
+use super::bloom_layout::layout_named;
+
+/// How a filter is created, as valkey-bloom's arguments give it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Options {
+    /// Items the first sub-filter holds.
+    pub capacity: u64,
+    /// The object's error rate.
+    pub error: f64,
+    /// Growth of each new sub-filter; 0 = non-scaling.
+    pub expansion: u32,
+    /// Our `LAYOUT` extension, last (`classic`, `blocked`: filters `BF.MERGE` and
+    /// `BF.SCANDUMP` of RedisBloom's format serve); `None`, valkey-bloom's own filter.
+    pub layout: Option<Kind>,
+    /// 1.0's `TIGHTENING t`: the ratio each new sub-filter's error rate shrinks by.
+    pub tightening: Option<f64>,
+    /// 1.0's `SEED s`: the 32-byte seed every sub-filter hashes with.
+    pub seed: Option<[u8; 32]>,
+}
+
+/// What BF.INSERT's arguments say.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Insert {
+    /// The options a missing filter is created with.
+    pub options: Options,
+    /// `NOCREATE`: a missing filter is `ERR not found`.
+    pub nocreate: bool,
+    /// Where the items start (the argument count when there are none: 1.0 creates the filter).
+    pub items_at: usize,
+}
+
+/// The reply to a `BF.*` command on a key of another type: 0.1.0's generic `ERROR`, 1.0's
+/// `WRONGTYPE`.
+pub(super) fn wrong_type(flavour: ValkeyFlavour) -> Reply {
+    match flavour {
+        ValkeyFlavour::V0_1 => Reply::error("ERROR"),
+        ValkeyFlavour::V1_0 => Reply::error(ERR_WRONGTYPE),
+    }
+}
+
+fn arity(flavour: ValkeyFlavour, name: &str) -> Reply {
+    wrong_arity_in(Dialect::ValkeyBloom(flavour), name)
+}
+
+/// `arg` parsed as Rust's `str::parse` parses a `T` (a leading `+`, `inf`, `nan`, `1e-3`, `.5`
+/// as Rust takes them; no whitespace), which is what valkey-bloom does.
+fn parsed<T: std::str::FromStr>(arg: &[u8]) -> Option<T> {
+    std::str::from_utf8(arg).ok()?.parse().ok()
+}
+
+/// An error rate strictly inside (0, 1): 0.1.0 reads an f32 (so `0.999999999` is 1 and
+/// refused), 1.0 an f64.
+fn error_rate(flavour: ValkeyFlavour, arg: &[u8]) -> Result<f64, Reply> {
+    let rate = match flavour {
+        ValkeyFlavour::V0_1 => parsed::<f32>(arg).map(f64::from),
+        ValkeyFlavour::V1_0 => parsed::<f64>(arg),
+    };
+    match rate {
+        None => Err(Reply::error("ERR bad error rate")),
+        Some(e) if e > 0.0 && e < 1.0 => Ok(e),
+        Some(_) => Err(Reply::error("ERR (0 < error rate range < 1)")),
+    }
+}
+
+/// A capacity above 0: a u32 in 0.1.0, a non-negative i64 in 1.0.
+fn capacity(flavour: ValkeyFlavour, arg: &[u8]) -> Result<u64, Reply> {
+    let capacity = match flavour {
+        ValkeyFlavour::V0_1 => parsed::<u32>(arg).map(u64::from),
+        ValkeyFlavour::V1_0 => parsed::<i64>(arg).and_then(|c| u64::try_from(c).ok()),
+    };
+    match capacity {
+        None => Err(Reply::error("ERR bad capacity")),
+        Some(0) => Err(Reply::error("ERR (capacity should be larger than 0)")),
+        Some(c) => Ok(c),
+    }
+}
+
+/// An expansion: 1..=10 in 0.1.0, 1..=u32::MAX in 1.0.
+fn expansion(flavour: ValkeyFlavour, arg: &[u8]) -> Result<u32, Reply> {
+    let most = match flavour {
+        ValkeyFlavour::V0_1 => 10,
+        ValkeyFlavour::V1_0 => u32::MAX,
+    };
+    parsed::<u32>(arg)
+        .filter(|x| (1..=most).contains(x))
+        .ok_or_else(|| Reply::error("ERR bad expansion"))
+}
+
+/// 1.0's tightening ratio: an f64 strictly inside (0, 1).
+fn tightening(arg: &[u8]) -> Result<f64, Reply> {
+    match parsed::<f64>(arg) {
+        None => Err(Reply::error("ERR bad tightening ratio")),
+        Some(t) if t > 0.0 && t < 1.0 => Ok(t),
+        Some(_) => Err(Reply::error("ERR (0 < tightening ratio range < 1)")),
+    }
+}
+
+/// After a valkey-bloom filter was created at `key` with `options`: sets 1.0's `TIGHTENING`
+/// and `SEED` on it, and gives what its replicated `BF.INSERT` adds so a replica builds the
+/// same bits (1.0: `TIGHTENING t SEED s`; nothing in 0.1.0, which has one fixed seed).
+pub(super) fn created<H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    options: Option<Options>,
+) -> Result<Vec<Vec<u8>>, Reply> {
+    let flavour = ctx.config().dialect.valkey();
+    let Ok(Some(_)) = ctx.typed::<ValkeyChain>(key) else {
+        return Ok(Vec::new());
+    };
+    let (t, seed) = options.map_or((None, None), |o| (o.tightening, o.seed));
+    ctx.update(key, |c: &mut ValkeyChain| c.set_valkey_options(t, seed))
+        .map_err(Reply::error)?;
+    if flavour != Some(ValkeyFlavour::V1_0) {
+        return Ok(Vec::new());
+    }
+    let settings = ctx.update(key, |c: &mut ValkeyChain| *c.settings());
+    Ok(vec![
+        b"TIGHTENING".to_vec(),
+        settings.tightening.to_string().into_bytes(),
+        b"SEED".to_vec(),
+        settings.seed.to_vec(),
+    ])
+}
+
+/// BF.RESERVE `key error_rate capacity [NONSCALING | EXPANSION n]`: 4 to 6 arguments, the
+/// error rate, the capacity, then the option (anything else there is `ERROR`); the key is the
+/// caller's. `defaults` gives the expansion when none is named.
+pub(super) fn reserve(
+    flavour: ValkeyFlavour,
+    args: &Args,
+    defaults: Options,
+) -> Result<Options, Reply> {
+    // Our extension, after valkey-bloom's arguments: `LAYOUT name`.
+    let tail = args.len().saturating_sub(2);
+    if args.len() >= 6 && is(args[tail], "LAYOUT") {
+        let layout = layout_named(args[tail + 1]).ok_or_else(|| Reply::error("ERR bad layout"))?;
+        let options = reserve(flavour, &args[..tail], defaults)?;
+        return Ok(Options {
+            layout: Some(layout),
+            ..options
+        });
+    }
+    if !(4..=6).contains(&args.len()) {
+        return Err(arity(flavour, "BF.RESERVE"));
+    }
+    let error = error_rate(flavour, args[2])?;
+    let capacity = capacity(flavour, args[3])?;
+    let expansion = match args.len() {
+        4 => defaults.expansion,
+        5 if is(args[4], "NONSCALING") => 0,
+        6 if is(args[4], "EXPANSION") => expansion(flavour, args[5])?,
+        _ => return Err(Reply::error("ERROR")),
+    };
+    Ok(Options {
+        capacity,
+        error,
+        expansion,
+        ..defaults
+    })
+}
+
+/// BF.INSERT `key [ERROR e] [CAPACITY c] [EXPANSION n] [NOCREATE] [NONSCALING] ITEMS item…`:
+/// options left to right, any case, the last one winning (`NONSCALING EXPANSION 2` scales);
+/// an option without its value, or no item after `ITEMS`, is an arity error; `ITEMS` ends the
+/// options. 0.1.0 needs 4 arguments and `ITEMS`; 1.0 creates the filter without items.
+pub(super) fn insert(
+    flavour: ValkeyFlavour,
+    args: &Args,
+    defaults: Options,
+) -> Result<Insert, Reply> {
+    if flavour == ValkeyFlavour::V0_1 && args.len() < 4 {
+        return Err(arity(flavour, "BF.INSERT"));
+    }
+    let mut options = defaults;
+    let mut nocreate = false;
+    let mut items_at = None;
+    let mut i = 2;
+    while i < args.len() {
+        let arg = args[i];
+        if is(arg, "ITEMS") {
+            items_at = Some(i + 1);
+            break;
+        }
+        if is(arg, "NONSCALING") || is(arg, "NOCREATE") {
+            if is(arg, "NOCREATE") {
+                nocreate = true;
+            } else {
+                options.expansion = 0;
+            }
+            i += 1;
+            continue;
+        }
+        let valued = [
+            "ERROR",
+            "CAPACITY",
+            "EXPANSION",
+            "LAYOUT",
+            "TIGHTENING",
+            "SEED",
+        ];
+        let known = &valued[..if flavour == ValkeyFlavour::V1_0 { 6 } else { 4 }];
+        if !known.iter().any(|name| is(arg, name)) {
+            return Err(Reply::error("ERR unknown argument received"));
+        }
+        let Some(value) = args.get(i + 1) else {
+            return Err(arity(flavour, "BF.INSERT"));
+        };
+        if is(arg, "ERROR") {
+            options.error = error_rate(flavour, value)?;
+        } else if is(arg, "CAPACITY") {
+            options.capacity = capacity(flavour, value)?;
+        } else if is(arg, "TIGHTENING") {
+            options.tightening = Some(tightening(value)?);
+        } else if is(arg, "SEED") {
+            let seed = <[u8; 32]>::try_from(*value);
+            options.seed = Some(seed.map_err(|_| Reply::error("ERR invalid seed"))?);
+        } else if is(arg, "LAYOUT") {
+            let layout = layout_named(value).ok_or_else(|| Reply::error("ERR bad layout"))?;
+            options.layout = Some(layout);
+        } else {
+            options.expansion = expansion(flavour, value)?;
+        }
+        i += 2;
+    }
+    let items_at = match items_at {
+        Some(at) if at < args.len() => at,
+        None if flavour == ValkeyFlavour::V1_0 => args.len(),
+        _ => return Err(arity(flavour, "BF.INSERT")),
+    };
+    Ok(Insert {
+        options,
+        nocreate,
+        items_at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ValkeyFlavour::{V0_1, V1_0};
+
+    const DEFAULTS: Options = Options {
+        capacity: 100,
+        error: 0.01,
+        expansion: 2,
+        layout: None,
+        tightening: None,
+        seed: None,
+    };
+
+    fn args(line: &str) -> Vec<&[u8]> {
+        line.split(' ').map(str::as_bytes).collect()
+    }
+
+    fn error_of<T: std::fmt::Debug>(r: Result<T, Reply>) -> String {
+        match r {
+            Err(Reply::Error(e)) => e,
+            other => panic!("not an error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reserve_reads_values_as_each_flavour_does() {
+        let reserve = |f, line| reserve(f, &args(line), DEFAULTS);
+        let cases = [
+            ("BF.RESERVE k String 100", "ERR bad error rate"),
+            (
+                "BF.RESERVE k 0.999999999 3000",
+                "ERR (0 < error rate range < 1)",
+            ),
+            ("BF.RESERVE k 2 100", "ERR (0 < error rate range < 1)"),
+            ("BF.RESERVE k nan 100", "ERR (0 < error rate range < 1)"),
+            ("BF.RESERVE k 0.01 0.01", "ERR bad capacity"),
+            ("BF.RESERVE k 0.01 -1", "ERR bad capacity"),
+            ("BF.RESERVE k 0.01 4394967295", "ERR bad capacity"),
+            (
+                "BF.RESERVE k 0.5 0",
+                "ERR (capacity should be larger than 0)",
+            ),
+            ("BF.RESERVE k 0.01 1 EXPANSION 11", "ERR bad expansion"),
+            ("BF.RESERVE k 0.01 1 EXPANSION 0", "ERR bad expansion"),
+            ("BF.RESERVE k 0.01 1 FOO", "ERROR"),
+            ("BF.RESERVE k 0.01 1 NONSCALING 2", "ERROR"),
+            (
+                "BF.RESERVE k 0.01 1 NONSCALING EXPANSION 1",
+                "ERR wrong number of arguments for 'BF.RESERVE' command",
+            ),
+        ];
+        for (line, want) in cases {
+            assert_eq!(error_of(reserve(V0_1, line)), want, "{line}");
+        }
+        // 1.0: f64 and i64.
+        assert_eq!(
+            reserve(V1_0, "BF.RESERVE k 0.999999999 4394967295")
+                .unwrap()
+                .capacity,
+            4394967295
+        );
+        assert_eq!(
+            reserve(V1_0, "BF.RESERVE k 0.01 1 EXPANSION 11")
+                .unwrap()
+                .expansion,
+            11
+        );
+        let o = reserve(V0_1, "BF.RESERVE k 1e-3 +5 nonscaling").unwrap();
+        assert_eq!(
+            (o.error, o.capacity, o.expansion),
+            (f64::from(0.001f32), 5, 0)
+        );
+        assert_eq!(reserve(V0_1, "BF.RESERVE k .5 5").unwrap().expansion, 2);
+    }
+
+    #[test]
+    fn insert_reads_options_left_to_right_the_last_winning() {
+        let insert = |f, line| insert(f, &args(line), DEFAULTS);
+        let arity = "ERR wrong number of arguments for 'BF.INSERT' command";
+        let cases = [
+            ("BF.INSERT k HELLO WORLD", "ERR unknown argument received"),
+            (
+                "BF.INSERT k error 2 ITEMS a",
+                "ERR (0 < error rate range < 1)",
+            ),
+            (
+                "BF.INSERT k CAPACITY 4394967295 ITEMS a",
+                "ERR bad capacity",
+            ),
+            (
+                "BF.INSERT k CAPACITY 0 ITEMS a",
+                "ERR (capacity should be larger than 0)",
+            ),
+            ("BF.INSERT k EXPANSION 0.99 ITEMS a", "ERR bad expansion"),
+            ("BF.INSERT k LAYOUT nope ITEMS a", "ERR bad layout"),
+            ("BF.INSERT k HELLO", arity),
+            ("BF.INSERT k EXPANSION 2", arity),
+            ("BF.INSERT k EXPANSION 2 ITEMS", arity),
+            ("BF.INSERT k EXPANSION 1 error", arity),
+        ];
+        for (line, want) in cases {
+            assert_eq!(error_of(insert(V0_1, line)), want, "{line}");
+        }
+        let i = insert(
+            V0_1,
+            "BF.INSERT k NONSCALING EXPANSION 3 NOCREATE ITEMS 1 EXPANSION",
+        )
+        .unwrap();
+        assert_eq!((i.options.expansion, i.nocreate, i.items_at), (3, true, 7));
+        let i = insert(V0_1, "BF.INSERT k EXPANSION 3 nonscaling items 1").unwrap();
+        assert_eq!(i.options.expansion, 0);
+        // Our LAYOUT extension, in both.
+        let i = insert(V0_1, "BF.INSERT k LAYOUT classic ITEMS 1").unwrap();
+        assert_eq!(i.options.layout, Some(Kind::Bloom));
+        let line = "BF.RESERVE k 0.01 10 EXPANSION 3 LAYOUT blocked";
+        let o = reserve(V0_1, &args(line), DEFAULTS).unwrap();
+        assert_eq!((o.expansion, o.layout), (3, Some(Kind::BloomBlocked)));
+        // 1.0's TIGHTENING and SEED; unknown to 0.1.0.
+        let seed = "s".repeat(32);
+        let line = format!("BF.INSERT k TIGHTENING 0.25 SEED {seed} ITEMS a");
+        let i = insert(V1_0, &line).unwrap();
+        assert_eq!(
+            (i.options.tightening, i.options.seed),
+            (Some(0.25), Some([b's'; 32]))
+        );
+        let unknown = "ERR unknown argument received";
+        assert_eq!(error_of(insert(V0_1, &line)), unknown);
+        let bad = [
+            (
+                "BF.INSERT k TIGHTENING x ITEMS a",
+                "ERR bad tightening ratio",
+            ),
+            (
+                "BF.INSERT k TIGHTENING 1 ITEMS a",
+                "ERR (0 < tightening ratio range < 1)",
+            ),
+            ("BF.INSERT k SEED short ITEMS a", "ERR invalid seed"),
+        ];
+        for (line, want) in bad {
+            assert_eq!(error_of(insert(V1_0, line)), want, "{line}");
+        }
+        // 1.0 creates without items, but not after an empty ITEMS.
+        assert_eq!(insert(V1_0, "BF.INSERT k").unwrap().items_at, 2);
+        assert_eq!(insert(V1_0, "BF.INSERT k EXPANSION 2").unwrap().items_at, 4);
+        assert_eq!(error_of(insert(V1_0, "BF.INSERT k ITEMS")), arity);
+    }
+
+    #[test]
+    fn the_wrong_type_reply_is_the_flavour_s() {
+        assert_eq!(wrong_type(V0_1), Reply::error("ERROR"));
+        assert_eq!(wrong_type(V1_0), Reply::error(ERR_WRONGTYPE));
+    }
+
+    /// The commands over a harness in each flavour: defaults, the INFO shape, the wrong-type
+    /// reply, arity errors naming the command as valkey-bloom registers it, and replication
+    /// (0.1.0 verbatim, 1.0 a creation without items on its own).
+    #[test]
+    fn the_commands_answer_in_the_flavour() {
+        use crate::commands::testing::Harness;
+        use crate::commands::Propagate;
+        let mut h = Harness::new();
+        h.config = Dialect::ValkeyBloom(V0_1).defaults();
+        h.foreign.push(b"str".to_vec());
+        assert_eq!(h.run("BF.ADD k a"), Reply::Bool(true));
+        assert_eq!(h.last.as_ref().unwrap().propagate, Propagate::Verbatim);
+        // Both events when an add creates, `bloom.add` first; one after.
+        let events: Vec<_> = h.events.drain(..).map(|(e, _)| e).collect();
+        assert_eq!(events, ["bloom.add", "bloom.reserve"]);
+        h.run("BF.ADD k b");
+        assert_eq!(
+            h.events.drain(..).map(|(e, _)| e).collect::<Vec<_>>(),
+            ["bloom.add"]
+        );
+        assert_eq!(h.run("BF.INFO k CAPACITY"), Reply::Int(100_000));
+        assert_eq!(h.run("BF.INFO k ITEMS"), Reply::Int(2));
+        let Reply::Array(fields) = h.run("BF.INFO k") else {
+            panic!("not an array")
+        };
+        assert_eq!(fields[0], Reply::Simple("Capacity".into()));
+        assert_eq!(
+            h.run("BF.INFO k nope"),
+            Reply::error("ERR invalid information value")
+        );
+        assert_eq!(h.run("BF.EXISTS str a"), Reply::error("ERROR"));
+        assert_eq!(
+            h.run("BF.ADD k"),
+            Reply::error("ERR wrong number of arguments for 'BF.ADD' command")
+        );
+        assert_eq!(
+            h.run("BF.INFO k a b"),
+            Reply::error("ERR wrong number of arguments for 'BF.INFO' command")
+        );
+        // CF is unchanged, lower-case in its errors as RedisBloom's.
+        assert_eq!(
+            h.run("CF.ADD c"),
+            Reply::error("ERR wrong number of arguments for 'cf.add' command")
+        );
+
+        h.config = Dialect::ValkeyBloom(V1_0).defaults();
+        assert_eq!(h.run("BF.INSERT n EXPANSION 3"), Reply::Array(vec![]));
+        let Propagate::Commands(sent) = h.last.as_ref().unwrap().propagate.clone() else {
+            panic!("a rewrite")
+        };
+        assert!(sent[0].iter().all(|a| a.as_slice() != b"ITEMS"), "{sent:?}");
+        // 1.0's creation carries the seed and tightening ratio, so a replica has the same bits.
+        let words: Vec<&[u8]> = sent[0].iter().map(Vec::as_slice).collect();
+        assert!(words.contains(&&b"SEED"[..]) && words.contains(&&b"TIGHTENING"[..]));
+        let mut replica = Harness::new();
+        replica.config = Dialect::ValkeyBloom(V1_0).defaults();
+        replica.run_args(&sent[0]);
+        h.run("BF.MADD n a b c");
+        replica.run("BF.MADD n a b c");
+        // The same bits (the header differs only in the seed being marked given).
+        assert_eq!(replica.run("BF.SCANDUMP n 1"), h.run("BF.SCANDUMP n 1"));
+        assert_eq!(h.run("BF.INFO n CAPACITY"), Reply::Int(100));
+        assert_eq!(h.run("BF.EXISTS str a"), Reply::error(ERR_WRONGTYPE));
+    }
+}

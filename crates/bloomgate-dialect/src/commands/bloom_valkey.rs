@@ -468,4 +468,45 @@ mod tests {
         assert_eq!(h.run("BF.INFO n CAPACITY"), Reply::Int(100));
         assert_eq!(h.run("BF.EXISTS str a"), Reply::error(ERR_WRONGTYPE));
     }
+
+    /// 1.0's BF.INFO: `Error rate` before `Expansion rate`, `Tightening ratio` and `Max scaled
+    /// capacity` after it for a scaling filter, each also alone; 0.1.0 has none of them.
+    #[test]
+    fn info_has_1_0_s_fields_in_1_0() {
+        use crate::commands::testing::Harness;
+        let mut h = Harness::new();
+        h.config = Dialect::ValkeyBloom(V1_0).defaults();
+        h.run("BF.ADD s a");
+        h.run("BF.INSERT n NONSCALING ITEMS a");
+        let names = |h: &mut Harness, key: &str| -> Vec<Reply> {
+            let Reply::Array(all) = h.run(&format!("BF.INFO {key}")) else {
+                panic!("not an array")
+            };
+            all.into_iter().step_by(2).collect()
+        };
+        let scaling = [
+            "Capacity",
+            "Size",
+            "Number of filters",
+            "Number of items inserted",
+            "Error rate",
+            "Expansion rate",
+            "Tightening ratio",
+            "Max scaled capacity",
+        ];
+        let want = |n: &[&str]| -> Vec<Reply> { n.iter().map(|s| Reply::Simple(s.to_string())).collect() };
+        assert_eq!(names(&mut h, "s"), want(&scaling));
+        assert_eq!(names(&mut h, "n"), want(&scaling[..6]));
+        assert_eq!(h.run("BF.INFO s error"), Reply::Double(0.01));
+        assert_eq!(h.run("BF.INFO s TIGHTENING"), Reply::Double(0.5));
+        assert_eq!(h.run("BF.INFO s MAXSCALEDCAPACITY"), Reply::Int(26_214_300));
+        assert_eq!(h.run("BF.INFO n EXPANSION"), Reply::Nil);
+        let invalid = Reply::error("ERR invalid information value");
+        assert_eq!(h.run("BF.INFO n TIGHTENING"), invalid);
+        assert_eq!(h.run("BF.INFO n MAXSCALEDCAPACITY"), invalid);
+        assert_eq!(h.run("BF.INFO n ERROR"), Reply::Double(0.01));
+        h.config = Dialect::ValkeyBloom(V0_1).defaults();
+        assert_eq!(names(&mut h, "s"), want(&[&scaling[..4], &scaling[5..6]].concat()));
+        assert_eq!(h.run("BF.INFO s ERROR"), invalid);
+    }
 }

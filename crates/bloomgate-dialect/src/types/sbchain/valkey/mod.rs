@@ -169,6 +169,43 @@ impl Chain<ValkeyLink> {
     }
 }
 
+/// valkey-bloom 1.0's `BF.INFO` figures of a scaling object.
+impl Chain<ValkeyLink> {
+    /// `Max scaled capacity`: the total capacity the object reaches, grown from its first
+    /// link (capacity × expansion^i at `fp × tightening^i`), while the object — counted as 1.0
+    /// counts Size — stays within `limit` bytes (0: none) and link errors stay above
+    /// `f64::MIN_POSITIVE`; at most [`MAX_LINKS`] links.
+    pub fn max_scaled_capacity(&self, limit: u64) -> u64 {
+        let limit = if limit == 0 { u64::MAX } else { limit };
+        let settings = self.settings();
+        let Some(first) = self.links().first() else {
+            return 0;
+        };
+        let growth = u64::from(self.growth().max(1));
+        let (mut capacity, mut total, mut links_bytes) = (first.capacity(), 0u64, 0u64);
+        for i in 0..MAX_LINKS {
+            let error = settings.link_error(i as usize);
+            if !(error > f64::MIN_POSITIVE) {
+                break;
+            }
+            let Some(bytes) = bitmap_bytes(capacity, error) else {
+                break;
+            };
+            links_bytes = links_bytes.saturating_add(208 + bytes);
+            let vcap = if i == 0 { 1 } else { (i + 1).next_power_of_two().max(4) };
+            if 48u64.saturating_add(8 * vcap).saturating_add(links_bytes) > limit {
+                break;
+            }
+            total = total.saturating_add(capacity);
+            match capacity.checked_mul(growth) {
+                Some(next) if next <= i64::MAX as u64 => capacity = next,
+                _ => break,
+            }
+        }
+        total
+    }
+}
+
 /// One valkey-bloom filter: `bytes × 8` bits in little-endian words, its probe count, and what
 /// the chain's rule counts.
 #[derive(Clone, Debug)]

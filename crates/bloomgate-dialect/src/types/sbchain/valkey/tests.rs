@@ -236,6 +236,22 @@ fn creation_options() {
     assert_eq!(theirs.as_slice()[45..], fresh.links()[0].lsb_bytes());
 }
 
+/// 1.0's `Max scaled capacity`: valkey-doc's figure for a default filter (capacity 100, error
+/// 0.01, expansion 2, tightening 0.5) under the 128 MB object limit; smaller under a smaller
+/// limit, and bounded without one.
+#[test]
+fn max_scaled_capacity_is_valkey_docs() {
+    let chain = ValkeyChain::new(100, 0.01, 2, false).unwrap();
+    assert_eq!(chain.max_scaled_capacity(128 << 20), 26_214_300);
+    // The first link alone: 48 + 8 + 208 + 120 bytes.
+    assert_eq!(chain.max_scaled_capacity(384), 100);
+    assert_eq!(chain.max_scaled_capacity(383), 0);
+    assert!(chain.max_scaled_capacity(0) > 26_214_300);
+    let mut tight = ValkeyChain::new(1000, 0.001, 1, false).unwrap();
+    tight.set_valkey_options(Some(0.999), None).unwrap();
+    assert_eq!(tight.max_scaled_capacity(0), 1000 * MAX_LINKS);
+}
+
 /// Our SCANDUMP header refuses each bad field.
 #[test]
 fn dump_header_validation() {

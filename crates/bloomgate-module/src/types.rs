@@ -14,7 +14,8 @@
 //! the machine can hold for an RDB file or a full sync — before anything is allocated) and, on a
 //! corrupt or oversized value, logs through `RedisModule_LogIOError` and returns NULL, which
 //! fails the RDB load or the `RESTORE` instead of crashing. AOF rewrite emits the LOADCHUNK
-//! sequence of filters, and `RESTORE key 0 <DUMP payload>` for sketches (which have no
+//! sequence of filters (a `bloomfltr` filter in valkey-bloom 1.0's dialect: one `BF.LOAD`, as
+//! valkey-bloom 1.0 does), and `RESTORE key 0 <DUMP payload>` for sketches (which have no
 //! LOADCHUNK, as RedisBloom does); `DEBUG DIGEST-VALUE` digests the RDB fields, in the RDB's
 //! order.
 
@@ -27,9 +28,9 @@ use bloomgate_dialect::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 use bloomgate_dialect::types::counting::CountingFilter;
 use bloomgate_dialect::types::countmin::CountMin;
 use bloomgate_dialect::types::cuckoo::CuckooChain;
-use bloomgate_dialect::types::sbchain::valkey::valkey_flavour;
+use bloomgate_dialect::types::sbchain::valkey::{encode_load_payload, valkey_flavour};
 use bloomgate_dialect::types::sbchain::{
-    BlockedChain, BloomChain, Chain, ValkeyChain, ValkeyFlavour,
+    BlockedChain, BloomChain, Chain, ValkeyChain, ValkeyFlavour, ValkeyLink,
 };
 use bloomgate_dialect::types::tdigest::TDigest;
 use bloomgate_dialect::types::topk::TopK;
@@ -401,6 +402,21 @@ fn emit_aof<T: ModuleType>(
     };
     // SAFETY: Redis passes the value it stores for this type.
     let value = unsafe { value_ref(value) };
+    if let Some(payload) = load_payload(value) {
+        // SAFETY: "sb" = a RedisModuleString and a (pointer, length) buffer, matching the two
+        // arguments; `payload` outlives the call.
+        unsafe {
+            raw::RedisModule_EmitAOF.expect("EmitAOF exists since Redis 4")(
+                aof,
+                c"BF.LOAD".as_ptr(),
+                c"sb".as_ptr(),
+                key,
+                payload.as_ptr().cast::<c_char>(),
+                payload.len(),
+            );
+        }
+        return;
+    }
     let command = CString::new(loadchunk).expect("no NUL in a command name");
     for (iter, chunk) in value.dump_stream() {
         // SAFETY: "slb" = a RedisModuleString, a long long and a (pointer, length) buffer,
@@ -417,6 +433,16 @@ fn emit_aof<T: ModuleType>(
             );
         }
     }
+}
+
+/// The `BF.LOAD` data valkey-bloom 1.0's AOF rewrite writes for a `bloomfltr` filter, in the
+/// 1.0 flavour's dialect (the only one with `BF.LOAD`) and when it fits one bulk string of
+/// Valkey's default `proto-max-bulk-len` (512 MB); else `None`: the LOADCHUNK sequence.
+fn load_payload(value: &Value) -> Option<Vec<u8>> {
+    let chain = ValkeyLink::of(value)?;
+    let dialect = crate::settings::read().dialect;
+    let fits = chain.size_bytes() < 500 << 20;
+    (dialect.valkey() == Some(ValkeyFlavour::V1_0) && fits).then(|| encode_load_payload(chain))
 }
 
 /// Emits `RESTORE key 0 <payload>` with the key's `DUMP` payload, taken through a thread-safe

@@ -3,18 +3,53 @@
 //! error rate and a u32 capacity in 0.1.0, f64 and i64 in 1.0; options read left to right, the
 //! last one winning), its error texts, and its wrong-type reply. The commands themselves are
 //! `bloom.rs`'s, one each for both dialects: this file only turns arguments into the creation
-//! options they run with, or into valkey-bloom's refusal.
+//! options they run with, or into valkey-bloom's refusal — and declares the one command
+//! RedisBloom has not, 1.0's `BF.LOAD key data` (its table is [`commands`]).
 
+use super::flags::DENYOOM;
 use super::host::wrong_arity_in;
-use super::{Args, Ctx, Host};
+use super::{family, write, Args, CommandInfo, Ctx, Host};
 use crate::config::{Dialect, ValkeyFlavour};
 use crate::num::is;
 use crate::reply::Reply;
-use crate::types::sbchain::ValkeyChain;
-use crate::value::Kind;
+use crate::types::sbchain::valkey::decode_load_payload;
+use crate::types::sbchain::{ValkeyChain, ValkeyLink};
+use crate::value::{ChainValue, Kind};
 use crate::ERR_WRONGTYPE;
 
 use super::bloom_layout::layout_named;
+
+/// The commands only valkey-bloom 1.0's dialect has (appended to its table): `BF.LOAD`, which
+/// valkey-bloom's AOF rewrite writes — `write denyoom`, not `fast`, no command info.
+pub(super) fn commands() -> Vec<CommandInfo> {
+    let bf = family("bloom");
+    vec![bf("BF.LOAD", write("bloom.reserve"), load, DENYOOM, 3, None)]
+}
+
+/// BF.LOAD `key data`: a new `bloomfltr` filter from valkey-bloom 1.0's payload (every field
+/// checked, the whole admitted before anything is allocated; the per-object limit is skipped
+/// for replayed data, as 1.0 skips it for replicated commands). Another type is `WRONGTYPE`, a
+/// filter already there `BUSYKEY`. Replicated as sent: the replica decodes the same bits.
+fn load(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
+    let flavour = ctx.config().dialect.valkey().unwrap_or_default();
+    match ctx.value(args[1]) {
+        Ok(None) => {}
+        Ok(Some(v)) if v.kind() == Kind::BloomValkey => {
+            return Reply::error("BUSYKEY Target key name already exists.")
+        }
+        _ => return wrong_type(flavour),
+    }
+    let mut allowance = ctx.allowance_for(0);
+    let decoded = decode_load_payload(args[2], &mut allowance);
+    ctx.set_allowance(allowance);
+    match decoded {
+        Ok(chain) => {
+            ctx.create(args[1], ValkeyLink::into_value(chain));
+            Reply::ok()
+        }
+        Err(e) => Reply::error(e.message()),
+    }
+}
 
 /// How a filter is created, as valkey-bloom's arguments give it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -467,6 +502,55 @@ mod tests {
         assert_eq!(replica.run("BF.SCANDUMP n 1"), h.run("BF.SCANDUMP n 1"));
         assert_eq!(h.run("BF.INFO n CAPACITY"), Reply::Int(100));
         assert_eq!(h.run("BF.EXISTS str a"), Reply::error(ERR_WRONGTYPE));
+    }
+
+    /// 1.0's BF.LOAD: only in 1.0's table; the filter a payload describes, or valkey-bloom's
+    /// refusals; replicated as sent, with the `bloom.reserve` event.
+    #[test]
+    fn bf_load_is_1_0_s() {
+        use crate::commands::testing::Harness;
+        use crate::commands::{table_for, Propagate};
+        use crate::types::sbchain::valkey::encode_load_payload;
+        use crate::value::Value;
+        let has_load = |d: Dialect| table_for(d).iter().any(|c| c.name == "BF.LOAD");
+        assert!(has_load(Dialect::ValkeyBloom(V1_0)));
+        assert!(!has_load(Dialect::ValkeyBloom(V0_1)) && !has_load(Dialect::RedisBloom));
+        let mut h = Harness::new();
+        h.config = Dialect::ValkeyBloom(V1_0).defaults();
+        h.foreign.push(b"str".to_vec());
+        h.run("BF.INSERT src CAPACITY 5 ITEMS a b c d e f g h");
+        let Some(Value::BloomValkey(src)) = h.keys.get(&b"src"[..]) else {
+            panic!("a bloomfltr filter")
+        };
+        let payload = encode_load_payload(src);
+        let load = |h: &mut Harness, key: &str, data: &[u8]| {
+            h.run_args(&[b"BF.LOAD".to_vec(), key.as_bytes().to_vec(), data.to_vec()])
+        };
+        h.events.clear();
+        assert_eq!(load(&mut h, "k", &payload), Reply::ok());
+        assert_eq!(h.last.as_ref().unwrap().propagate, Propagate::Verbatim);
+        assert_eq!(h.events, [("bloom.reserve".to_string(), b"k".to_vec())]);
+        assert_eq!(h.run("BF.CARD k"), h.run("BF.CARD src"));
+        assert_eq!(h.run("BF.SCANDUMP k 1"), h.run("BF.SCANDUMP src 1"));
+        assert_eq!(
+            load(&mut h, "k", &payload),
+            Reply::error("BUSYKEY Target key name already exists.")
+        );
+        assert_eq!(load(&mut h, "str", &payload), Reply::error(ERR_WRONGTYPE));
+        let failed = Reply::error("ERR bloom object decoding failed");
+        assert_eq!(load(&mut h, "x", &payload[..payload.len() - 1]), failed);
+        assert_eq!(
+            h.run("BF.LOAD x"),
+            Reply::error("ERR wrong number of arguments for 'BF.LOAD' command")
+        );
+        // Over the per-object limit: refused from a client, kept when replayed.
+        h.config.memory_usage_limit = 1;
+        assert_eq!(
+            load(&mut h, "y", &payload),
+            Reply::error(crate::ERR_CAP)
+        );
+        h.replaying = true;
+        assert_eq!(load(&mut h, "y", &payload), Reply::ok());
     }
 
     /// 1.0's BF.INFO: `Error rate` before `Expansion rate`, `Tightening ratio` and `Max scaled

@@ -444,8 +444,10 @@ pub fn wrong_arity(name: &str) -> Reply {
 }
 
 /// The commands valkey-bloom has: in its dialect they keep their upper-case names (Valkey lists
-/// and names a module command as registered) and answer as valkey-bloom's.
-pub const VALKEY_BLOOM_COMMANDS: [&str; 8] = [
+/// and names a module command as registered) and answer as valkey-bloom's (`BF.LOAD`: 1.0's
+/// only).
+pub const VALKEY_BLOOM_COMMANDS: [&str; 9] = [
+    "BF.LOAD",
     "BF.ADD",
     "BF.MADD",
     "BF.EXISTS",

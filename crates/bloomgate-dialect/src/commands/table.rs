@@ -4,8 +4,8 @@
 use super::flags::{ACL_CATEGORIES, FAST};
 use super::host::speaks_valkey_bloom;
 use super::info::CommandInfo;
-use super::{bloom, bloom_merge, counting, countmin, cuckoo, tdigest, topk, windowed};
-use crate::config::Dialect;
+use super::{bloom, bloom_merge, bloom_valkey, counting, countmin, cuckoo, tdigest, topk, windowed};
+use crate::config::{Dialect, ValkeyFlavour};
 
 /// Every dialect command.
 pub fn table() -> &'static [CommandInfo] {
@@ -28,14 +28,19 @@ pub fn table() -> &'static [CommandInfo] {
 /// the server shows arity -1 and derives the key spec from the first/last/step keys; the
 /// table's arity is still checked by [`execute`](super::execute), with the command named as
 /// registered), every one `fast`, and `BF.INSERT` from 2 arguments (valkey-bloom 1.0 creates a
-/// filter without items; 0.1.0's handler asks for 4).
+/// filter without items; 0.1.0's handler asks for 4); 1.0's also with the commands only it has
+/// (`BF.LOAD`), last.
 pub fn table_for(dialect: Dialect) -> &'static [CommandInfo] {
-    static VALKEY: std::sync::OnceLock<Vec<CommandInfo>> = std::sync::OnceLock::new();
-    if dialect.valkey().is_none() {
-        return table();
-    }
-    VALKEY.get_or_init(|| {
-        table()
+    use std::sync::OnceLock;
+    static VALKEY_0_1: OnceLock<Vec<CommandInfo>> = OnceLock::new();
+    static VALKEY_1_0: OnceLock<Vec<CommandInfo>> = OnceLock::new();
+    let (cell, only_1_0) = match dialect.valkey() {
+        None => return table(),
+        Some(ValkeyFlavour::V0_1) => (&VALKEY_0_1, false),
+        Some(ValkeyFlavour::V1_0) => (&VALKEY_1_0, true),
+    };
+    cell.get_or_init(|| {
+        let mut all: Vec<CommandInfo> = table()
             .iter()
             .map(|info| {
                 let mut info = info.clone();
@@ -48,7 +53,11 @@ pub fn table_for(dialect: Dialect) -> &'static [CommandInfo] {
                 }
                 info
             })
-            .collect()
+            .collect();
+        if only_1_0 {
+            all.extend(bloom_valkey::commands());
+        }
+        all
     })
 }
 

@@ -3,7 +3,10 @@
 //! wrong-type reply, its events and its memory rule — and everything else still there.
 
 use crate::support::{have_redis, temp_dir, Redis};
-use bloomgate_testkit::replies::{cmd, error_of, events_of, int, keyspace_subscriber};
+use crate::{digest, info_field};
+use bloomgate_testkit::replies::{
+    cmd, error_of, events_of, int, keyspace_subscriber, wire_error,
+};
 use redis::Value;
 
 fn ok() -> Value {
@@ -230,4 +233,89 @@ fn valkey_bloom_setting_names() {
     assert_eq!(cmd(&mut c, "BF.ADD b x"), int(1));
     assert_eq!(cmd(&mut c, "BF.INFO b CAPACITY"), int(500));
     assert_eq!(cmd(&mut c, "BF.INFO b EXPANSION"), int(4));
+}
+
+/// 1.0's `BF.LOAD key data`: a payload in valkey-bloom 1.0's encoding makes the same filter; an
+/// existing filter is `BUSYKEY`, another type `WRONGTYPE`, bad data valkey-bloom's error; the
+/// AOF rewrite writes each `bloomfltr` filter as one `BF.LOAD`, which replays to the same digest.
+#[test]
+fn valkey_bloom_1_0_bf_load_and_its_aof_rewrite() {
+    use bloomgate_dialect::budget::Allowance;
+    use bloomgate_dialect::types::sbchain::valkey::encode_load_payload;
+    use bloomgate_dialect::types::sbchain::ValkeyChain;
+    if !have_redis("valkey_bloom_1_0_bf_load_and_its_aof_rewrite") {
+        return;
+    }
+    let dir = temp_dir("vkb-load");
+    let aof = ["--appendonly", "yes", "--aof-use-rdb-preamble", "no"];
+    let server = Redis::start(&dir, &["DIALECT", "valkey-bloom"], &aof);
+    let c = &mut server.conn();
+    let mut chain = ValkeyChain::new(10, 0.01, 2, false).unwrap();
+    for i in 0..50 {
+        let item = format!("i{i}");
+        chain
+            .add(item.as_bytes(), &mut Allowance::unlimited())
+            .unwrap();
+    }
+    let payload = encode_load_payload(&chain);
+    let load = |c: &mut redis::Connection, key: &str, data: &[u8]| {
+        redis::cmd("BF.LOAD")
+            .arg(key)
+            .arg(data)
+            .query::<Value>(c)
+            .map_err(|e| wire_error(&e))
+    };
+    assert_eq!(load(c, "l", &payload), Ok(ok()));
+    for i in 0..50 {
+        assert_eq!(cmd(c, &format!("BF.EXISTS l i{i}")), int(1), "i{i}");
+    }
+    assert_eq!(cmd(c, "BF.CARD l"), int(50));
+    assert_eq!(cmd(c, "BF.INFO l FILTERS"), int(chain.links().len() as i64));
+    assert_eq!(
+        load(c, "l", &payload),
+        Err("BUSYKEY Target key name already exists.".into())
+    );
+    let _: () = redis::cmd("SET").arg(&["str", "v"]).query(c).unwrap();
+    assert_eq!(
+        load(c, "str", &payload),
+        Err("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+    );
+    assert_eq!(
+        load(c, "bad", b"\x01garbage"),
+        Err("ERR bloom object decoding failed".into())
+    );
+    assert_eq!(
+        load(c, "bad", b"\x02"),
+        Err("ERR bloom object decoding failed. Unsupported version".into())
+    );
+    assert_eq!(
+        error_of(c, "BF.LOAD l"),
+        "ERR wrong number of arguments for 'BF.LOAD' command"
+    );
+    // The AOF rewrite: one BF.LOAD per filter, replayed to the same bits.
+    cmd(c, "BF.INSERT s CAPACITY 20 ITEMS a b c");
+    let before = [digest(c, "l"), digest(c, "s")];
+    cmd(c, "BGREWRITEAOF");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while info_field(c, "persistence", "aof_rewrite_in_progress") != "0"
+        || info_field(c, "persistence", "aof_rewrite_scheduled") != "0"
+    {
+        assert!(std::time::Instant::now() < deadline, "rewrite did not finish");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let base = std::fs::read_dir(dir.join("appendonlydir"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".base.aof"))
+        .expect("a base AOF");
+    let base = std::fs::read(base).unwrap();
+    let loads = base.windows(7).filter(|w| w == b"BF.LOAD").count();
+    assert_eq!(loads, 2, "one BF.LOAD per filter");
+    assert!(!base.windows(12).any(|w| w == b"BF.LOADCHUNK"));
+    server.shutdown(false);
+    let server = Redis::start(&dir, &["DIALECT", "valkey-bloom"], &aof);
+    let c = &mut server.conn();
+    assert_eq!([digest(c, "l"), digest(c, "s")], before);
+    assert_eq!(cmd(c, "BF.EXISTS s b"), int(1));
 }

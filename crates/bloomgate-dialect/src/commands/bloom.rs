@@ -595,7 +595,7 @@ pub(crate) fn madd(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
 pub(crate) fn insert(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     let mut params = CreateParams::from_config(ctx);
     if let Some(flavour) = ctx.config().dialect.valkey() {
-        return match valkey::insert(flavour, args, params.as_valkey()) {
+        return match valkey::insert_checked(ctx, flavour, args, params.as_valkey()) {
             Ok(insert) => add_items(ctx, args[1], &args[insert.items_at..], |_| {
                 (!insert.nocreate).then(|| CreateParams::from_valkey(insert.options))
             }),

@@ -12,7 +12,9 @@ use super::{family, write, Args, CommandInfo, Ctx, Host};
 use crate::config::{Dialect, ValkeyFlavour};
 use crate::num::is;
 use crate::reply::Reply;
-use crate::types::sbchain::valkey::decode_load_payload;
+use crate::types::sbchain::valkey::{
+    decode_load_payload, scaled_capacity, ScaleStop, DEFAULT_TIGHTENING,
+};
 use crate::types::sbchain::{ValkeyChain, ValkeyLink};
 use crate::value::{ChainValue, Kind};
 use crate::ERR_WRONGTYPE;
@@ -78,6 +80,8 @@ pub(super) struct Insert {
     pub nocreate: bool,
     /// Where the items start (the argument count when there are none: 1.0 creates the filter).
     pub items_at: usize,
+    /// 1.0's `VALIDATESCALETO n`: the filter must be able to scale to `n` items.
+    pub scale_to: Option<u64>,
 }
 
 /// The reply to a `BF.*` command on a key of another type: 0.1.0's generic `ERROR`, 1.0's
@@ -210,8 +214,8 @@ pub(super) fn reserve(
     })
 }
 
-/// BF.INSERT `key [ERROR e] [CAPACITY c] [EXPANSION n] [NOCREATE] [NONSCALING] ITEMS item…`:
-/// options left to right, any case, the last one winning (`NONSCALING EXPANSION 2` scales);
+/// BF.INSERT `key [ERROR e] [CAPACITY c] [EXPANSION n] [NOCREATE] [NONSCALING] ITEMS item…`
+/// (1.0 also `TIGHTENING t`, `SEED s`, `VALIDATESCALETO n`): options left to right, any case, the last one winning (`NONSCALING EXPANSION 2` scales);
 /// an option without its value, or no item after `ITEMS`, is an arity error; `ITEMS` ends the
 /// options. 0.1.0 needs 4 arguments and `ITEMS`; 1.0 creates the filter without items.
 pub(super) fn insert(
@@ -225,6 +229,7 @@ pub(super) fn insert(
     let mut options = defaults;
     let mut nocreate = false;
     let mut items_at = None;
+    let mut scale_to = None;
     let mut i = 2;
     while i < args.len() {
         let arg = args[i];
@@ -248,8 +253,9 @@ pub(super) fn insert(
             "LAYOUT",
             "TIGHTENING",
             "SEED",
+            "VALIDATESCALETO",
         ];
-        let known = &valued[..if flavour == ValkeyFlavour::V1_0 { 6 } else { 4 }];
+        let known = &valued[..if flavour == ValkeyFlavour::V1_0 { 7 } else { 4 }];
         if !known.iter().any(|name| is(arg, name)) {
             return Err(Reply::error("ERR unknown argument received"));
         }
@@ -265,6 +271,8 @@ pub(super) fn insert(
         } else if is(arg, "SEED") {
             let seed = <[u8; 32]>::try_from(*value);
             options.seed = Some(seed.map_err(|_| Reply::error("ERR invalid seed"))?);
+        } else if is(arg, "VALIDATESCALETO") {
+            scale_to = Some(capacity(flavour, value)?);
         } else if is(arg, "LAYOUT") {
             let layout = layout_named(value).ok_or_else(|| Reply::error("ERR bad layout"))?;
             options.layout = Some(layout);
@@ -278,11 +286,44 @@ pub(super) fn insert(
         None if flavour == ValkeyFlavour::V1_0 => args.len(),
         _ => return Err(arity(flavour, "BF.INSERT")),
     };
+    if scale_to.is_some() && options.expansion == 0 {
+        return Err(Reply::error(
+            "ERR cannot use NONSCALING and VALIDATESCALETO options together",
+        ));
+    }
     Ok(Insert {
         options,
         nocreate,
         items_at,
+        scale_to,
     })
+}
+
+/// [`insert`], then 1.0's `VALIDATESCALETO n` check (skipped for replayed commands, as 1.0
+/// skips it for replicated ones): a filter of these options must reach `n` items by scaling,
+/// within the per-object limit and before its error rate degrades to 0.
+pub(super) fn insert_checked<H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    flavour: ValkeyFlavour,
+    args: &Args,
+    defaults: Options,
+) -> Result<Insert, Reply> {
+    let insert = insert(flavour, args, defaults)?;
+    let Some(want) = insert.scale_to.filter(|_| !ctx.replaying()) else {
+        return Ok(insert);
+    };
+    let o = insert.options;
+    let tightening = o.tightening.unwrap_or(DEFAULT_TIGHTENING);
+    let limit = ctx.config().memory_usage_limit;
+    match scaled_capacity(o.capacity, o.error, tightening, o.expansion, limit, want) {
+        Ok(_) => Ok(insert),
+        Err((_, ScaleStop::MemoryLimit)) => Err(Reply::error(
+            "ERR provided VALIDATESCALETO causes bloom object to exceed memory limit",
+        )),
+        Err((_, ScaleStop::ErrorDegrades)) => Err(Reply::error(
+            "ERR provided VALIDATESCALETO causes false positive to degrade to 0",
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -427,6 +468,23 @@ mod tests {
         for (line, want) in bad {
             assert_eq!(error_of(insert(V1_0, line)), want, "{line}");
         }
+        // 1.0's VALIDATESCALETO: a capacity; not with NONSCALING, wherever it is.
+        let i = insert(V1_0, "BF.INSERT k VALIDATESCALETO 1000 ITEMS a").unwrap();
+        assert_eq!(i.scale_to, Some(1000));
+        assert_eq!(
+            error_of(insert(V0_1, "BF.INSERT k VALIDATESCALETO 1000 ITEMS a")),
+            unknown
+        );
+        let both = "ERR cannot use NONSCALING and VALIDATESCALETO options together";
+        for line in [
+            "BF.INSERT k NONSCALING VALIDATESCALETO 10 ITEMS a",
+            "BF.INSERT k VALIDATESCALETO 10 NONSCALING ITEMS a",
+        ] {
+            assert_eq!(error_of(insert(V1_0, line)), both, "{line}");
+        }
+        let line = "BF.INSERT k VALIDATESCALETO 0 ITEMS a";
+        let zero = "ERR (capacity should be larger than 0)";
+        assert_eq!(error_of(insert(V1_0, line)), zero);
         // 1.0 creates without items, but not after an empty ITEMS.
         assert_eq!(insert(V1_0, "BF.INSERT k").unwrap().items_at, 2);
         assert_eq!(insert(V1_0, "BF.INSERT k EXPANSION 2").unwrap().items_at, 4);
@@ -551,6 +609,28 @@ mod tests {
         );
         h.replaying = true;
         assert_eq!(load(&mut h, "y", &payload), Reply::ok());
+    }
+
+    /// 1.0's VALIDATESCALETO over a harness: within the 128 MB limit and the error rate's
+    /// reach, or refused with 1.0's texts; not checked for a replayed command.
+    #[test]
+    fn validatescaleto_checks_the_reach() {
+        use crate::commands::testing::Harness;
+        let mut h = Harness::new();
+        h.config = Dialect::ValkeyBloom(V1_0).defaults();
+        let ok = h.run("BF.INSERT a VALIDATESCALETO 26214300 ITEMS x");
+        assert_eq!(ok, Reply::Array(vec![Reply::Bool(true)]));
+        let memory = "ERR provided VALIDATESCALETO causes bloom object to exceed memory limit";
+        let line = "BF.INSERT b VALIDATESCALETO 26214301 ITEMS x";
+        assert_eq!(h.run(line), Reply::error(memory));
+        let degrade = "ERR provided VALIDATESCALETO causes false positive to degrade to 0";
+        let line = "BF.INSERT c CAPACITY 1 EXPANSION 1 TIGHTENING 0.01 VALIDATESCALETO 1000";
+        assert_eq!(h.run(line), Reply::error(degrade));
+        h.replaying = true;
+        assert_eq!(
+            h.run("BF.INSERT b VALIDATESCALETO 26214301 ITEMS x"),
+            Reply::Array(vec![Reply::Bool(true)])
+        );
     }
 
     /// 1.0's BF.INFO: `Error rate` before `Expansion rate`, `Tightening ratio` and `Max scaled

@@ -169,40 +169,79 @@ impl Chain<ValkeyLink> {
     }
 }
 
-/// valkey-bloom 1.0's `BF.INFO` figures of a scaling object.
+/// Why an object stops scaling short of a capacity ([`scaled_capacity`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScaleStop {
+    /// The next link's error rate is not above `f64::MIN_POSITIVE` (or [`MAX_LINKS`] links).
+    ErrorDegrades,
+    /// The next link would take the object past the limit (or its capacity past `i64`).
+    MemoryLimit,
+}
+
+/// How an object scales, as valkey-bloom 1.0 counts it for `BF.INFO`'s `Max scaled capacity`
+/// and `BF.INSERT`'s `VALIDATESCALETO`: links of `capacity × expansion^i` items at
+/// `fp × tightening^i`, added while the object — counted as 1.0 counts Size, `48 + 8 × (the link
+/// vector's capacity) + Σ (208 + bitmap bytes)` — stays within `limit` bytes (0: none), until
+/// their total capacity reaches `want`. `Ok(total)` once it does; else the total that fits and
+/// why it stops.
+pub fn scaled_capacity(
+    capacity: u64,
+    fp: f64,
+    tightening: f64,
+    expansion: u32,
+    limit: u64,
+    want: u64,
+) -> Result<u64, (u64, ScaleStop)> {
+    let limit = if limit == 0 { u64::MAX } else { limit };
+    let growth = u64::from(expansion.max(1));
+    let (mut capacity, mut total, mut links_bytes) = (capacity, 0u64, 0u64);
+    for i in 0..MAX_LINKS {
+        if total >= want {
+            return Ok(total);
+        }
+        let error = fp * tightening.powi(i.min(i32::MAX as u64) as i32);
+        if !(error > f64::MIN_POSITIVE) {
+            return Err((total, ScaleStop::ErrorDegrades));
+        }
+        let Some(bytes) = bitmap_bytes(capacity, error) else {
+            return Err((total, ScaleStop::MemoryLimit));
+        };
+        links_bytes = links_bytes.saturating_add(208 + bytes);
+        let vcap = if i == 0 { 1 } else { (i + 1).next_power_of_two().max(4) };
+        if 48u64.saturating_add(8 * vcap).saturating_add(links_bytes) > limit {
+            return Err((total, ScaleStop::MemoryLimit));
+        }
+        total = total.saturating_add(capacity);
+        match capacity.checked_mul(growth) {
+            Some(next) if next <= i64::MAX as u64 => capacity = next,
+            _ if total >= want => return Ok(total),
+            _ => return Err((total, ScaleStop::MemoryLimit)),
+        }
+    }
+    match total >= want {
+        true => Ok(total),
+        false => Err((total, ScaleStop::ErrorDegrades)),
+    }
+}
+
+/// valkey-bloom 1.0's `BF.INFO` figure of a scaling object.
 impl Chain<ValkeyLink> {
-    /// `Max scaled capacity`: the total capacity the object reaches, grown from its first
-    /// link (capacity × expansion^i at `fp × tightening^i`), while the object — counted as 1.0
-    /// counts Size — stays within `limit` bytes (0: none) and link errors stay above
-    /// `f64::MIN_POSITIVE`; at most [`MAX_LINKS`] links.
+    /// `Max scaled capacity`: [`scaled_capacity`] from the object's first link, as far as it
+    /// goes within `limit` bytes (0: none).
     pub fn max_scaled_capacity(&self, limit: u64) -> u64 {
-        let limit = if limit == 0 { u64::MAX } else { limit };
-        let settings = self.settings();
         let Some(first) = self.links().first() else {
             return 0;
         };
-        let growth = u64::from(self.growth().max(1));
-        let (mut capacity, mut total, mut links_bytes) = (first.capacity(), 0u64, 0u64);
-        for i in 0..MAX_LINKS {
-            let error = settings.link_error(i as usize);
-            if !(error > f64::MIN_POSITIVE) {
-                break;
-            }
-            let Some(bytes) = bitmap_bytes(capacity, error) else {
-                break;
-            };
-            links_bytes = links_bytes.saturating_add(208 + bytes);
-            let vcap = if i == 0 { 1 } else { (i + 1).next_power_of_two().max(4) };
-            if 48u64.saturating_add(8 * vcap).saturating_add(links_bytes) > limit {
-                break;
-            }
-            total = total.saturating_add(capacity);
-            match capacity.checked_mul(growth) {
-                Some(next) if next <= i64::MAX as u64 => capacity = next,
-                _ => break,
-            }
-        }
-        total
+        let s = self.settings();
+        let scaled = scaled_capacity(
+            first.capacity(),
+            s.fp,
+            s.tightening,
+            self.growth(),
+            limit,
+            u64::MAX,
+        );
+        scaled.unwrap_or_else(|(total, _)| total)
     }
 }
 

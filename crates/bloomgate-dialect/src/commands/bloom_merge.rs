@@ -1,13 +1,14 @@
 //! BF.MERGE `destkey numkeys srckey [srckey ...] [OVERRIDE]`: the union of Bloom filters of one
-//! shape, by a bitwise OR of their bits (our extension; RedisBloom has no BF.MERGE). Its table
-//! entry has two key specs, as TDIGEST.MERGE's: the destination read-write at argument 1, the
-//! sources read-only after numkeys at argument 2.
+//! shape, by a bitwise OR of their bits (our extension; RedisBloom has no BF.MERGE), over the
+//! chain's link type: RedisBloom's filters (`MBbloom--`) or valkey-bloom's (`bloomfltr`, of one
+//! seed), as the first source is. Its table entry has two key specs, as TDIGEST.MERGE's: the
+//! destination read-write at argument 1, the sources read-only after numkeys at argument 2.
 
 use super::{flags::*, spec, write, Arg, ArgKind, Args, CommandInfo, Ctx, Docs, Host};
 use crate::num::{is, parse_i64};
 use crate::reply::Reply;
-use crate::types::sbchain::BloomChain;
-use crate::value::Value;
+use crate::types::sbchain::{Chain, Link, MergeLink, ValkeyLink};
+use crate::value::{ChainValue, Kind};
 
 /// numkeys is not an integer.
 pub const ERR_BAD_NUMKEYS: &str = "ERR bad numkeys";
@@ -66,23 +67,54 @@ pub(crate) fn merge(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
     if num_keys < 1 || num_keys > given {
         return Reply::error(ERR_NUMKEYS_RANGE);
     }
-    let num_keys = num_keys as usize;
-    let sources_end = 3 + num_keys;
+    let sources_end = 3 + num_keys as usize;
     let overriding = match &args[sources_end..] {
         [] => false,
         [word] if is(word, "OVERRIDE") => true,
         _ => return Reply::error(ERR_SYNTAX),
     };
-    let dest = args[1];
-    let dest_exists = match ctx.typed::<BloomChain>(dest) {
+    // The link type is the first source's (classic when it is missing or of another type,
+    // which then answers as before).
+    let kind = match ctx.value(args[3]) {
+        Ok(Some(v)) => v.kind(),
+        _ => Kind::Bloom,
+    };
+    let merge = Merge {
+        dest: args[1],
+        sources: &args[3..sources_end],
+        overriding,
+    };
+    match kind {
+        Kind::BloomValkey => merge.run::<ValkeyLink>(ctx),
+        _ => merge.run::<Link>(ctx),
+    }
+}
+
+/// A checked BF.MERGE: its destination, sources and OVERRIDE.
+struct Merge<'a> {
+    dest: &'a [u8],
+    sources: &'a [&'a [u8]],
+    overriding: bool,
+}
+
+impl Merge<'_> {
+    /// The union over chains of link type `L`.
+    fn run<L: ChainValue + MergeLink>(self, ctx: &mut Ctx<dyn Host + '_>) -> Reply {
+        let Merge {
+            dest,
+            sources: keys,
+            overriding,
+        } = self;
+        let num_keys = keys.len();
+    let dest_exists = match ctx.typed::<Chain<L>>(dest) {
         Ok(found) => found.is_some(),
         Err(reply) => return reply,
     };
     // Clones share the bits' segments: cheap, and stable while the destination (possibly
     // one of the sources) is written.
-    let mut sources: Vec<BloomChain> = Vec::with_capacity(num_keys);
-    for key in &args[3..sources_end] {
-        let source = match ctx.typed::<BloomChain>(key) {
+    let mut sources: Vec<Chain<L>> = Vec::with_capacity(num_keys);
+    for key in keys {
+        let source = match ctx.typed::<Chain<L>>(key) {
             Ok(Some(source)) => source,
             Ok(None) => return Reply::error(ERR_NO_SOURCE),
             Err(reply) => return reply,
@@ -95,17 +127,17 @@ pub(crate) fn merge(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
         }
         sources.push(source.clone());
     }
-    let refs: Vec<&BloomChain> = sources.iter().collect();
+    let refs: Vec<&Chain<L>> = sources.iter().collect();
     if dest_exists && !overriding {
-        let fits = ctx.update(dest, |d: &mut BloomChain| d.same_shape(refs[0]));
+        let fits = ctx.update(dest, |d: &mut Chain<L>| d.same_shape(refs[0]));
         if !fits {
             return Reply::error(ERR_SHAPE);
         }
-        ctx.update(dest, |d: &mut BloomChain| d.merge_from(&refs));
+        ctx.update(dest, |d: &mut Chain<L>| d.merge_from(&refs));
         ctx.changed(1);
         return Reply::ok();
     }
-    let shape = match BloomChain::shape(&refs[0].dump_header()) {
+    let shape = match Chain::<L>::shape(&refs[0].dump_header()) {
         Ok(shape) => shape,
         Err(e) => return Reply::error(e),
     };
@@ -113,23 +145,25 @@ pub(crate) fn merge(ctx: &mut Ctx<dyn Host + '_>, args: &Args) -> Reply {
         Ok(admitted) => admitted,
         Err(reply) => return reply,
     };
-    let mut union = match BloomChain::from_shape(admitted) {
+    let mut union = match Chain::<L>::from_shape(admitted) {
         Ok(chain) => chain,
         Err(e) => return Reply::error(e),
     };
     union.merge_from(&refs);
     if dest_exists {
-        ctx.replace(dest, Value::Bloom(union));
+        ctx.replace(dest, L::into_value(union));
     } else {
-        ctx.create(dest, Value::Bloom(union));
+        ctx.create(dest, L::into_value(union));
     }
     Reply::ok()
+}
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::commands::testing::*;
+    use crate::value::Value;
     use crate::commands::{lookup, Propagate};
 
     fn fill(h: &mut Harness, key: &str, range: std::ops::Range<u32>) {
@@ -213,6 +247,33 @@ mod tests {
         assert_eq!(h.run("BF.MERGE d 2 a b"), err(crate::ERR_OOM));
         h.memory_limit = 0;
         assert_eq!(h.run("BF.MERGE d 2 a b override"), Reply::ok());
+    }
+
+    /// valkey-bloom's filters (`bloomfltr`) merge as RedisBloom's do, when of one seed (1.0's
+    /// random seeds differ, so their bits do not line up).
+    #[test]
+    fn valkey_bloom_filters_of_one_seed_merge() {
+        use crate::config::{Dialect, ValkeyFlavour};
+        let mut h = Harness::new();
+        h.config = Dialect::ValkeyBloom(ValkeyFlavour::V1_0).defaults();
+        let seed = "s".repeat(32);
+        for (key, items) in [("a", "a1 a2 a3 a4 a5"), ("b", "b1 b2 b3 b4 b5")] {
+            let line = format!("BF.INSERT {key} CAPACITY 4 SEED {seed} ITEMS {items}");
+            h.run(&line);
+        }
+        h.run("BF.ADD random x");
+        h.run("BF.RESERVE classic 0.01 4 LAYOUT classic");
+        assert_eq!(h.run("BF.MERGE d 2 a b"), Reply::ok());
+        for item in ["a1", "a3", "b1", "b5"] {
+            assert_eq!(h.run(&format!("BF.EXISTS d {item}")), Reply::Bool(true));
+        }
+        assert_eq!(h.run("BF.INFO d FILTERS"), Reply::Int(2));
+        assert!(matches!(h.keys.get(&b"d"[..]), Some(Value::BloomValkey(_))));
+        assert_eq!(h.run("BF.MERGE a 1 b"), Reply::ok());
+        assert_eq!(h.run("BF.EXISTS a b4"), Reply::Bool(true));
+        assert_eq!(h.run("BF.MERGE e 2 a random"), err(ERR_SHAPE));
+        assert_eq!(h.run("BF.MERGE classic 1 a"), err(crate::ERR_WRONGTYPE));
+        assert_eq!(h.run("BF.MERGE e 2 a classic"), err(crate::ERR_WRONGTYPE));
     }
 
     #[test]

@@ -19,7 +19,8 @@
 //! `format.rs`. Implemented from valkey-bloom's documented formats and measured behaviour
 //! (docs/valkey-bloom-notes.md), tested bit for bit against the `bloomfilter` crate.
 
-use super::link::{ChainLink, LinkCounts, LinkHealth};
+use super::classic::estimate_items;
+use super::link::{ChainLink, LinkCounts, LinkHealth, MergeLink};
 use super::{format_g, le_bytes, patch_le_bytes, visit_le_words, Chain, ChainShape};
 use crate::budget::{Admitted, Shape};
 use crate::codec::rdb_io::{RdbError, RdbSink, RdbSource};
@@ -319,6 +320,27 @@ impl ValkeyLink {
     fn probes(&self, h: (u64, u64)) -> impl Iterator<Item = u64> + '_ {
         let bits = self.bits();
         (0..self.hashes).map(move |i| probe_index(h, i, bits))
+    }
+}
+
+/// `BF.MERGE` of valkey-bloom filters: links of one size, probe count, capacity and error
+/// rate (in chains of one seed, see [`Chain::same_shape`]) OR their bits.
+impl MergeLink for ValkeyLink {
+    fn same_shape(&self, other: &Self) -> bool {
+        self.bytes == other.bytes
+            && self.hashes == other.hashes
+            && self.counts.capacity == other.counts.capacity
+            && self.counts.error.to_bits() == other.counts.error.to_bits()
+    }
+    fn or_from(&mut self, other: &Self) {
+        for (w, o) in self.words.iter_mut().zip(other.words.iter()) {
+            *w |= o;
+        }
+    }
+    /// From the set bits (the words past the last byte are never set).
+    fn estimated_items(&self) -> u64 {
+        let ones = self.words.iter().map(|w| u64::from(w.count_ones())).sum();
+        estimate_items(self.bits(), self.hashes, ones)
     }
 }
 

@@ -28,6 +28,12 @@ pub struct Config {
     /// all; 0 = no cap. Checked before a value is created or grows from what a client sends;
     /// never against replayed data (see [`crate::budget::KeyCap`]).
     pub memory_usage_limit: u64,
+    /// valkey-bloom 1.0's `bloom-tightening-ratio`: how much each new sub-filter's error rate
+    /// shrinks in `bloomfltr` filters created without `TIGHTENING` (0.5).
+    pub tightening_ratio: f64,
+    /// valkey-bloom 1.0's `bloom-use-random-seed`: new `bloomfltr` filters created without
+    /// `SEED` get a random seed (yes) or valkey-bloom's fixed one (no).
+    pub use_random_seed: bool,
     /// Whose `BF.*` the commands answer as ([`Dialect`]): a load argument of the module, not a
     /// setting `CONFIG SET` changes.
     pub dialect: Dialect,
@@ -131,8 +137,22 @@ impl Config {
         cf_expansion: 1,
         cf_max_expansions: 32,
         memory_usage_limit: 0,
+        tightening_ratio: 0.5,
+        use_random_seed: true,
         dialect: Dialect::RedisBloom,
     };
+
+    /// valkey-bloom 1.0's own settings, which only its dialect registers (after [`Self::NAMES`]).
+    pub const VALKEY_1_0_NAMES: [&'static str; 2] =
+        ["bloom-tightening-ratio", "bloom-use-random-seed"];
+
+    /// The setting at `index` of [`Self::NAMES`] followed by [`Self::VALKEY_1_0_NAMES`].
+    pub fn name_at(index: usize) -> Option<&'static str> {
+        Self::NAMES
+            .get(index)
+            .or_else(|| Self::VALKEY_1_0_NAMES.get(index.checked_sub(Self::NAMES.len())?))
+            .copied()
+    }
 
     /// Setting names, in CONFIG GET order.
     pub const NAMES: [&'static str; 9] = [
@@ -159,6 +179,8 @@ impl Config {
             "cf-expansion-factor" => self.cf_expansion.to_string(),
             "cf-max-expansions" => self.cf_max_expansions.to_string(),
             "bloom-memory-usage-limit" => self.memory_usage_limit.to_string(),
+            "bloom-tightening-ratio" => self.tightening_ratio.to_string(),
+            "bloom-use-random-seed" => if self.use_random_seed { "yes" } else { "no" }.into(),
             _ => return None,
         })
     }
@@ -212,6 +234,19 @@ impl Config {
                 }
                 self.memory_usage_limit = bytes;
             }
+            // valkey-bloom 1.0's wording.
+            "bloom-tightening-ratio" => match parse_f64(value.as_bytes()) {
+                Some(t) if t > 0.0 && t < 1.0 => self.tightening_ratio = t,
+                Some(_) => return Err("ERR (0 < tightening ratio range < 1)".into()),
+                None => return Err("Invalid floating-point value".into()),
+            },
+            "bloom-use-random-seed" => {
+                self.use_random_seed = match value.to_ascii_lowercase().as_str() {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Err("argument must be 'yes' or 'no'".into()),
+                }
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -258,6 +293,23 @@ mod tests {
             Err("Value for `cf-initial-size` must be in the range [8, 1073741824]".into())
         );
         assert_eq!(c.set("maxmemory", "1"), Ok(false));
+        // valkey-bloom 1.0's two, in its wording.
+        assert_eq!(
+            c.set("bloom-tightening-ratio", "1"),
+            Err("ERR (0 < tightening ratio range < 1)".into())
+        );
+        assert_eq!(
+            c.set("bloom-tightening-ratio", "x"),
+            Err("Invalid floating-point value".into())
+        );
+        assert_eq!(c.set("bloom-tightening-ratio", "0.25"), Ok(true));
+        assert_eq!(c.get("bloom-tightening-ratio").as_deref(), Some("0.25"));
+        assert_eq!(c.set("bloom-use-random-seed", "NO"), Ok(true));
+        assert_eq!(c.get("bloom-use-random-seed").as_deref(), Some("no"));
+        assert!(c.set("bloom-use-random-seed", "maybe").is_err());
+        assert_eq!(Config::name_at(8), Some("bloom-memory-usage-limit"));
+        assert_eq!(Config::name_at(10), Some("bloom-use-random-seed"));
+        assert_eq!(Config::name_at(11), None);
     }
 
     #[test]

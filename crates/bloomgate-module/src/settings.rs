@@ -5,7 +5,8 @@
 //! (`CONFIG GET/SET bf-error-rate`, `--bf-error-rate 0.001` on the command line or
 //! `bf-error-rate 0.001` in redis.conf), on Redis 7 with the module's prefix
 //! (`bf.bf-error-rate`), which Redis 7 requires. The per-key cap `bloom-memory-usage-limit` is
-//! one of them: `bf.bloom-memory-usage-limit` on Redis 7 and Valkey is valkey-bloom's name.
+//! one of them: `bf.bloom-memory-usage-limit` on Redis 7 and Valkey is valkey-bloom's name;
+//! in valkey-bloom 1.0's dialect also its `bloom-tightening-ratio` and `bloom-use-random-seed`.
 //! Values are checked by the dialect's `Config::set`, so ranges and refusals are the same as
 //! `bloomgate serve`'s.
 
@@ -19,7 +20,8 @@ use redis_module::{raw, Context, RedisString};
 static CONFIG: RwLock<Config> = RwLock::new(Config::DEFAULT);
 
 /// The string each setting's last CONFIG GET returned (a `RedisModuleString` address).
-static LAST_GET: Mutex<[usize; Config::NAMES.len()]> = Mutex::new([0; Config::NAMES.len()]);
+const SLOTS: usize = Config::NAMES.len() + Config::VALKEY_1_0_NAMES.len();
+static LAST_GET: Mutex<[usize; SLOTS]> = Mutex::new([0; SLOTS]);
 
 /// The settings in force. A writer cannot panic while holding the lock (`Config::set` does
 /// not panic), but a poisoned lock would still hold valid settings, so it is used as is.
@@ -103,14 +105,23 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
         let mut unprefixed = unprefixed_configs();
         // Every setting under our name, and in valkey-bloom's dialect also under its name
         // (the same setting: `privdata` is our name's index).
-        let ours = Config::NAMES.iter().copied().enumerate();
+        // valkey-bloom 1.0's own settings (`privdata` past `Config::NAMES`) in its dialect.
+        let valkey_1_0: &[&str] = match dialect.valkey() {
+            Some(ValkeyFlavour::V1_0) => &Config::VALKEY_1_0_NAMES,
+            _ => &[],
+        };
+        let ours = Config::NAMES
+            .iter()
+            .chain(valkey_1_0)
+            .copied()
+            .enumerate();
         let theirs = dialect.setting_aliases().iter().map(|&(alias, name)| {
             let at = Config::NAMES.iter().position(|&n| n == name);
             (at.expect("an alias of a setting"), alias)
         });
         for (at, (i, name)) in ours.chain(theirs).enumerate() {
             let c_name = CString::new(name).expect("no NUL");
-            let value = config.get(Config::NAMES[i]).expect("a known name");
+            let value = config.get(name_at(i)).expect("a known name");
             let default = CString::new(value).expect("no NUL");
             let attempt = |flags| {
                 register(
@@ -145,6 +156,11 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The setting a config's `privdata` index names.
+fn name_at(index: usize) -> &'static str {
+    Config::name_at(index).expect("an index the module registered")
 }
 
 /// Whether the server is Valkey (its `INFO server` has `valkey_version`).
@@ -182,7 +198,7 @@ extern "C" fn get_config(
     _name: *const c_char,
     privdata: *mut c_void,
 ) -> *mut raw::RedisModuleString {
-    let name = Config::NAMES[privdata as usize];
+    let name = name_at(privdata as usize);
     let value = current().get(name).expect("a known name");
     // Redis copies the returned string and does not free it: the module keeps the last one
     // per setting and frees it on the next GET.
@@ -209,7 +225,7 @@ extern "C" fn set_config(
     privdata: *mut c_void,
     err: *mut *mut raw::RedisModuleString,
 ) -> c_int {
-    let name = Config::NAMES[privdata as usize];
+    let name = name_at(privdata as usize);
     let mut len = 0;
     let ptr = raw::string_ptr_len(value, &mut len);
     // SAFETY: Redis passes a live string; `ptr`/`len` describe its bytes.

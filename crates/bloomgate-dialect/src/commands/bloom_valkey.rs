@@ -13,7 +13,7 @@ use crate::config::{Dialect, ValkeyFlavour};
 use crate::num::is;
 use crate::reply::Reply;
 use crate::types::sbchain::valkey::{
-    decode_load_payload, scaled_capacity, ScaleStop, DEFAULT_TIGHTENING,
+    decode_load_payload, scaled_capacity, ScaleStop, FIXED_SEED,
 };
 use crate::types::sbchain::{ValkeyChain, ValkeyLink};
 use crate::value::{ChainValue, Kind};
@@ -151,7 +151,8 @@ fn tightening(arg: &[u8]) -> Result<f64, Reply> {
 }
 
 /// After a valkey-bloom filter was created at `key` with `options`: sets 1.0's `TIGHTENING`
-/// and `SEED` on it, and gives what its replicated `BF.INSERT` adds so a replica builds the
+/// and `SEED` on it (else `bloom-tightening-ratio`'s, and the fixed seed under
+/// `bloom-use-random-seed no`), and gives what its replicated `BF.INSERT` adds so a replica builds the
 /// same bits (1.0: `TIGHTENING t SEED s`; nothing in 0.1.0, which has one fixed seed).
 pub(super) fn created<H: Host + ?Sized>(
     ctx: &mut Ctx<H>,
@@ -162,7 +163,14 @@ pub(super) fn created<H: Host + ?Sized>(
     let Ok(Some(_)) = ctx.typed::<ValkeyChain>(key) else {
         return Ok(Vec::new());
     };
-    let (t, seed) = options.map_or((None, None), |o| (o.tightening, o.seed));
+    let (mut t, mut seed) = options.map_or((None, None), |o| (o.tightening, o.seed));
+    // 1.0's defaults for what the command did not give: `bloom-tightening-ratio`, and the
+    // fixed seed under `bloom-use-random-seed no`.
+    if flavour == Some(ValkeyFlavour::V1_0) {
+        let config = ctx.config();
+        t = t.or(Some(config.tightening_ratio));
+        seed = seed.or((!config.use_random_seed).then_some(FIXED_SEED));
+    }
     ctx.update(key, |c: &mut ValkeyChain| c.set_valkey_options(t, seed))
         .map_err(Reply::error)?;
     if flavour != Some(ValkeyFlavour::V1_0) {
@@ -313,7 +321,7 @@ pub(super) fn insert_checked<H: Host + ?Sized>(
         return Ok(insert);
     };
     let o = insert.options;
-    let tightening = o.tightening.unwrap_or(DEFAULT_TIGHTENING);
+    let tightening = o.tightening.unwrap_or(ctx.config().tightening_ratio);
     let limit = ctx.config().memory_usage_limit;
     match scaled_capacity(o.capacity, o.error, tightening, o.expansion, limit, want) {
         Ok(_) => Ok(insert),
@@ -631,6 +639,26 @@ mod tests {
             h.run("BF.INSERT b VALIDATESCALETO 26214301 ITEMS x"),
             Reply::Array(vec![Reply::Bool(true)])
         );
+    }
+
+    /// 1.0's `bloom-tightening-ratio` and `bloom-use-random-seed` give what a creation does not
+    /// name; a fixed seed is valkey-bloom's, so two filters' bits line up.
+    #[test]
+    fn the_1_0_settings_are_creation_defaults() {
+        use crate::commands::testing::Harness;
+        let mut h = Harness::new();
+        h.config = Dialect::ValkeyBloom(V1_0).defaults();
+        h.config.tightening_ratio = 0.25;
+        h.config.use_random_seed = false;
+        h.run("BF.ADD a x");
+        h.run("BF.ADD b x");
+        assert_eq!(h.run("BF.INFO a TIGHTENING"), Reply::Double(0.25));
+        assert_eq!(h.run("BF.SCANDUMP a 1"), h.run("BF.SCANDUMP b 1"));
+        h.run("BF.INSERT c TIGHTENING 0.75 ITEMS x");
+        assert_eq!(h.run("BF.INFO c TIGHTENING"), Reply::Double(0.75));
+        h.config.use_random_seed = true;
+        h.run("BF.ADD d x");
+        assert_ne!(h.run("BF.SCANDUMP a 1"), h.run("BF.SCANDUMP d 1"));
     }
 
     /// 1.0's BF.INFO: `Error rate` before `Expansion rate`, `Tightening ratio` and `Max scaled

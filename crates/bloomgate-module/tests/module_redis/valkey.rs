@@ -319,3 +319,68 @@ fn valkey_bloom_1_0_bf_load_and_its_aof_rewrite() {
     assert_eq!([digest(c, "l"), digest(c, "s")], before);
     assert_eq!(cmd(c, "BF.EXISTS s b"), int(1));
 }
+
+/// 1.0's BF.INFO fields (`Error rate`, `Tightening ratio`, `Max scaled capacity`, each alone
+/// too) and its settings `bloom-tightening-ratio` and `bloom-use-random-seed`, as load
+/// arguments and configs.
+#[test]
+fn valkey_bloom_1_0_info_fields_and_settings() {
+    if !have_redis("valkey_bloom_1_0_info_fields_and_settings") {
+        return;
+    }
+    let args = [
+        "DIALECT",
+        "valkey-bloom",
+        "bloom-tightening-ratio",
+        "0.25",
+        "bloom-use-random-seed",
+        "no",
+    ];
+    let server = Redis::start(&temp_dir("vkb-info10"), &args, &[]);
+    let mut c = server.conn();
+    let double = |v: Value| -> f64 {
+        match v {
+            Value::BulkString(b) => String::from_utf8(b).unwrap().parse().unwrap(),
+            Value::Double(d) => d,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(cmd(&mut c, "BF.ADD a x"), int(1));
+    assert_eq!(cmd(&mut c, "BF.ADD b x"), int(1));
+    assert_eq!(double(cmd(&mut c, "BF.INFO a ERROR")), 0.01);
+    assert_eq!(double(cmd(&mut c, "BF.INFO a TIGHTENING")), 0.25);
+    let Value::Int(most) = cmd(&mut c, "BF.INFO a MAXSCALEDCAPACITY") else {
+        panic!("not an integer")
+    };
+    assert!(most > 100, "{most}");
+    let whole = cmd(&mut c, "BF.INFO a");
+    let Value::Array(fields) = whole else {
+        panic!("{whole:?}")
+    };
+    assert_eq!(fields.len(), 16);
+    assert_eq!(fields[8], Value::SimpleString("Error rate".into()));
+    // The fixed seed: two filters of the same items hold the same bits.
+    assert_eq!(digest(&mut c, "a"), digest(&mut c, "b"));
+    assert_eq!(cmd(&mut c, "BF.RESERVE n 0.01 10 NONSCALING"), ok());
+    assert_eq!(
+        error_of(&mut c, "BF.INFO n TIGHTENING"),
+        "ERR invalid information value"
+    );
+    assert_eq!(
+        error_of(&mut c, "BF.INSERT v NONSCALING VALIDATESCALETO 10"),
+        "ERR cannot use NONSCALING and VALIDATESCALETO options together"
+    );
+    assert_eq!(
+        error_of(&mut c, "BF.INSERT v VALIDATESCALETO 100000000000"),
+        "ERR provided VALIDATESCALETO causes bloom object to exceed memory limit"
+    );
+    // The configs, prefixed (Redis 7, Valkey) or not (Redis 8).
+    let get = |c: &mut redis::Connection, name: &str| -> Option<String> {
+        [format!("bf.{name}"), name.to_string()].iter().find_map(|n| {
+            let v: Vec<String> = redis::cmd("CONFIG").arg(&["GET", n]).query(c).ok()?;
+            v.get(1).cloned()
+        })
+    };
+    assert_eq!(get(&mut c, "bloom-use-random-seed").as_deref(), Some("no"));
+    assert_eq!(get(&mut c, "bloom-tightening-ratio").as_deref(), Some("0.25"));
+}

@@ -539,7 +539,7 @@ fn create_new(ctx: &mut Ctx<dyn Host + '_>, key: &[u8], params: CreateParams) ->
         Ok(None) => {}
     }
     match create(ctx, key, params) {
-        Ok(()) => Reply::ok(),
+        Ok(()) => valkey::reserved(ctx, key, params.as_insert_options(key), params.valkey),
         Err(reply) => reply,
     }
 }

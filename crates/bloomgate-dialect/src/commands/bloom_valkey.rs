@@ -185,6 +185,30 @@ pub(super) fn created<H: Host + ?Sized>(
     ])
 }
 
+/// After BF.RESERVE created the filter at `key` (`head`: the `BF.INSERT … ITEMS` that makes it
+/// again): in 1.0, its `TIGHTENING`/`SEED` set as [`created`] sets them and the creation
+/// replicated as that `BF.INSERT` without items, so a replica holds the same bits; as sent
+/// otherwise. Replies OK.
+pub(super) fn reserved<H: Host + ?Sized>(
+    ctx: &mut Ctx<H>,
+    key: &[u8],
+    mut head: Vec<Vec<u8>>,
+    options: Option<Options>,
+) -> Reply {
+    if ctx.config().dialect.valkey() != Some(ValkeyFlavour::V1_0) {
+        return Reply::ok();
+    }
+    let extra = match created(ctx, key, options) {
+        Ok(extra) if !extra.is_empty() => extra,
+        Ok(_) => return Reply::ok(),
+        Err(reply) => return reply,
+    };
+    head.pop(); // ITEMS
+    head.extend(extra);
+    ctx.propagate_as(vec![head]);
+    Reply::ok()
+}
+
 /// BF.RESERVE `key error_rate capacity [NONSCALING | EXPANSION n]`: 4 to 6 arguments, the
 /// error rate, the capacity, then the option (anything else there is `ERROR`); the key is the
 /// caller's. `defaults` gives the expansion when none is named.
@@ -646,6 +670,7 @@ mod tests {
     #[test]
     fn the_1_0_settings_are_creation_defaults() {
         use crate::commands::testing::Harness;
+        use crate::commands::Propagate;
         let mut h = Harness::new();
         h.config = Dialect::ValkeyBloom(V1_0).defaults();
         h.config.tightening_ratio = 0.25;
@@ -656,6 +681,20 @@ mod tests {
         assert_eq!(h.run("BF.SCANDUMP a 1"), h.run("BF.SCANDUMP b 1"));
         h.run("BF.INSERT c TIGHTENING 0.75 ITEMS x");
         assert_eq!(h.run("BF.INFO c TIGHTENING"), Reply::Double(0.75));
+        // BF.RESERVE too, replicated as the BF.INSERT that makes the same bits.
+        h.run("BF.RESERVE r 0.01 100");
+        assert_eq!(h.run("BF.INFO r TIGHTENING"), Reply::Double(0.25));
+        let Propagate::Commands(sent) = h.last.as_ref().unwrap().propagate.clone() else {
+            panic!("a rewrite")
+        };
+        assert_eq!(sent[0][0], b"BF.INSERT");
+        let mut replica = Harness::new();
+        replica.config = Dialect::ValkeyBloom(V1_0).defaults();
+        replica.run_args(&sent[0]);
+        assert_eq!(replica.run("BF.INFO r TIGHTENING"), Reply::Double(0.25));
+        h.run("BF.ADD r x");
+        replica.run("BF.ADD r x");
+        assert_eq!(replica.run("BF.SCANDUMP r 1"), h.run("BF.SCANDUMP r 1"));
         h.config.use_random_seed = true;
         h.run("BF.ADD d x");
         assert_ne!(h.run("BF.SCANDUMP a 1"), h.run("BF.SCANDUMP d 1"));

@@ -180,7 +180,10 @@ impl Config {
             "cf-max-expansions" => self.cf_max_expansions.to_string(),
             "bloom-memory-usage-limit" => self.memory_usage_limit.to_string(),
             "bloom-tightening-ratio" => self.tightening_ratio.to_string(),
-            "bloom-use-random-seed" => if self.use_random_seed { "yes" } else { "no" }.into(),
+            "bloom-use-random-seed" => match self.use_random_seed {
+                true => "yes".into(),
+                false => "no".into(),
+            },
             _ => return None,
         })
     }

@@ -110,11 +110,7 @@ pub fn register(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
             Some(ValkeyFlavour::V1_0) => &Config::VALKEY_1_0_NAMES,
             _ => &[],
         };
-        let ours = Config::NAMES
-            .iter()
-            .chain(valkey_1_0)
-            .copied()
-            .enumerate();
+        let ours = Config::NAMES.iter().chain(valkey_1_0).copied().enumerate();
         let theirs = dialect.setting_aliases().iter().map(|&(alias, name)| {
             let at = Config::NAMES.iter().position(|&n| n == name);
             (at.expect("an alias of a setting"), alias)

@@ -5,9 +5,9 @@
 //! also `Error rate` and, when it scales, `Tightening ratio` and `Max scaled capacity`).
 
 use super::{Args, Ctx, Host};
+use crate::config::ValkeyFlavour;
 use crate::num::is;
 use crate::reply::Reply;
-use crate::config::ValkeyFlavour;
 use crate::types::sbchain::{Chain, ValkeyChain};
 use crate::value::{ChainValue, Kind};
 use crate::ERR_NOT_FOUND;
@@ -86,7 +86,11 @@ fn valkey_1_0_fields(chain: &ValkeyChain, limit: u64) -> (Field, Vec<Field>) {
     let mut tail = Vec::new();
     if chain.is_scaling() {
         let most = chain.max_scaled_capacity(limit).min(i64::MAX as u64) as i64;
-        tail.push(("Tightening ratio", "TIGHTENING", Reply::Double(settings.tightening)));
+        tail.push((
+            "Tightening ratio",
+            "TIGHTENING",
+            Reply::Double(settings.tightening),
+        ));
         tail.push(("Max scaled capacity", "MAXSCALEDCAPACITY", Reply::Int(most)));
     }
     (error, tail)

@@ -106,65 +106,65 @@ impl Merge<'_> {
             overriding,
         } = self;
         let num_keys = keys.len();
-    let dest_exists = match ctx.typed::<Chain<L>>(dest) {
-        Ok(found) => found.is_some(),
-        Err(reply) => return reply,
-    };
-    // Clones share the bits' segments: cheap, and stable while the destination (possibly
-    // one of the sources) is written.
-    let mut sources: Vec<Chain<L>> = Vec::with_capacity(num_keys);
-    for key in keys {
-        let source = match ctx.typed::<Chain<L>>(key) {
-            Ok(Some(source)) => source,
-            Ok(None) => return Reply::error(ERR_NO_SOURCE),
+        let dest_exists = match ctx.typed::<Chain<L>>(dest) {
+            Ok(found) => found.is_some(),
             Err(reply) => return reply,
         };
-        if sources
-            .first()
-            .is_some_and(|first| !first.same_shape(source))
-        {
-            return Reply::error(ERR_SHAPE);
+        // Clones share the bits' segments: cheap, and stable while the destination (possibly
+        // one of the sources) is written.
+        let mut sources: Vec<Chain<L>> = Vec::with_capacity(num_keys);
+        for key in keys {
+            let source = match ctx.typed::<Chain<L>>(key) {
+                Ok(Some(source)) => source,
+                Ok(None) => return Reply::error(ERR_NO_SOURCE),
+                Err(reply) => return reply,
+            };
+            if sources
+                .first()
+                .is_some_and(|first| !first.same_shape(source))
+            {
+                return Reply::error(ERR_SHAPE);
+            }
+            sources.push(source.clone());
         }
-        sources.push(source.clone());
-    }
-    let refs: Vec<&Chain<L>> = sources.iter().collect();
-    if dest_exists && !overriding {
-        let fits = ctx.update(dest, |d: &mut Chain<L>| d.same_shape(refs[0]));
-        if !fits {
-            return Reply::error(ERR_SHAPE);
+        let refs: Vec<&Chain<L>> = sources.iter().collect();
+        if dest_exists && !overriding {
+            let fits = ctx.update(dest, |d: &mut Chain<L>| d.same_shape(refs[0]));
+            if !fits {
+                return Reply::error(ERR_SHAPE);
+            }
+            ctx.update(dest, |d: &mut Chain<L>| d.merge_from(&refs));
+            ctx.changed(1);
+            return Reply::ok();
         }
-        ctx.update(dest, |d: &mut Chain<L>| d.merge_from(&refs));
-        ctx.changed(1);
-        return Reply::ok();
+        let shape = match Chain::<L>::shape(&refs[0].dump_header()) {
+            Ok(shape) => shape,
+            Err(e) => return Reply::error(e),
+        };
+        let admitted = match ctx.admit(shape) {
+            Ok(admitted) => admitted,
+            Err(reply) => return reply,
+        };
+        let mut union = match Chain::<L>::from_shape(admitted) {
+            Ok(chain) => chain,
+            Err(e) => return Reply::error(e),
+        };
+        union.merge_from(&refs);
+        if dest_exists {
+            ctx.replace(dest, L::into_value(union));
+        } else {
+            ctx.create(dest, L::into_value(union));
+        }
+        Reply::ok()
     }
-    let shape = match Chain::<L>::shape(&refs[0].dump_header()) {
-        Ok(shape) => shape,
-        Err(e) => return Reply::error(e),
-    };
-    let admitted = match ctx.admit(shape) {
-        Ok(admitted) => admitted,
-        Err(reply) => return reply,
-    };
-    let mut union = match Chain::<L>::from_shape(admitted) {
-        Ok(chain) => chain,
-        Err(e) => return Reply::error(e),
-    };
-    union.merge_from(&refs);
-    if dest_exists {
-        ctx.replace(dest, L::into_value(union));
-    } else {
-        ctx.create(dest, L::into_value(union));
-    }
-    Reply::ok()
-}
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::commands::testing::*;
-    use crate::value::Value;
     use crate::commands::{lookup, Propagate};
+    use crate::value::Value;
 
     fn fill(h: &mut Harness, key: &str, range: std::ops::Range<u32>) {
         h.run(&format!("BF.RESERVE {key} 0.01 100000"));

@@ -12,9 +12,7 @@ use super::{family, write, Args, CommandInfo, Ctx, Host};
 use crate::config::{Dialect, ValkeyFlavour};
 use crate::num::is;
 use crate::reply::Reply;
-use crate::types::sbchain::valkey::{
-    decode_load_payload, scaled_capacity, ScaleStop, FIXED_SEED,
-};
+use crate::types::sbchain::valkey::{decode_load_payload, scaled_capacity, ScaleStop, FIXED_SEED};
 use crate::types::sbchain::{ValkeyChain, ValkeyLink};
 use crate::value::{ChainValue, Kind};
 use crate::ERR_WRONGTYPE;
@@ -25,7 +23,14 @@ use super::bloom_layout::layout_named;
 /// valkey-bloom's AOF rewrite writes — `write denyoom`, not `fast`, no command info.
 pub(super) fn commands() -> Vec<CommandInfo> {
     let bf = family("bloom");
-    vec![bf("BF.LOAD", write("bloom.reserve"), load, DENYOOM, 3, None)]
+    vec![bf(
+        "BF.LOAD",
+        write("bloom.reserve"),
+        load,
+        DENYOOM,
+        3,
+        None,
+    )]
 }
 
 /// BF.LOAD `key data`: a new `bloomfltr` filter from valkey-bloom 1.0's payload (every field
@@ -635,10 +640,7 @@ mod tests {
         );
         // Over the per-object limit: refused from a client, kept when replayed.
         h.config.memory_usage_limit = 1;
-        assert_eq!(
-            load(&mut h, "y", &payload),
-            Reply::error(crate::ERR_CAP)
-        );
+        assert_eq!(load(&mut h, "y", &payload), Reply::error(crate::ERR_CAP));
         h.replaying = true;
         assert_eq!(load(&mut h, "y", &payload), Reply::ok());
     }
@@ -725,7 +727,8 @@ mod tests {
             "Tightening ratio",
             "Max scaled capacity",
         ];
-        let want = |n: &[&str]| -> Vec<Reply> { n.iter().map(|s| Reply::Simple(s.to_string())).collect() };
+        let want =
+            |n: &[&str]| -> Vec<Reply> { n.iter().map(|s| Reply::Simple(s.to_string())).collect() };
         assert_eq!(names(&mut h, "s"), want(&scaling));
         assert_eq!(names(&mut h, "n"), want(&scaling[..6]));
         assert_eq!(h.run("BF.INFO s error"), Reply::Double(0.01));
@@ -737,7 +740,10 @@ mod tests {
         assert_eq!(h.run("BF.INFO n MAXSCALEDCAPACITY"), invalid);
         assert_eq!(h.run("BF.INFO n ERROR"), Reply::Double(0.01));
         h.config = Dialect::ValkeyBloom(V0_1).defaults();
-        assert_eq!(names(&mut h, "s"), want(&[&scaling[..4], &scaling[5..6]].concat()));
+        assert_eq!(
+            names(&mut h, "s"),
+            want(&[&scaling[..4], &scaling[5..6]].concat())
+        );
         assert_eq!(h.run("BF.INFO s ERROR"), invalid);
     }
 }

@@ -4,7 +4,9 @@
 use super::flags::{ACL_CATEGORIES, FAST};
 use super::host::speaks_valkey_bloom;
 use super::info::CommandInfo;
-use super::{bloom, bloom_merge, bloom_valkey, counting, countmin, cuckoo, tdigest, topk, windowed};
+use super::{
+    bloom, bloom_merge, bloom_valkey, counting, countmin, cuckoo, tdigest, topk, windowed,
+};
 use crate::config::{Dialect, ValkeyFlavour};
 
 /// Every dialect command.

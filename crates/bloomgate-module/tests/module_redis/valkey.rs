@@ -4,9 +4,7 @@
 
 use crate::support::{have_redis, temp_dir, Redis};
 use crate::{digest, info_field};
-use bloomgate_testkit::replies::{
-    cmd, error_of, events_of, int, keyspace_subscriber, wire_error,
-};
+use bloomgate_testkit::replies::{cmd, error_of, events_of, int, keyspace_subscriber, wire_error};
 use redis::Value;
 
 fn ok() -> Value {
@@ -300,7 +298,10 @@ fn valkey_bloom_1_0_bf_load_and_its_aof_rewrite() {
     while info_field(c, "persistence", "aof_rewrite_in_progress") != "0"
         || info_field(c, "persistence", "aof_rewrite_scheduled") != "0"
     {
-        assert!(std::time::Instant::now() < deadline, "rewrite did not finish");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rewrite did not finish"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let base = std::fs::read_dir(dir.join("appendonlydir"))
@@ -376,11 +377,16 @@ fn valkey_bloom_1_0_info_fields_and_settings() {
     );
     // The configs, prefixed (Redis 7, Valkey) or not (Redis 8).
     let get = |c: &mut redis::Connection, name: &str| -> Option<String> {
-        [format!("bf.{name}"), name.to_string()].iter().find_map(|n| {
-            let v: Vec<String> = redis::cmd("CONFIG").arg(&["GET", n]).query(c).ok()?;
-            v.get(1).cloned()
-        })
+        [format!("bf.{name}"), name.to_string()]
+            .iter()
+            .find_map(|n| {
+                let v: Vec<String> = redis::cmd("CONFIG").arg(&["GET", n]).query(c).ok()?;
+                v.get(1).cloned()
+            })
     };
     assert_eq!(get(&mut c, "bloom-use-random-seed").as_deref(), Some("no"));
-    assert_eq!(get(&mut c, "bloom-tightening-ratio").as_deref(), Some("0.25"));
+    assert_eq!(
+        get(&mut c, "bloom-tightening-ratio").as_deref(),
+        Some("0.25")
+    );
 }

@@ -208,7 +208,11 @@ pub fn scaled_capacity(
             return Err((total, ScaleStop::MemoryLimit));
         };
         links_bytes = links_bytes.saturating_add(208 + bytes);
-        let vcap = if i == 0 { 1 } else { (i + 1).next_power_of_two().max(4) };
+        let vcap = if i == 0 {
+            1
+        } else {
+            (i + 1).next_power_of_two().max(4)
+        };
         if 48u64.saturating_add(8 * vcap).saturating_add(links_bytes) > limit {
             return Err((total, ScaleStop::MemoryLimit));
         }

@@ -250,7 +250,8 @@ mod tests {
     }
 
     /// valkey-bloom's filters (`bloomfltr`) merge as RedisBloom's do, when of one seed (1.0's
-    /// random seeds differ, so their bits do not line up).
+    /// random seeds differ, so their bits do not line up). Capacity 100: no false positive at
+    /// add time changes a filter's shape.
     #[test]
     fn valkey_bloom_filters_of_one_seed_merge() {
         use crate::config::{Dialect, ValkeyFlavour};
@@ -258,16 +259,16 @@ mod tests {
         h.config = Dialect::ValkeyBloom(ValkeyFlavour::V1_0).defaults();
         let seed = "s".repeat(32);
         for (key, items) in [("a", "a1 a2 a3 a4 a5"), ("b", "b1 b2 b3 b4 b5")] {
-            let line = format!("BF.INSERT {key} CAPACITY 4 SEED {seed} ITEMS {items}");
+            let line = format!("BF.INSERT {key} CAPACITY 100 SEED {seed} ITEMS {items}");
             h.run(&line);
         }
         h.run("BF.ADD random x");
-        h.run("BF.RESERVE classic 0.01 4 LAYOUT classic");
+        h.run("BF.RESERVE classic 0.01 100 LAYOUT classic");
         assert_eq!(h.run("BF.MERGE d 2 a b"), Reply::ok());
         for item in ["a1", "a3", "b1", "b5"] {
             assert_eq!(h.run(&format!("BF.EXISTS d {item}")), Reply::Bool(true));
         }
-        assert_eq!(h.run("BF.INFO d FILTERS"), Reply::Int(2));
+        assert_eq!(h.run("BF.INFO d FILTERS"), Reply::Int(1));
         assert!(matches!(h.keys.get(&b"d"[..]), Some(Value::BloomValkey(_))));
         assert_eq!(h.run("BF.MERGE a 1 b"), Reply::ok());
         assert_eq!(h.run("BF.EXISTS a b4"), Reply::Bool(true));

@@ -685,9 +685,10 @@ mod tests {
         assert_eq!(h.run("BF.INFO c TIGHTENING"), Reply::Double(0.75));
         // BF.RESERVE too, replicated as the BF.INSERT that makes the same bits.
         h.run("BF.RESERVE r 0.01 100");
+        let propagate = h.last.as_ref().unwrap().propagate.clone();
         assert_eq!(h.run("BF.INFO r TIGHTENING"), Reply::Double(0.25));
-        let Propagate::Commands(sent) = h.last.as_ref().unwrap().propagate.clone() else {
-            panic!("a rewrite")
+        let Propagate::Commands(sent) = propagate else {
+            panic!("a rewrite: {propagate:?}")
         };
         assert_eq!(sent[0][0], b"BF.INSERT");
         let mut replica = Harness::new();

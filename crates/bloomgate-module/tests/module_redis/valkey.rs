@@ -267,7 +267,8 @@ fn valkey_bloom_1_0_bf_load_and_its_aof_rewrite() {
     for i in 0..50 {
         assert_eq!(cmd(c, &format!("BF.EXISTS l i{i}")), int(1), "i{i}");
     }
-    assert_eq!(cmd(c, "BF.CARD l"), int(50));
+    // A false positive at add time is not counted (the seed is random).
+    assert_eq!(cmd(c, "BF.CARD l"), int(chain.items() as i64));
     assert_eq!(cmd(c, "BF.INFO l FILTERS"), int(chain.links().len() as i64));
     assert_eq!(
         load(c, "l", &payload),

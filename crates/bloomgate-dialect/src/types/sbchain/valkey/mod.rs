@@ -201,7 +201,7 @@ pub fn scaled_capacity(
             return Ok(total);
         }
         let error = fp * tightening.powi(i.min(i32::MAX as u64) as i32);
-        if !(error > f64::MIN_POSITIVE) {
+        if error.is_nan() || error <= f64::MIN_POSITIVE {
             return Err((total, ScaleStop::ErrorDegrades));
         }
         let Some(bytes) = bitmap_bytes(capacity, error) else {

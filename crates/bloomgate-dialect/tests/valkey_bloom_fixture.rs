@@ -19,15 +19,7 @@ use bloomgate_dialect::types::sbchain::{ChainLink, ValkeyChain, ValkeyFlavour, V
 use bloomgate_dialect::value::{ChainValue, Kind};
 use bloomgate_dialect::{Reply, Value};
 
-const DIR: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../tests/fixtures/valkey-bloom-rdb"
-);
-
-fn fixture() -> serde_json::Value {
-    let text = std::fs::read_to_string(format!("{DIR}/expected.json")).expect("fixture");
-    serde_json::from_str(&text).expect("json")
-}
+use bloomgate_testkit::valkey_fixture::{self, fixture, hits, key_answers};
 
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len())
@@ -42,35 +34,14 @@ fn chain(value: &Value) -> &ValkeyChain {
 
 /// Every recorded answer of `key` holds for `chain`: added items present, the probes' false
 /// positives exactly valkey-bloom's, BF.INFO's numbers.
-fn check_answers(key: &str, expected: &serde_json::Value, probes: u64, chain: &ValkeyChain) {
-    let answers = &expected["answers"];
-    let refused: Vec<u64> = expected["items_refused"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
-    for i in 0..expected["items_added"].as_u64().unwrap() {
-        if !refused.contains(&i) {
-            let item = format!("{key}:item:{i}");
-            assert!(chain.contains(item.as_bytes()), "{key}: {item} missing");
-        }
+fn check_answers(fixture: &serde_json::Value, key: &str, chain: &ValkeyChain) {
+    let want = key_answers(fixture, key);
+    for item in &want.present {
+        assert!(chain.contains(item.as_bytes()), "{key}: {item} missing");
     }
-    let want: Vec<u64> = answers["absent_answering_1"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
-    let probes: Vec<String> = (0..probes).map(|i| format!("absent:{i}")).collect();
-    let got: Vec<u64> = chain
-        .contains_many(&probes)
-        .iter()
-        .enumerate()
-        .filter(|(_, &p)| p)
-        .map(|(i, _)| i as u64)
-        .collect();
-    assert_eq!(got, want, "{key}: false positives");
+    let got = hits(chain.contains_many(&want.probes));
+    assert_eq!(got, want.false_positives, "{key}: false positives");
+    let answers = &fixture["keys"][key]["answers"];
     let info = answers["BF.INFO"].as_array().unwrap();
     assert_eq!(
         chain.capacity(),
@@ -93,7 +64,6 @@ fn check_answers(key: &str, expected: &serde_json::Value, probes: u64, chain: &V
 fn valkey_bloom_data_loads_and_writes_back() {
     let fixture = fixture();
     let keys = fixture["keys"].as_object().expect("keys");
-    let probes = fixture["made_by"]["probes"].as_u64().unwrap();
     assert_eq!(keys.len(), 9);
 
     // 0.1.0's flavour: its BF.INFO Size, encoding 0 written.
@@ -101,7 +71,7 @@ fn valkey_bloom_data_loads_and_writes_back() {
     assert_eq!(Kind::BloomValkey.encoding_version(), 0);
 
     // The RDB file: every key found, as a bloomfltr value answering as recorded.
-    let file = std::fs::read(format!("{DIR}/dump.rdb")).expect("dump.rdb");
+    let file = std::fs::read(valkey_fixture::dir().join("dump.rdb")).expect("dump.rdb");
     let mut found = Vec::new();
     walk::<bloomgate_dialect::encoding::rdb_file::WalkError>(
         &file[..],
@@ -116,7 +86,7 @@ fn valkey_bloom_data_loads_and_writes_back() {
     assert_eq!(found.len(), 9);
     for f in &found {
         let key = std::str::from_utf8(&f.key).unwrap();
-        check_answers(key, &keys[key], probes, chain(&f.value));
+        check_answers(&fixture, key, chain(&f.value));
     }
 
     for (key, expected) in keys {
@@ -124,7 +94,7 @@ fn valkey_bloom_data_loads_and_writes_back() {
         // Valkey's RDB version, ours Redis 7's: the value before it is compared).
         let payload = hex(expected["dump_payload_hex"].as_str().unwrap());
         let value = restore_payload(&payload, 1 << 30).expect("payload loads");
-        check_answers(key, expected, probes, chain(&value));
+        check_answers(&fixture, key, chain(&value));
         let ours = dump_payload(&value);
         assert_eq!(
             ours[..ours.len() - 10],
@@ -138,12 +108,12 @@ fn valkey_bloom_data_loads_and_writes_back() {
         assert_ne!(v1, ours);
         let back = restore_payload(&v1, 1 << 30).expect("encoding 1 loads");
         set_valkey_flavour(ValkeyFlavour::V0_1);
-        check_answers(key, expected, probes, chain(&back));
+        check_answers(&fixture, key, chain(&back));
         assert_eq!(dump_payload(&back), ours, "{key}: 0 → 1 → 0");
 
         let load = encode_load_payload(chain(&value));
         let loaded = decode_load_payload(&load, &mut Allowance::unlimited()).expect("BF.LOAD");
-        check_answers(key, expected, probes, &loaded);
+        check_answers(&fixture, key, &loaded);
         assert!(matches!(
             decode_load_payload(&load, &mut Allowance::new(0)),
             Err(LoadPayloadError::OverBudget(_))
@@ -154,7 +124,7 @@ fn valkey_bloom_data_loads_and_writes_back() {
         let chunks = h.scandump("BF", "k");
         h.loadchunks("BF", "copy", &chunks);
         let copy = h.keys.get(&b"copy"[..]).expect("LOADCHUNK made the key");
-        check_answers(key, expected, probes, chain(copy));
+        check_answers(&fixture, key, chain(copy));
         assert_eq!(h.run("BF.INFO copy"), h.run("BF.INFO k"));
     }
     set_valkey_flavour(ValkeyFlavour::V1_0);

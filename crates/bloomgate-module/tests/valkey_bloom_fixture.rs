@@ -9,18 +9,11 @@
 #[allow(dead_code, unused_imports)]
 mod support;
 
-use std::path::Path;
 use std::process::Command;
 
+use bloomgate_testkit::valkey_fixture::{self, hits, key_answers};
 use serde_json::Value as Json;
 use support::{temp_dir, Redis};
-
-fn fixture_dir() -> &'static Path {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/valkey-bloom-rdb"
-    ))
-}
 
 /// The Valkey server binary: `BLOOMGATE_REDIS_SERVER` if it is Valkey, else `valkey-server`.
 fn valkey_binary() -> Option<String> {
@@ -54,46 +47,29 @@ fn info(c: &mut redis::Connection, key: &str) -> Vec<(String, Option<i64>)> {
 }
 
 fn check(c: &mut redis::Connection, fixture: &Json, when: &str) {
-    let probes = fixture["made_by"]["probes"].as_u64().unwrap();
     for (key, expected) in fixture["keys"].as_object().unwrap() {
         let answers = &expected["answers"];
         let kind: String = redis::cmd("TYPE").arg(key).query(c).unwrap();
         assert_eq!(kind, "bloomfltr", "{when} {key}: TYPE");
-        let refused: Vec<u64> = expected["items_refused"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_u64().unwrap())
-            .collect();
-        let mut q = redis::cmd("BF.MEXISTS");
-        q.arg(key);
-        let added: Vec<u64> = (0..expected["items_added"].as_u64().unwrap())
-            .filter(|i| !refused.contains(i))
-            .collect();
-        for i in &added {
-            q.arg(format!("{key}:item:{i}"));
-        }
-        if !added.is_empty() {
-            let present: Vec<i64> = q.query(c).unwrap();
+        let want = key_answers(fixture, key);
+        if !want.present.is_empty() {
+            let present: Vec<i64> = redis::cmd("BF.MEXISTS")
+                .arg(key)
+                .arg(&want.present)
+                .query(c)
+                .unwrap();
             assert!(
                 present.iter().all(|&p| p == 1),
                 "{when} {key}: item missing"
             );
         }
-        let mut q = redis::cmd("BF.MEXISTS");
-        q.arg(key);
-        for i in 0..probes {
-            q.arg(format!("absent:{i}"));
-        }
-        let hits: Vec<i64> = q.query(c).unwrap();
-        let hits: Vec<u64> = (0..probes).filter(|&i| hits[i as usize] == 1).collect();
-        let want: Vec<u64> = answers["absent_answering_1"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_u64().unwrap())
-            .collect();
-        assert_eq!(hits, want, "{when} {key}: false positives");
+        let answered: Vec<i64> = redis::cmd("BF.MEXISTS")
+            .arg(key)
+            .arg(&want.probes)
+            .query(c)
+            .unwrap();
+        let got = hits(answered.iter().map(|&a| a == 1));
+        assert_eq!(got, want.false_positives, "{when} {key}: false positives");
         let card: i64 = redis::cmd("BF.CARD").arg(key).query(c).unwrap();
         assert_eq!(card, answers["BF.CARD"].as_i64().unwrap(), "{when} {key}");
         let ours = info(c, key);
@@ -118,12 +94,9 @@ fn valkey_bloom_rdb_loads_and_survives_save() {
         bloomgate_testkit::skip_or_fail(test, "valkey-server is not installed");
         return;
     };
-    let fixture: Json = serde_json::from_str(
-        &std::fs::read_to_string(fixture_dir().join("expected.json")).unwrap(),
-    )
-    .unwrap();
+    let fixture = valkey_fixture::fixture();
     let dir = temp_dir("valkey-bloom-rdb");
-    std::fs::copy(fixture_dir().join("dump.rdb"), dir.join("dump.rdb")).unwrap();
+    std::fs::copy(valkey_fixture::dir().join("dump.rdb"), dir.join("dump.rdb")).unwrap();
     let args = ["--dbfilename", "dump.rdb"];
     let server = Redis::try_start_at(&valkey, &dir, &[], &args).expect("Valkey loads the file");
     let mut c = server.conn();

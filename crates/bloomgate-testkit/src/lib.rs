@@ -7,7 +7,8 @@
 //! `replies`, and the RedisBloom RDB fixture's checks, `rdb_fixture`), `server` (`bloomgate
 //! serve` in-process or as a process, `server`), `postgres` (a throwaway PostgreSQL server,
 //! `postgres`), `gate` (a hooked exact store and the never-shown-again check's request, `gate`),
-//! `fuzz-core` / `fuzz-dialect` / `fuzz-server` (the fuzz targets' checks, `fuzz`).
+//! `fuzz-core` / `fuzz-dialect` / `fuzz-server` (the fuzz targets' checks, `fuzz`),
+//! `valkey-fixture` (valkey-bloom's RDB fixture and each key's answers, `valkey_fixture`).
 
 #![deny(missing_docs)]
 
@@ -31,6 +32,8 @@ pub mod rdb_fixture;
 pub mod replies;
 #[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "valkey-fixture")]
+pub mod valkey_fixture;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};

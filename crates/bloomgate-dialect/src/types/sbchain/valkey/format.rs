@@ -328,13 +328,7 @@ pub(super) fn rdb_load(
                     .ok_or_else(|| RdbError::invalid("filter fields out of range"))?;
                 plans.push((plan, bits.to_vec()));
             }
-            let settings = ValkeySettings {
-                scaling: expansion > 0,
-                fp,
-                tightening,
-                seed: seed.unwrap_or(FIXED_SEED),
-                seed_random,
-            };
+            let settings = ValkeySettings::loaded(expansion > 0, fp, tightening, seed, seed_random);
             (settings, plans)
         }
         other => return Err(RdbError::UnknownEncoding(other)),
@@ -460,13 +454,7 @@ pub fn decode_load_payload(
     if !c.0.is_empty() {
         return Err(Decoding);
     }
-    let settings = ValkeySettings {
-        scaling: expansion > 0,
-        fp,
-        tightening,
-        seed: seed.unwrap_or(FIXED_SEED),
-        seed_random,
-    };
+    let settings = ValkeySettings::loaded(expansion > 0, fp, tightening, seed, seed_random);
     build(links, expansion, settings, allowance).map_err(|r| match r {
         Refusal::Invalid(_) => Decoding,
         Refusal::OverBudget(o) => LoadPayloadError::OverBudget(o),

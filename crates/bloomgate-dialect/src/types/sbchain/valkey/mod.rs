@@ -114,6 +114,23 @@ pub struct ValkeySettings {
 }
 
 impl ValkeySettings {
+    /// The settings a stored object declares (valkey-bloom's fixed seed when it stores none).
+    pub(crate) fn loaded(
+        scaling: bool,
+        fp: f64,
+        tightening: f64,
+        seed: Option<[u8; 32]>,
+        seed_random: bool,
+    ) -> Self {
+        Self {
+            scaling,
+            fp,
+            tightening,
+            seed: seed.unwrap_or(FIXED_SEED),
+            seed_random,
+        }
+    }
+
     /// The settings of a new object at error rate `fp`, by the server's flavour.
     fn new(scaling: bool, fp: f64) -> Self {
         let flavour = valkey_flavour();

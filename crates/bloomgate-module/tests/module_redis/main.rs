@@ -108,6 +108,28 @@ fn info_field(c: &mut redis::Connection, section: &str, field: &str) -> String {
         .to_string()
 }
 
+/// BGREWRITEAOF, waited for (at most a minute): the new base file's bytes under `dir`.
+fn rewrite_aof(c: &mut redis::Connection, dir: &std::path::Path) -> Vec<u8> {
+    cmd(c, "BGREWRITEAOF");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while info_field(c, "persistence", "aof_rewrite_in_progress") != "0"
+        || info_field(c, "persistence", "aof_rewrite_scheduled") != "0"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rewrite did not finish"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let base = std::fs::read_dir(dir.join("appendonlydir"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".base.aof"))
+        .expect("a base AOF");
+    std::fs::read(base).unwrap()
+}
+
 fn digest(c: &mut redis::Connection, key: &str) -> String {
     let d: Vec<String> = redis::cmd("DEBUG")
         .arg("DIGEST-VALUE")

@@ -33,30 +33,13 @@ fn aof_rewrite_replays_the_loadchunk_sequence() {
         cmd(c, &format!("TDIGEST.ADD td {}", (i * 37) % 101));
     }
     let td_before = cmd(c, "TDIGEST.QUANTILE td 0.1 0.5 0.9");
-    cmd(c, "BGREWRITEAOF");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while info_field(c, "persistence", "aof_rewrite_in_progress") != "0"
-        || info_field(c, "persistence", "aof_rewrite_scheduled") != "0"
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "rewrite did not finish"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let base = rewrite_aof(c, &dir);
     // Writes after the rewrite land in the new incremental file.
     cmd(c, "BF.ADD bf after");
     let before: Vec<(Value, String)> = ["bf", "cf", "cbf", "bk"]
         .iter()
         .map(|k| (debug(c, k), digest(c, k)))
         .collect();
-    let manifest = std::fs::read_dir(dir.join("appendonlydir"))
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| p.to_string_lossy().ends_with(".base.aof"))
-        .expect("a base AOF");
-    let base = std::fs::read(&manifest).unwrap();
     assert!(
         base.windows(12).any(|w| w == b"BF.LOADCHUNK")
             && base.windows(12).any(|w| w == b"CF.LOADCHUNK")

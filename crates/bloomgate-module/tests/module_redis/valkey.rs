@@ -3,7 +3,7 @@
 //! wrong-type reply, its events and its memory rule — and everything else still there.
 
 use crate::support::{have_redis, temp_dir, Redis};
-use crate::{digest, info_field};
+use crate::{digest, rewrite_aof};
 use bloomgate_testkit::replies::{cmd, error_of, events_of, int, keyspace_subscriber, wire_error};
 use redis::Value;
 
@@ -294,24 +294,7 @@ fn valkey_bloom_1_0_bf_load_and_its_aof_rewrite() {
     // The AOF rewrite: one BF.LOAD per filter, replayed to the same bits.
     cmd(c, "BF.INSERT s CAPACITY 20 ITEMS a b c");
     let before = [digest(c, "l"), digest(c, "s")];
-    cmd(c, "BGREWRITEAOF");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while info_field(c, "persistence", "aof_rewrite_in_progress") != "0"
-        || info_field(c, "persistence", "aof_rewrite_scheduled") != "0"
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "rewrite did not finish"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let base = std::fs::read_dir(dir.join("appendonlydir"))
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| p.to_string_lossy().ends_with(".base.aof"))
-        .expect("a base AOF");
-    let base = std::fs::read(base).unwrap();
+    let base = rewrite_aof(c, &dir);
     let loads = base.windows(7).filter(|w| w == b"BF.LOAD").count();
     assert_eq!(loads, 2, "one BF.LOAD per filter");
     assert!(!base.windows(12).any(|w| w == b"BF.LOADCHUNK"));

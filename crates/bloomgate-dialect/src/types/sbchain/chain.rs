@@ -24,6 +24,7 @@
 //!   [`ChainShape`] before anything is allocated).
 
 use super::link::{ChainLink, LinkCounts, MergeLink};
+use super::tally::Counted;
 use super::{AddError, ERR_BAD_DATA, ERR_CHUNK_TOO_BIG, ERR_NO_LINK};
 use crate::budget::{Admitted, Allowance, Shape};
 use crate::codec::chunks::{plan_parts, CHUNK_BYTES};
@@ -44,12 +45,38 @@ const RING: usize = 64;
 
 /// A scalable Bloom filter: links newest last, in an exactly sized boxed slice (a chain grows
 /// rarely; most keep their one link).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Chain<L: ChainLink> {
     links: Box<[L]>,
     items: u64,
     growth: u32,
     settings: L::Settings,
+    /// What the chain last added to its link type's [`ChainLink::tally`].
+    counted: Counted,
+}
+
+/// A copy (COPY) is counted as one more object.
+impl<L: ChainLink> Clone for Chain<L> {
+    fn clone(&self) -> Self {
+        let mut copy = Self {
+            links: self.links.clone(),
+            items: self.items,
+            growth: self.growth,
+            settings: self.settings,
+            counted: Counted::default(),
+        };
+        copy.recount();
+        copy
+    }
+}
+
+/// A freed chain takes back what it added to its link type's tally.
+impl<L: ChainLink> Drop for Chain<L> {
+    fn drop(&mut self) {
+        if let Some(tally) = L::tally() {
+            tally.replace(self.counted, Counted::default());
+        }
+    }
 }
 
 /// A new chain as `BF.RESERVE` (or an auto-creating add) describes it, not yet allocated.
@@ -149,12 +176,25 @@ impl<L: ChainLink> Chain<L> {
         } = plan.into_shape();
         // The chain's plan was admitted: it is its one link's.
         let link = L::allocate(Allowance::unlimited().admit(link).ok()?)?;
-        Some(Self {
+        let mut chain = Self {
             links: Box::new([link]),
             items: 0,
             growth,
             settings,
-        })
+            counted: Counted::default(),
+        };
+        chain.recount();
+        Some(chain)
+    }
+
+    /// Brings the link type's tally up to date with this chain (after its links or items
+    /// changed).
+    fn recount(&mut self) {
+        if let Some(tally) = L::tally() {
+            let now = Counted::of(self);
+            tally.replace(self.counted, now);
+            self.counted = now;
+        }
     }
 
     /// [`Self::plan`] and [`Self::create`] with no budget: for values whose size the caller has
@@ -251,7 +291,9 @@ impl<L: ChainLink> Chain<L> {
     pub fn add(&mut self, item: &[u8], allowance: &mut Allowance) -> Result<bool, AddError> {
         let h = L::hash(&self.settings, item);
         self.prefetch_newest(h);
-        self.add_hashed(h, allowance)
+        let added = self.add_hashed(h, allowance);
+        self.recount();
+        added
     }
 
     /// Adds `items` in order, calling `added` with each one's answer (as [`Chain::add`]'s
@@ -259,6 +301,18 @@ impl<L: ChainLink> Chain<L> {
     /// those after it are not. Bits, counts and answers are those of adding one after another
     /// (a duplicate inside the batch answers `false`; the chain may grow or fill mid-batch).
     pub fn add_many<I: AsRef<[u8]>>(
+        &mut self,
+        items: &[I],
+        allowance: &mut Allowance,
+        added: impl FnMut(bool),
+    ) -> Result<(), AddError> {
+        let result = self.add_batch(items, allowance, added);
+        self.recount();
+        result
+    }
+
+    /// [`Self::add_many`] without the recount.
+    fn add_batch<I: AsRef<[u8]>>(
         &mut self,
         items: &[I],
         allowance: &mut Allowance,
@@ -457,12 +511,15 @@ impl<L: ChainLink> Chain<L> {
             link.set_items(items);
             links.push(link);
         }
-        Ok(Self {
+        let mut chain = Self {
             links: links.into_boxed_slice(),
             items: shape.items,
             growth: shape.growth,
             settings: shape.settings,
-        })
+            counted: Counted::default(),
+        };
+        chain.recount();
+        Ok(chain)
     }
 
     /// [`Self::shape`] and [`Self::from_shape`] with no budget: for values whose size the
@@ -553,5 +610,6 @@ impl<L: MergeLink> Chain<L> {
             total = total.saturating_add(items);
         }
         self.items = total;
+        self.recount();
     }
 }

@@ -51,30 +51,27 @@ pub struct Chain<L: ChainLink> {
     items: u64,
     growth: u32,
     settings: L::Settings,
-    /// What the chain last added to its link type's [`ChainLink::tally`].
-    counted: Counted,
 }
 
 /// A copy (COPY) is counted as one more object.
 impl<L: ChainLink> Clone for Chain<L> {
     fn clone(&self) -> Self {
-        let mut copy = Self {
+        let copy = Self {
             links: self.links.clone(),
             items: self.items,
             growth: self.growth,
             settings: self.settings,
-            counted: Counted::default(),
         };
-        copy.recount();
+        copy.count_in();
         copy
     }
 }
 
-/// A freed chain takes back what it added to its link type's tally.
+/// A freed chain takes back what it adds to its link type's tally.
 impl<L: ChainLink> Drop for Chain<L> {
     fn drop(&mut self) {
         if let Some(tally) = L::tally() {
-            tally.replace(self.counted, Counted::default());
+            tally.replace(Counted::of(self), Counted::default());
         }
     }
 }
@@ -176,25 +173,34 @@ impl<L: ChainLink> Chain<L> {
         } = plan.into_shape();
         // The chain's plan was admitted: it is its one link's.
         let link = L::allocate(Allowance::unlimited().admit(link).ok()?)?;
-        let mut chain = Self {
+        let chain = Self {
             links: Box::new([link]),
             items: 0,
             growth,
             settings,
-            counted: Counted::default(),
         };
-        chain.recount();
+        chain.count_in();
         Some(chain)
     }
 
-    /// Brings the link type's tally up to date with this chain (after its links or items
-    /// changed).
-    fn recount(&mut self) {
+    /// Adds a new chain to its link type's tally (its `Drop` takes it back). The chain keeps
+    /// no copy of what it added (a field would grow every value): it is recomputed, so every
+    /// change of links or items goes through [`Self::counted`].
+    fn count_in(&self) {
         if let Some(tally) = L::tally() {
-            let now = Counted::of(self);
-            tally.replace(self.counted, now);
-            self.counted = now;
+            tally.replace(Counted::default(), Counted::of(self));
         }
+    }
+
+    /// Runs `change` (of the links or items), moving the tally by what it changed.
+    fn counted<R>(&mut self, change: impl FnOnce(&mut Self) -> R) -> R {
+        let Some(tally) = L::tally() else {
+            return change(self);
+        };
+        let before = Counted::of(self);
+        let result = change(self);
+        tally.replace(before, Counted::of(self));
+        result
     }
 
     /// [`Self::plan`] and [`Self::create`] with no budget: for values whose size the caller has
@@ -291,9 +297,7 @@ impl<L: ChainLink> Chain<L> {
     pub fn add(&mut self, item: &[u8], allowance: &mut Allowance) -> Result<bool, AddError> {
         let h = L::hash(&self.settings, item);
         self.prefetch_newest(h);
-        let added = self.add_hashed(h, allowance);
-        self.recount();
-        added
+        self.counted(|chain| chain.add_hashed(h, allowance))
     }
 
     /// Adds `items` in order, calling `added` with each one's answer (as [`Chain::add`]'s
@@ -306,12 +310,10 @@ impl<L: ChainLink> Chain<L> {
         allowance: &mut Allowance,
         added: impl FnMut(bool),
     ) -> Result<(), AddError> {
-        let result = self.add_batch(items, allowance, added);
-        self.recount();
-        result
+        self.counted(|chain| chain.add_batch(items, allowance, added))
     }
 
-    /// [`Self::add_many`] without the recount.
+    /// [`Self::add_many`] outside [`Self::counted`].
     fn add_batch<I: AsRef<[u8]>>(
         &mut self,
         items: &[I],
@@ -511,14 +513,13 @@ impl<L: ChainLink> Chain<L> {
             link.set_items(items);
             links.push(link);
         }
-        let mut chain = Self {
+        let chain = Self {
             links: links.into_boxed_slice(),
             items: shape.items,
             growth: shape.growth,
             settings: shape.settings,
-            counted: Counted::default(),
         };
-        chain.recount();
+        chain.count_in();
         Ok(chain)
     }
 
@@ -597,6 +598,11 @@ impl<L: MergeLink> Chain<L> {
     /// [`Self::same_shape`]) into this one, then sets each link's item count to the estimate its
     /// set bits give, and the chain's to their sum.
     pub fn merge_from(&mut self, sources: &[&Self]) {
+        self.counted(|chain| chain.merge_bits(sources));
+    }
+
+    /// [`Self::merge_from`] outside [`Self::counted`].
+    fn merge_bits(&mut self, sources: &[&Self]) {
         for source in sources {
             debug_assert!(self.same_shape(source));
             for (link, other) in self.links.iter_mut().zip(source.links.iter()) {
@@ -610,6 +616,5 @@ impl<L: MergeLink> Chain<L> {
             total = total.saturating_add(items);
         }
         self.items = total;
-        self.recount();
     }
 }

@@ -1,13 +1,14 @@
 //! Process-wide sums over every live chain of a link type (valkey-bloom 1.0's `INFO bf`
-//! `bf_bloom_*` metrics): each chain remembers what it last added ([`Counted`]) and, after
-//! every change of its links or items, adds the difference; its `Drop` takes it all back. So
+//! `bf_bloom_*` metrics): a new chain adds what it counts ([`Counted`]); every change of its
+//! links or items adds the difference between what it counts after and before; its `Drop`
+//! takes what it counts back. So
 //! the sums are those of the chains alive now, however they were made (created, grown, loaded,
 //! cloned for COPY) or freed (DEL, FLUSHALL, expiry, a value replaced or refused).
 
 use super::{Chain, ChainLink};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// What one chain adds to a [`Tally`] (all zero before it is counted).
+/// What one chain adds to a [`Tally`] (all zero: nothing).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Counted {
     objects: u64,
@@ -100,5 +101,41 @@ impl Tally {
 impl Default for Tally {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::sbchain::ValkeyLink;
+
+    /// A chain's contribution follows it as it grows and goes back to nothing when it is
+    /// replaced by nothing (a private tally: the global one is shared by parallel tests).
+    #[test]
+    fn a_contribution_is_replaced_and_taken_back() {
+        let tally = Tally::new();
+        let mut chain = Chain::<ValkeyLink>::new(10, 0.01, 2, false).expect("a small chain");
+        let first = Counted::of(&chain);
+        tally.replace(Counted::default(), first);
+        let read = tally.read();
+        assert_eq!(
+            (read.num_objects, read.num_filters, read.num_items),
+            (1, 1, 0)
+        );
+        assert_eq!(read.capacity, 10);
+        assert_eq!(read.total_memory_bytes, chain.size_bytes());
+        let mut allowance = crate::budget::Allowance::unlimited();
+        for i in 0..40u32 {
+            chain.add(&i.to_le_bytes(), &mut allowance).expect("scales");
+        }
+        let grown = Counted::of(&chain);
+        tally.replace(first, grown);
+        let read = tally.read();
+        assert!(read.num_filters > 1);
+        assert_eq!(read.num_items, chain.items());
+        assert_eq!(read.capacity, chain.capacity());
+        assert_eq!(read.total_memory_bytes, chain.size_bytes());
+        tally.replace(grown, Counted::default());
+        assert_eq!(tally.read(), TallyReading::default());
     }
 }

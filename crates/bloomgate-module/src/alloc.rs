@@ -13,6 +13,7 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use bloomgate_dialect::types::sbchain::valkey::{valkey_metrics, ValkeyFlavour};
 use redis_module::alloc::RedisAlloc;
 use redis_module::raw;
 
@@ -122,7 +123,9 @@ unsafe impl GlobalAlloc for ModuleAlloc {
     }
 }
 
-/// `INFO bf`: the allocation count and the active defragmentation counters (see `defrag.rs`).
+/// `INFO bf`: the allocation count and the active defragmentation counters (see `defrag.rs`);
+/// in valkey-bloom 1.0's dialect also its sections `bf_bloom_core_metrics` (the sums over the
+/// live `bloomfltr` objects) and `bf_bloom_defrag_metrics`.
 pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     // SAFETY: Redis calls this with a live info context; the strings are NUL-terminated.
     unsafe {
@@ -139,6 +142,24 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_i
             crate::defrag::report(&mut |name, value| {
                 field(ctx, name.as_ptr(), value);
             });
+            if crate::settings::read().dialect.valkey() == Some(ValkeyFlavour::V1_0) {
+                let m = valkey_metrics();
+                section(ctx, c"bloom_core_metrics".as_ptr());
+                let core = [
+                    (c"bloom_total_memory_bytes", m.total_memory_bytes),
+                    (c"bloom_num_objects", m.num_objects),
+                    (c"bloom_num_filters_across_objects", m.num_filters),
+                    (c"bloom_num_items_across_objects", m.num_items),
+                    (c"bloom_capacity_across_objects", m.capacity),
+                ];
+                for (name, value) in core {
+                    field(ctx, name.as_ptr(), value);
+                }
+                section(ctx, c"bloom_defrag_metrics".as_ptr());
+                crate::defrag::report_valkey(&mut |name, value| {
+                    field(ctx, name.as_ptr(), value);
+                });
+            }
         }
     }
 }

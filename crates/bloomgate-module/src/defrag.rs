@@ -106,6 +106,17 @@ pub fn report(field: &mut dyn FnMut(&CStr, u64)) {
     }
 }
 
+/// valkey-bloom 1.0's `bf_bloom_defrag_metrics` fields (without the module's `bf_` prefix):
+/// the counters of `bloomfltr` values alone.
+pub fn report_valkey(field: &mut dyn FnMut(&CStr, u64)) {
+    let bloomfltr = counters(Kind::BloomValkey);
+    field(c"bloom_defrag_hits", bloomfltr.hits.load(Ordering::Relaxed));
+    field(
+        c"bloom_defrag_misses",
+        bloomfltr.misses.load(Ordering::Relaxed),
+    );
+}
+
 /// Redis' defragmenter as a [`Relocator`], counting into one kind's counters.
 struct RedisRelocator {
     ctx: *mut raw::RedisModuleDefragCtx,

@@ -374,3 +374,83 @@ fn valkey_bloom_1_0_info_fields_and_settings() {
         Some("0.25")
     );
 }
+
+/// valkey-bloom 1.0's `INFO bf` sections: the five core metrics are the sums of `BF.INFO` over
+/// the live `bloomfltr` keys after every create, growth, COPY, RESTORE, DEL and FLUSHALL.
+#[test]
+fn valkey_bloom_1_0_info_metrics_sum_the_live_objects() {
+    if !have_redis("valkey_bloom_1_0_info_metrics_sum_the_live_objects") {
+        return;
+    }
+    let server = Redis::start(&temp_dir("vkb-metrics"), &["DIALECT", "valkey-bloom"], &[]);
+    let mut c = server.conn();
+    let fields = [
+        ("bf_bloom_total_memory_bytes", "SIZE"),
+        ("bf_bloom_num_objects", ""),
+        ("bf_bloom_num_filters_across_objects", "FILTERS"),
+        ("bf_bloom_num_items_across_objects", "ITEMS"),
+        ("bf_bloom_capacity_across_objects", "CAPACITY"),
+    ];
+    let expected = |c: &mut redis::Connection| -> Vec<i64> {
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(c).unwrap();
+        let sum = |c: &mut redis::Connection, field: &str| -> i64 {
+            keys.iter()
+                .map(|k| match field {
+                    "" => 1,
+                    f => match cmd(c, &format!("BF.INFO {k} {f}")) {
+                        Value::Int(n) => n,
+                        other => panic!("{other:?}"),
+                    },
+                })
+                .sum()
+        };
+        fields.iter().map(|&(_, f)| sum(c, f)).collect()
+    };
+    let reported = |c: &mut redis::Connection| -> Vec<i64> {
+        fields
+            .iter()
+            .map(|&(name, _)| info_field(c, "bf", name).parse().unwrap())
+            .collect()
+    };
+    let check = |c: &mut redis::Connection, step: &str| {
+        let want = expected(c);
+        // A lazy free (FLUSHALL in Valkey 8) may finish just after the command answers.
+        for _ in 0..100 {
+            if reported(c) == want {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(reported(c), want, "after {step}");
+    };
+    check(&mut c, "start");
+    assert_eq!(info_field(&mut c, "bf", "bf_bloom_num_objects"), "0");
+    assert_eq!(info_field(&mut c, "bf", "bf_bloom_defrag_hits"), "0");
+    assert_eq!(info_field(&mut c, "bf", "bf_bloom_defrag_misses"), "0");
+    assert_eq!(cmd(&mut c, "BF.RESERVE a 0.01 10"), ok());
+    assert_eq!(cmd(&mut c, "BF.ADD b x"), int(1));
+    check(&mut c, "two creates");
+    for i in 0..40 {
+        cmd(&mut c, &format!("BF.ADD a item{i}"));
+    }
+    assert!(matches!(cmd(&mut c, "BF.INFO a FILTERS"), Value::Int(n) if n > 1));
+    check(&mut c, "scaling");
+    assert_eq!(cmd(&mut c, "COPY a c"), int(1));
+    check(&mut c, "COPY");
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("b").query(&mut c).unwrap();
+    let restored: String = redis::cmd("RESTORE")
+        .arg("c")
+        .arg(0)
+        .arg(dump)
+        .arg("REPLACE")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(restored, "OK");
+    check(&mut c, "RESTORE over a key");
+    assert_eq!(cmd(&mut c, "DEL b"), int(1));
+    check(&mut c, "DEL");
+    assert_eq!(info_field(&mut c, "bf", "bf_bloom_num_objects"), "2");
+    assert_eq!(cmd(&mut c, "FLUSHALL"), ok());
+    check(&mut c, "FLUSHALL");
+    assert_eq!(info_field(&mut c, "bf", "bf_bloom_total_memory_bytes"), "0");
+}

@@ -24,6 +24,7 @@
 //!   [`ChainShape`] before anything is allocated).
 
 use super::link::{ChainLink, LinkCounts, MergeLink};
+use super::tally::Counted;
 use super::{AddError, ERR_BAD_DATA, ERR_CHUNK_TOO_BIG, ERR_NO_LINK};
 use crate::budget::{Admitted, Allowance, Shape};
 use crate::codec::chunks::{plan_parts, CHUNK_BYTES};
@@ -44,12 +45,35 @@ const RING: usize = 64;
 
 /// A scalable Bloom filter: links newest last, in an exactly sized boxed slice (a chain grows
 /// rarely; most keep their one link).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Chain<L: ChainLink> {
     links: Box<[L]>,
     items: u64,
     growth: u32,
     settings: L::Settings,
+}
+
+/// A copy (COPY) is counted as one more object.
+impl<L: ChainLink> Clone for Chain<L> {
+    fn clone(&self) -> Self {
+        let copy = Self {
+            links: self.links.clone(),
+            items: self.items,
+            growth: self.growth,
+            settings: self.settings,
+        };
+        copy.count_in();
+        copy
+    }
+}
+
+/// A freed chain takes back what it adds to its link type's tally.
+impl<L: ChainLink> Drop for Chain<L> {
+    fn drop(&mut self) {
+        if let Some(tally) = L::tally() {
+            tally.replace(Counted::of(self), Counted::default());
+        }
+    }
 }
 
 /// A new chain as `BF.RESERVE` (or an auto-creating add) describes it, not yet allocated.
@@ -149,12 +173,34 @@ impl<L: ChainLink> Chain<L> {
         } = plan.into_shape();
         // The chain's plan was admitted: it is its one link's.
         let link = L::allocate(Allowance::unlimited().admit(link).ok()?)?;
-        Some(Self {
+        let chain = Self {
             links: Box::new([link]),
             items: 0,
             growth,
             settings,
-        })
+        };
+        chain.count_in();
+        Some(chain)
+    }
+
+    /// Adds a new chain to its link type's tally (its `Drop` takes it back). The chain keeps
+    /// no copy of what it added (a field would grow every value): it is recomputed, so every
+    /// change of links or items goes through [`Self::counted`].
+    fn count_in(&self) {
+        if let Some(tally) = L::tally() {
+            tally.replace(Counted::default(), Counted::of(self));
+        }
+    }
+
+    /// Runs `change` (of the links or items), moving the tally by what it changed.
+    fn counted<R>(&mut self, change: impl FnOnce(&mut Self) -> R) -> R {
+        let Some(tally) = L::tally() else {
+            return change(self);
+        };
+        let before = Counted::of(self);
+        let result = change(self);
+        tally.replace(before, Counted::of(self));
+        result
     }
 
     /// [`Self::plan`] and [`Self::create`] with no budget: for values whose size the caller has
@@ -251,7 +297,7 @@ impl<L: ChainLink> Chain<L> {
     pub fn add(&mut self, item: &[u8], allowance: &mut Allowance) -> Result<bool, AddError> {
         let h = L::hash(&self.settings, item);
         self.prefetch_newest(h);
-        self.add_hashed(h, allowance)
+        self.counted(|chain| chain.add_hashed(h, allowance))
     }
 
     /// Adds `items` in order, calling `added` with each one's answer (as [`Chain::add`]'s
@@ -259,6 +305,16 @@ impl<L: ChainLink> Chain<L> {
     /// those after it are not. Bits, counts and answers are those of adding one after another
     /// (a duplicate inside the batch answers `false`; the chain may grow or fill mid-batch).
     pub fn add_many<I: AsRef<[u8]>>(
+        &mut self,
+        items: &[I],
+        allowance: &mut Allowance,
+        added: impl FnMut(bool),
+    ) -> Result<(), AddError> {
+        self.counted(|chain| chain.add_batch(items, allowance, added))
+    }
+
+    /// [`Self::add_many`] outside [`Self::counted`].
+    fn add_batch<I: AsRef<[u8]>>(
         &mut self,
         items: &[I],
         allowance: &mut Allowance,
@@ -457,12 +513,14 @@ impl<L: ChainLink> Chain<L> {
             link.set_items(items);
             links.push(link);
         }
-        Ok(Self {
+        let chain = Self {
             links: links.into_boxed_slice(),
             items: shape.items,
             growth: shape.growth,
             settings: shape.settings,
-        })
+        };
+        chain.count_in();
+        Ok(chain)
     }
 
     /// [`Self::shape`] and [`Self::from_shape`] with no budget: for values whose size the
@@ -540,6 +598,11 @@ impl<L: MergeLink> Chain<L> {
     /// [`Self::same_shape`]) into this one, then sets each link's item count to the estimate its
     /// set bits give, and the chain's to their sum.
     pub fn merge_from(&mut self, sources: &[&Self]) {
+        self.counted(|chain| chain.merge_bits(sources));
+    }
+
+    /// [`Self::merge_from`] outside [`Self::counted`].
+    fn merge_bits(&mut self, sources: &[&Self]) {
         for source in sources {
             debug_assert!(self.same_shape(source));
             for (link, other) in self.links.iter_mut().zip(source.links.iter()) {

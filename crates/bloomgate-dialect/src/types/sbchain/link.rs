@@ -130,6 +130,12 @@ pub trait ChainLink: Sized + Clone + std::fmt::Debug {
     /// The link's `BF.DEBUG` line.
     fn debug_line(&self) -> String;
 
+    /// The process-wide sums over live chains of this link type, if it keeps them (by
+    /// default none).
+    fn tally() -> Option<&'static super::Tally> {
+        None
+    }
+
     /// `BF.INFO Size` of `chain`: by default RedisBloom's, `32 + 64 × links + Σ link bytes`.
     fn size_bytes(chain: &Chain<Self>) -> u64 {
         32 + chain.links().iter().map(|l| 64 + l.bytes()).sum::<u64>()

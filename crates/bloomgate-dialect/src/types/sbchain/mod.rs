@@ -19,6 +19,7 @@ pub mod blocked;
 mod chain;
 pub mod classic;
 mod link;
+mod tally;
 pub mod valkey;
 
 pub use blocked::BlockedLink;
@@ -28,6 +29,7 @@ pub use classic::{
     OPT_ENTS_IS_BITS, OPT_FORCE64, OPT_NOROUND, OPT_NO_SCALING,
 };
 pub use link::{ChainLink, LinkCounts, LinkHealth, MergeLink};
+pub use tally::{Tally, TallyReading};
 pub use valkey::{ValkeyFlavour, ValkeyLink};
 
 /// RedisBloom's scalable Bloom filter (`MBbloom--`): a chain of classic links.

@@ -22,6 +22,7 @@
 use super::classic::estimate_items;
 use super::link::{ChainLink, LinkCounts, LinkHealth, MergeLink};
 use super::{format_g, le_bytes, patch_le_bytes, visit_le_words, Chain, ChainShape};
+use super::{Tally, TallyReading};
 use crate::budget::{Admitted, Shape};
 use crate::codec::rdb_io::{RdbError, RdbSink, RdbSource};
 use bloomgate::relocate::Walk;
@@ -65,6 +66,14 @@ impl ValkeyFlavour {
 }
 
 static FLAVOUR: AtomicU8 = AtomicU8::new(1);
+/// The sums over every live `bloomfltr` object (kept by the chain, see [`Tally`]).
+static METRICS: Tally = Tally::new();
+
+/// valkey-bloom 1.0's `INFO bf` core metrics: the sums of `BF.INFO` Size, Number of filters,
+/// Number of items inserted and Capacity over every live `bloomfltr` object, and their count.
+pub fn valkey_metrics() -> TallyReading {
+    METRICS.read()
+}
 static RANDOM_SEED: AtomicBool = AtomicBool::new(true);
 
 /// Sets the server's valkey-bloom flavour (a module load argument; before the `bloomfltr` type
@@ -403,6 +412,10 @@ impl ChainLink for ValkeyLink {
             return 0.0;
         }
         settings.link_error(links.len())
+    }
+
+    fn tally() -> Option<&'static Tally> {
+        Some(&METRICS)
     }
 
     fn plan(capacity: u64, error: f64) -> Option<ValkeyPlan> {

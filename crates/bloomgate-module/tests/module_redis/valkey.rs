@@ -3,7 +3,7 @@
 //! wrong-type reply, its events and its memory rule — and everything else still there.
 
 use crate::support::{have_redis, temp_dir, Redis};
-use crate::{digest, rewrite_aof};
+use crate::{digest, info_field, rewrite_aof};
 use bloomgate_testkit::replies::{cmd, error_of, events_of, int, keyspace_subscriber, wire_error};
 use redis::Value;
 

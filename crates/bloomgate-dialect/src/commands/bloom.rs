@@ -301,7 +301,8 @@ impl CreateParams {
         }
     }
 
-    /// The classic chain valkey-bloom's `options` describe (expansion 0: non-scaling).
+    /// The chain valkey-bloom's `options` describe (expansion 0: non-scaling; valkey-bloom's
+    /// link unless they name a `LAYOUT`).
     fn from_valkey(options: Options) -> Self {
         Self {
             capacity: options.capacity,

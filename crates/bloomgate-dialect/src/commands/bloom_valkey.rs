@@ -176,12 +176,14 @@ pub(super) fn created<H: Host + ?Sized>(
         t = t.or(Some(config.tightening_ratio));
         seed = seed.or((!config.use_random_seed).then_some(FIXED_SEED));
     }
-    ctx.update(key, |c: &mut ValkeyChain| c.set_valkey_options(t, seed))
+    let settings = ctx
+        .update(key, |c: &mut ValkeyChain| {
+            c.set_valkey_options(t, seed).map(|()| *c.settings())
+        })
         .map_err(Reply::error)?;
     if flavour != Some(ValkeyFlavour::V1_0) {
         return Ok(Vec::new());
     }
-    let settings = ctx.update(key, |c: &mut ValkeyChain| *c.settings());
     Ok(vec![
         b"TIGHTENING".to_vec(),
         settings.tightening.to_string().into_bytes(),
@@ -274,12 +276,13 @@ pub(super) fn insert(
             items_at = Some(i + 1);
             break;
         }
-        if is(arg, "NONSCALING") || is(arg, "NOCREATE") {
-            if is(arg, "NOCREATE") {
-                nocreate = true;
-            } else {
-                options.expansion = 0;
-            }
+        if is(arg, "NOCREATE") {
+            nocreate = true;
+            i += 1;
+            continue;
+        }
+        if is(arg, "NONSCALING") {
+            options.expansion = 0;
             i += 1;
             continue;
         }
